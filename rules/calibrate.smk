@@ -1,0 +1,15 @@
+rule calibrate:
+    input:
+        model=MODEL,
+        pool=rules.prepare_data.output.pool,
+    output:
+        BUDGET,
+    params:
+        run=json.dumps(study_config.calibration_config(config), sort_keys=True),
+        data=f"{R}/data",
+    threads: config["recipe"]["threads"]
+    log:
+        f"{R}/logs/calibrate.log",
+    shell:
+        "python -m mcgrpo calibrate --run-json {params.run:q} --model {input.model} "
+        "--data {params.data} --out {output} > {log} 2>&1"

@@ -1,0 +1,14 @@
+rule warm_start:
+    input:
+        rules.prepare_data.output.evals,
+    output:
+        directory(MODEL),
+    params:
+        spec=json.dumps({"model": config["model"], "task": config["task"]}, sort_keys=True),
+        data=f"{R}/data",
+    threads: 2
+    log:
+        f"{R}/logs/warm_start.log",
+    shell:
+        "python -m mcgrpo warm-start --model-json {params.spec:q} --data {params.data} "
+        "--threads {threads} --out {output} > {log} 2>&1"

@@ -1,0 +1,103 @@
+"""The training loop: budget stop, evaluation schedule, common random numbers, logged contracts."""
+
+import copy
+
+import numpy as np
+import pytest
+
+from mcgrpo import config as study_config
+from mcgrpo.budget import budget_from_tokens, budget_table
+from mcgrpo.evaluation import eval_due
+from mcgrpo.models.tiny import build_model
+from mcgrpo.store import COLUMNS
+from mcgrpo.trainer import Trainer
+
+
+def test_eval_due_at_first_boundary_at_or_after_each_multiple():
+    B, n = 1600, 16  # multiples every 100 tokens
+    assert eval_due(0, 100, B, n)
+    assert not eval_due(0, 99, B, n)
+    assert eval_due(99, 101, B, n)
+    assert not eval_due(100, 199, B, n)  # 100 was evaluated already
+    assert eval_due(150, 420, B, n)      # one evaluation covers every multiple crossed
+
+
+def test_budget_is_multiplier_times_mean_rounded_up():
+    assert budget_from_tokens([1000, 2000, 3000], 48, 250_000) == 250_000
+    assert budget_from_tokens([10_000, 12_000, 14_000], 48, 250_000) == 750_000  # 576,000 -> 750,000
+    assert budget_from_tokens([100, 101], 16, 1000) == 2000
+    with pytest.raises(ValueError, match="at least one"):
+        budget_from_tokens([], 48, 1000)
+    table = budget_table("tiny", [5, 7], 1000, "calibrated")
+    assert list(table.columns[:4]) == list(COLUMNS["budget"]) and table["B"].tolist() == [1000, 1000]
+
+
+def _trainer(study, tiny, world, arm="outcome", seed=1, budget=600):
+    model, tokenizer = tiny
+    pool, evals = world
+    return Trainer(study_config.run_config(study, arm, seed), model, tokenizer, pool, evals, budget)
+
+
+def test_run_stops_at_first_iteration_boundary_at_or_after_budget(study, tiny, world):
+    log = _trainer(study, tiny, world).run()
+    tokens = [row["tokens_total"] for row in log.iterations]
+    assert tokens[-1] >= 600 > tokens[-2]
+    assert all(b > a for a, b in zip(tokens, tokens[1:]))
+    assert [row["updates"] for row in log.iterations] == list(range(1, len(tokens) + 1))
+
+
+def test_evaluations_follow_the_schedule(study, tiny, world):
+    log = _trainer(study, tiny, world).run()
+    frames = log.frames()
+    evals, its = frames["evals"], frames["iterations"]
+    assert evals["eval_index"].tolist() == list(range(len(evals)))
+    assert evals["tokens_total"].iloc[0] == 0 and evals["train_seconds"].iloc[0] == 0
+    step = 600 / 4
+    before = np.concatenate([[0], its["tokens_total"].to_numpy()[:-1]])
+    due = its[(its["tokens_total"] // step > before // step)]
+    assert evals["tokens_total"].iloc[1:].tolist() == due["tokens_total"].tolist()
+    assert evals["tokens_total"].iloc[-1] >= 600
+    # evaluation time is not training time
+    assert its["train_seconds"].iloc[-1] == pytest.approx(
+        its[["t_select", "t_generate", "t_credit", "t_update", "t_sync"]].to_numpy().sum())
+
+
+def test_logged_frames_hold_their_contracts(study, tiny, world):
+    frames = _trainer(study, tiny, world, arm="mc_k2").run().frames()
+    for name, frame in frames.items():
+        missing = set(COLUMNS[name]) - set(frame.columns)
+        assert not missing, (name, missing)
+    its = frames["iterations"]
+    assert (its["tokens_continuation"] > 0).all()
+    assert (its["tokens_total"] == its[["tokens_rollout", "tokens_continuation", "tokens_discarded"]].sum(axis=1)).all()
+    assert (its[["groups_all_wrong", "groups_all_correct", "groups_mixed"]].sum(axis=1) == 2).all()
+
+
+def test_all_arms_of_a_seed_draw_identical_samples_at_tokens_zero(study, tiny, world):
+    _, tokenizer = tiny
+
+    def samples_at_zero(arm, seed):
+        model = build_model(tokenizer, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64,
+                            max_positions=96, seed=0)
+        trainer = _trainer(study, (model, tokenizer), world, arm=arm, seed=seed)
+        trainer.evaluate(iterations_done=0)
+        return trainer.log.frames()["samples"]
+
+    outcome, mc = samples_at_zero("outcome", 1), samples_at_zero("mc_k2", 1)
+    assert outcome.equals(mc)
+    other_seed = samples_at_zero("outcome", 2)
+    assert not outcome["text"].equals(other_seed["text"])
+
+
+def test_a_run_is_reproducible(study, tiny, world):
+    _, tokenizer = tiny
+
+    def run():
+        model = build_model(tokenizer, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64,
+                            max_positions=96, seed=0)
+        return _trainer(study, (model, tokenizer), world, budget=300).run().frames()
+
+    a, b = run(), run()
+    timing = [c for c in a["iterations"].columns if c.startswith("t_")] + ["train_seconds"]
+    assert a["iterations"].drop(columns=timing).equals(b["iterations"].drop(columns=timing))
+    assert a["samples"].equals(b["samples"])

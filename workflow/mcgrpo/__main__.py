@@ -1,0 +1,5 @@
+import sys
+
+from mcgrpo.cli import main
+
+sys.exit(main())

@@ -1,0 +1,122 @@
+"""Load and validate a study config, expand arms x seeds, and hash each run's effective config.
+
+Validation runs before any job: the JSON Schema in workflow/schemas/ checks keys and types (and fills
+defaults), then the cross-references the schema cannot express are checked here. Every error names the
+key path, the value given and what is allowed.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "config.schema.yaml"
+
+
+class ConfigError(ValueError):
+    """A study config that must not start any job."""
+
+
+def schema() -> dict:
+    return yaml.safe_load(SCHEMA_PATH.read_text())
+
+
+def _with_defaults(validator_class):
+    """A validator that fills in each property's schema default before descending into it."""
+    validate_properties = validator_class.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, instance, subschema):
+        if isinstance(instance, dict):
+            for name, sub in properties.items():
+                if "default" in sub:
+                    instance.setdefault(name, copy.deepcopy(sub["default"]))
+        yield from validate_properties(validator, properties, instance, subschema)
+
+    return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
+
+
+def _key_path(error: jsonschema.ValidationError) -> str:
+    parts = [f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path]
+    return "".join(parts).lstrip(".") or "<top level>"
+
+
+def validate(cfg: dict) -> dict:
+    """Fill defaults into `cfg` (in place, and returned) and raise ConfigError on the first problem."""
+    validator = _with_defaults(jsonschema.Draft202012Validator)(schema())
+    errors = sorted(validator.iter_errors(cfg), key=lambda e: (len(e.absolute_path), str(e.absolute_path)))
+    if errors:
+        e = errors[0]
+        raise ConfigError(f"config key {_key_path(e)}: {e.message}")
+    _check_references(cfg)
+    return cfg
+
+
+def _check_references(cfg: dict) -> None:
+    arms, sets = list(cfg["arms"]), list(cfg["task"]["eval_sets"])
+    for i, name in enumerate(cfg["evaluation"]["sets"]):
+        if name not in sets:
+            raise ConfigError(f"config key evaluation.sets[{i}]: {name!r} is not a task.eval_sets entry; "
+                              f"allowed: {', '.join(sets)}")
+    base = cfg["analysis"]["base"]
+    if base is not None and base not in arms:
+        raise ConfigError(f"config key analysis.base: {base!r} is not an arm; allowed: {', '.join(arms)}")
+    for i, pair in enumerate(cfg["analysis"]["pairs"]):
+        for j, arm in enumerate(pair):
+            if arm not in arms:
+                raise ConfigError(f"config key analysis.pairs[{i}][{j}]: {arm!r} is not an arm; "
+                                  f"allowed: {', '.join(arms)}")
+        if pair[0] == pair[1]:
+            raise ConfigError(f"config key analysis.pairs[{i}]: an arm cannot be contrasted with itself ({pair[0]!r})")
+
+
+def load(path: str | Path) -> dict:
+    """Read a YAML study config and validate it."""
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"{path}: config file not found")
+    try:
+        cfg = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from e
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"{path}: a study config must be a mapping of keys, got {type(cfg).__name__}")
+    return validate(cfg)
+
+
+def pairs(cfg: dict) -> list[tuple[str, str]]:
+    """The (arm, base) contrasts of the study: the explicit pairs, else every arm against the base."""
+    if cfg["analysis"]["pairs"]:
+        return [tuple(p) for p in cfg["analysis"]["pairs"]]
+    base = cfg["analysis"]["base"]
+    return [(arm, base) for arm in cfg["arms"] if base is not None and arm != base]
+
+
+def runs(cfg: dict) -> list[tuple[str, int]]:
+    """Every (arm, seed) training run of the study."""
+    return [(arm, seed) for arm in cfg["arms"] for seed in cfg["seeds"]]
+
+
+def run_config(cfg: dict, arm: str, seed: int) -> dict[str, Any]:
+    """The effective config of one run: everything that can change what it trains."""
+    if arm not in cfg["arms"]:
+        raise ConfigError(f"unknown arm {arm!r}; allowed: {', '.join(cfg['arms'])}")
+    keys = ("study", "task", "model", "recipe", "engine", "budget", "evaluation")
+    return {**{k: copy.deepcopy(cfg[k]) for k in keys}, "arm": arm, "seed": seed,
+            "arm_config": copy.deepcopy(cfg["arms"][arm])}
+
+
+def config_hash(obj: Any) -> str:
+    """sha256 of the canonical JSON of `obj`."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def calibration_config(cfg: dict) -> dict[str, Any]:
+    """The run config of budget calibration: the calibration credit rule on the first seed."""
+    arm = {"description": "budget calibration", "credit": cfg["budget"]["calibration_credit"]}
+    return run_config({**cfg, "arms": {"calibration": arm}}, "calibration", cfg["seeds"][0])

@@ -1,0 +1,46 @@
+"""Training pools and evaluation sets, stored as Parquet with the problems contract."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from mcgrpo import store
+
+
+def build(task: dict) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
+    """(pool, {name: eval set}) for the study's `task:` block, checked to be disjoint."""
+    if task["name"] != "arith":
+        raise ValueError(f"task.name: unknown task {task['name']!r}; allowed: arith")
+    from mcgrpo.data import arith
+
+    eval_sets = {name: {"size": s["size"], "levels": s.get("levels", task["pool"]["levels"])}
+                 for name, s in task["eval_sets"].items()}
+    pool, evals = arith.build(task["seed"], task["pool"]["size"], task["pool"]["levels"], eval_sets)
+    arith.check_disjoint(pool, evals)
+    return pool, evals
+
+
+def warm_start_corpus(task: dict, size: int, seed: int, data_dir: str | Path) -> pd.DataFrame:
+    """Fresh training-side problems of the pool's levels, checked disjoint from the stored eval sets."""
+    from mcgrpo.data import arith
+
+    corpus = arith.corpus(seed, size, task["pool"]["levels"])
+    arith.check_disjoint(corpus, read(data_dir, list(task["eval_sets"]))[1])
+    return corpus
+
+
+def write(pool: pd.DataFrame, eval_sets: dict[str, pd.DataFrame], out_dir: str | Path, config_hash: str) -> None:
+    out_dir = Path(out_dir)
+    store.write_parquet(pool, out_dir / "pool.parquet", config_hash)
+    for name, df in eval_sets.items():
+        store.write_parquet(df, out_dir / f"eval_{name}.parquet", config_hash)
+
+
+def read(data_dir: str | Path, eval_names: list[str]) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
+    data_dir = Path(data_dir)
+    pool = store.read_contract(data_dir / "pool.parquet", "problems")
+    if pool.empty:
+        raise ValueError(f"{data_dir / 'pool.parquet'}: the training pool is empty")
+    return pool, {n: store.read_contract(data_dir / f"eval_{n}.parquet", "problems") for n in eval_names}

@@ -1,0 +1,34 @@
+"""The engine contract shared by every backend.
+
+Each request carries its own seed, and a backend must draw request r's tokens from randomness that
+depends on that seed alone (never on the batch it shares), so that evaluations of different arms use
+common random numbers and a rollout is reproducible whatever the batching.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+
+@dataclass(frozen=True)
+class Completion:
+    tokens: tuple[int, ...]   # generated ids, the end-of-turn token included when it was produced
+    finished: bool            # ended with end-of-turn (False: stopped at its token limit)
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+
+class Engine(Protocol):
+    def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: Sequence[int],
+                 seeds: Sequence[int]) -> list[Completion]: ...
+
+    def sync(self, model) -> None: ...
+
+
+def stable_seed(*parts: object) -> int:
+    """A 63-bit seed from any tuple of ints and strings, identical across processes and machines."""
+    digest = hashlib.blake2b(repr(parts).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") & (2**63 - 1)

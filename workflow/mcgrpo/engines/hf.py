@@ -1,0 +1,87 @@
+"""The `hf` engine: sampling with a transformers causal LM and its KV cache, on CPU or GPU.
+
+It shares the training model object, so syncing weights costs nothing. Sampling is by inverse CDF
+on per-request uniforms drawn from the request's own seed, which makes every request's tokens
+independent of the batch it was generated in (common random numbers).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from mcgrpo.engines.base import Completion
+
+
+class HFEngine:
+    def __init__(self, model, tokenizer, temperature: float = 1.0, top_p: float = 1.0,
+                 batch_size: int = 256):
+        self.model, self.temperature, self.top_p, self.batch_size = model, temperature, top_p, batch_size
+        self.eos_id, self.pad_id = tokenizer.eos_token_id, tokenizer.pad_token_id
+
+    def sync(self, model) -> None:
+        """The engine samples from the training model itself: nothing to copy."""
+        self.model = model
+
+    def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: Sequence[int],
+                 seeds: Sequence[int]) -> list[Completion]:
+        if not len(prompts) == len(max_new_tokens) == len(seeds):
+            raise ValueError("prompts, max_new_tokens and seeds must have one entry per request")
+        out: list[Completion] = []
+        for start in range(0, len(prompts), self.batch_size):
+            stop = start + self.batch_size
+            out += self._generate_batch(prompts[start:stop], max_new_tokens[start:stop], seeds[start:stop])
+        return out
+
+    @torch.no_grad()
+    def _generate_batch(self, prompts, limits, seeds) -> list[Completion]:
+        model, device = self.model, self.model.device
+        was_training = model.training
+        model.eval()
+        n, width, horizon = len(prompts), max(map(len, prompts)), max(limits)
+        ids = torch.full((n, width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((n, width), dtype=torch.long)
+        for r, p in enumerate(prompts):  # left padding keeps every row's next token in the last column
+            ids[r, width - len(p):] = torch.tensor(p)
+            mask[r, width - len(p):] = 1
+        uniforms = torch.stack([torch.rand(horizon, generator=torch.Generator().manual_seed(s),
+                                           dtype=torch.float64) for s in seeds]).to(device)
+        limit = torch.tensor(limits, device=device)
+        ids, mask = ids.to(device), mask.to(device)
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        done = limit <= 0
+        generated = torch.full((n, horizon), self.pad_id, dtype=torch.long, device=device)
+        lengths = torch.zeros(n, dtype=torch.long, device=device)
+        cache, step_ids = None, ids
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+            for t in range(horizon):
+                if done.all():
+                    break
+                out = model(input_ids=step_ids, attention_mask=mask, position_ids=positions,
+                            cache=cache, use_cache=True, logits_to_keep=1)
+                cache = out.cache
+                token = self._sample(out.logits[:, -1].float(), uniforms[:, t])
+                token = torch.where(done, self.pad_id, token)
+                generated[:, t] = token
+                lengths += (~done).long()
+                done = done | (token == self.eos_id) | (lengths >= limit)
+                step_ids = token[:, None]
+                mask = torch.cat([mask, torch.ones((n, 1), dtype=mask.dtype, device=device)], dim=1)
+                positions = positions[:, -1:] + 1
+        model.train(was_training)
+        rows = generated.cpu().tolist()
+        return [Completion(tuple(row[:k]), bool(k and row[k - 1] == self.eos_id))
+                for row, k in zip(rows, lengths.cpu().tolist())]
+
+    def _sample(self, logits: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """Inverse-CDF sampling at the engine's temperature and top-p."""
+        probs = torch.softmax(logits.double() / self.temperature, dim=-1)
+        if self.top_p < 1.0:
+            sorted_p, order = probs.sort(dim=-1, descending=True)
+            keep = sorted_p.cumsum(-1) - sorted_p < self.top_p
+            probs = torch.zeros_like(probs).scatter(-1, order, sorted_p * keep)
+            probs = probs / probs.sum(-1, keepdim=True)
+        cdf = probs.cumsum(-1)
+        index = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None]).squeeze(-1)
+        return index.clamp(max=probs.shape[-1] - 1)

@@ -1,0 +1,134 @@
+"""Atomic Parquet/JSON writes carrying schema metadata, and readers that check it.
+
+Every intermediate of a study is a Parquet file so that any contrast can be recomputed
+without retraining; a killed job must never leave a half-written file behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from mcgrpo import __version__
+
+SCHEMA_VERSION = "1"
+
+
+class SchemaError(ValueError):
+    """A stored file lacks what its contract requires."""
+
+
+def git_sha() -> str:
+    """The repository's commit, or '' outside a git checkout."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                             cwd=Path(__file__).parent, timeout=5)
+        return out.stdout.strip() if out.returncode == 0 else ""
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def _atomic_target(path: Path) -> tuple[Path, Path]:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    return path, Path(tmp)
+
+
+def write_parquet(df: pd.DataFrame, path: str | Path, config_hash: str = "") -> Path:
+    """Write `df` to `path` via a temporary file and rename, with the contract's metadata."""
+    path, tmp = _atomic_target(path)
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    meta = dict(table.schema.metadata or {})
+    meta.update({b"schema_version": SCHEMA_VERSION.encode(),
+                 b"mcgrpo_version": __version__.encode(),
+                 b"git_sha": git_sha().encode(),
+                 b"config_hash": config_hash.encode()})
+    try:
+        pq.write_table(table.replace_schema_metadata(meta), tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def read_parquet(path: str | Path, required: Iterable[str] = ()) -> pd.DataFrame:
+    """Read a Parquet file written by `write_parquet`, checking version and required columns."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: file not found")
+    meta = pq.read_schema(path).metadata or {}
+    version = meta.get(b"schema_version", b"").decode()
+    if version != SCHEMA_VERSION:
+        raise SchemaError(f"{path}: schema_version {version or 'missing'!r}, expected {SCHEMA_VERSION!r}")
+    df = pd.read_parquet(path)
+    missing = [c for c in required if c not in df.columns]
+    if missing:
+        raise SchemaError(f"{path}: missing required column(s) {', '.join(missing)}")
+    return df
+
+
+def parquet_metadata(path: str | Path) -> dict[str, str]:
+    """The key-value metadata of a Parquet file, decoded (pandas' own entry left out)."""
+    meta = pq.read_schema(path).metadata or {}
+    return {k.decode(): v.decode() for k, v in meta.items() if k != b"pandas"}
+
+
+def write_json(obj: Any, path: str | Path) -> Path:
+    """Write `obj` as indented JSON, atomically."""
+    path, tmp = _atomic_target(path)
+    try:
+        tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def read_json(path: str | Path) -> Any:
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: file not found")
+    return json.loads(path.read_text())
+
+
+# The Parquet contracts of DESIGN §3: the minimum columns of each stored file kind.
+COLUMNS: dict[str, tuple[str, ...]] = {
+    "problems": ("problem_id", "question", "answer", "level", "subject", "source", "steps"),
+    "budget": ("model", "iteration", "tokens_generated", "B"),
+    "iterations": (
+        "iteration", "tokens_total", "tokens_rollout", "tokens_continuation", "tokens_discarded",
+        "updates", "lr", "loss", "grad_norm", "reward_default", "reward_strict",
+        "groups_all_wrong", "groups_all_correct", "groups_mixed", "truncated_share", "mean_length",
+        "cand_pred_mean", "t_select", "t_generate", "t_credit", "t_update", "t_sync", "train_seconds",
+    ),
+    "evals": (
+        "eval_index", "tokens_total", "iteration", "updates", "train_seconds", "eval_set",
+        "acc_default", "acc_strict", "boxed_share", "truncated_share", "mean_length", "eval_seconds",
+    ),
+    "samples": (
+        "eval_index", "eval_set", "problem_id", "sample", "correct_default", "correct_strict",
+        "boxed", "truncated", "length",
+    ),
+    "prompts": ("iteration", "problem_id", "chosen", "predicted_success", "group_mean_reward"),
+    "drift": ("arm", "seed", "eval_index", "acc_default", "acc_strict", "gap", "drifted"),
+    "contrasts": (
+        "contrast", "family", "label", "basis", "metric", "n", "mean", "ci_low", "ci_high", "p",
+        "p_holm", "tost_p", "margin", "crossed_low", "crossed_high", "seeds_higher",
+    ),
+    "paired": ("contrast", "basis", "seed", "value_a", "value_b", "diff", "at"),
+}
+
+
+def read_contract(path: str | Path, kind: str) -> pd.DataFrame:
+    """Read a stored file and check it holds the columns of contract `kind`."""
+    return read_parquet(path, COLUMNS[kind])

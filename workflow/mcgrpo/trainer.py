@@ -1,0 +1,144 @@
+"""The GRPO training loop: select -> generate -> credit -> update -> sync, under a token budget.
+
+A run ends at the first iteration boundary where every token it generated (rollouts, continuations,
+discarded groups) reaches horizon x B. It is evaluated at tokens 0 and at the first boundary at or after
+each multiple of B / per_budget; evaluation time is excluded from training time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import torch
+
+from mcgrpo import credit as credit_rules
+from mcgrpo import engines, selection
+from mcgrpo.clock import StageClock
+from mcgrpo.credit import CreditContext
+from mcgrpo.engines import stable_seed
+from mcgrpo.evaluation import Evaluator, eval_due
+from mcgrpo.loss import backward_policy_loss
+from mcgrpo.rollout import Prompter, sample_groups
+
+
+@dataclass
+class RunLog:
+    iterations: list[dict] = field(default_factory=list)
+    evals: list[dict] = field(default_factory=list)
+    samples: list[pd.DataFrame] = field(default_factory=list)
+    prompts: list[dict] = field(default_factory=list)
+
+    def frames(self) -> dict[str, pd.DataFrame]:
+        samples = pd.concat(self.samples, ignore_index=True) if self.samples else pd.DataFrame()
+        return {"iterations": pd.DataFrame(self.iterations), "evals": pd.DataFrame(self.evals),
+                "samples": samples, "prompts": pd.DataFrame(self.prompts)}
+
+
+class Trainer:
+    def __init__(self, cfg: dict, model, tokenizer, pool: pd.DataFrame,
+                 eval_sets: dict[str, pd.DataFrame] | None, budget: int | None):
+        self.cfg, self.recipe = cfg, cfg["recipe"]
+        self.model, self.pad_id = model, tokenizer.pad_token_id
+        self.seed, self.budget = cfg["seed"], budget
+        r = self.recipe
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=r["lr"], betas=tuple(r["adam_betas"]),
+                                          eps=r["adam_eps"], weight_decay=0.0)
+        self.prompter = Prompter(tokenizer)
+        self.engine = engines.build(cfg["engine"]["name"], model, tokenizer, temperature=r["temperature"],
+                                    top_p=r["top_p"], batch_size=cfg["engine"]["batch_size"])
+        self.credit = credit_rules.build(cfg["arm_config"].get("credit", {}))
+        self.problems = pool.to_dict("records")
+        self.selector = selection.build(cfg["arm_config"], len(pool), self.seed, r["prompts_per_iteration"])
+        ev = cfg["evaluation"]
+        self.evaluator = Evaluator(self.engine, self.prompter, eval_sets, ev["samples"],
+                                   r["completion_limit"], self.seed) if eval_sets else None
+        self.clock = StageClock(model.device)
+        self.tokens = {"rollout": 0, "continuation": 0, "discarded": 0}
+        self.updates, self.train_seconds, self.log = 0, 0.0, RunLog()
+
+    @property
+    def tokens_total(self) -> int:
+        return sum(self.tokens.values())
+
+    def iteration(self, i: int) -> dict:
+        """One GRPO iteration, each stage on the stage clock."""
+        r = self.recipe
+        with self.clock.stage("select"):
+            chosen = self.selector.select(i)
+        with self.clock.stage("generate"):
+            problems = [self.problems[j] for j in chosen.chosen]
+            n = len(problems) * r["group_size"]
+            batch = sample_groups(self.engine, self.prompter, problems, r["group_size"], r["completion_limit"],
+                                  [stable_seed(self.seed, "rollout", i, k) for k in range(n)], r["reward_verifier"])
+        with self.clock.stage("credit"):
+            ctx = CreditContext(self.engine, self.prompter, r["completion_limit"], r["reward_verifier"],
+                                r["advantage_eps"], (self.seed, i))
+            credit = self.credit(batch, ctx)
+        with self.clock.stage("update"):
+            loss, grad_norm = self.update(batch, credit.tokens)
+        with self.clock.stage("sync"):
+            self.engine.sync(self.model)
+        self.tokens["rollout"] += batch.n_tokens
+        self.tokens["continuation"] += credit.tokens_generated
+        return self._record(i, chosen, batch, loss, grad_norm)
+
+    def update(self, batch, token_credit) -> tuple[float, float]:
+        """One optimizer step on the iteration's batch (gradient accumulated over microbatches)."""
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = backward_policy_loss(self.model, batch.prompts, [c.tokens for c in batch.completions],
+                                    token_credit, self.pad_id, self.recipe["microbatch_size"])
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.recipe["grad_clip"])
+        self.optimizer.step()
+        self.updates += 1
+        return loss, float(grad_norm)
+
+    def run(self, max_iterations: int | None = None) -> RunLog:
+        """Train until the budget (or `max_iterations`), evaluating on schedule."""
+        stop = None if self.budget is None else self.cfg["budget"]["horizon"] * self.budget
+        self.evaluate(iterations_done=0)
+        i = 0
+        while (stop is None or self.tokens_total < stop) and (max_iterations is None or i < max_iterations):
+            before = self.tokens_total
+            self.iteration(i)
+            i += 1
+            if self.budget is not None and (eval_due(before, self.tokens_total, self.budget,
+                                                     self.cfg["evaluation"]["per_budget"])
+                                            or self.tokens_total >= stop):
+                self.evaluate(iterations_done=i)
+        return self.log
+
+    def evaluate(self, iterations_done: int) -> None:
+        if self.evaluator is None:
+            return
+        index = len({row["eval_index"] for row in self.log.evals})
+        summaries, samples = self.evaluator(index)
+        state = {"tokens_total": self.tokens_total, "iteration": iterations_done, "updates": self.updates,
+                 "train_seconds": self.train_seconds}
+        self.log.evals += [{**state, **s} for s in summaries]
+        self.log.samples.append(samples)
+
+    def _record(self, i: int, chosen, batch, loss: float, grad_norm: float) -> dict:
+        stages = self.clock.lap()
+        self.train_seconds += sum(stages.values())
+        groups = batch.grouped(batch.rewards).mean(axis=1)
+        row = {
+            "iteration": i, "tokens_total": self.tokens_total,
+            **{f"tokens_{k}": v for k, v in self.tokens.items()},
+            "updates": self.updates, "lr": self.optimizer.param_groups[0]["lr"], "loss": loss,
+            "grad_norm": grad_norm, "reward_default": batch.scores.default.mean(),
+            "reward_strict": batch.scores.strict.mean(),
+            "groups_all_wrong": int((groups == 0).sum()), "groups_all_correct": int((groups == 1).sum()),
+            "groups_mixed": int(((groups > 0) & (groups < 1)).sum()),
+            "truncated_share": float(np.mean([not c.finished for c in batch.completions])),
+            "mean_length": float(np.mean([len(c) for c in batch.completions])),
+            "cand_pred_mean": float(np.nanmean(chosen.predicted)) if np.isfinite(chosen.predicted).any() else np.nan,
+            **stages, "train_seconds": self.train_seconds,
+        }
+        self.log.iterations.append(row)
+        trained = dict(zip(chosen.chosen.tolist(), groups))
+        self.log.prompts += [{"iteration": i, "problem_id": self.problems[j]["problem_id"], "chosen": j in trained,
+                              "predicted_success": float(p), "group_mean_reward": trained.get(j, np.nan)}
+                             for j, p in zip(chosen.candidates.tolist(), chosen.predicted)]
+        return row
