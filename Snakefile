@@ -5,13 +5,18 @@ from snakemake.utils import min_version, validate
 min_version("8.0")
 
 
-configfile: "config/config.yaml"
+# A study given with --configfile replaces the default study rather than merging into it.
+if not config:
+
+    configfile: "config/config.yaml"
+
+
+include: "rules/common.smk"
 
 
 validate(config, "workflow/schemas/config.schema.yaml")
 
 
-include: "rules/common.smk"
 include: "rules/data.smk"
 include: "rules/model.smk"
 include: "rules/calibrate.smk"

@@ -6,8 +6,10 @@ rule calibrate:
         BUDGET,
     params:
         run=json.dumps(study_config.calibration_config(config), sort_keys=True),
-        data=f"{R}/data",
+        data=folder_of("pool"),
     threads: config["recipe"]["threads"]
+    conda:
+        ENV
     log:
         f"{R}/logs/calibrate.log",
     shell:

@@ -4,7 +4,9 @@ rule prepare_data:
         evals=expand(f"{R}/data/eval_{{name}}.parquet", name=EVAL_SETS),
     params:
         task=json.dumps(config["task"], sort_keys=True),
-        out=f"{R}/data",
+        out=lambda wildcards, output: str(Path(output.pool).parent),
+    conda:
+        ENV
     log:
         f"{R}/logs/prepare_data.log",
     shell:

@@ -6,19 +6,26 @@ rule figures:
         FIGURES,
     params:
         study=STUDY_JSON,
+        results=folder_of("budget", 1),
+    conda:
+        ENV
     log:
         f"{R}/logs/figures.log",
     shell:
-        "python -m mcgrpo figures --config-json {params.study:q} --results {R} > {log} 2>&1"
+        "python -m mcgrpo figures --config-json {params.study:q} --results {params.results} > {log} 2>&1"
 
 
 rule tables:
     input:
-        rules.contrasts.output,
-        rules.drift.output,
+        contrasts=rules.contrasts.output.contrasts,
+        drift=rules.drift.output[0],
     output:
         TABLES,
+    params:
+        results=folder_of("contrasts", 1),
+    conda:
+        ENV
     log:
         f"{R}/logs/tables.log",
     shell:
-        "python -m mcgrpo tables --results {R} > {log} 2>&1"
+        "python -m mcgrpo tables --results {params.results} > {log} 2>&1"

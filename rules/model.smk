@@ -1,12 +1,15 @@
 rule warm_start:
     input:
-        rules.prepare_data.output.evals,
+        pool=rules.prepare_data.output.pool,
+        evals=rules.prepare_data.output.evals,
     output:
         directory(MODEL),
     params:
         spec=json.dumps({"model": config["model"], "task": config["task"]}, sort_keys=True),
-        data=f"{R}/data",
+        data=folder_of("pool"),
     threads: 2
+    conda:
+        ENV
     log:
         f"{R}/logs/warm_start.log",
     shell:

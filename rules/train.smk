@@ -2,14 +2,17 @@ rule train:
     input:
         model=MODEL,
         budget=BUDGET,
-        data=rules.prepare_data.output,
+        pool=rules.prepare_data.output.pool,
+        evals=rules.prepare_data.output.evals,
     output:
         [f"{RUN}/{name}" for name in RUN_FILES],
     params:
         run=run_json,
-        data=f"{R}/data",
-        out=RUN,
+        data=folder_of("pool"),
+        out=lambda wildcards, output: str(Path(output[0]).parent),
     threads: config["recipe"]["threads"]
+    conda:
+        ENV
     log:
         f"{R}/logs/train/{{arm}}/seed{{seed}}.log",
     shell:

@@ -46,13 +46,24 @@ def _key_path(error: jsonschema.ValidationError) -> str:
     return "".join(parts).lstrip(".") or "<top level>"
 
 
+def _describe(error: jsonschema.ValidationError) -> str:
+    """One line naming the key path, the value given and what is allowed."""
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        allowed = sorted(error.schema.get("properties", {}))
+        unknown = sorted(set(error.instance) - set(allowed))
+        return (f"config key {_key_path(error)}: unknown key(s) {', '.join(map(repr, unknown))}; "
+                f"allowed: {', '.join(allowed)}")
+    return f"config key {_key_path(error)}: {error.message}"
+
+
 def validate(cfg: dict) -> dict:
-    """Fill defaults into `cfg` (in place, and returned) and raise ConfigError on the first problem."""
+    """Fill defaults into `cfg` (in place, and returned); raise ConfigError listing every problem."""
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"a study config must be a mapping of keys, got {type(cfg).__name__}")
     validator = _with_defaults(jsonschema.Draft202012Validator)(schema())
-    errors = sorted(validator.iter_errors(cfg), key=lambda e: (len(e.absolute_path), str(e.absolute_path)))
+    errors = sorted(validator.iter_errors(cfg), key=lambda e: [str(p) for p in e.absolute_path])
     if errors:
-        e = errors[0]
-        raise ConfigError(f"config key {_key_path(e)}: {e.message}")
+        raise ConfigError("\n".join(_describe(e) for e in errors))
     _check_references(cfg)
     return cfg
 
@@ -84,9 +95,10 @@ def load(path: str | Path) -> dict:
         cfg = yaml.safe_load(path.read_text())
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: not valid YAML: {e}") from e
-    if not isinstance(cfg, dict):
-        raise ConfigError(f"{path}: a study config must be a mapping of keys, got {type(cfg).__name__}")
-    return validate(cfg)
+    try:
+        return validate(cfg)
+    except ConfigError as e:
+        raise ConfigError(f"{path}:\n{e}") from None
 
 
 def pairs(cfg: dict) -> list[tuple[str, str]]:

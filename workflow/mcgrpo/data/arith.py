@@ -200,9 +200,12 @@ def _draw(seed: int, name: str, size: int, levels: Sequence[int], for_eval: bool
     rng = np.random.default_rng([seed, _hash(name)])
     by_level = {level: iter(_fresh(rng, level, wanted, name, for_eval, used))
                 for level, wanted in Counter(plan).items()}
+    return _frame(name, [next(by_level[level]) for level in plan])
+
+
+def _frame(name: str, problems: Sequence[Problem]) -> pd.DataFrame:
     rows = [(f"arith-{name}-{i:06d}", p.question, p.answer, p.level, "arith", "arith",
-             list(p.steps), p.solution)
-            for i, p in enumerate(next(by_level[level]) for level in plan)]
+             list(p.steps), p.solution) for i, p in enumerate(problems)]
     return pd.DataFrame(rows, columns=list(COLUMNS)).astype({"level": "int64"})
 
 
@@ -230,5 +233,12 @@ def check_disjoint(pool: pd.DataFrame, eval_sets: dict[str, pd.DataFrame]) -> No
 
 
 def corpus(seed: int, size: int, levels: list[int]) -> pd.DataFrame:
-    """Distinct training-side problems for supervised warm start, never eval-eligible."""
-    return _draw(seed, "warm_start", size, levels, False, set())
+    """Training-side problems for supervised warm start, levels round-robin; repeats allowed (level 1
+    has only 162 questions), eval-eligible questions never."""
+    rng = np.random.default_rng([seed, _hash("warm_start")])
+    problems: list[Problem] = []
+    while len(problems) < size:
+        problem = make_problem(rng, levels[len(problems) % len(levels)])
+        if not is_eval_eligible(problem.question):
+            problems.append(problem)
+    return _frame("warm_start", problems)

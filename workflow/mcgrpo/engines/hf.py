@@ -39,40 +39,53 @@ class HFEngine:
         model, device = self.model, self.model.device
         was_training = model.training
         model.eval()
-        n, width, horizon = len(prompts), max(map(len, prompts)), max(limits)
-        ids = torch.full((n, width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((n, width), dtype=torch.long)
-        for r, p in enumerate(prompts):  # left padding keeps every row's next token in the last column
-            ids[r, width - len(p):] = torch.tensor(p)
-            mask[r, width - len(p):] = 1
-        uniforms = torch.stack([torch.rand(horizon, generator=torch.Generator().manual_seed(s),
-                                           dtype=torch.float64) for s in seeds]).to(device)
-        limit = torch.tensor(limits, device=device)
-        ids, mask = ids.to(device), mask.to(device)
+        n, horizon = len(prompts), max(max(limits), 0)
+        generated = torch.full((n, horizon), self.pad_id, dtype=torch.long)
+        lengths = torch.zeros(n, dtype=torch.long)
+        rows = torch.tensor([r for r in range(n) if limits[r] > 0], dtype=torch.long)
+        if len(rows):
+            self._decode(prompts, limits, seeds, rows, generated, lengths)
+        model.train(was_training)
+        out = generated.tolist()
+        return [Completion(tuple(row[:k]), bool(k and row[k - 1] == self.eos_id))
+                for row, k in zip(out, lengths.tolist())]
+
+    def _decode(self, prompts, limits, seeds, rows, generated, lengths) -> None:
+        """Sample into `generated` / `lengths`; finished rows leave the batch and its KV cache."""
+        device = self.model.device
+        width = max(len(prompts[r]) for r in rows.tolist())
+        ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for i, r in enumerate(rows.tolist()):  # left padding keeps each row's next token in the last column
+            ids[i, width - len(prompts[r]):] = torch.tensor(prompts[r])
+            mask[i, width - len(prompts[r]):] = 1
+        horizon = generated.shape[1]
+        uniforms = torch.stack([torch.rand(horizon, generator=torch.Generator().manual_seed(seeds[r]),
+                                           dtype=torch.float64) for r in rows.tolist()]).to(device)
+        limit = torch.tensor(limits, device=device)[rows.to(device)]
+        ids, mask, active = ids.to(device), mask.to(device), torch.arange(len(rows), device=device)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        done = limit <= 0
-        generated = torch.full((n, horizon), self.pad_id, dtype=torch.long, device=device)
-        lengths = torch.zeros(n, dtype=torch.long, device=device)
         cache, step_ids = None, ids
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
             for t in range(horizon):
-                if done.all():
-                    break
-                out = model(input_ids=step_ids, attention_mask=mask, position_ids=positions,
-                            cache=cache, use_cache=True, logits_to_keep=1)
+                out = self.model(input_ids=step_ids, attention_mask=mask, position_ids=positions,
+                                 cache=cache, use_cache=True, logits_to_keep=1)
                 cache = out.cache
-                token = self._sample(out.logits[:, -1].float(), uniforms[:, t])
-                token = torch.where(done, self.pad_id, token)
-                generated[:, t] = token
-                lengths += (~done).long()
-                done = done | (token == self.eos_id) | (lengths >= limit)
+                token = self._sample(out.logits[:, -1].float(), uniforms[active, t])
+                generated[rows[active.cpu()], t] = token.cpu()
+                finished = (token == self.eos_id) | (t + 1 >= limit[active])
+                if finished.all():
+                    break
+                if finished.any():
+                    keep = (~finished).nonzero().squeeze(-1)
+                    cache.batch_select_indices(keep)
+                    active, token, mask, positions = active[keep], token[keep], mask[keep], positions[keep]
                 step_ids = token[:, None]
-                mask = torch.cat([mask, torch.ones((n, 1), dtype=mask.dtype, device=device)], dim=1)
+                mask = torch.cat([mask, torch.ones((len(active), 1), dtype=mask.dtype, device=device)], dim=1)
                 positions = positions[:, -1:] + 1
-        model.train(was_training)
-        rows = generated.cpu().tolist()
-        return [Completion(tuple(row[:k]), bool(k and row[k - 1] == self.eos_id))
-                for row, k in zip(rows, lengths.cpu().tolist())]
+        ended = (generated[rows] == self.eos_id).int().argmax(-1)
+        has_eos = (generated[rows] == self.eos_id).any(-1)
+        lengths[rows] = torch.where(has_eos, ended + 1, limit.cpu().clamp(max=horizon))
 
     def _sample(self, logits: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         """Inverse-CDF sampling at the engine's temperature and top-p."""

@@ -1,0 +1,72 @@
+"""Config validation: defaults filled, and every bad config named by its key before any job."""
+
+import copy
+
+import pytest
+
+from conftest import ROOT, SMALL_STUDY
+from mcgrpo import config as study_config
+from mcgrpo.config import ConfigError
+
+
+def test_default_study_is_valid_and_defaults_are_filled():
+    cfg = study_config.load(ROOT / "config" / "config.yaml")
+    assert cfg["recipe"]["adam_betas"] == [0.9, 0.999] and cfg["engine"]["name"] == "hf"
+    assert cfg["arms"]["outcome"]["credit"] == {"outcome": {}}
+    assert cfg["arms"]["mc_k4"]["credit"] == {"monte_carlo": {"k": 4, "cuts": 5}}
+    assert study_config.pairs(cfg) == [("mc_k4", "outcome")]
+    assert len(study_config.runs(cfg)) == len(cfg["arms"]) * len(cfg["seeds"]) >= 8
+
+
+def _with(**changes):
+    cfg = copy.deepcopy(SMALL_STUDY)
+    for dotted, value in changes.items():
+        *parents, last = dotted.split("__")
+        node = cfg
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[last] = value
+    return cfg
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"recipe__group_sise": 4}, "config key recipe: unknown key(s) 'group_sise'; allowed: adam_betas"),
+    ({"recipe__lr": "fast"}, "config key recipe.lr: 'fast' is not of type 'number'"),
+    ({"recipe__group_size": 1}, "config key recipe.group_size: 1 is less than the minimum of 2"),
+    ({"seeds": [1, 1]}, "config key seeds: [1, 1] has non-unique elements"),
+    ({"arms__mc__credit": {"montecarlo": {}}}, "config key arms.mc.credit: unknown key(s) 'montecarlo'"),
+    ({"evaluation__sets": ["test"]}, "config key evaluation.sets[0]: 'test' is not a task.eval_sets entry"),
+    ({"analysis__base": "nope"}, "config key analysis.base: 'nope' is not an arm; allowed: outcome, mc_k2"),
+    ({"analysis__pairs": [["mc_k2", "gone"]]}, "config key analysis.pairs[0][1]: 'gone' is not an arm"),
+    ({"task__pool__levels": [6]}, "config key task.pool.levels[0]: 6 is greater than the maximum of 5"),
+    ({"budget__tokens": 0}, "config key budget.tokens: 0 is less than the minimum of 1"),
+])
+def test_bad_configs_are_named_by_key(changes, message):
+    with pytest.raises(ConfigError) as err:
+        study_config.validate(_with(**changes))
+    assert message in str(err.value)
+
+
+def test_every_problem_is_reported_at_once():
+    with pytest.raises(ConfigError) as err:
+        study_config.validate(_with(recipe__lr="fast", recipe__top_p=2))
+    assert "recipe.lr" in str(err.value) and "recipe.top_p" in str(err.value)
+
+
+def test_missing_and_malformed_files(tmp_path):
+    with pytest.raises(ConfigError, match="config file not found"):
+        study_config.load(tmp_path / "none.yaml")
+    (tmp_path / "list.yaml").write_text("- a\n- b\n")
+    with pytest.raises(ConfigError, match="must be a mapping"):
+        study_config.load(tmp_path / "list.yaml")
+
+
+def test_run_config_holds_only_what_changes_a_run(study):
+    run = study_config.run_config(study, "mc_k2", 2)
+    assert run["arm"] == "mc_k2" and run["seed"] == 2 and "analysis" not in run and "arms" not in run
+    other = copy.deepcopy(study)
+    other["analysis"]["margin"] = 0.05
+    other["arms"]["outcome"]["description"] = "edited"
+    assert study_config.config_hash(study_config.run_config(other, "mc_k2", 2)) == study_config.config_hash(run)
+    with pytest.raises(ConfigError, match="unknown arm 'x'"):
+        study_config.run_config(study, "x", 1)
