@@ -185,3 +185,14 @@ def test_build_rejects_bad_sets():
         build(0, 10, [], {})
     with pytest.raises(ValueError, match="unknown level 9"):
         build(0, 10, [9], {})
+
+
+def test_warm_start_corpus_is_training_side_and_deterministic():
+    from mcgrpo.data import arith
+
+    a = arith.corpus(3, 500, [1, 2, 3, 4])
+    assert a.equals(arith.corpus(3, 500, [1, 2, 3, 4]))
+    assert a["level"].value_counts().to_dict() == {1: 125, 2: 125, 3: 125, 4: 125}
+    assert not any(arith.is_eval_eligible(q) for q in a["question"])
+    _, evals = arith.build(3, 10, [1, 2], {"heldout": {"size": 20, "levels": [1, 2, 3, 4]}})
+    arith.check_disjoint(a.drop_duplicates("question"), evals)

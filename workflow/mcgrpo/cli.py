@@ -28,14 +28,14 @@ def prepare_data(args) -> None:
 
 
 def warm_start(args) -> None:
-    """The tiny model, supervised on a fresh corpus of training-side problems of the pool's levels."""
+    """The tiny model, supervised on a fresh corpus of training-side problems."""
     import torch
     from mcgrpo import data, models
     from mcgrpo.models.warm_start import warm_start as run_warm_start
     spec = json.loads(args.model_json)
     torch.set_num_threads(args.threads)
     ws = dict(spec["model"]["warm_start"])
-    corpus = data.warm_start_corpus(spec["task"], ws.pop("problems"), ws["seed"], args.data)
+    corpus = data.warm_start_corpus(spec["task"], ws.pop("problems"), ws.pop("levels"), ws["seed"], args.data)
     model, tokenizer = run_warm_start(corpus, spec["model"]["tiny"], **ws)
     models.save(model, tokenizer, args.out)
 

@@ -22,11 +22,11 @@ def build(task: dict) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
     return pool, evals
 
 
-def warm_start_corpus(task: dict, size: int, seed: int, data_dir: str | Path) -> pd.DataFrame:
-    """Fresh training-side problems of the pool's levels, checked disjoint from the stored eval sets."""
+def warm_start_corpus(task: dict, size: int, levels: list[int], seed: int, data_dir: str | Path) -> pd.DataFrame:
+    """Fresh training-side problems of `levels`, checked disjoint from the stored evaluation sets."""
     from mcgrpo.data import arith
 
-    corpus = arith.corpus(seed, size, task["pool"]["levels"])
+    corpus = arith.corpus(seed, size, levels)
     arith.check_disjoint(corpus, read(data_dir, list(task["eval_sets"]))[1])
     return corpus
 

@@ -1,8 +1,13 @@
-"""Warm start of the tiny model: a short supervised pass on the pool's worked solutions.
+"""Warm start of the tiny model: a short supervised pass on worked solutions.
 
-GRPO needs a partly competent policy to learn from (groups with mixed outcomes). A share of the targets
-states the answer without boxing it, so the default and the strict verifier can disagree and drift is
-observable in the tiny world.
+GRPO needs a partly competent policy to learn from (groups with mixed outcomes). Two kinds of imperfect
+targets shape that policy on purpose:
+- unboxed: the solution states the answer without boxing it, so the default and the strict verifier can
+  disagree and drift is observable in the tiny world;
+- misboxed: the box copies an intermediate result instead of the final one, a habit that only the outcome
+  reward can tell apart from the worked steps, as real models learn to stop early or to copy the wrong line.
+  Supervised learning alone reaches a policy that makes this mistake at about the given rate; GRPO can remove
+  it within a few hundred updates, which makes learning visible at the tiny world's budgets.
 """
 
 from __future__ import annotations
@@ -24,10 +29,21 @@ def unboxed(solution: str) -> str:
     return BOXED_TAIL.sub("", solution)
 
 
-def training_pairs(pool: pd.DataFrame, unboxed_share: float, rng: np.random.Generator) -> list[tuple[str, str]]:
-    """(question, target) pairs, a random `unboxed_share` of the targets left unboxed."""
-    drop_box = rng.random(len(pool)) < unboxed_share
-    return [(q, unboxed(s) if d else s) for q, s, d in zip(pool["question"], pool["solution"], drop_box)]
+def misboxed(solution: str, steps: list[str], rng: np.random.Generator) -> str:
+    """The worked solution with an intermediate result boxed (unchanged when there is only one step)."""
+    if len(steps) < 2:
+        return solution
+    return f"{unboxed(solution)} \\boxed{{{steps[rng.integers(len(steps) - 1)]}}}"
+
+
+def training_pairs(corpus: pd.DataFrame, unboxed_share: float, misboxed_share: float,
+                   rng: np.random.Generator) -> list[tuple[str, str]]:
+    """(question, target) pairs: shares of the targets left unboxed and misboxed, the rest as solved."""
+    u = rng.random(len(corpus))
+    targets = [unboxed(s) if x < unboxed_share else
+               misboxed(s, list(steps), rng) if x < unboxed_share + misboxed_share else s
+               for s, steps, x in zip(corpus["solution"], corpus["steps"], u)]
+    return list(zip(corpus["question"], targets))
 
 
 def sft_step(model, batch: list[tuple[tuple[int, ...], tuple[int, ...]]], pad_id: int) -> torch.Tensor:
@@ -43,8 +59,8 @@ def sft_step(model, batch: list[tuple[tuple[int, ...], tuple[int, ...]]], pad_id
                  labels=labels.to(model.device)).loss
 
 
-def warm_start(pool: pd.DataFrame, tiny: dict, steps: int, batch_size: int, lr: float,
-               unboxed_share: float, seed: int):
+def warm_start(corpus: pd.DataFrame, tiny: dict, steps: int, batch_size: int, lr: float,
+               unboxed_share: float, misboxed_share: float, seed: int):
     """Build the tiny model and train it for `steps` AdamW steps (cosine decay); return (model, tokenizer)."""
     tokenizer = build_tokenizer()
     model = build_model(tokenizer, seed=seed, **tiny)
@@ -52,7 +68,7 @@ def warm_start(pool: pd.DataFrame, tiny: dict, steps: int, batch_size: int, lr: 
     prompter = Prompter(tokenizer)
     eos = (tokenizer.eos_token_id,)
     data = [(prompter(q), tuple(tokenizer(t, add_special_tokens=False).input_ids) + eos)
-            for q, t in training_pairs(pool, unboxed_share, rng)]
+            for q, t in training_pairs(corpus, unboxed_share, misboxed_share, rng)]
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=lr, total_steps=max(steps, 1),
                                                    pct_start=0.05)
