@@ -11,6 +11,8 @@ rule train:
         data=folder_of("pool"),
         out=lambda wildcards, output: str(Path(output[0]).parent),
     threads: config["recipe"]["threads"]
+    # A preempted or timed-out run exits non-zero after checkpointing; the retry resumes it.
+    retries: 2
     conda:
         ENV
     log:

@@ -40,6 +40,20 @@ def _with(**changes):
     ({"analysis__pairs": [["mc_k2", "gone"]]}, "config key analysis.pairs[0][1]: 'gone' is not an arm"),
     ({"task__pool__levels": [6]}, "config key task.pool.levels[0]: 6 is greater than the maximum of 5"),
     ({"budget__tokens": 0}, "config key budget.tokens: 0 is less than the minimum of 1"),
+    ({"evaluation__samples": 0}, "config key evaluation.samples: 0 is less than the minimum of 1"),
+    ({"study": "my study"}, "config key study: 'my study' does not match"),
+    ({"arms": {}}, "config key arms: {} should be non-empty"),
+    ({"recipe__reward_verifier": "lenient"}, "config key recipe.reward_verifier: 'lenient' is not one of ['default', 'strict']"),
+    ({"model__tiny__hidden_size": 33}, "config key model.tiny.hidden_size: 33 is not divisible by model.tiny.num_heads (2)"),
+    ({"task__pool__size": 8, "recipe__prompts_per_iteration": 16},
+     "config key task.pool.size: 8 is smaller than recipe.prompts_per_iteration (16)"),
+    ({"budget__tokens": 10, "evaluation__per_budget": 16},
+     "config key evaluation.per_budget: 16 evaluations cannot fit in budget.tokens = 10"),
+    ({"arms__mc__credit": {"monte_carlo": {"k": 2, "cuts": 30}}},
+     "config key arms.mc.credit.monte_carlo.cuts: 30 cuts need recipe.completion_limit above 30 (it is 24)"),
+    ({"arms__mc__credit": {"monte_carlo": {"k": 0}}}, "config key arms.mc.credit.monte_carlo.k: 0 is less than the minimum of 1"),
+    ({"task__eval_sets": {"heldout": {"levels": [1]}}}, "config key task.eval_sets.heldout: 'size' is a required property"),
+    ({"budget__horizon": 0.5}, "config key budget.horizon: 0.5 is less than the minimum of 1"),
 ])
 def test_bad_configs_are_named_by_key(changes, message):
     with pytest.raises(ConfigError) as err:

@@ -80,7 +80,7 @@ def test_all_arms_of_a_seed_draw_identical_samples_at_tokens_zero(study, tiny, w
         model = build_model(tokenizer, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64,
                             max_positions=96, seed=0)
         trainer = _trainer(study, (model, tokenizer), world, arm=arm, seed=seed)
-        trainer.evaluate(iterations_done=0)
+        trainer.evaluate()
         return trainer.log.frames()["samples"]
 
     outcome, mc = samples_at_zero("outcome", 1), samples_at_zero("mc_k2", 1)

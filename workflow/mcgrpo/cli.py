@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from mcgrpo import __version__, config as study_config, store
+from mcgrpo.errors import CheckpointMismatch, Interrupted
 
 
 def _config(args) -> dict:
@@ -63,19 +64,36 @@ def calibrate(args) -> None:
 
 
 def train(args) -> None:
+    """One run (arm, seed): resume from its newest checkpoint, train to the budget, write its Parquet.
+
+    SIGTERM or SIGUSR1 (what SLURM sends before a time limit or a preemption) makes the trainer checkpoint
+    at the next iteration boundary and exit with status 75, so that Snakemake's retry resumes the run.
+    """
+    import signal
+
     import torch
     import transformers
-    from mcgrpo import data, models
+    from mcgrpo import checkpoint, data, models
+    from mcgrpo.data.checks import check_run_data
     from mcgrpo.trainer import Trainer
     run = json.loads(args.run_json)
     cfg_hash = study_config.config_hash(run)
     torch.set_num_threads(run["recipe"]["threads"])
     B = int(store.read_contract(args.budget, "budget")["B"].iloc[0])
     pool, evals = data.read(args.data, run["evaluation"]["sets"])
+    check_run_data(pool, evals, run, args.data)
     model, tokenizer = models.load(args.model)
-    started = datetime.now(timezone.utc).isoformat()
-    log = Trainer(run, model, tokenizer, pool, evals, B).run()
     out = Path(args.out)
+    started = datetime.now(timezone.utc).isoformat()
+    trainer = Trainer(run, model, tokenizer, pool, evals, B, checkpoint_dir=out / "checkpoints",
+                      config_hash=cfg_hash)
+
+    def request_stop(signum, frame):
+        trainer.stop_requested = True
+
+    for sig in (signal.SIGTERM, signal.SIGUSR1):
+        signal.signal(sig, request_stop)
+    log = trainer.run()
     for name, frame in log.frames().items():
         store.write_parquet(frame, out / f"{name}.parquet", cfg_hash)
     store.write_json({
@@ -87,6 +105,7 @@ def train(args) -> None:
                      "cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads()},
         "git_sha": store.git_sha(),
     }, out / "run.json")
+    checkpoint.clear(out / "checkpoints")
 
 
 def _analysis_inputs(args):
@@ -161,7 +180,11 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     try:
         VERBS[args.verb](args)
-    except (study_config.ConfigError, store.SchemaError, FileNotFoundError, ValueError) as e:
+    except Interrupted as e:
+        print(f"mcgrpo {args.verb}: {e}; checkpoint written, rerun to resume", file=sys.stderr)
+        return 75  # EX_TEMPFAIL: Snakemake's retry resumes from the checkpoint
+    except (study_config.ConfigError, store.SchemaError, FileNotFoundError, ValueError,
+            CheckpointMismatch) as e:
         print(f"mcgrpo {args.verb}: error: {e}", file=sys.stderr)
         return 2
     print(f"mcgrpo {args.verb}: done in {time.perf_counter() - start:.1f} s")

@@ -69,6 +69,7 @@ def validate(cfg: dict) -> dict:
 
 
 def _check_references(cfg: dict) -> None:
+    """The rules that tie one key to another."""
     arms, sets = list(cfg["arms"]), list(cfg["task"]["eval_sets"])
     for i, name in enumerate(cfg["evaluation"]["sets"]):
         if name not in sets:
@@ -84,6 +85,28 @@ def _check_references(cfg: dict) -> None:
                                   f"allowed: {', '.join(arms)}")
         if pair[0] == pair[1]:
             raise ConfigError(f"config key analysis.pairs[{i}]: an arm cannot be contrasted with itself ({pair[0]!r})")
+    _check_sizes(cfg)
+
+
+def _check_sizes(cfg: dict) -> None:
+    recipe, tiny = cfg["recipe"], cfg["model"]["tiny"]
+    if tiny["hidden_size"] % tiny["num_heads"]:
+        raise ConfigError(f"config key model.tiny.hidden_size: {tiny['hidden_size']} is not divisible by "
+                          f"model.tiny.num_heads ({tiny['num_heads']})")
+    if cfg["task"]["pool"]["size"] < recipe["prompts_per_iteration"]:
+        raise ConfigError(f"config key task.pool.size: {cfg['task']['pool']['size']} is smaller than "
+                          f"recipe.prompts_per_iteration ({recipe['prompts_per_iteration']})")
+    tokens = cfg["budget"]["tokens"]
+    if tokens is not None and cfg["evaluation"]["per_budget"] > tokens:
+        raise ConfigError(f"config key evaluation.per_budget: {cfg['evaluation']['per_budget']} evaluations "
+                          f"cannot fit in budget.tokens = {tokens}; allowed: at most {tokens}")
+    credits = {f"arms.{arm}.credit": spec.get("credit", {}) for arm, spec in cfg["arms"].items()}
+    credits["budget.calibration_credit"] = cfg["budget"]["calibration_credit"]
+    for key, credit in credits.items():
+        cuts = credit.get("monte_carlo", {}).get("cuts", 0)
+        if cuts >= recipe["completion_limit"]:
+            raise ConfigError(f"config key {key}.monte_carlo.cuts: {cuts} cuts need recipe.completion_limit "
+                              f"above {cuts} (it is {recipe['completion_limit']})")
 
 
 def load(path: str | Path) -> dict:

@@ -2,7 +2,8 @@
 
 A run ends at the first iteration boundary where every token it generated (rollouts, continuations,
 discarded groups) reaches horizon x B. It is evaluated at tokens 0 and at the first boundary at or after
-each multiple of B / per_budget; evaluation time is excluded from training time.
+each multiple of B / per_budget; evaluation time is excluded from training time. It checkpoints after
+every evaluation and when asked to stop (a preemption signal), and resumes from its newest checkpoint.
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ import numpy as np
 import pandas as pd
 import torch
 
+from mcgrpo import checkpoint
 from mcgrpo import credit as credit_rules
 from mcgrpo import engines, selection
 from mcgrpo.clock import StageClock
 from mcgrpo.credit import CreditContext
 from mcgrpo.engines import stable_seed
+from mcgrpo.errors import Interrupted
 from mcgrpo.evaluation import Evaluator, eval_due
 from mcgrpo.loss import backward_policy_loss
 from mcgrpo.rollout import Prompter, sample_groups
@@ -38,7 +41,8 @@ class RunLog:
 
 class Trainer:
     def __init__(self, cfg: dict, model, tokenizer, pool: pd.DataFrame,
-                 eval_sets: dict[str, pd.DataFrame] | None, budget: int | None):
+                 eval_sets: dict[str, pd.DataFrame] | None, budget: int | None,
+                 checkpoint_dir: str | None = None, config_hash: str = ""):
         self.cfg, self.recipe = cfg, cfg["recipe"]
         self.model, self.pad_id = model, tokenizer.pad_token_id
         self.seed, self.budget = cfg["seed"], budget
@@ -57,6 +61,8 @@ class Trainer:
         self.clock = StageClock(model.device)
         self.tokens = {"rollout": 0, "continuation": 0, "discarded": 0}
         self.updates, self.train_seconds, self.log = 0, 0.0, RunLog()
+        self.next_iteration, self.stop_requested = 0, False
+        self.checkpoint_dir, self.config_hash = checkpoint_dir, config_hash
 
     @property
     def tokens_total(self) -> int:
@@ -95,29 +101,68 @@ class Trainer:
         return loss, float(grad_norm)
 
     def run(self, max_iterations: int | None = None) -> RunLog:
-        """Train until the budget (or `max_iterations`), evaluating on schedule."""
+        """Train until the budget (or `max_iterations`), evaluating on schedule; resume if checkpointed."""
         stop = None if self.budget is None else self.cfg["budget"]["horizon"] * self.budget
-        self.evaluate(iterations_done=0)
-        i = 0
-        while (stop is None or self.tokens_total < stop) and (max_iterations is None or i < max_iterations):
+        if not self.resume():
+            self.evaluate()
+        while (stop is None or self.tokens_total < stop) and (max_iterations is None
+                                                               or self.next_iteration < max_iterations):
             before = self.tokens_total
-            self.iteration(i)
-            i += 1
+            self.iteration(self.next_iteration)
+            self.next_iteration += 1
             if self.budget is not None and (eval_due(before, self.tokens_total, self.budget,
                                                      self.cfg["evaluation"]["per_budget"])
                                             or self.tokens_total >= stop):
-                self.evaluate(iterations_done=i)
+                self.evaluate()
+            elif self.stop_requested:
+                self.save_checkpoint()
+            if self.stop_requested:
+                raise Interrupted(f"stopped on request after iteration {self.next_iteration - 1}")
         return self.log
 
-    def evaluate(self, iterations_done: int) -> None:
+    def state_dict(self) -> dict:
+        """Everything a resumed run needs to continue exactly where this one is."""
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "rng": checkpoint.rng_state(), "next_iteration": self.next_iteration,
+                "tokens": dict(self.tokens), "updates": self.updates, "train_seconds": self.train_seconds,
+                "log": self.log, "selector": getattr(self.selector, "state_dict", dict)(),
+                "credit": getattr(self.credit, "state_dict", dict)()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        checkpoint.set_rng_state(state["rng"])
+        self.next_iteration, self.tokens = state["next_iteration"], dict(state["tokens"])
+        self.updates, self.train_seconds, self.log = state["updates"], state["train_seconds"], state["log"]
+        for part in ("selector", "credit"):
+            if state[part]:
+                getattr(self, part).load_state_dict(state[part])
+
+    def save_checkpoint(self) -> None:
+        if self.checkpoint_dir is not None:
+            checkpoint.save(self.state_dict(), self.checkpoint_dir, self.next_iteration, self.config_hash)
+
+    def resume(self) -> bool:
+        """Continue from the newest intact checkpoint, if there is one."""
+        if self.checkpoint_dir is None:
+            return False
+        state = checkpoint.latest(self.checkpoint_dir, self.config_hash)
+        if state is None:
+            return False
+        self.load_state_dict(state)
+        return True
+
+    def evaluate(self) -> None:
+        """Evaluate every held-out set at the current iteration boundary, then checkpoint."""
         if self.evaluator is None:
             return
         index = len({row["eval_index"] for row in self.log.evals})
         summaries, samples = self.evaluator(index)
-        state = {"tokens_total": self.tokens_total, "iteration": iterations_done, "updates": self.updates,
+        state = {"tokens_total": self.tokens_total, "iteration": self.next_iteration, "updates": self.updates,
                  "train_seconds": self.train_seconds}
         self.log.evals += [{**state, **s} for s in summaries]
         self.log.samples.append(samples)
+        self.save_checkpoint()
 
     def _record(self, i: int, chosen, batch, loss: float, grad_norm: float) -> dict:
         stages = self.clock.lap()
