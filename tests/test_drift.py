@@ -22,3 +22,11 @@ def test_drift_gap_and_flag():
 def test_drift_threshold_is_strict_and_configurable():
     assert drift_table(EVALS, gap=0.125)["drifted"].tolist() == [False, True, False, False]
     assert not drift_table(EVALS, gap=0.25)["drifted"].any()
+
+
+def test_drift_counts_per_arm():
+    from mcgrpo.drift import drift_counts
+    out = drift_counts(drift_table(EVALS)).set_index("arm")
+    assert out.loc["a", ["runs", "evaluations", "drifted", "runs_drifted"]].tolist() == [2, 3, 2, 2]
+    assert out.loc["b", ["runs", "evaluations", "drifted", "runs_drifted"]].tolist() == [1, 1, 0, 0]
+    assert out.loc["a", "max_gap"] == 0.25

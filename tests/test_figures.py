@@ -3,8 +3,9 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from mcgrpo import figures
 from mcgrpo.figures import accuracy_curves, mean_curve
-from mcgrpo.tables import write_table
+from mcgrpo.tables import interval, write_table
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -55,18 +56,57 @@ def test_accuracy_curves_rejects_bad_x_and_ambiguous_eval_set(tmp_path):
 def test_write_table_markdown_and_csv(tmp_path):
     df = pd.DataFrame({"contrast": ["a-vs-b", "c|d"], "n": [5, 1], "mean": [0.0123456, np.nan],
                        "drifted": [True, False]})
-    csv, md = write_table(df, tmp_path / "out" / "contrasts.v1")
-    assert (csv.name, md.name) == ("contrasts.v1.csv", "contrasts.v1.md")
+    csv, md, html = write_table(df, tmp_path / "out" / "contrasts.v1")
+    assert (csv.name, md.name, html.name) == ("contrasts.v1.csv", "contrasts.v1.md", "contrasts.v1.html")
     assert md.read_text() == ("| contrast | n | mean | drifted |\n"
                               "| --- | ---: | ---: | --- |\n"
                               "| a-vs-b | 5 | 0.01235 | True |\n"
                               "| c\\|d | 1 | NaN | False |\n")
     pd.testing.assert_frame_equal(pd.read_csv(csv), df)
-    assert sorted(p.name for p in csv.parent.iterdir()) == ["contrasts.v1.csv", "contrasts.v1.md"]
+    assert sorted(p.name for p in csv.parent.iterdir()) == ["contrasts.v1.csv", "contrasts.v1.html", "contrasts.v1.md"]
+    assert "<td>a-vs-b</td>" in html.read_text() and "<td>0.01235</td>" in html.read_text()
 
 
 def test_write_table_selects_columns(tmp_path):
     df = pd.DataFrame({"a": [1.23456789], "b": ["x"], "c": [3]})
-    csv, md = write_table(df, tmp_path / "t", columns=["c", "a"])
+    csv, md, _ = write_table(df, tmp_path / "t", columns=["c", "a"])
     assert list(pd.read_csv(csv).columns) == ["c", "a"]
     assert md.read_text().splitlines()[2] == "| 3 | 1.235 |"
+
+
+def test_write_table_title_and_note_head_the_readable_copies(tmp_path):
+    csv, md, html = write_table(pd.DataFrame({"x": [1]}), tmp_path / "t", title="Title <1>", note="one\ntwo")
+    assert md.read_text().startswith("### Title <1>\n\none\n\ntwo\n\n| x |")
+    assert "<h3>Title &lt;1&gt;</h3>" in html.read_text() and "<p>two</p>" in html.read_text()
+    assert csv.read_text() == "x\n1\n"
+
+
+def test_interval_cells():
+    assert interval(0.0123, -0.001, 0.0256) == "+0.012 [-0.001, +0.026]"
+    assert interval(-0.5, np.nan, np.nan) == "-0.500" and interval(np.nan, 0, 1) == "NaN"
+
+
+CONTRASTS = pd.DataFrame({"contrast": ["a-vs-b", "a-vs-b", "c-vs-b", "c-vs-b"], "basis": ["tokens", "time"] * 2,
+                          "metric": "acc_default", "eval_set": "test", "n": 3, "mean": [0.01, -0.02, 0.0, 0.03],
+                          "ci_low": [-0.01, -0.04, -0.02, 0.01], "ci_high": [0.03, 0.0, 0.02, 0.05]})
+PAIRED = pd.DataFrame({"contrast": np.repeat(CONTRASTS["contrast"], 3), "basis": np.repeat(CONTRASTS["basis"], 3),
+                       "diff": np.random.default_rng(0).normal(0, 0.02, 12)})
+
+
+@pytest.mark.parametrize("draw", [
+    lambda p: figures.per_seed(PAIRED, CONTRASTS, 0.02, p),
+    lambda p: figures.bases_bars(CONTRASTS, 0.02, p),
+    lambda p: figures.difference_from_base(pd.DataFrame({
+        "contrast": "a-vs-b", "metric": "acc_default", "eval_set": "test", "eval_index": [0, 1, 2],
+        "tokens": [0, 50, 100], "n": 3, "mean": [0, 0.01, 0.02], "ci_low": [0, -0.01, 0], "ci_high": [0, 0.03, 0.04]}),
+        100, 0.02, p),
+    lambda p: figures.stage_seconds(pd.DataFrame({"arm": ["a", "b"], "seeds": [2, 2], "total": [10.0, 20.0],
+                                                  **{s: [2.0, 4.0] for s in figures.STAGES}}), p),
+    lambda p: figures.drift(pd.DataFrame({"arm": "a", "seed": [0, 0, 1, 1], "eval_index": [0, 1] * 2, "eval_set": "test",
+                                          "gap": [0.05, 0.2, 0.0, 0.1], "drifted": [False, True, False, False]}),
+                            0.1, p, "test"),
+    lambda p: figures.per_seed(PAIRED.iloc[:0], CONTRASTS.iloc[:0], 0.02, p),  # nothing to show: says so
+])
+def test_every_figure_writes_a_png(tmp_path, draw):
+    path = draw(tmp_path / "figures" / "f.png")
+    assert path.read_bytes()[:8] == PNG and path.stat().st_size > 1000

@@ -1,10 +1,11 @@
-"""The Monte-Carlo dense reward: cut positions, segment credit by hand, and honest token counting."""
+"""The Monte-Carlo dense reward and its variants: cut positions, credit by hand, honest token counting."""
 
 import numpy as np
 import pytest
 
+import credit_fixtures as fx
 from mcgrpo.credit import CreditContext, group_advantages
-from mcgrpo.credit.monte_carlo import MonteCarlo, cut_positions, segment_credit
+from mcgrpo.credit.monte_carlo import MonteCarlo, centered_maxnorm, cut_positions, segment_credit
 from mcgrpo.engines import build as build_engine
 from mcgrpo.rollout import Prompter, sample_groups
 
@@ -55,3 +56,80 @@ def test_monte_carlo_counts_every_continuation_token(tiny, world):
     assert again.tokens_generated == credit.tokens_generated
     for a, b in zip(again.tokens, credit.tokens):
         np.testing.assert_array_equal(a, b)
+
+
+# A hand-worked group (limit 18: cuts at 3, 6, 9, 12, 15). A = "2+3=5 \\boxed{5}" (15 tokens, correct) reaches
+# cuts 3, 6, 9, 12; B = "2+3=4,4" (7 tokens, wrong) ends before the third cut and reaches 3 and 6 only.
+# With k = 4 that is 6 requests x 4 = 24 continuations of 9 tokens each; scripted outcomes give
+# p = 3/4, 1/2, 1, 1 along A and 1/2, 1/4 along B.
+PROBLEM = {"problem_id": "p", "question": "2+3", "answer": "5", "steps": ["5"]}
+TEXTS = ["2+3=5 \\boxed{5}", "2+3=4,4"]
+DRAWS = [[1, 1, 1, 0], [1, 0, 0, 1], [1, 1, 1, 1], [1, 1, 1, 1], [0, 1, 0, 1], [0, 0, 0, 1]]
+
+
+def _hand_worked(tokenizer, **options):
+    batch = fx.rollouts(tokenizer, [PROBLEM], TEXTS, 2)
+    engine = fx.ScriptedEngine(tokenizer, ["\\boxed{5}" if hit else "\\boxed{7}" for d in DRAWS for hit in d])
+    ctx = CreditContext(engine, Prompter(tokenizer), 18, "default", 0.0, (1, 0))
+    return batch, engine, MonteCarlo(k=4, **options)(batch, ctx)
+
+
+def test_monte_carlo_k4_requests_exactly_the_reached_cuts_and_counts_every_token(tiny):
+    _, tokenizer = tiny
+    batch, engine, credit = _hand_worked(tokenizer)
+    prompt, (a, b) = batch.prompts[0], [c.tokens for c in batch.completions]
+    expected = [(prompt + comp[:c], 18 - c) for comp, cuts in ((a, (3, 6, 9, 12)), (b, (3, 6))) for c in cuts
+                for _ in range(4)]
+    assert engine.requests == expected
+    assert credit.tokens_generated == 24 * 9
+    assert credit.stats == {"mc_prefixes": 6, "mc_reused_sequences": 0}
+
+
+def test_monte_carlo_basic_credit_by_hand(tiny):
+    _, tokenizer = tiny
+    _, _, credit = _hand_worked(tokenizer)
+    # A: A_g = +1; w = p_s - p_{s-1} from p_0 = 1/2: +1/4, -1/4, +1/2, 0, then 1 - 1 = 0 to the end.
+    np.testing.assert_allclose(credit.tokens[0], [1.25] * 3 + [0.75] * 3 + [1.5] * 3 + [1.0] * 6)
+    # B: A_g = -1; w: 1/2 - 1/2, 1/4 - 1/2, then the outcome 0 - 1/4 on its last token.
+    np.testing.assert_allclose(credit.tokens[1], [-1.0] * 3 + [-1.25] * 4)
+
+
+def test_monte_carlo_centered_maxnorm_by_hand(tiny):
+    _, tokenizer = tiny
+    _, _, credit = _hand_worked(tokenizer, form="centered_maxnorm", alpha=2.0)
+    # A's w has mean 1.5 / 15 = 0.1 -> 0.15, -0.35, 0.4, -0.1; B's mean -1/7 -> 1/7, -3/28.
+    # The batch's largest |w| is 0.4; alpha = 2.
+    np.testing.assert_allclose(credit.tokens[0], 1 + 2 * np.array([0.375] * 3 + [-0.875] * 3 + [1.0] * 3 + [-0.25] * 6))
+    np.testing.assert_allclose(credit.tokens[1], -1 + 2 * np.array([5 / 14] * 3 + [-15 / 56] * 4))
+    assert centered_maxnorm([np.zeros(3)])[0].tolist() == [0.0, 0.0, 0.0]  # no signal: nothing to scale
+
+
+def test_vineppo_credits_value_differences_from_the_leave_one_out_mean(tiny):
+    _, tokenizer = tiny
+    _, _, credit = _hand_worked(tokenizer, form="vineppo")
+    # V(prompt) of A is B's outcome 0 and of B is A's outcome 1; no group advantage.
+    np.testing.assert_allclose(credit.tokens[0], [0.75] * 3 + [-0.25] * 3 + [0.5] * 3 + [0.0] * 6)
+    np.testing.assert_allclose(credit.tokens[1], [-0.5] * 3 + [-0.25] * 4)
+
+
+def test_continuation_reuse_trains_each_draw_with_leave_one_out_credit(tiny):
+    _, tokenizer = tiny
+    batch, engine, credit = _hand_worked(tokenizer, reuse=True)
+    assert len(credit.sequences) == 24 and credit.stats["mc_reused_sequences"] == 24
+    assert [s.context for s in credit.sequences] == [prompt for prompt, _ in engine.requests]
+    assert all(len(s.credit) == len(s.completion) == 9 for s in credit.sequences)
+    loo = [[1 / 3] * 3 + [-1], [2 / 3, -2 / 3, -2 / 3, 2 / 3], [0] * 4, [0] * 4, [-2 / 3, 2 / 3, -2 / 3, 2 / 3],
+           [-1 / 3] * 3 + [1]]
+    np.testing.assert_allclose([s.credit[0] for s in credit.sequences], np.ravel(loo), atol=1e-12)
+    assert credit.tokens_generated == 24 * 9  # trained on, and still counted once toward B
+    np.testing.assert_allclose(credit.tokens[1], [-1.0] * 3 + [-1.25] * 4)  # rollouts keep the k-draw reward
+
+
+def test_positions_override_the_default_cuts(tiny):
+    _, tokenizer = tiny
+    batch = fx.rollouts(tokenizer, [PROBLEM], TEXTS, 2)
+    engine = fx.ScriptedEngine(tokenizer, ["\\boxed{5}"] * 6)
+    credit = MonteCarlo(k=2, positions=[2, 10])(batch, CreditContext(engine, Prompter(tokenizer), 18, "default",
+                                                                     0.0, (1, 0)))
+    assert [limit for _, limit in engine.requests] == [16, 16, 8, 8, 16, 16]
+    assert credit.tokens_generated == 6 * 9

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -16,17 +17,21 @@ from mcgrpo.store import COLUMNS, parquet_metadata, read_contract
 pytestmark = pytest.mark.slow
 
 
-def snakemake(workdir, *args) -> subprocess.CompletedProcess:
+def snakemake(workdir, *args, repo=ROOT) -> subprocess.CompletedProcess:
     env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}"}
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(repo / "Snakefile"), "--directory", str(workdir),
            "--configfile", str(workdir / "study.yaml"), "--cores", "2", *args]
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+
+
+PLAN = {"primary": [{"id": "T1", "a": "mc_k2", "b": "outcome", "direction": "less"}],
+        "secondary": [{"id": "S1", "a": "mc_k2", "b": "outcome", "basis": "time"}]}
 
 
 @pytest.fixture(scope="module")
 def finished_study(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("study")
-    study = {**SMALL_STUDY, "budget": {"tokens": None, "multiplier": 3, "round_to": 100}}
+    study = {**SMALL_STUDY, "budget": {"tokens": None, "multiplier": 3, "round_to": 100}, "plan": PLAN}
     (workdir / "study.yaml").write_text(yaml.safe_dump(study))
     done = snakemake(workdir)
     assert done.returncode == 0, done.stderr[-4000:]
@@ -81,3 +86,61 @@ def test_a_bad_config_fails_before_any_job_naming_the_key(tmp_path):
     assert done.returncode != 0
     assert "config key recipe: unknown key(s) 'group_sise'" in done.stdout + done.stderr
     assert not (tmp_path / "results").exists()
+
+
+def jobs(done: subprocess.CompletedProcess) -> set[str]:
+    """The rules Snakemake scheduled, from its job table."""
+    text = done.stdout + done.stderr
+    table = text.split("Job stats:", 1)[1].split("total", 1)[0] if "Job stats:" in text else ""
+    return {line.split()[0] for line in table.splitlines()[3:] if line.strip()}
+
+
+def test_analysis_only_never_trains_rebuilds_the_analysis_and_reports(finished_study, tmp_path):
+    """Change the trainer's code and a training parameter (and the plan): the normal target would
+    retrain; `analysis --config analysis_only=True` reruns only the analysis, which reports the stale
+    runs and the demoted contrast; the HTML report shows every figure; a run never trained fails."""
+    repo, work = tmp_path / "repo", tmp_path / "work"
+    repo.mkdir()
+    for name in ("Snakefile", "rules", "workflow", "config"):  # the workflow, without environments or results
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, repo / name, ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
+        else:
+            shutil.copy2(src, repo / name)
+    shutil.copytree(finished_study.parent.parent, work, symlinks=True)
+    with open(repo / "workflow/mcgrpo/trainer.py", "a") as f:
+        f.write("\n# a change to the trainer's code\n")
+    study = yaml.safe_load((work / "study.yaml").read_text())
+    study["recipe"]["lr"] = 3e-4
+    study["plan"]["secondary"][0]["direction"] = "greater"  # no dated amendment
+    (work / "study.yaml").write_text(yaml.safe_dump(study))
+    r = work / "results" / "mini"
+    runs = {p: p.stat().st_mtime_ns for p in (r / "runs").rglob("*") if p.is_file()}
+    outputs = {p: p.stat().st_mtime_ns for d in ("analysis", "figures", "tables") for p in (r / d).iterdir()}
+
+    assert "train" in jobs(snakemake(work, "-n", repo=repo))  # the normal target would retrain
+    done = snakemake(work, "analysis", "--config", "analysis_only=True", repo=repo)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert jobs(done) == {"drift", "contrasts", "curves", "breakdown", "figures", "tables", "analysis"}
+    assert {p: p.stat().st_mtime_ns for p in runs} == runs
+    assert all(p.stat().st_mtime_ns > t for p, t in outputs.items())
+    prereg_table = (r / "tables" / "prereg.md").read_text()
+    assert "without a dated amendment: S1 reported as exploratory" in prereg_table
+    assert "Warning: runs trained with a config other than the current one: mc_k2/seed1" in prereg_table
+    labels = read_contract(r / "analysis/contrasts.parquet", "contrasts").set_index("id")["label"]
+    assert labels["T1"] == "primary" and labels["S1"] == "exploratory"
+
+    report = snakemake(work, "--report", str(tmp_path / "report.html"), "--config", "analysis_only=True", repo=repo)
+    assert report.returncode == 0, report.stderr[-4000:]
+    html = (tmp_path / "report.html").read_text()
+    for name in ("accuracy_vs_tokens", "accuracy_vs_time", "difference_from_base", "per_seed", "tokens_vs_time",
+                 "stage_seconds", "drift"):
+        assert f"{name}.png" in html
+    assert "prereg.html" in html and "contrasts.html" in html
+
+    study["seeds"].append(3)  # a seed never trained
+    (work / "study.yaml").write_text(yaml.safe_dump(study))
+    missing = snakemake(work, "analysis", "--config", "analysis_only=True", repo=repo)
+    assert missing.returncode != 0 and "train" not in jobs(missing)
+    assert "Missing input files" in missing.stdout + missing.stderr
+    assert "runs/mc_k2/seed3/evals.parquet" in missing.stdout + missing.stderr

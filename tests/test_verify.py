@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from mcgrpo.verify import (Verdict, answers_match, boxed_content, drifted, extract_answer,
+from mcgrpo.verify import (Verdict, answers_match, boxed_content, drifted, extract_answer, plain_number,
                            is_correct, strip_think, verify)
 
 
@@ -159,3 +159,65 @@ def test_drifted(acc_default, acc_strict, expected):
 def test_drifted_custom_gap():
     assert drifted(0.5, 0.45, gap=0.01)
     assert not drifted(0.5, 0.45, gap=0.2)
+
+
+# --- GSM8K's `####`, near misses, and the plain-number rule of the numeric filter ---------------
+
+@pytest.mark.parametrize("text, answer", [
+    ("48/2 = <<48/2=24>>24 clips\n#### 72", "72"),
+    ("#### 1,000", "1,000"),
+    ("#### $18.50", "18.50"),
+    ("#### -3", "-3"),
+    ("so 12 apples\n#### 72\n\nQuestion: a farmer has 9 cows", "72"),  # text after the answer does not count
+    ("#### 5 then #### 7 and 9", "7"),                                  # the last marker, its first number
+    ("####\nthe total is 8", "8"),                                      # a bare marker: last number
+    ("#### 72 \\boxed{70}", "70"),                                      # a box beats the marker
+])
+def test_hashes_fallback(text, answer):
+    assert extract_answer(text) == answer
+    assert extract_answer(text, strict=True) == ("70" if "boxed" in text else None)
+
+
+def test_gsm8k_gold_is_default_correct_and_strict_wrong():
+    gold = "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\nShe sold 48+24 = <<48+24=72>>72 clips.\n#### 72"
+    assert verify(gold, "72") == Verdict(default=True, strict=False, boxed=False)
+
+
+@pytest.mark.parametrize("text, reference, why", [
+    (r"so \boxed{71}", "72", "a different number in the box"),
+    ("the answer is 72, no wait, 73", "72", "a different last number"),
+    ("#### 73", "72", "a different number after ####"),
+    (r"\boxed{70+2}", "72", "a box with an expression is read by its last number, never evaluated"),
+    (r"\boxed{10/4}", "2", "a fraction is its value, not its denominator"),
+    ("the answer is 1/2", "0.5", "unboxed, the last-number rule reads 1/2 as the numbers 1 and 2"),
+    (r"\boxed{81, 256}", "81256", "a comma with a space separates list items, it is no thousands separator"),
+    (r"\boxed{0.5002}", "0.5", "outside the tolerance of 1e-4"),
+    ("<think>the answer is 72</think>", "72", "a number only in the thought does not count"),
+])
+def test_near_misses(text, reference, why):
+    assert not is_correct(text, reference), why
+
+
+@pytest.mark.parametrize("text, reference", [
+    (r"\boxed{1/2}", "0.5"),                 # a boxed fraction is one value
+    (r"\boxed{\frac14}", "0.25"),
+    (r"\boxed{\frac{1}{2}}", "0.5"),
+    (r"\boxed{0.50001}", "0.5"),             # within 1e-4
+    (r"\boxed{1{,}000{,}000}", "1000000"),
+    (r"\boxed{1,\!000}", "1000"),
+    ("<think>7?</think>\n#### 8", "8"),
+])
+def test_equal_values_in_other_forms(text, reference):
+    assert is_correct(text, reference)
+
+
+@pytest.mark.parametrize("answer, number", [
+    ("42", "42"), ("-7", "-7"), ("+7", "7"), ("3.50", "3.5"), ("007", "7"), ("-0", "0"), (".5", "0.5"),
+    ("1,234", "1234"), ("1{,}234", "1234"), ("1,\\!234", "1234"), ("12\\,345.0", "12345"), ("$42$", "42"),
+    ("12.", "12"),
+    ("81, 256", None), ("2,16", None), ("1,2345", None), ("\\frac{1}{2}", None), ("1/2", None),
+    ("2\\sqrt{3}", None), ("90^\\circ", None), ("\\$5", None), ("10\\%", None), ("x", None), ("", None),
+    ("(1,2)", None), ("1e5", None), ("--5", None),
+])
+def test_plain_number(answer, number):
+    assert plain_number(answer) == number

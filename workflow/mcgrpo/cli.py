@@ -21,11 +21,42 @@ def _config(args) -> dict:
 
 
 def prepare_data(args) -> None:
+    """The pool and evaluation sets, and the log of what filtering and deduplication removed."""
     from mcgrpo import data
     task = json.loads(args.task_json)
-    pool, evals = data.build(task)
-    data.write(pool, evals, args.out, study_config.config_hash(task))
-    print(f"pool: {len(pool)} problems; " + ", ".join(f"eval_{k}: {len(v)}" for k, v in evals.items()))
+    prepared = data.prepare(task)
+    data.write(prepared.pool, prepared.evals, args.out, study_config.config_hash(task), prepared.removed)
+    print("\n".join(prepared.lines()))
+    print(f"pool: {len(prepared.pool)} problems; " + ", ".join(f"eval_{k}: {len(v)}" for k, v in prepared.evals.items()))
+
+
+def data_summary(args) -> None:
+    """`mcgrpo data FILE`: check a data file before spending GPU time on it."""
+    from mcgrpo.data import summary
+    try:
+        s = summary.summarize(args.path, args.format, args.against or [], args.math_verify)
+    except ImportError as e:
+        raise ValueError(str(e)) from None
+    print(json.dumps(s, sort_keys=True) if args.json else summary.render(s))
+
+
+def _data_arguments(v: argparse.ArgumentParser) -> None:
+    from mcgrpo.data.summary import FORMATS
+    v.add_argument("path", help="a .jsonl, .parquet or .json file, or a folder of per-problem .json files")
+    v.add_argument("--format", choices=FORMATS, help="the record fields (default: detected)")
+    v.add_argument("--against", action="append", metavar="EVAL_FILE",
+                   help="count the problems that deduplication would remove against this evaluation file (repeatable)")
+    v.add_argument("--math-verify", action="store_true", help="also check gold solutions with math-verify")
+    v.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def resolve_model(args) -> None:
+    """The reference file that training loads a model with a source from (checked to be there)."""
+    from mcgrpo.models import sources
+    model = json.loads(args.model_json)
+    where = sources.resolve(model["source"])
+    store.write_json({"name": model["name"], "source": model["source"], "resolved": where}, args.out)
+    print(f"model {model['name']}: {where['location']}" + (f" ({where['gguf_file']})" if where["gguf_file"] else ""))
 
 
 def warm_start(args) -> None:
@@ -108,48 +139,60 @@ def train(args) -> None:
     checkpoint.clear(out / "checkpoints")
 
 
-def _analysis_inputs(args):
-    from mcgrpo.contrasts import load_evals
-    cfg = _config(args)
-    results = Path(args.results)
-    B = int(store.read_contract(results / "calibration" / "budget.parquet", "budget")["B"].iloc[0])
-    return cfg, results, B, load_evals(results, list(cfg["arms"]), cfg["seeds"])
+def _step(name: str):
+    """The verb of one analysis rule: mcgrpo.steps.<name>_step on the study config and results folder."""
+    def verb(args) -> None:
+        from mcgrpo import steps
+        getattr(steps, f"{name}_step")(_config(args), Path(args.results))
+    verb.__doc__ = f"analysis: the {name} step (mcgrpo.steps.{name}_step)"
+    return verb
 
 
-def drift(args) -> None:
-    from mcgrpo.drift import drift_table
-    cfg, results, _, evals = _analysis_inputs(args)
-    store.write_parquet(drift_table(evals, cfg["analysis"]["drift_gap"]), results / "analysis" / "drift.parquet")
+def prereg_lock(args) -> None:
+    """Lock the study's plan before training; an existing lock is never replaced (amend the plan instead)."""
+    from mcgrpo import prereg
+    out = Path(args.out)
+    if out.exists():
+        raise ValueError(f"{out}: the study is locked already; a changed plan needs a dated "
+                         f"plan.amendments entry, not a new lock")
+    lock = prereg.make_lock(_config(args))
+    store.write_json(lock, out)
+    print(f"locked {lock['material']['study']} at {lock['locked_at']}: sha256 {lock['sha256']}")
 
 
-def contrasts(args) -> None:
-    from mcgrpo.contrasts import build
-    cfg, results, B, _ = _analysis_inputs(args)
-    table, paired = build(results, study_config.pairs(cfg), cfg["seeds"], B, cfg["evaluation"]["sets"],
-                          cfg["analysis"]["margin"])
-    store.write_parquet(table, results / "analysis" / "contrasts.parquet")
-    store.write_parquet(paired, results / "analysis" / "paired.parquet")
+def contrast(args) -> None:
+    """Recompute one contrast from a results folder alone; print it and write it as Parquet."""
+    from mcgrpo import steps
+    from mcgrpo.tables import to_markdown
+    table, paired = steps.contrast(Path(args.results), args.a, args.b, args.basis, args.metric,
+                                   args.eval_set, args.margin, args.resamples, args.bootstrap_seed)
+    row = table.iloc[0]
+    out = Path(args.out or Path(args.results) / "analysis" / "contrast" /
+               f"{row['contrast']}.{row['basis']}.{row['metric']}.{row['eval_set']}.parquet")
+    store.write_parquet(table, out)
+    store.write_parquet(paired, out.with_name(out.name.replace(".parquet", ".paired.parquet")))
+    print(to_markdown(paired[["seed", "value_a", "value_b", "diff", "at", "at_b", "clamped"]]))
+    print(to_markdown(table[["contrast", "label", "basis", "metric", "eval_set", "n", "mean", "ci_low", "ci_high",
+                             "p", "p_holm", "tost_p", "noninferior", "crossed_low", "crossed_high",
+                             "seeds_higher"]]))
+    print(f"written: {out}")
 
 
-def figures(args) -> None:
-    from mcgrpo.figures import accuracy_curves
-    cfg, results, B, evals = _analysis_inputs(args)
-    name = cfg["evaluation"]["sets"][0]
-    accuracy_curves(evals, "tokens_total", B, results / "figures" / "accuracy_vs_tokens.png", eval_set=name)
-    accuracy_curves(evals, "train_seconds", B, results / "figures" / "accuracy_vs_time.png", eval_set=name)
+def _contrast_arguments(v: argparse.ArgumentParser) -> None:
+    v.add_argument("--a", required=True, help="the arm under test")
+    v.add_argument("--b", required=True, help="the arm it is compared with (the base)")
+    v.add_argument("--basis", default="tokens", help="tokens, updates, time or time_c (default tokens)")
+    v.add_argument("--metric", default="acc_default",
+                   help="acc_<verifier> or pass@<k>_<verifier>, e.g. acc_strict, pass@8_default")
+    v.add_argument("--eval-set", help="the evaluation set (default: the only one)")
+    v.add_argument("--margin", type=float, help="equivalence margin (default: the lock's, else 0.02)")
+    v.add_argument("--resamples", type=int, default=10_000, help="crossed-bootstrap resamples")
+    v.add_argument("--bootstrap-seed", type=int, default=0)
 
 
-def tables(args) -> None:
-    from mcgrpo.tables import write_table
-    results = Path(args.results)
-    table = store.read_contract(results / "analysis" / "contrasts.parquet", "contrasts")
-    write_table(table, results / "tables" / "contrasts",
-                ["contrast", "basis", "metric", "eval_set", "n", "mean", "ci_low", "ci_high", "p", "seeds_higher"])
-    write_table(store.read_contract(results / "analysis" / "drift.parquet", "drift"), results / "tables" / "drift")
-
-
-VERBS = {"prepare-data": prepare_data, "warm-start": warm_start, "calibrate": calibrate, "train": train,
-         "drift": drift, "contrasts": contrasts, "figures": figures, "tables": tables}
+VERBS = {"data": data_summary, "prepare-data": prepare_data, "resolve-model": resolve_model, "warm-start": warm_start, "calibrate": calibrate, "train": train,
+         "prereg-lock": prereg_lock, "contrast": contrast,
+         **{name: _step(name) for name in ("drift", "contrasts", "curves", "breakdown", "figures", "tables")}}
 
 
 def parser() -> argparse.ArgumentParser:
@@ -158,6 +201,7 @@ def parser() -> argparse.ArgumentParser:
     # Each stage gets only the part of the config that can change its output, so that editing, say, the
     # analysis margin never makes Snakemake rerun training.
     spec = {"prepare-data": ("--task-json", "the study's task: block"),
+            "resolve-model": ("--model-json", "the study's model: block"),
             "warm-start": ("--model-json", "the study's model: and task: blocks"),
             "calibrate": ("--run-json", "the calibration run's effective config"),
             "train": ("--run-json", "the run's effective config (mcgrpo.config.run_config)")}
@@ -165,13 +209,15 @@ def parser() -> argparse.ArgumentParser:
         v = sub.add_parser(name)
         if name in spec:
             v.add_argument(spec[name][0], required=True, help=spec[name][1])
-        elif name != "tables":
+        elif name not in ("data", "contrast"):
             src = v.add_mutually_exclusive_group(required=True)
             src.add_argument("--config", help="study config YAML")
             src.add_argument("--config-json", help="the validated study config as JSON")
         for opt in ("--out", "--pool", "--model", "--data", "--budget", "--results"):
             v.add_argument(opt)
         v.add_argument("--threads", type=int, default=1)
+    _data_arguments(sub.choices["data"])
+    _contrast_arguments(sub.choices["contrast"])
     return p
 
 
@@ -187,5 +233,6 @@ def main(argv: list[str] | None = None) -> int:
             CheckpointMismatch) as e:
         print(f"mcgrpo {args.verb}: error: {e}", file=sys.stderr)
         return 2
-    print(f"mcgrpo {args.verb}: done in {time.perf_counter() - start:.1f} s")
+    # On stderr, so that what a verb prints (`data --json`) can be piped as it is.
+    print(f"mcgrpo {args.verb}: done in {time.perf_counter() - start:.1f} s", file=sys.stderr)
     return 0

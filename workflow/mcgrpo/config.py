@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,11 @@ def validate(cfg: dict) -> dict:
 
 def _check_references(cfg: dict) -> None:
     """The rules that tie one key to another."""
+    from mcgrpo.data import spec as task_spec
+    from mcgrpo.models import sources as model_sources
+    problems = task_spec.problems(cfg["task"]) + model_sources.problems(cfg["model"]["source"])
+    if problems:
+        raise ConfigError("\n".join(problems))
     arms, sets = list(cfg["arms"]), list(cfg["task"]["eval_sets"])
     for i, name in enumerate(cfg["evaluation"]["sets"]):
         if name not in sets:
@@ -85,6 +91,8 @@ def _check_references(cfg: dict) -> None:
                                   f"allowed: {', '.join(arms)}")
         if pair[0] == pair[1]:
             raise ConfigError(f"config key analysis.pairs[{i}]: an arm cannot be contrasted with itself ({pair[0]!r})")
+    from mcgrpo.analysis import check as check_analysis  # the efficiency arms and the preregistered plan
+    check_analysis(cfg)
     _check_sizes(cfg)
 
 
@@ -93,20 +101,30 @@ def _check_sizes(cfg: dict) -> None:
     if tiny["hidden_size"] % tiny["num_heads"]:
         raise ConfigError(f"config key model.tiny.hidden_size: {tiny['hidden_size']} is not divisible by "
                           f"model.tiny.num_heads ({tiny['num_heads']})")
-    if cfg["task"]["pool"]["size"] < recipe["prompts_per_iteration"]:
+    if (cfg["task"]["pool"]["size"] or recipe["prompts_per_iteration"]) < recipe["prompts_per_iteration"]:
         raise ConfigError(f"config key task.pool.size: {cfg['task']['pool']['size']} is smaller than "
                           f"recipe.prompts_per_iteration ({recipe['prompts_per_iteration']})")
     tokens = cfg["budget"]["tokens"]
     if tokens is not None and cfg["evaluation"]["per_budget"] > tokens:
         raise ConfigError(f"config key evaluation.per_budget: {cfg['evaluation']['per_budget']} evaluations "
                           f"cannot fit in budget.tokens = {tokens}; allowed: at most {tokens}")
+    for arm, spec in cfg["arms"].items():
+        for name, rule in (spec.get("selection") or {}).items():
+            if "candidates" in rule and not rule["keep"] <= recipe["prompts_per_iteration"] <= rule["candidates"]:
+                raise ConfigError(f"config key arms.{arm}.selection.{name}: needs keep ({rule['keep']}) <= "
+                                  f"recipe.prompts_per_iteration ({recipe['prompts_per_iteration']}) <= "
+                                  f"candidates ({rule['candidates']})")
     credits = {f"arms.{arm}.credit": spec.get("credit", {}) for arm, spec in cfg["arms"].items()}
     credits["budget.calibration_credit"] = cfg["budget"]["calibration_credit"]
-    for key, credit in credits.items():
-        cuts = credit.get("monte_carlo", {}).get("cuts", 0)
-        if cuts >= recipe["completion_limit"]:
-            raise ConfigError(f"config key {key}.monte_carlo.cuts: {cuts} cuts need recipe.completion_limit "
-                              f"above {cuts} (it is {recipe['completion_limit']})")
+    from mcgrpo.credit import problems as credit_problems
+    problems = [p for key, credit in credits.items() for p in credit_problems(key, credit, recipe, cfg["task"])]
+    batch = recipe["prompts_per_iteration"] * recipe["group_size"]
+    for arm, spec in cfg["arms"].items():
+        if (spec.get("update") or {}).get("minibatches", 1) > batch:
+            problems.append(f"config key arms.{arm}.update.minibatches: {spec['update']['minibatches']} minibatches "
+                            f"cannot be cut from {batch} completions; allowed: at most {batch}")
+    if problems:
+        raise ConfigError("\n".join(problems))
 
 
 def load(path: str | Path) -> dict:
@@ -141,9 +159,10 @@ def run_config(cfg: dict, arm: str, seed: int) -> dict[str, Any]:
     """The effective config of one run: everything that can change what it trains."""
     if arm not in cfg["arms"]:
         raise ConfigError(f"unknown arm {arm!r}; allowed: {', '.join(cfg['arms'])}")
-    keys = ("study", "task", "model", "recipe", "engine", "budget", "evaluation")
-    return {**{k: copy.deepcopy(cfg[k]) for k in keys}, "arm": arm, "seed": seed,
-            "arm_config": copy.deepcopy(cfg["arms"][arm])}
+    keys = ("study", "task", "model", "engine", "budget", "evaluation")
+    spec = copy.deepcopy(cfg["arms"][arm])
+    return {**{k: copy.deepcopy(cfg[k]) for k in keys}, "recipe": {**cfg["recipe"], **spec.get("recipe", {})},
+            "arm": arm, "seed": seed, "arm_config": spec}
 
 
 def config_hash(obj: Any) -> str:
@@ -155,3 +174,12 @@ def calibration_config(cfg: dict) -> dict[str, Any]:
     """The run config of budget calibration: the calibration credit rule on the first seed."""
     arm = {"description": "budget calibration", "credit": cfg["budget"]["calibration_credit"]}
     return run_config({**cfg, "arms": {"calibration": arm}}, "calibration", cfg["seeds"][0])
+
+
+def train_runtime(cfg: dict, budget: int | None) -> int:
+    """Minutes to ask for one training job: the configured value, else B over the throughput with 50% slack."""
+    spec = cfg["resources"]["train"]
+    if spec["runtime"]:
+        return spec["runtime"]
+    tokens = cfg["budget"]["horizon"] * (budget or cfg["budget"]["tokens"] or spec["budget_guess"])
+    return math.ceil(1.5 * tokens / spec["tokens_per_second"] / 60) + 10

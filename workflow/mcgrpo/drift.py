@@ -19,3 +19,14 @@ def drift_table(evals: pd.DataFrame, gap: float = 0.1) -> pd.DataFrame:
     out["drifted"] = out["gap"] > gap
     return (out.sort_values(["arm", "seed", "eval_set", "eval_index"])[DRIFT_COLUMNS]
             .reset_index(drop=True))
+
+
+def drift_counts(drift: pd.DataFrame) -> pd.DataFrame:
+    """Per arm and eval set: evaluations and runs, how many drifted, and the largest gap."""
+    by = drift.groupby(["arm", "eval_set"])
+    runs_drifted = drift[drift["drifted"]].groupby(["arm", "eval_set"])["seed"].nunique()
+    out = pd.DataFrame({"runs": by["seed"].nunique(), "evaluations": by.size(),
+                        "drifted": by["drifted"].sum().astype(int),
+                        "runs_drifted": runs_drifted.reindex(by.size().index, fill_value=0).astype(int),
+                        "max_gap": by["gap"].max()})
+    return out.reset_index()

@@ -1,8 +1,10 @@
 """The policy-gradient loss of the recipe, accumulated over microbatches.
 
 loss = -(1/N) sum over completions and their tokens of credit x log-prob, N the number of completions
-in the iteration. Each microbatch contributes its share divided by the full N, so the gradient (and the
-loss) is the same whatever the microbatch size.
+in the step. Each microbatch contributes its share divided by the full N, so the gradient (and the
+loss) is the same whatever the microbatch size. Reuse steps (several per batch) take the clipped
+objective instead: credit x log-prob becomes min(r x credit, clip(r, 1 - e, 1 + e) x credit), r the ratio
+of the token's probability now to its behaviour probability at generation.
 """
 
 from __future__ import annotations
@@ -33,18 +35,56 @@ def token_logprobs(model, prompts: Sequence[Sequence[int]], completions: Sequenc
     return logp, target_mask
 
 
+def _on_tokens(values: Sequence[Sequence[float]], mask: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """Per-completion values laid onto their token positions of a [n, T] tensor (zero elsewhere)."""
+    out = torch.zeros_like(like)
+    for r, v in enumerate(values):
+        out[r, mask[r].nonzero().squeeze(-1)] = torch.as_tensor(v, dtype=out.dtype, device=out.device)
+    return out
+
+
 def backward_policy_loss(model, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]],
-                         credit: Sequence[np.ndarray], pad_id: int, microbatch_size: int) -> float:
-    """Accumulate the gradient of the loss into `model` and return the loss value."""
+                         credit: Sequence[np.ndarray], pad_id: int, microbatch_size: int,
+                         behaviour: Sequence[Sequence[float]] | None = None, clip: float | None = None) -> float:
+    """Accumulate the gradient of the loss into `model` and return the loss value.
+
+    With `behaviour` (each token's log-prob at generation) the objective is the clipped one, at `clip`.
+    """
     n, total = len(completions), 0.0
     for start in range(0, n, microbatch_size):
         stop = min(start + microbatch_size, n)
         logp, mask = token_logprobs(model, prompts[start:stop], completions[start:stop], pad_id)
-        weights = torch.zeros_like(logp)
-        for r, c in enumerate(credit[start:stop]):
-            weights[r, mask[r].nonzero().squeeze(-1)] = torch.as_tensor(c, dtype=weights.dtype,
-                                                                          device=weights.device)
-        loss = -(weights * logp).sum() / n
+        weights = _on_tokens(credit[start:stop], mask, logp)
+        if behaviour is None:
+            objective = weights * logp
+        else:
+            ratio = torch.exp(logp - _on_tokens(behaviour[start:stop], mask, logp)) * mask
+            objective = torch.minimum(ratio * weights, ratio.clamp(1 - clip, 1 + clip) * weights)
+        loss = -objective.sum() / n
         loss.backward()
         total += loss.item()
     return total
+
+
+@torch.no_grad()
+def prefix_features(model, sequences: Sequence[Sequence[int]], ends: Sequence[Sequence[int]], pad_id: int,
+                    microbatch_size: int | None = None) -> list[np.ndarray]:
+    """The last layer's hidden state at the final token of prefixes of each sequence (`ends[r]`: their
+    lengths), as one [prefixes, hidden] array per sequence: what critics regress on."""
+    device, step = model.device, microbatch_size or len(sequences)
+    out: list[np.ndarray] = []
+    for start in range(0, len(sequences), step):
+        chunk = sequences[start:start + step]
+        ids = torch.full((len(chunk), max(map(len, chunk))), pad_id, dtype=torch.long)
+        attn = torch.zeros_like(ids)
+        for r, s in enumerate(chunk):
+            ids[r, :len(s)], attn[r, :len(s)] = torch.tensor(s), 1
+        hidden = model(input_ids=ids.to(device), attention_mask=attn.to(device),
+                       output_hidden_states=True).hidden_states[-1]
+        out += [hidden[r, [e - 1 for e in ends[start + r]]].float().cpu().numpy() for r in range(len(chunk))]
+    return out
+
+
+def prompt_features(model, prompts: Sequence[Sequence[int]], pad_id: int) -> np.ndarray:
+    """The last layer's hidden state at each prompt's final token (one prefill pass)."""
+    return np.stack([f[0] for f in prefix_features(model, prompts, [[len(p)] for p in prompts], pad_id)])

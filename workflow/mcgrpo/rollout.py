@@ -14,13 +14,14 @@ from mcgrpo.verify import verify
 class Prompter:
     """Chat-formatted prompt token ids per question, tokenized once; decoding of completions."""
 
-    def __init__(self, tokenizer):
-        self.tokenizer = tokenizer
+    def __init__(self, tokenizer, template: str = "{question}"):
+        self.tokenizer, self.template = tokenizer, template
         self._cache: dict[str, tuple[int, ...]] = {}
 
     def __call__(self, question: str) -> tuple[int, ...]:
         if question not in self._cache:
-            text = self.tokenizer.apply_chat_template([{"role": "user", "content": question}],
+            content = self.template.replace("{question}", question)
+            text = self.tokenizer.apply_chat_template([{"role": "user", "content": content}],
                                                       add_generation_prompt=True, tokenize=False)
             self._cache[question] = tuple(self.tokenizer(text, add_special_tokens=False).input_ids)
         return self._cache[question]
@@ -65,6 +66,23 @@ class Rollouts:
 
     def grouped(self, values: np.ndarray) -> np.ndarray:
         return np.asarray(values).reshape(len(self.problems), self.group_size)
+
+    def take(self, groups: Sequence[int]) -> "Rollouts":
+        """The rollouts of the given groups only."""
+        rows = [g * self.group_size + k for g in groups for k in range(self.group_size)]
+        return Rollouts([self.problems[g] for g in groups], self.group_size, [self.prompts[r] for r in rows],
+                        [self.completions[r] for r in rows], [self.texts[r] for r in rows],
+                        Scores(*(getattr(self.scores, f)[rows] for f in ("default", "strict", "boxed"))),
+                        self.rewards[rows])
+
+    @staticmethod
+    def join(parts: Sequence["Rollouts"]) -> "Rollouts":
+        """One batch of several batches' groups, in order."""
+        cat = lambda f: [x for p in parts for x in getattr(p, f)]  # noqa: E731
+        return Rollouts(cat("problems"), parts[0].group_size, cat("prompts"), cat("completions"), cat("texts"),
+                        Scores(*(np.concatenate([getattr(p.scores, f) for p in parts]).astype(bool)
+                                 for f in ("default", "strict", "boxed"))),
+                        np.concatenate([p.rewards for p in parts]))
 
 
 def sample_groups(engine: Engine, prompter: Prompter, problems: list[dict], group_size: int,

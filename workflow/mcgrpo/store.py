@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import tempfile
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -26,8 +27,9 @@ class SchemaError(ValueError):
     """A stored file lacks what its contract requires."""
 
 
+@lru_cache(maxsize=1)
 def git_sha() -> str:
-    """The repository's commit, or '' outside a git checkout."""
+    """The repository's commit, or '' outside a git checkout (asked once per process)."""
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
                              cwd=Path(__file__).parent, timeout=5)
@@ -61,20 +63,36 @@ def write_parquet(df: pd.DataFrame, path: str | Path, config_hash: str = "") -> 
     return path
 
 
-def read_parquet(path: str | Path, required: Iterable[str] = ()) -> pd.DataFrame:
-    """Read a Parquet file written by `write_parquet`, checking version and required columns."""
-    path = Path(path)
+def _checked_schema(path: Path, required: Iterable[str]) -> pa.Schema:
+    """The file's schema, once its existence, schema version and required columns are checked."""
     if not path.exists():
         raise FileNotFoundError(f"{path}: file not found")
-    meta = pq.read_schema(path).metadata or {}
-    version = meta.get(b"schema_version", b"").decode()
+    schema = pq.read_schema(path)
+    version = (schema.metadata or {}).get(b"schema_version", b"").decode()
     if version != SCHEMA_VERSION:
         raise SchemaError(f"{path}: schema_version {version or 'missing'!r}, expected {SCHEMA_VERSION!r}")
-    df = pd.read_parquet(path)
-    missing = [c for c in required if c not in df.columns]
+    missing = [c for c in required if c not in schema.names]
     if missing:
         raise SchemaError(f"{path}: missing required column(s) {', '.join(missing)}")
-    return df
+    return schema
+
+
+def read_parquet(path: str | Path, required: Iterable[str] = (),
+                 columns: Iterable[str] | None = None) -> pd.DataFrame:
+    """Read a Parquet file written by `write_parquet`, checking version and required columns.
+
+    `columns` reads only those (a large file's other columns are never decoded).
+    """
+    _checked_schema(Path(path), required)
+    return pd.read_parquet(path, columns=None if columns is None else list(columns))
+
+
+def read_arrow(path: str | Path, required: Iterable[str] = (), columns: Iterable[str] | None = None,
+               dictionary: Iterable[str] = ()) -> pa.Table:
+    """As read_parquet, as an Arrow table (no pandas conversion); `dictionary` columns come dictionary-encoded."""
+    _checked_schema(Path(path), required)
+    return pq.read_table(path, columns=None if columns is None else list(columns),
+                         read_dictionary=list(dictionary) or None)
 
 
 def parquet_metadata(path: str | Path) -> dict[str, str]:
@@ -129,6 +147,6 @@ COLUMNS: dict[str, tuple[str, ...]] = {
 }
 
 
-def read_contract(path: str | Path, kind: str) -> pd.DataFrame:
-    """Read a stored file and check it holds the columns of contract `kind`."""
-    return read_parquet(path, COLUMNS[kind])
+def read_contract(path: str | Path, kind: str, columns: Iterable[str] | None = None) -> pd.DataFrame:
+    """Read a stored file and check it holds the columns of contract `kind` (reading only `columns`)."""
+    return read_parquet(path, COLUMNS[kind], columns)

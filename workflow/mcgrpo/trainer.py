@@ -16,13 +16,13 @@ import torch
 
 from mcgrpo import checkpoint
 from mcgrpo import credit as credit_rules
-from mcgrpo import engines, selection
+from mcgrpo import engines, reuse, selection
 from mcgrpo.clock import StageClock
 from mcgrpo.credit import CreditContext
 from mcgrpo.engines import stable_seed
 from mcgrpo.errors import Interrupted
 from mcgrpo.evaluation import Evaluator, eval_due
-from mcgrpo.loss import backward_policy_loss
+from mcgrpo.loss import backward_policy_loss, prefix_features, prompt_features
 from mcgrpo.rollout import Prompter, sample_groups
 
 
@@ -49,10 +49,10 @@ class Trainer:
         r = self.recipe
         self.optimizer = torch.optim.Adam(model.parameters(), lr=r["lr"], betas=tuple(r["adam_betas"]),
                                           eps=r["adam_eps"], weight_decay=0.0)
-        self.prompter = Prompter(tokenizer)
+        self.prompter = Prompter(tokenizer, cfg["task"].get("prompt", "{question}"))
         self.engine = engines.build(cfg["engine"]["name"], model, tokenizer, temperature=r["temperature"],
                                     top_p=r["top_p"], batch_size=cfg["engine"]["batch_size"])
-        self.credit = credit_rules.build(cfg["arm_config"].get("credit", {}))
+        self.credit = credit_rules.build(cfg["arm_config"].get("credit", {}), pool, cfg["arm"])
         self.problems = pool.to_dict("records")
         self.selector = selection.build(cfg["arm_config"], len(pool), self.seed, r["prompts_per_iteration"])
         ev = cfg["evaluation"]
@@ -61,7 +61,7 @@ class Trainer:
         self.clock = StageClock(model.device)
         self.tokens = {"rollout": 0, "continuation": 0, "discarded": 0}
         self.updates, self.train_seconds, self.log = 0, 0.0, RunLog()
-        self.next_iteration, self.stop_requested = 0, False
+        self.next_iteration, self.stop_requested, self.trained_prompts = 0, False, set()
         self.checkpoint_dir, self.config_hash = checkpoint_dir, config_hash
 
     @property
@@ -72,29 +72,75 @@ class Trainer:
         """One GRPO iteration, each stage on the stage clock."""
         r = self.recipe
         with self.clock.stage("select"):
-            chosen = self.selector.select(i)
+            chosen = self.selector.select(i, self)
         with self.clock.stage("generate"):
-            problems = [self.problems[j] for j in chosen.chosen]
-            n = len(problems) * r["group_size"]
-            batch = sample_groups(self.engine, self.prompter, problems, r["group_size"], r["completion_limit"],
-                                  [stable_seed(self.seed, "rollout", i, k) for k in range(n)], r["reward_verifier"])
+            batch, discarded, chosen = self.generate(i, chosen)
         with self.clock.stage("credit"):
             ctx = CreditContext(self.engine, self.prompter, r["completion_limit"], r["reward_verifier"],
-                                r["advantage_eps"], (self.seed, i))
+                                r["advantage_eps"], (self.seed, i), self.prefix_features)
             credit = self.credit(batch, ctx)
-        with self.clock.stage("update"):
-            loss, grad_norm = self.update(batch, credit.tokens)
-        with self.clock.stage("sync"):
-            self.engine.sync(self.model)
         self.tokens["rollout"] += batch.n_tokens
         self.tokens["continuation"] += credit.tokens_generated
-        return self._record(i, chosen, batch, loss, grad_norm)
+        self.tokens["discarded"] += discarded
+        with self.clock.stage("update"):
+            loss, grad_norm = self.update(i, batch, credit)
+        with self.clock.stage("sync"):
+            self.engine.sync(self.model)
+        return self._record(i, chosen, batch, loss, grad_norm, credit_rules.summary(credit))
 
-    def update(self, batch, token_credit) -> tuple[float, float]:
-        """One optimizer step on the iteration's batch (gradient accumulated over microbatches)."""
+    def generate(self, i: int, chosen):
+        """The iteration's groups, the tokens of groups generated but discarded, and the final Selection."""
+        r = self.recipe
+
+        def sample(indices, chunk: int):
+            problems = [self.problems[j] for j in indices]
+            seeds = [stable_seed(self.seed, "rollout", i, chunk, k) for k in range(len(problems) * r["group_size"])]
+            return sample_groups(self.engine, self.prompter, problems, r["group_size"], r["completion_limit"],
+                                 seeds, r["reward_verifier"])
+
+        if hasattr(self.selector, "fill"):
+            return self.selector.fill(i, sample)
+        return sample(chosen.chosen, 0), 0, chosen
+
+    def features(self, indices) -> np.ndarray:
+        """The policy's last hidden state at the end of each problem's prompt (one prefill pass)."""
+        prompts = [self.prompter(self.problems[j]["question"]) for j in indices]
+        return prompt_features(self.model, prompts, self.pad_id)
+
+    def levels(self, indices) -> np.ndarray:
+        return np.array([self.problems[j]["level"] for j in indices])
+
+    def learning_rate(self) -> float:
+        """The arm's learning rate now: recipe lr x scale, decayed linearly to 0 at B if asked."""
+        spec = self.cfg["arm_config"].get("lr", {})
+        lr = self.recipe["lr"] * spec.get("scale", 1.0)
+        if spec.get("schedule") == "linear_decay" and self.budget:
+            lr *= max(0.0, 1.0 - self.tokens_total / self.budget)
+        return lr
+
+    def prefix_features(self, sequences, ends) -> list[np.ndarray]:
+        """The policy's last hidden state at prefix ends of whole sequences (a prefill pass, for critics)."""
+        return prefix_features(self.model, sequences, ends, self.pad_id, self.recipe["microbatch_size"])
+
+    def update(self, i: int, batch, credit) -> tuple[float, float]:
+        """The iteration's optimizer steps: one on-policy step, or the arm's clipped reuse steps (mean
+        loss and gradient norm over them)."""
+        spec = self.cfg["arm_config"].get("update")
+        data = reuse.training_batch(batch, credit)
+        steps = [self._step(data.take(rows), spec and spec["clip"])
+                 for rows in reuse.minibatches(len(data), spec, stable_seed(self.seed, "minibatches", i))]
+        return float(np.mean([loss for loss, _ in steps])), float(np.mean([norm for _, norm in steps]))
+
+    def _step(self, data: reuse.Batch, clip: float | None) -> tuple[float, float]:
+        """One optimizer step on `data` (gradient accumulated over microbatches), clipped if asked."""
+        if clip and any(b is None for b in data.behaviour):
+            raise ValueError(f"arms.{self.cfg['arm']}.update: clipped steps need the behaviour log-probs "
+                             f"recorded at generation, which engine {self.cfg['engine']['name']!r} did not record")
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.learning_rate()
         self.optimizer.zero_grad(set_to_none=True)
-        loss = backward_policy_loss(self.model, batch.prompts, [c.tokens for c in batch.completions],
-                                    token_credit, self.pad_id, self.recipe["microbatch_size"])
+        loss = backward_policy_loss(self.model, data.contexts, data.tokens, data.credit, self.pad_id,
+                                    self.recipe["microbatch_size"], data.behaviour if clip else None, clip)
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.recipe["grad_clip"])
         self.optimizer.step()
         self.updates += 1
@@ -125,6 +171,7 @@ class Trainer:
         return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                 "rng": checkpoint.rng_state(), "next_iteration": self.next_iteration,
                 "tokens": dict(self.tokens), "updates": self.updates, "train_seconds": self.train_seconds,
+                "trained_prompts": set(self.trained_prompts),
                 "log": self.log, "selector": getattr(self.selector, "state_dict", dict)(),
                 "credit": getattr(self.credit, "state_dict", dict)()}
 
@@ -134,6 +181,7 @@ class Trainer:
         checkpoint.set_rng_state(state["rng"])
         self.next_iteration, self.tokens = state["next_iteration"], dict(state["tokens"])
         self.updates, self.train_seconds, self.log = state["updates"], state["train_seconds"], state["log"]
+        self.trained_prompts = set(state["trained_prompts"])
         for part in ("selector", "credit"):
             if state[part]:
                 getattr(self, part).load_state_dict(state[part])
@@ -164,10 +212,13 @@ class Trainer:
         self.log.samples.append(samples)
         self.save_checkpoint()
 
-    def _record(self, i: int, chosen, batch, loss: float, grad_norm: float) -> dict:
+    def _record(self, i: int, chosen, batch, loss: float, grad_norm: float, credit_log: dict) -> dict:
         stages = self.clock.lap()
         self.train_seconds += sum(stages.values())
         groups = batch.grouped(batch.rewards).mean(axis=1)
+        self.selector.observe(i, chosen, groups, self)
+        self.trained_prompts.update(chosen.chosen.tolist())
+        predicted = dict(zip(chosen.candidates.tolist(), chosen.predicted))
         row = {
             "iteration": i, "tokens_total": self.tokens_total,
             **{f"tokens_{k}": v for k, v in self.tokens.items()},
@@ -178,12 +229,21 @@ class Trainer:
             "groups_mixed": int(((groups > 0) & (groups < 1)).sum()),
             "truncated_share": float(np.mean([not c.finished for c in batch.completions])),
             "mean_length": float(np.mean([len(c) for c in batch.completions])),
-            "cand_pred_mean": float(np.nanmean(chosen.predicted)) if np.isfinite(chosen.predicted).any() else np.nan,
-            **stages, "train_seconds": self.train_seconds,
+            "cand_pred_mean": _nanmean(chosen.predicted),
+            "chosen_pred_mean": _nanmean([predicted.get(j, np.nan) for j in chosen.chosen.tolist()]),
+            "prompts_distinct": len(self.trained_prompts),
+            **credit_log, **stages, "train_seconds": self.train_seconds,
         }
         self.log.iterations.append(row)
         trained = dict(zip(chosen.chosen.tolist(), groups))
+        candidates = chosen.candidates if len(chosen.candidates) else chosen.chosen
         self.log.prompts += [{"iteration": i, "problem_id": self.problems[j]["problem_id"], "chosen": j in trained,
-                              "predicted_success": float(p), "group_mean_reward": trained.get(j, np.nan)}
-                             for j, p in zip(chosen.candidates.tolist(), chosen.predicted)]
+                              "predicted_success": float(predicted.get(j, np.nan)),
+                              "group_mean_reward": trained.get(j, np.nan)}
+                             for j in candidates.tolist()]
         return row
+
+
+def _nanmean(values) -> float:
+    values = np.asarray(values, dtype=float)
+    return float(np.nanmean(values)) if np.isfinite(values).any() else np.nan

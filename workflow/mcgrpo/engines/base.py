@@ -8,7 +8,7 @@ common random numbers and a rollout is reproducible whatever the batching.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
 
@@ -16,6 +16,8 @@ from typing import Protocol, Sequence
 class Completion:
     tokens: tuple[int, ...]   # generated ids, the end-of-turn token included when it was produced
     finished: bool            # ended with end-of-turn (False: stopped at its token limit)
+    # the sampler's log-prob of each token (the behaviour policy, for clipped reuse); None if not recorded
+    logprobs: tuple[float, ...] | None = field(default=None, compare=False)
 
     def __len__(self) -> int:
         return len(self.tokens)

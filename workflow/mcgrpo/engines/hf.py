@@ -7,6 +7,7 @@ independent of the batch it was generated in (common random numbers).
 
 from __future__ import annotations
 
+import inspect
 from typing import Sequence
 
 import torch
@@ -41,16 +42,17 @@ class HFEngine:
         model.eval()
         n, horizon = len(prompts), max(max(limits), 0)
         generated = torch.full((n, horizon), self.pad_id, dtype=torch.long)
+        logprobs = torch.zeros((n, horizon), dtype=torch.float64)  # behaviour log-probs, for clipped reuse
         lengths = torch.zeros(n, dtype=torch.long)
         rows = torch.tensor([r for r in range(n) if limits[r] > 0], dtype=torch.long)
         if len(rows):
-            self._decode(prompts, limits, seeds, rows, generated, lengths)
+            self._decode(prompts, limits, seeds, rows, generated, logprobs, lengths)
         model.train(was_training)
         out = generated.tolist()
-        return [Completion(tuple(row[:k]), bool(k and row[k - 1] == self.eos_id))
-                for row, k in zip(out, lengths.tolist())]
+        return [Completion(tuple(row[:k]), bool(k and row[k - 1] == self.eos_id), tuple(lp[:k]))
+                for row, lp, k in zip(out, logprobs.tolist(), lengths.tolist())]
 
-    def _decode(self, prompts, limits, seeds, rows, generated, lengths) -> None:
+    def _decode(self, prompts, limits, seeds, rows, generated, logprobs, lengths) -> None:
         """Sample into `generated` / `lengths`; finished rows leave the batch and its KV cache."""
         device = self.model.device
         width = max(len(prompts[r]) for r in rows.tolist())
@@ -66,13 +68,15 @@ class HFEngine:
         ids, mask, active = ids.to(device), mask.to(device), torch.arange(len(rows), device=device)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         cache, step_ids = None, ids
+        cache_arg = _cache_argument(self.model)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
             for t in range(horizon):
                 out = self.model(input_ids=step_ids, attention_mask=mask, position_ids=positions,
-                                 cache=cache, use_cache=True, logits_to_keep=1)
-                cache = out.cache
-                token = self._sample(out.logits[:, -1].float(), uniforms[active, t])
+                                 use_cache=True, logits_to_keep=1, **{cache_arg: cache})
+                cache = getattr(out, cache_arg)
+                token, logprob = self._sample(out.logits[:, -1].float(), uniforms[active, t])
                 generated[rows[active.cpu()], t] = token.cpu()
+                logprobs[rows[active.cpu()], t] = logprob.cpu()
                 finished = (token == self.eos_id) | (t + 1 >= limit[active])
                 if finished.all():
                     break
@@ -87,8 +91,8 @@ class HFEngine:
         has_eos = (generated[rows] == self.eos_id).any(-1)
         lengths[rows] = torch.where(has_eos, ended + 1, limit.cpu().clamp(max=horizon))
 
-    def _sample(self, logits: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-        """Inverse-CDF sampling at the engine's temperature and top-p."""
+    def _sample(self, logits: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Inverse-CDF sampling at the engine's temperature and top-p: tokens and their log-probs."""
         probs = torch.softmax(logits.double() / self.temperature, dim=-1)
         if self.top_p < 1.0:
             sorted_p, order = probs.sort(dim=-1, descending=True)
@@ -96,5 +100,10 @@ class HFEngine:
             probs = torch.zeros_like(probs).scatter(-1, order, sorted_p * keep)
             probs = probs / probs.sum(-1, keepdim=True)
         cdf = probs.cumsum(-1)
-        index = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None]).squeeze(-1)
-        return index.clamp(max=probs.shape[-1] - 1)
+        index = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None]).squeeze(-1).clamp(max=probs.shape[-1] - 1)
+        return index, probs.gather(-1, index[:, None]).squeeze(-1).log()
+
+
+def _cache_argument(model) -> str:
+    """The KV cache's keyword: `cache` in transformers >= 5.24, `past_key_values` before (vLLM images pin older)."""
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"

@@ -1,4 +1,5 @@
-"""Load and save a policy model with its tokenizer (Hugging Face format), and build the tiny one."""
+"""Load and save a policy model with its tokenizer (Hugging Face format, hub id or GGUF file via
+a model reference), and build the tiny one."""
 
 from __future__ import annotations
 
@@ -6,17 +7,25 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
+# torch and transformers are imported where used: config validation imports models.sources,
+# and must stay light enough for every Snakemake parse.
 
 
-def device() -> torch.device:
+def device():
+    import torch
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def load(path: str | Path, on: torch.device | None = None):
-    """(model, tokenizer) from a folder in Hugging Face format; fp32 master weights."""
+def load(path: str | Path, on=None):
+    """(model, tokenizer) from a folder in Hugging Face format, or from a model reference
+    (`<name>.json`, written by the pipeline for a model with a source); fp32 master weights."""
     path = Path(path)
+    if path.suffix == ".json":
+        from mcgrpo import store
+        from mcgrpo.models import sources
+        return sources.load(store.read_json(path)["source"], on or device())
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
     if not (path / "config.json").exists():
         raise FileNotFoundError(f"{path}: no model here (config.json missing); was the warm_start rule run?")
     tokenizer = AutoTokenizer.from_pretrained(path)

@@ -1,0 +1,137 @@
+"""Time the full analysis at the paper's scale on synthetic results (not a test).
+
+Builds (once, under --root) 35 studies with 1,668 runs in all, each run with 17 evaluations of
+200 problems x 8 samples, an iterations log, run.json, the study's B and a preregistration lock;
+then runs every analysis step but figures (drift, every contrast with its crossed bootstrap,
+equal time, curves, group and stage breakdowns, tables) study after study in one process, and
+prints the time of each step and the total.
+
+    python bench/analysis_scale.py [--root /tmp/mcgrpo_scale] [--studies 35]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import sys
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+# As Snakemake runs every analysis rule (threads: 1): one BLAS thread, set before numpy loads BLAS.
+for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(var, "1")
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "workflow"))
+from mcgrpo import config as study_config, prereg, steps, store  # noqa: E402
+
+RUNS, EVALS, PROBLEMS, SAMPLES, ITERATIONS, B = 1668, 17, 200, 8, 200, 17_000_000
+STEPS = ("drift", "contrasts", "curves", "breakdown", "tables")
+
+
+def designs(studies: int) -> list[tuple[int, int]]:
+    """(arms, seeds) per study, cycling 2x24, 3x16, 4x12; the last trimmed so 35 studies hold 1,668 runs."""
+    out = [((2, 24), (3, 16), (4, 12))[i % 3] for i in range(studies)]
+    excess = sum(a * s for a, s in out) - round(RUNS * studies / 35)
+    arms, seeds = out[-1]
+    out[-1] = (arms, seeds - excess // arms)
+    return out
+
+
+def study_config_for(i: int, arms: int, seeds: int) -> dict:
+    names = ["outcome", *(f"arm{j}" for j in range(1, arms))]
+    cfg = {"study": f"S{i + 1}", "seeds": list(range(seeds)),
+           "arms": {n: {} for n in names}, "evaluation": {"samples": SAMPLES, "per_budget": EVALS - 1},
+           "budget": {"tokens": B}, "analysis": {"base": "outcome"},
+           "plan": {"primary": [{"id": f"T{j}", "a": n, "b": "outcome", "family": "H1", "direction": "less"}
+                                for j, n in enumerate(names[1:], 1)],
+                    "secondary": [{"id": f"U{j}", "a": n, "b": "outcome", "basis": "time"}
+                                  for j, n in enumerate(names[1:], 1)]}}
+    return study_config.validate(cfg)
+
+
+def write_run(folder: Path, rng: np.random.Generator, skill: float, started: datetime) -> None:
+    """One run's evals, samples, iterations and run.json, shaped like the trainer's."""
+    tokens = np.r_[0, (np.arange(1, EVALS) * B / (EVALS - 1) + rng.integers(0, 20_000, EVALS - 1)).astype(int)]
+    seconds = tokens / 4000.0 * rng.uniform(0.8, 1.2)
+    updates = (tokens / 20_000).astype(int)
+    difficulty = rng.normal(0, 1.5, PROBLEMS)
+    p = 1 / (1 + np.exp(-(difficulty[None, :] + skill * np.linspace(0, 1, EVALS)[:, None] - 0.5)))
+    correct = rng.random((EVALS, PROBLEMS, SAMPLES)) < p[:, :, None]
+    boxed = rng.random(correct.shape) < 0.9
+    e, q, s = np.meshgrid(np.arange(EVALS), np.arange(PROBLEMS), np.arange(SAMPLES), indexing="ij")
+    samples = pd.DataFrame({"eval_index": e.ravel(), "eval_set": "heldout", "problem_id": np.char.add(
+        "p", q.ravel().astype(str)), "sample": s.ravel(), "correct_default": correct.ravel(),
+        "correct_strict": (correct & boxed).ravel(), "boxed": boxed.ravel(), "truncated": False,
+        "length": rng.integers(50, 380, correct.size)})
+    acc = correct.mean(axis=(1, 2))
+    evals = pd.DataFrame({"eval_index": np.arange(EVALS), "tokens_total": tokens, "iteration": updates,
+                          "updates": updates, "train_seconds": seconds, "eval_set": "heldout", "acc_default": acc,
+                          "acc_strict": (correct & boxed).mean(axis=(1, 2)), "boxed_share": boxed.mean(axis=(1, 2)),
+                          "truncated_share": 0.0, "mean_length": 200.0, "eval_seconds": 30.0})
+    it_tokens = np.linspace(tokens[-1] / ITERATIONS, tokens[-1], ITERATIONS).astype(int)
+    stage = rng.uniform(0.5, 2.0, (ITERATIONS, 5))
+    groups = rng.multinomial(8, [0.3, 0.2, 0.5], ITERATIONS)
+    iterations = pd.DataFrame({
+        "iteration": np.arange(ITERATIONS), "tokens_total": it_tokens, "tokens_rollout": it_tokens,
+        "tokens_continuation": 0, "tokens_discarded": 0, "updates": np.arange(1, ITERATIONS + 1), "lr": 1e-6,
+        "loss": 0.0, "grad_norm": 1.0, "reward_default": 0.4, "reward_strict": 0.35,
+        "groups_all_wrong": groups[:, 0], "groups_all_correct": groups[:, 1], "groups_mixed": groups[:, 2],
+        "truncated_share": 0.0, "mean_length": 200.0, "cand_pred_mean": np.nan,
+        **{f"t_{n}": stage[:, j] for j, n in enumerate(("select", "generate", "credit", "update", "sync"))},
+        "train_seconds": stage.sum(axis=1).cumsum()})
+    store.write_parquet(evals, folder / "evals.parquet")
+    store.write_parquet(samples, folder / "samples.parquet")
+    store.write_parquet(iterations, folder / "iterations.parquet")
+    store.write_json({"started": started.isoformat(), "finished": True}, folder / "run.json")
+
+
+def build(root: Path, studies: int) -> list[tuple[dict, Path]]:
+    """The synthetic results tree (written once; a tree already there is reused)."""
+    out, rng = [], np.random.default_rng(0)
+    start = datetime(2025, 1, 1, tzinfo=timezone.utc)
+    for i, (arms, seeds) in enumerate(designs(studies)):
+        cfg = study_config_for(i, arms, seeds)
+        results = root / cfg["study"]
+        out.append((cfg, results))
+        if (results / "prereg.lock.json").exists():
+            continue
+        store.write_parquet(pd.DataFrame({"model": ["synthetic"], "iteration": [0], "tokens_generated": [B // 48],
+                                          "B": [B]}), results / "calibration" / "budget.parquet")
+        for j, arm in enumerate(cfg["arms"]):
+            for seed in cfg["seeds"]:
+                write_run(results / "runs" / arm / f"seed{seed}", rng, 1.0 - 0.1 * j, start + timedelta(hours=1))
+        store.write_json(prereg.make_lock(cfg, now=start), results / "prereg.lock.json")
+        print(f"built {cfg['study']}: {arms} arms x {seeds} seeds", flush=True)
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--root", type=Path, default=Path("/tmp/mcgrpo_scale"))
+    p.add_argument("--studies", type=int, default=35)
+    args = p.parse_args()
+    t0 = time.perf_counter()
+    tree = build(args.root, args.studies)
+    runs = sum(len(c["arms"]) * len(c["seeds"]) for c, _ in tree)
+    print(f"tree: {len(tree)} studies, {runs} runs ({time.perf_counter() - t0:.0f} s to build or find)")
+    spent = dict.fromkeys(STEPS, 0.0)
+    start, cpu = time.perf_counter(), time.process_time()
+    for cfg, results in tree:
+        for name in STEPS:
+            t = time.perf_counter()
+            getattr(steps, f"{name}_step")(copy.deepcopy(cfg), results)
+            spent[name] += time.perf_counter() - t
+    total, cpu = time.perf_counter() - start, time.process_time() - cpu
+    contrasts = sum(len(store.read_parquet(r / "analysis" / "contrasts.parquet")) for _, r in tree)
+    print("; ".join(f"{k} {v:.1f} s" for k, v in spent.items()))
+    print(f"full analysis (no figures): {total:.1f} s wall, {cpu:.1f} s CPU for {len(tree)} studies, {runs} runs, "
+          f"{contrasts} contrasts with a 10,000-resample crossed bootstrap each")
+
+
+if __name__ == "__main__":
+    main()

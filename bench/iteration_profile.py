@@ -1,0 +1,104 @@
+"""Seconds per training stage (select, generate, credit, update, sync) for one configuration.
+
+Two modes:
+  python bench/iteration_profile.py --study config/config.yaml --arm mc_k4 [--model results/default/models/tiny]
+      the real trainer on a study's arm (the tiny model by default), N iterations after warm-up;
+  python bench/iteration_profile.py --shape qwen2.5-1.5b [--device cuda]
+      a randomly initialized model of Qwen2.5-1.5B's shape (no download), 8 x 8 completions forced to 380
+      tokens, generate + update timed like the trainer's stages, against the paper's Table 14 (H200: 604 s
+      generating and 940 s updating over 584 iterations, about 1.0 s and 1.6 s per iteration).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "workflow"))
+
+from mcgrpo.clock import STAGES, StageClock  # noqa: E402
+
+PAPER = {"generate": 604 / 584, "update": 940 / 584}
+QWEN25_15B = dict(vocab_size=151936, hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
+                  num_attention_heads=12, num_key_value_heads=2, max_position_embeddings=4096,
+                  tie_word_embeddings=True, rope_theta=1e6)
+
+
+def print_table(rows: list[dict[str, float]], title: str, reference: dict[str, float] | None = None) -> None:
+    print(f"\n{title}: median seconds per iteration over {len(rows)} iterations")
+    print(f"{'stage':<10}{'seconds':>10}{'share':>8}" + (f"{'paper':>10}" if reference else ""))
+    total = sum(statistics.median(r[f't_{s}'] for r in rows) for s in STAGES)
+    for s in STAGES:
+        med = statistics.median(r[f"t_{s}"] for r in rows)
+        ref = f"{reference[s]:>10.3f}" if reference and s in reference else ("" if not reference else f"{'':>10}")
+        print(f"{s:<10}{med:>10.3f}{med / total:>8.1%}" + ref)
+    print(f"{'total':<10}{total:>10.3f}")
+
+
+def profile_study(args) -> None:
+    from mcgrpo import config as study_config, data, models
+    from mcgrpo.trainer import Trainer
+    cfg = study_config.load(args.study)
+    results = Path(cfg["results_dir"]) / cfg["study"]
+    torch.set_num_threads(args.threads)
+    model, tokenizer = models.load(args.model or results / "models" / cfg["model"]["name"])
+    pool, _ = data.read(results / "data", [])
+    trainer = Trainer(study_config.run_config(cfg, args.arm, cfg["seeds"][0]), model, tokenizer, pool, None, None)
+    trainer.run(max_iterations=args.warmup + args.iterations)
+    rows = trainer.log.iterations[args.warmup:]
+    print_table(rows, f"{cfg['study']} / {args.arm} on {model.device}, {args.threads} thread(s)")
+    tokens = np.diff([0] + [r["tokens_total"] for r in trainer.log.iterations])[args.warmup:]
+    print(f"generated tokens per iteration: {np.median(tokens):.0f}")
+
+
+def profile_shape(args) -> None:
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+    from mcgrpo.engines.hf import HFEngine
+    from mcgrpo.loss import backward_policy_loss
+    device = torch.device(args.device)
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(Qwen2Config(**QWEN25_15B)).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-6)
+    tokenizer = type("T", (), {"eos_token_id": -1, "pad_token_id": 0})()  # no end token: every row runs to L
+    engine = HFEngine(model, tokenizer, batch_size=64)
+    clock, rows = StageClock(device), []
+    prompts = [tuple(np.random.default_rng(i).integers(100, 150000, size=120).tolist()) for i in range(64)]
+    for it in range(args.warmup + args.iterations):
+        with clock.stage("generate"):
+            completions = engine.generate(prompts, [args.limit] * 64, [it * 64 + r for r in range(64)])
+        credit = [np.random.default_rng(r).standard_normal(len(c)) for r, c in enumerate(completions)]
+        with clock.stage("update"):
+            optimizer.zero_grad(set_to_none=True)
+            backward_policy_loss(model, prompts, [c.tokens for c in completions], credit, 0, args.microbatch)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+        lap = clock.lap()
+        if it >= args.warmup:
+            rows.append(lap)
+    print_table(rows, f"Qwen2.5-1.5B shape, 8 x 8 x {args.limit} tokens on {device}", PAPER)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--study", default="config/config.yaml")
+    p.add_argument("--arm", default="outcome")
+    p.add_argument("--model", default=None)
+    p.add_argument("--shape", choices=["qwen2.5-1.5b"], default=None)
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--limit", type=int, default=380)
+    p.add_argument("--microbatch", type=int, default=16)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--iterations", type=int, default=8)
+    args = p.parse_args()
+    profile_shape(args) if args.shape else profile_study(args)
+
+
+if __name__ == "__main__":
+    main()

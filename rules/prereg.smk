@@ -1,0 +1,17 @@
+# The preregistration lock, written once before the first training run (train takes it as input).
+# The config reaches the script as snakemake.config rather than as a parameter, so that editing the plan
+# never re-locks the study (and so never reruns training); protected() turns any attempt into an error.
+rule prereg_lock:
+    output:
+        protected(LOCK),
+    resources:
+        mem_mb=CPU_RESOURCES["mem_mb"],
+        runtime=CPU_RESOURCES["runtime"],
+    container:
+        config["containers"]["analysis"]
+    conda:
+        ENV
+    log:
+        f"{R}/logs/prereg_lock.log",
+    script:
+        "../workflow/scripts/prereg_lock.py"

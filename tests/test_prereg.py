@@ -1,0 +1,157 @@
+import copy
+import json
+from datetime import datetime, timezone
+
+import pytest
+
+from mcgrpo import analysis, prereg
+from mcgrpo import config as study_config
+from mcgrpo.cli import main
+from mcgrpo.store import write_json
+
+LOCKED_AT = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
+PLAN = {"hypotheses": ["dense rewards trail at equal tokens"],
+        "primary": [{"id": "T1", "a": "mc_k2", "b": "outcome", "direction": "less"},
+                    {"id": "T2", "a": "mc_k2", "b": "outcome", "basis": "time", "direction": "less"}],
+        "secondary": [{"id": "S1", "a": "mc_k2", "b": "outcome", "metric": "acc_strict"}]}
+
+
+@pytest.fixture
+def planned(study):
+    return study_config.validate({**copy.deepcopy(study), "plan": copy.deepcopy(PLAN)})
+
+
+def changed(cfg, edit):
+    cfg = copy.deepcopy(cfg)
+    edit(cfg)
+    return study_config.validate(cfg)
+
+
+def reported(status):
+    return {i: e["reported"] for i, e in status["labels"].items()}
+
+
+def test_an_unchanged_plan_keeps_its_labels(planned):
+    lock = prereg.make_lock(planned, LOCKED_AT)
+    assert lock["locked_at"] == "2025-03-01T12:00:00+00:00" and len(lock["sha256"]) == 64
+    status = prereg.compare(planned, lock, "2025-03-02T00:00:00+00:00")
+    assert status["state"] == "matches" and status["sha256_now"] == lock["sha256"] and not status["changes"]
+    assert reported(status) == {"T1": "primary", "T2": "primary", "S1": "secondary"}
+    labels = prereg.labels(planned, status)
+    assert labels[("mc_k2-vs-outcome", "time", "acc_default", "heldout")] == {
+        "id": "T2", "label": "primary", "family": "main", "direction": "less", "note": ""}
+    assert labels[("mc_k2-vs-outcome", "tokens", "acc_strict", "heldout")]["family"] == "secondary"
+
+
+def test_a_changed_contrast_without_amendment_is_demoted_and_said_so(planned):
+    lock = prereg.make_lock(planned, LOCKED_AT)
+    now = changed(planned, lambda c: c["plan"]["primary"][1].update(direction="greater"))
+    status = prereg.compare(now, lock)
+    assert status["state"] == "changed" and status["demoted"] == ["T2"]
+    assert reported(status) == {"T1": "primary", "T2": "exploratory", "S1": "secondary"}
+    assert status["labels"]["T2"]["note"] == "demoted: changed after the lock without a dated amendment"
+    assert "T2: changed after the lock" in status["changes"]
+
+
+def test_a_dated_amendment_naming_the_contrast_keeps_its_label(planned):
+    lock = prereg.make_lock(planned, LOCKED_AT)
+    amendment = {"date": "2025-03-05", "note": "predict a gain at equal time", "ids": ["T2"]}
+    now = changed(planned, lambda c: (c["plan"]["primary"][1].update(direction="greater"),
+                                      c["plan"]["amendments"].append(amendment)))
+    status = prereg.compare(now, lock)
+    assert status["state"] == "amended" and status["amended"] == ["T2"] and not status["demoted"]
+    assert reported(status)["T2"] == "primary"
+    assert status["labels"]["T2"]["note"] == "amended 2025-03-05: predict a gain at equal time"
+
+
+def test_a_backdated_amendment_covers_nothing(planned):
+    lock = prereg.make_lock(planned, LOCKED_AT)
+    amendment = {"date": "2025-02-01", "note": "backdated", "ids": ["T2"]}
+    now = changed(planned, lambda c: (c["plan"]["primary"][1].update(direction="greater"),
+                                      c["plan"]["amendments"].append(amendment)))
+    assert prereg.compare(now, lock)["demoted"] == ["T2"]
+
+
+def test_a_new_contrast_and_a_changed_margin(planned):
+    lock = prereg.make_lock(planned, LOCKED_AT)
+    added = changed(planned, lambda c: c["plan"]["secondary"].append(
+        {"id": "S2", "a": "mc_k2", "b": "outcome", "basis": "updates"}))
+    status = prereg.compare(added, lock)
+    assert status["demoted"] == ["S2"] and status["labels"]["S2"]["note"].startswith("demoted: added after the lock")
+    margin = changed(planned, lambda c: c["analysis"].update(margin=0.01))
+    status = prereg.compare(margin, lock)
+    assert status["state"] == "changed" and sorted(status["demoted"]) == ["S1", "T1", "T2"]
+    assert status["labels"]["T1"]["note"] == "demoted: margin changed without a dated amendment"
+    covered = changed(margin, lambda c: c["plan"]["amendments"].append({"date": "2025-03-01", "note": "margin 1"}))
+    assert prereg.compare(covered, lock)["state"] == "amended"  # an amendment without ids covers the whole plan
+
+
+def test_hypotheses_changed_without_amendment_is_a_changed_plan_demoting_nothing(planned):
+    lock = prereg.make_lock(planned, LOCKED_AT)
+    status = prereg.compare(changed(planned, lambda c: c["plan"]["hypotheses"].append("more")), lock)
+    assert status["state"] == "changed" and not status["demoted"] and "hypotheses changed" in status["changes"]
+
+
+@pytest.mark.parametrize("lock_time, state, why", [
+    (None, "missing", "demoted: no preregistration lock (prereg.lock.json)"),
+    (datetime(2025, 3, 3, tzinfo=timezone.utc), "late",
+     "demoted: locked at 2025-03-03T00:00:00+00:00, after training started at 2025-03-02T00:00:00+00:00"),
+])
+def test_a_missing_or_late_lock_makes_every_contrast_exploratory(planned, lock_time, state, why):
+    lock = prereg.make_lock(planned, lock_time) if lock_time else None
+    status = prereg.compare(planned, lock, "2025-03-02T00:00:00+00:00")
+    assert status["state"] == state and set(reported(status).values()) == {"exploratory"}
+    assert status["labels"]["T1"]["note"] == why
+
+
+def test_status_reads_the_lock_run_start_times_and_stale_runs(tmp_path, planned):
+    write_json(prereg.make_lock(planned, LOCKED_AT), tmp_path / "prereg.lock.json")
+    for arm, seed in study_config.runs(planned):
+        write_json({"started": f"2025-03-0{seed + 1}T00:00:00+00:00",
+                    "config": study_config.run_config(planned, arm, seed)},
+                   tmp_path / "runs" / arm / f"seed{seed}" / "run.json")
+    status = prereg.status(tmp_path, planned)
+    assert status["state"] == "matches" and status["first_run_started"] == "2025-03-02T00:00:00+00:00"
+    assert status["stale_runs"] == []
+    retrained = changed(planned, lambda c: c["arms"]["mc_k2"]["credit"]["monte_carlo"].update(k=3))
+    assert prereg.status(tmp_path, retrained)["stale_runs"] == ["mc_k2/seed1", "mc_k2/seed2"]
+
+
+def test_planned_keys_default_to_the_first_evaluation_set(planned):
+    assert analysis.planned_keys(planned) == [("mc_k2", "outcome", "tokens", "acc_default", "heldout"),
+                                              ("mc_k2", "outcome", "time", "acc_default", "heldout"),
+                                              ("mc_k2", "outcome", "tokens", "acc_strict", "heldout")]
+    assert set(analysis.planned_keys(planned)) <= set(analysis.keys(planned))
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda p: p["primary"].append({"id": "T1", "a": "mc_k2", "b": "outcome"}),
+     "config key plan.primary[2].id: 'T1' is used twice"),
+    (lambda p: p["secondary"].append({"id": "S9", "a": "mc_k9", "b": "outcome"}),
+     "config key plan.secondary[1].a: 'mc_k9' is not an arm; allowed: outcome, mc_k2"),
+    (lambda p: p["secondary"].append({"id": "S9", "a": "outcome", "b": "outcome"}),
+     "config key plan.secondary[1]: an arm cannot be contrasted with itself"),
+    (lambda p: p["secondary"].append({"id": "S9", "a": "mc_k2", "b": "outcome", "eval_set": "ood"}),
+     "config key plan.secondary[1].eval_set: 'ood' is not evaluated; allowed: heldout"),
+    (lambda p: p.setdefault("amendments", []).append({"date": "2025-01-01", "note": "x", "ids": ["T7"]}),
+     "config key plan.amendments[0].ids: 'T7' not in the plan; allowed: S1, T1, T2"),
+    (lambda p: p.setdefault("amendments", []).append({"date": "1 March", "note": "x"}),
+     "config key plan.amendments[0].date: '1 March' does not match"),
+    (lambda p: p["primary"][0].update(metric="accuracy"), "config key plan.primary[0].metric: 'accuracy' does not match"),
+    (lambda p: p["primary"][0].update(direction="up"), "config key plan.primary[0].direction: 'up' is not one of"),
+])
+def test_a_bad_plan_fails_validation_naming_the_key(study, edit, message):
+    plan = copy.deepcopy(PLAN)
+    edit(plan)
+    with pytest.raises(study_config.ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        study_config.validate({**copy.deepcopy(study), "plan": plan})
+
+
+def test_prereg_lock_verb_writes_once_and_refuses_to_relock(tmp_path, planned, capsys):
+    out = tmp_path / "prereg.lock.json"
+    args = ["prereg-lock", "--config-json", json.dumps(planned), "--out", str(out)]
+    assert main(args) == 0
+    lock = json.loads(out.read_text())
+    assert lock["material"] == json.loads(json.dumps(prereg.material(planned)))
+    assert main(args) == 2
+    assert "the study is locked already; a changed plan needs a dated plan.amendments entry" in capsys.readouterr().err

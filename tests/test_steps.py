@@ -1,0 +1,123 @@
+"""The analysis steps and the `contrast` verb on a small synthetic results folder (no training)."""
+
+import copy
+import json
+from datetime import datetime, timezone
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mcgrpo import config as study_config
+from mcgrpo import prereg, steps
+from mcgrpo.cli import main
+from mcgrpo.store import COLUMNS, read_contract, read_json, read_parquet, write_json, write_parquet
+from test_runs import write_run
+
+B = 100
+PLAN = {"primary": [{"id": "T1", "a": "mc_k2", "b": "outcome", "direction": "less", "family": "H"},
+                    {"id": "T2", "a": "mc_k2", "b": "outcome", "basis": "time", "family": "H"}],
+        "secondary": [{"id": "S1", "a": "mc_k2", "b": "outcome", "metric": "acc_strict"}]}
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    """(config, results folder) of a finished-looking study: 2 arms x 3 seeds, 4 evaluations of
+    6 problems x 2 samples, iterations, run.json, B and a lock written before the runs started."""
+    from conftest import SMALL_STUDY
+    cfg = study_config.validate({**copy.deepcopy(SMALL_STUDY), "seeds": [1, 2, 3], "plan": copy.deepcopy(PLAN),
+                                 "analysis": {"base": "outcome", "efficiency": {"mc_k2": 0.5}}})
+    root = tmp_path_factory.mktemp("results")
+    rng = np.random.default_rng(0)
+    write_parquet(pd.DataFrame({"model": ["tiny"], "iteration": [0], "tokens_generated": [10], "B": [B]}),
+                  root / "calibration" / "budget.parquet")
+    locked = datetime(2025, 1, 1, tzinfo=timezone.utc)
+    write_json(prereg.make_lock(cfg, locked), root / "prereg.lock.json")
+    for arm, seed in study_config.runs(cfg):
+        folder = root / "runs" / arm / f"seed{seed}"
+        skill = np.linspace(0.3, 0.7 if arm == "outcome" else 0.5, 4)[:, None, None]
+        write_run(folder, rng.random((4, 6, 2)) < skill, eval_sets=("heldout",))
+        write_parquet(pd.DataFrame({c: np.arange(1, 9) * (25 if c == "tokens_total" else 1)
+                                    for c in COLUMNS["iterations"]}), folder / "iterations.parquet")
+        write_json({"started": "2025-01-02T00:00:00+00:00", "config": study_config.run_config(cfg, arm, seed)},
+                   folder / "run.json")
+    for name in ("drift", "contrasts", "curves", "breakdown", "figures", "tables"):
+        assert main([name, "--config-json", json.dumps(cfg), "--results", str(root)]) == 0
+    return cfg, root
+
+
+def test_every_step_writes_its_outputs(results):
+    cfg, root = results
+    for kind in ("drift", "contrasts", "paired"):
+        assert len(read_contract(root / "analysis" / f"{kind}.parquet", kind)) > 0
+    for name in ("differences", "budget_share", "extrapolation", "stages", "groups"):
+        assert len(read_parquet(root / "analysis" / f"{name}.parquet")) > 0
+    for name in ("accuracy_vs_tokens", "accuracy_vs_time", "difference_from_base", "per_seed", "tokens_vs_time",
+                 "stage_seconds", "drift"):
+        assert (root / "figures" / f"{name}.png").stat().st_size > 1000
+    for name in ("prereg", "contrasts", "equal_bases", "pass_at_k", "budget_share", "stage_seconds", "groups",
+                 "drift", "extrapolation"):
+        for ext in ("csv", "md", "html"):
+            assert (root / "tables" / f"{name}.{ext}").stat().st_size > 0
+
+
+def test_contrasts_cover_every_pair_basis_metric_and_label_from_the_lock(results):
+    _, root = results
+    table = read_contract(root / "analysis" / "contrasts.parquet", "contrasts")
+    assert set(zip(table["basis"], table["metric"])) == {
+        (b, m) for b in ("tokens", "updates", "time") for m in ("acc_default", "acc_strict")} | {("tokens", "pass@2_default")}
+    assert (table["n"] == 3).all() and table["crossed_low"].notna().all()
+    labelled = table.set_index("id").drop(index="")
+    assert labelled["label"].to_dict() == {"T1": "primary", "T2": "primary", "S1": "secondary"}
+    assert read_json(root / "analysis" / "prereg.json")["state"] == "matches"
+    md = (root / "tables" / "prereg.md").read_text()
+    assert "The plan matches its lock of 2025-01-01T00:00:00+00:00." in md
+
+
+@pytest.mark.parametrize("basis, metric", [("tokens", "acc_default"), ("time", "acc_default"),
+                                           ("updates", "acc_strict"), ("tokens", "pass@2_default")])
+def test_contrast_verb_recomputes_the_same_row_from_the_folder_alone(results, tmp_path, capsys, basis, metric):
+    _, root = results
+    out = tmp_path / "one.parquet"
+    assert main(["contrast", "--results", str(root), "--a", "mc_k2", "--b", "outcome", "--basis", basis,
+                 "--metric", metric, "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    one = read_contract(out, "contrasts").iloc[0]
+    table = read_contract(root / "analysis" / "contrasts.parquet", "contrasts")
+    row = table[(table["basis"] == basis) & (table["metric"] == metric)].iloc[0]
+    for column in ("n", "mean", "ci_low", "ci_high", "p", "p_holm", "tost_p", "crossed_low", "crossed_high",
+                   "label", "id"):
+        assert one[column] == pytest.approx(row[column], nan_ok=True) if isinstance(row[column], float) \
+            else one[column] == row[column]
+    paired = read_parquet(tmp_path / "one.paired.parquet")
+    assert paired["seed"].tolist() == [1, 2, 3] and f"| {metric} |" in printed
+
+
+def test_contrast_verb_names_what_is_allowed(results, capsys):
+    _, root = results
+    base = ["contrast", "--results", str(root), "--b", "outcome"]
+    assert main([*base, "--a", "mc_k2", "--metric", "acc_greedy"]) == 2
+    assert ("'acc_greedy' is not recorded for mc_k2/seed1 (heldout); allowed: acc_default, acc_strict, "
+            "pass@<k>_default (k <= 2), pass@<k>_strict (k <= 2)") in capsys.readouterr().err
+    assert main([*base, "--a", "mc_k9"]) == 2
+    err = capsys.readouterr().err
+    assert "arm 'mc_k9': no runs/mc_k9/" in err and "allowed: mc_k2, outcome" in err
+    assert main([*base, "--a", "mc_k2", "--basis", "flops"]) == 2
+    assert "basis 'flops': expected one of tokens, updates, time, time_c" in capsys.readouterr().err
+    assert main([*base, "--a", "mc_k2", "--eval-set", "ood"]) == 2
+    assert "--eval-set 'ood': not evaluated; allowed: heldout" in capsys.readouterr().err
+
+
+def test_tables_read_back_as_the_analysis_parquet_says(results):
+    _, root = results
+    table = read_contract(root / "analysis" / "contrasts.parquet", "contrasts")
+    csv = pd.read_csv(root / "tables" / "contrasts.csv")
+    assert len(csv) == len(table) and csv["mean"].tolist() == pytest.approx(table["mean"].tolist())
+    bases = pd.read_csv(root / "tables" / "equal_bases.csv")
+    assert list(bases.columns) == ["contrast", "metric", "eval_set", "n", "tokens", "updates", "time"]
+    pass_k = pd.read_csv(root / "tables" / "pass_at_k.csv")
+    assert pass_k["k"].tolist() == [1, 2] and (pass_k["a"] <= 1).all()
+
+
+def test_budget_is_read_from_the_calibration_table(results):
+    assert steps.budget(results[1]) == B

@@ -1,0 +1,53 @@
+"""What each arm spent and trained on before B, from iterations.parquet.
+
+Training time is the sum of five stages; the matched-compute argument needs to see where each
+arm's time goes (a Monte-Carlo reward's in credit, outcome-only GRPO's in updates). The share
+of mixed-outcome groups says how much of each batch carried any gradient.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+
+from mcgrpo.stats import mean_ci
+
+STAGES = ("select", "generate", "credit", "update", "sync")
+GROUPS = ("all_wrong", "all_correct", "mixed")
+COLUMNS = ["tokens_total", *(f"t_{s}" for s in STAGES), *(f"groups_{g}" for g in GROUPS)]
+
+
+def run_totals(iterations: Mapping[str, np.ndarray], tokens_at_budget: float) -> dict:
+    """One run's iterations up to its evaluation at B: how many, seconds per stage, groups of each kind."""
+    keep = np.asarray(iterations["tokens_total"]) <= tokens_at_budget
+    return {"iterations": int(keep.sum()),
+            **{s: float(np.asarray(iterations[f"t_{s}"])[keep].sum()) for s in STAGES},
+            **{f"groups_{g}": int(np.asarray(iterations[f"groups_{g}"])[keep].sum()) for g in GROUPS}}
+
+
+def stage_seconds(totals: pd.DataFrame) -> pd.DataFrame:
+    """Per arm (from run_totals rows with arm and seed): mean over seeds of seconds per stage before B,
+    the total and each stage's share."""
+    per_run = totals.assign(total=totals[list(STAGES)].sum(axis=1))
+    out = per_run.groupby("arm")[["iterations", *STAGES, "total"]].mean()
+    out.insert(0, "seeds", per_run.groupby("arm").size())
+    for s in STAGES:
+        out[f"share_{s}"] = out[s] / out["total"]
+    out["seconds_per_iteration"] = out["total"] / out["iterations"]
+    return out.reset_index()
+
+
+def group_shares(totals: pd.DataFrame) -> pd.DataFrame:
+    """Per arm: mean over seeds of the share of groups trained on before B that were all wrong,
+    all correct or mixed, with a 95% t interval for the mixed share."""
+    counts = totals[[f"groups_{g}" for g in GROUPS]].to_numpy(dtype=float)
+    shares = pd.DataFrame(counts / counts.sum(axis=1, keepdims=True), columns=[f"share_{g}" for g in GROUPS])
+    shares["arm"] = totals["arm"].to_numpy()
+    rows = []
+    for arm, g in shares.groupby("arm"):
+        ci = mean_ci(g["share_mixed"])
+        rows.append({"arm": arm, "seeds": len(g), **g.drop(columns="arm").mean().to_dict(),
+                     "mixed_low": ci["ci_low"], "mixed_high": ci["ci_high"]})
+    return pd.DataFrame(rows)

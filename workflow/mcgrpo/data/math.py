@@ -1,0 +1,42 @@
+"""The MATH data set (Hendrycks et al., 2021): problems with worked solutions, levels 1-5, subjects.
+
+A record has `problem`, `solution`, `level` ("Level 3" or 3) and `type` (or `subject`); the answer
+is the content of the solution's last `\\boxed{}`, whatever the record's own `answer` field says,
+so that every copy of MATH yields the same answers.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from mcgrpo.data import records
+from mcgrpo.data.records import NO_LEVEL
+from mcgrpo.verify import boxed_content
+
+NEEDS = "a MATH record needs fields problem, solution (level, type or subject optional)"
+
+
+def level_of(value, where: str) -> int:
+    """1..5 from "Level 3", "3" or 3; NO_LEVEL for "Level ?" or none."""
+    if value is None or (isinstance(value, str) and value.strip() in ("", "Level ?", "?")):
+        return NO_LEVEL
+    text = str(value).strip().removeprefix("Level").strip()
+    if text.isdigit() and 1 <= int(text) <= 5:
+        return int(text)
+    raise ValueError(f"{where}: field 'level' is {value!r}; allowed: 1-5, 'Level 1'-'Level 5' or 'Level ?'")
+
+
+def row(record: records.Record, source: str) -> dict:
+    solution = record.require("solution", NEEDS)
+    return {"problem_id": f"math/{record.key.removesuffix('.json')}",
+            "question": record.require("problem", NEEDS),
+            "answer": boxed_content(solution),
+            "level": level_of(record.fields.get("level"), record.where),
+            "subject": str(record.get("type") or record.get("subject") or record.get("subject_dir") or ""),
+            "source": source, "steps": [], "solution": solution}
+
+
+def load(source: dict) -> pd.DataFrame:
+    """Every problem of a MATH source, answers as boxed (not yet filtered)."""
+    return records.frame([row(r, "math") for r in records.read(source)], source)
+

@@ -1,0 +1,60 @@
+"""The numeric-answer filter: a pool keeps a problem only if its answer is one plain number.
+
+The verifiers' last-number rule is well defined only for such answers, so lists, fractions,
+expressions and numbers with units are dropped, each counted under the reason why.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from mcgrpo.verify import number_value, plain_number
+
+KEPT = "numeric"
+REASONS = ("no_answer", "fraction", "list", "unit", "expression")
+_UNITS = ("\\text", "\\mbox", "\\circ", "%", "\\$", "dollar", "cent")
+
+
+def classify(answer: str | None) -> tuple[str | None, str]:
+    """(canonical number, "numeric") for a plain number, else (None, the reason it is dropped)."""
+    number = plain_number(answer) if answer else None
+    if number is not None:
+        return number, KEPT
+    if answer is None or not answer.strip():
+        return None, "no_answer"
+    if number_value(answer) is not None:
+        return None, "fraction"
+    if "," in answer.replace("{,}", ""):
+        return None, "list"
+    if any(c.isdigit() for c in answer) and any(u in answer for u in _UNITS):
+        return None, "unit"
+    return None, "expression"
+
+
+def apply(problems: pd.DataFrame) -> pd.DataFrame:
+    """All problems with `numeric_reason` set; a kept problem's `answer` becomes its canonical
+    number, the original stays in `raw_answer`."""
+    pairs = [classify(a) for a in problems["answer"]]
+    out = problems.assign(raw_answer=problems["answer"], numeric_reason=[r for _, r in pairs])
+    out["answer"] = [n if n is not None else a for (n, _), a in zip(pairs, problems["answer"])]
+    return out
+
+
+def keep(problems: pd.DataFrame) -> pd.DataFrame:
+    """Only the problems with a plain numeric answer, canonicalized."""
+    out = apply(problems)
+    return out[out["numeric_reason"] == KEPT].reset_index(drop=True)
+
+
+def report(problems: pd.DataFrame) -> dict:
+    """Counts kept per level and dropped per reason, from a frame that went through `apply`."""
+    kept = problems["numeric_reason"] == KEPT
+    reasons = problems.loc[~kept, "numeric_reason"].value_counts()
+    return {"numeric_kept": int(kept.sum()),
+            "numeric_by_level": by_level(problems[kept]),
+            "numeric_dropped": {r: int(reasons.get(r, 0)) for r in REASONS}}
+
+
+def by_level(problems: pd.DataFrame) -> dict[str, int]:
+    counts = problems["level"].value_counts().sort_index()
+    return {str(level): int(n) for level, n in counts.items()}
