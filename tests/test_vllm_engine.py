@@ -12,13 +12,11 @@ import torch
 
 from mcgrpo import config as study_config
 from mcgrpo import engines
-from mcgrpo.loss import token_logprobs
 from mcgrpo.models.tiny import build_model, build_tokenizer
 from mcgrpo.trainer import Trainer
 
 TINY = dict(hidden_size=64, num_layers=1, num_heads=2, intermediate_size=64, max_positions=96, seed=0)
 PROMPT = (1, 5, 8, 79, 8, 2, 6)  # <bos><|user|>1+1<|end|><|assistant|>
-PAD_ID = 0
 
 
 @pytest.fixture
@@ -85,8 +83,8 @@ def test_a_batch_of_several_forward_steps_keeps_each_requests_draws(vllm_engine,
     engine = _engine(model, tokenizer, batch_size=128)
     prompts = [PROMPT + (10 + r % 80,) * 53 for r in range(80)]  # 4,800 prompt tokens: over one step's 4,096
     batch = engine.generate(prompts, [20] * 80, list(range(80)))
-    assert [engine.generate([prompts[r]], [20], [r])[0].tokens for r in (0, 79)] == [batch[0].tokens,
-                                                                                      batch[79].tokens]
+    for r in (0, 79):
+        assert engine.generate([prompts[r]], [20], [r])[0].tokens == batch[r].tokens
 
 
 def test_training_runs_with_the_vllm_engine_as_with_the_hf_engine(vllm_engine, study, world):

