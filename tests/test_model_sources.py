@@ -40,7 +40,7 @@ def test_missing_models_are_named(tmp_path, monkeypatch):
     (tmp_path / "m.gguf").write_bytes(b"")
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "gguf" else real_find_spec(name))
-    with pytest.raises(ValueError, match=r"m.gguf: loading a GGUF file needs gguf: pip install 'mcgrpo\[gguf\]'"):
+    with pytest.raises(ValueError, match=r"m.gguf: loading a GGUF file needs gguf( and accelerate)?: pip install 'mcgrpo\[gguf\]'"):
         sources.resolve({"path": str(tmp_path / "m.gguf")})
 
 
