@@ -112,6 +112,14 @@ def test_vineppo_credits_value_differences_from_the_leave_one_out_mean(tiny):
     np.testing.assert_allclose(credit.tokens[1], [-0.5] * 3 + [-0.25] * 4)
 
 
+def test_a_fixed_prompt_value_replaces_the_group_mean(tiny):
+    _, tokenizer = tiny
+    _, _, credit = _hand_worked(tokenizer, prompt_value=0.25)
+    # only the first segments change: p_1 - 1/4 = 3/4 - 1/4 on A, 1/2 - 1/4 on B
+    np.testing.assert_allclose(credit.tokens[0], [1.5] * 3 + [0.75] * 3 + [1.5] * 3 + [1.0] * 6)
+    np.testing.assert_allclose(credit.tokens[1], [-0.75] * 3 + [-1.25] * 4)
+
+
 def test_continuation_reuse_trains_each_draw_with_leave_one_out_credit(tiny):
     _, tokenizer = tiny
     batch, engine, credit = _hand_worked(tokenizer, reuse=True)

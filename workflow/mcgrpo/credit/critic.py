@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from sklearn.linear_model import Ridge
 
-from mcgrpo.credit import Credit, CreditContext, group_advantages
+from mcgrpo.credit import Credit, CreditContext, group_advantages, per_token
 from mcgrpo.credit.monte_carlo import cut_positions, segment_bounds, segment_credit
 from mcgrpo.rollout import Rollouts
 
@@ -65,7 +65,7 @@ class Critic:
         self._remember(ctx.iteration, x, y)
         adv = group_advantages(grouped, ctx.advantage_eps).ravel()
         if values is None:
-            return Credit([np.full(len(c), a) for c, a in zip(rollouts.completions, adv)], stats=stats)
+            return Credit(per_token(adv, rollouts), stats=stats)
         credit = [adv[r] + self.weight * self._segments(len(comp), positions, values[offsets[r]:offsets[r + 1]],
                                                          rollouts.rewards[r])
                   for r, comp in enumerate(rollouts.completions)]

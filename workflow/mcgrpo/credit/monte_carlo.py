@@ -7,7 +7,8 @@ tokens get w_s = p_s - p_{s-1} on top of the group advantage (`basic`). Continua
 
 Forms: `centered_maxnorm` centers w within each completion and divides it by its largest |w| in the batch
 (the equal-iteration study's rule); `vineppo` credits the value differences alone, with
-V(prompt) = the leave-one-out group mean (no group advantage). `alpha` weighs w in every form.
+V(prompt) = the leave-one-out group mean (no group advantage). `alpha` weighs w in every form;
+`prompt_value` fixes p_0 instead.
 `reuse: true` also trains on the continuations, each with leave-one-out credit among the draws at its cut.
 """
 
@@ -78,6 +79,7 @@ class MonteCarlo:
     form: str = "basic"
     alpha: float = 1.0
     reuse: bool = False
+    prompt_value: float | None = None  # a fixed V(prompt) = p_0 (the paper's Table 16: 0.5), in every form
 
     def __post_init__(self):
         if self.form not in FORMS:
@@ -97,6 +99,8 @@ class MonteCarlo:
         else:
             base = group_advantages(grouped, ctx.advantage_eps).ravel()
             p0 = np.repeat(grouped.mean(axis=1), rollouts.group_size)
+        if self.prompt_value is not None:
+            p0 = np.full(grouped.size, self.prompt_value)
         ws = [segment_credit(len(comp), positions, p_cuts[r], p0[r], rollouts.rewards[r])
               for r, comp in enumerate(rollouts.completions)]
         if self.form == "centered_maxnorm":
