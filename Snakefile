@@ -1,6 +1,6 @@
 # mcgrpo: matched-compute evaluation of GRPO training interventions.
 # `snakemake --cores 2` runs the embedded default study (config/config.yaml) end to end on the CPU.
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
 
 min_version("8.0")
 
@@ -13,9 +13,6 @@ if not workflow.overwrite_configfiles:
 
 
 include: "rules/common.smk"
-
-
-validate(config, "workflow/schemas/config.schema.yaml")
 
 
 report: "workflow/report/workflow.rst"

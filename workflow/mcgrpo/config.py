@@ -8,6 +8,7 @@ key path, the value given and what is allowed.
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
 import math
@@ -24,8 +25,15 @@ class ConfigError(ValueError):
     """A study config that must not start any job."""
 
 
+@functools.cache
 def schema() -> dict:
-    return yaml.safe_load(SCHEMA_PATH.read_text())
+    """The parsed study schema, read once per process (a dry-run of many studies parses it once). Read-only."""
+    return yaml.load(SCHEMA_PATH.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
+@functools.cache
+def _validator() -> jsonschema.Validator:
+    return _with_defaults(jsonschema.Draft202012Validator)(schema())
 
 
 def _with_defaults(validator_class):
@@ -61,8 +69,7 @@ def validate(cfg: dict) -> dict:
     """Fill defaults into `cfg` (in place, and returned); raise ConfigError listing every problem."""
     if not isinstance(cfg, dict):
         raise ConfigError(f"a study config must be a mapping of keys, got {type(cfg).__name__}")
-    validator = _with_defaults(jsonschema.Draft202012Validator)(schema())
-    errors = sorted(validator.iter_errors(cfg), key=lambda e: [str(p) for p in e.absolute_path])
+    errors = sorted(_validator().iter_errors(cfg), key=lambda e: [str(p) for p in e.absolute_path])
     if errors:
         raise ConfigError("\n".join(_describe(e) for e in errors))
     _check_references(cfg)

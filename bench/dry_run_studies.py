@@ -1,0 +1,32 @@
+"""Seconds to dry-run every paper study (config/studies/paper/, S1-S35) in one process.
+
+    python bench/dry_run_studies.py [STUDY.yaml ...]
+
+The target is under 10 s for all 35 on a 2-core machine. Prints per-study train jobs and the total.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "workflow"))
+
+from mcgrpo.dryrun import dry_run  # noqa: E402
+
+
+def main(argv: list[str]) -> int:
+    studies = [Path(a).resolve() for a in argv] or sorted((ROOT / "config" / "studies" / "paper").glob("*.yaml"))
+    start, cpu = time.perf_counter(), time.process_time()
+    results = dry_run(studies)
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    for study, result in results.items():
+        print(f"{study.stem:<40} " + (f"error: {result.error}" if result.error else f"{len(result.runs):>4} train jobs"))
+    print(f"\ndry-ran {len(studies)} studies in {wall:.1f} s ({cpu:.1f} s of CPU, {wall / len(studies):.2f} s each)")
+    return int(any(r.error for r in results.values()))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
