@@ -2,7 +2,9 @@
 
 Training time is the sum of five stages; the matched-compute argument needs to see where each
 arm's time goes (a Monte-Carlo reward's in credit, outcome-only GRPO's in updates). The share
-of mixed-outcome groups says how much of each batch carried any gradient.
+of mixed-outcome groups says how much of each batch carried any gradient; for a selection arm, the
+candidates' mean predicted success says where the filter could help (a gain is expected where they
+average below 1/2).
 """
 
 from __future__ import annotations
@@ -16,15 +18,21 @@ from mcgrpo.stats import mean_ci
 
 STAGES = ("select", "generate", "credit", "update", "sync")
 GROUPS = ("all_wrong", "all_correct", "mixed")
-COLUMNS = ["tokens_total", *(f"t_{s}" for s in STAGES), *(f"groups_{g}" for g in GROUPS)]
+PREDICTED = ("cand_pred_mean", "chosen_pred_mean")  # NaN in arms that predict nothing
+COLUMNS = ["tokens_total", *(f"t_{s}" for s in STAGES), *(f"groups_{g}" for g in GROUPS), *PREDICTED,
+           "prompts_distinct"]
 
 
 def run_totals(iterations: Mapping[str, np.ndarray], tokens_at_budget: float) -> dict:
-    """One run's iterations up to its evaluation at B: how many, seconds per stage, groups of each kind."""
+    """One run's iterations up to its evaluation at B: how many, seconds per stage, groups of each kind,
+    the mean predicted success of the candidates and of the chosen prompts, distinct prompts trained."""
     keep = np.asarray(iterations["tokens_total"]) <= tokens_at_budget
+    predicted = {c: np.asarray(iterations[c], dtype=float)[keep] for c in PREDICTED}
     return {"iterations": int(keep.sum()),
             **{s: float(np.asarray(iterations[f"t_{s}"])[keep].sum()) for s in STAGES},
-            **{f"groups_{g}": int(np.asarray(iterations[f"groups_{g}"])[keep].sum()) for g in GROUPS}}
+            **{f"groups_{g}": int(np.asarray(iterations[f"groups_{g}"])[keep].sum()) for g in GROUPS},
+            **{c: float(np.nanmean(v)) if np.isfinite(v).any() else np.nan for c, v in predicted.items()},
+            "prompts_distinct": int(np.asarray(iterations["prompts_distinct"])[keep][-1]) if keep.any() else 0}
 
 
 def stage_seconds(totals: pd.DataFrame) -> pd.DataFrame:
@@ -41,13 +49,18 @@ def stage_seconds(totals: pd.DataFrame) -> pd.DataFrame:
 
 def group_shares(totals: pd.DataFrame) -> pd.DataFrame:
     """Per arm: mean over seeds of the share of groups trained on before B that were all wrong,
-    all correct or mixed, with a 95% t interval for the mixed share."""
+    all correct or mixed (with a 95% t interval for the mixed share), of the candidates' and the chosen
+    prompts' mean predicted success, and of the distinct prompts trained (the paper's Table 7)."""
     counts = totals[[f"groups_{g}" for g in GROUPS]].to_numpy(dtype=float)
     shares = pd.DataFrame(counts / counts.sum(axis=1, keepdims=True), columns=[f"share_{g}" for g in GROUPS])
     shares["arm"] = totals["arm"].to_numpy()
+    for c in (*PREDICTED, "prompts_distinct"):
+        shares[c] = totals[c].to_numpy(dtype=float)
     rows = []
     for arm, g in shares.groupby("arm"):
         ci = mean_ci(g["share_mixed"])
-        rows.append({"arm": arm, "seeds": len(g), **g.drop(columns="arm").mean().to_dict(),
-                     "mixed_low": ci["ci_low"], "mixed_high": ci["ci_high"]})
+        means = g.drop(columns="arm").mean().to_dict()  # NaN predictions stay NaN: the arm predicts nothing
+        rows.append({"arm": arm, "seeds": len(g), **{f"share_{k}": means[f"share_{k}"] for k in GROUPS},
+                     "mixed_low": ci["ci_low"], "mixed_high": ci["ci_high"],
+                     **{c: means[c] for c in (*PREDICTED, "prompts_distinct")}})
     return pd.DataFrame(rows)

@@ -186,7 +186,10 @@ def study_tables(contrasts: pd.DataFrame, paired: pd.DataFrame, status: dict, dr
                          "[95% interval over seed resamples, pairs kept together; not reached: the "
                          "curve never gets there]. curve_end: where A's shortest run ends, on the same scale."),
         "groups": (groups, "Group composition before B (share of groups trained on)",
-                   "mixed_low, mixed_high: 95% t interval over seeds of the mixed share."),
+                   "mixed_low, mixed_high: 95% t interval over seeds of the mixed share. cand_pred_mean, "
+                   "chosen_pred_mean: the critic's mean predicted success of the candidates and of the prompts "
+                   "chosen (selection arms; a filter can help where candidates average below 1/2). "
+                   "prompts_distinct: distinct prompts trained by B."),
         "extrapolation": (extrapolation, "Heuristic extrapolation from per-token efficiency (exploratory)",
                           "An arm of efficiency e is supposed to reach after t tokens what the base reaches after "
                           "e*t; mean: observed minus extrapolated, over evaluations up to B, then seeds [95% CI]. "
