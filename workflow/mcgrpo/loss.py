@@ -2,9 +2,15 @@
 
 loss = -(1/N) sum over completions and their tokens of credit x log-prob, N the number of completions
 in the step. Each microbatch contributes its share divided by the full N, so the gradient (and the
-loss) is the same whatever the microbatch size. Reuse steps (several per batch) take the clipped
+loss) is the same whatever the microbatches. Reuse steps (several per batch) take the clipped
 objective instead: credit x log-prob becomes min(r x credit, clip(r, 1 - e, 1 + e) x credit), r the ratio
 of the token's probability now to its behaviour probability at generation.
+
+How it is computed, fast and to the same numbers (tests/test_update_exactness.py): the sequences are sorted
+by length and cut into microbatches of similar lengths (on the CPU also small enough for the activations to
+stay in cache); within one, each distinct context (a group's prompt) runs once and its KV cache serves every
+completion that continues it; the vocabulary projection runs on completion positions only; and completions
+whose every token has zero credit (groups of equal rewards), which add exactly zero, are not run at all.
 """
 
 from __future__ import annotations
@@ -14,33 +20,66 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from mcgrpo.engines.hf import cache_argument
 
-def token_logprobs(model, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]],
+CPU_MICROBATCH_TOKENS = 768  # padded completion tokens per microbatch on the CPU: activations stay in cache
+SKIP_ZERO_CREDIT = True  # completions whose every token has zero credit add exactly zero: not run (False: run all)
+
+
+def microbatches(lengths: Sequence[int], max_rows: int, max_tokens: float = float("inf")) -> list[list[int]]:
+    """Rows longest first, cut into runs of at most `max_rows` rows and `max_tokens` padded tokens; rows of
+    length 0 (nothing to score) are left out."""
+    order = sorted((r for r in range(len(lengths)) if lengths[r]), key=lambda r: -lengths[r])
+    runs: list[list[int]] = []
+    for r in order:
+        if not runs or len(runs[-1]) == max_rows or (len(runs[-1]) + 1) * lengths[runs[-1][0]] > max_tokens:
+            runs.append([])
+        runs[-1].append(r)
+    return runs
+
+
+def _right_padded(rows: Sequence[Sequence[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token rows as one right-padded [n, longest] tensor, and its mask."""
+    lengths = torch.tensor([len(r) for r in rows])
+    width = int(lengths.max()) if len(rows) else 0
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.arange(width)[None, :] < lengths[:, None]
+    ids[mask] = torch.tensor([t for r in rows for t in r], dtype=torch.long)
+    return ids.to(device), mask.to(device)
+
+
+def token_logprobs(model, contexts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]],
                    pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Log-probs of each completion token under `model` (right-padded [n, T]) and the token mask."""
-    device = model.device
-    seqs = [list(p) + list(c) for p, c in zip(prompts, completions)]
-    width = max(map(len, seqs))
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    attn = torch.zeros_like(ids)
-    target_mask = torch.zeros((len(seqs), width - 1), dtype=torch.bool)
-    for r, (p, s) in enumerate(zip(prompts, seqs)):
-        ids[r, :len(s)] = torch.tensor(s)
-        attn[r, :len(s)] = 1
-        target_mask[r, len(p) - 1:len(s) - 1] = True  # position t predicts token t + 1
-    ids, attn, target_mask = ids.to(device), attn.to(device), target_mask.to(device)
+    """Log-probs of each completion token under `model` ([n, longest completion], right-padded) and the mask.
+
+    Two passes: each distinct context but its last token, whose KV cache is then repeated for the rows
+    that continue it; then each row's last context token and its completion, scored at those positions.
+    """
+    device, cache_arg = model.device, cache_argument(model)
+    distinct = {c: i for i, c in enumerate(dict.fromkeys(map(tuple, contexts)))}
+    rows = torch.tensor([distinct[tuple(c)] for c in contexts], device=device)
+    heads, head_mask = _right_padded([c[:-1] for c in distinct], pad_id, device)
+    inputs, mask = _right_padded([(c[-1], *t)[:len(t)] for c, t in zip(contexts, completions)], pad_id, device)
+    targets, _ = _right_padded(completions, pad_id, device)
+    positions = torch.tensor([len(c) - 1 for c in contexts], device=device)[:, None] + torch.arange(
+        inputs.shape[1], device=device)
     with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
-        logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1]
-    logp = torch.log_softmax(logits.float(), dim=-1).gather(-1, ids[:, 1:, None]).squeeze(-1)
-    return logp, target_mask
+        cache = None
+        if heads.shape[1]:
+            cache = getattr(model(input_ids=heads, attention_mask=head_mask, use_cache=True, logits_to_keep=1),
+                            cache_arg)
+            cache.batch_select_indices(rows)
+        attention = torch.cat([head_mask[rows], mask], dim=1).long()
+        logits = model(input_ids=inputs, attention_mask=attention, position_ids=positions,
+                       **{cache_arg: cache}).logits
+    logp = torch.log_softmax(logits.float(), dim=-1).gather(-1, targets[..., None]).squeeze(-1)
+    return logp, mask
 
 
-def _on_tokens(values: Sequence[Sequence[float]], mask: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-    """Per-completion values laid onto their token positions of a [n, T] tensor (zero elsewhere)."""
-    out = torch.zeros_like(like)
-    for r, v in enumerate(values):
-        out[r, mask[r].nonzero().squeeze(-1)] = torch.as_tensor(v, dtype=out.dtype, device=out.device)
-    return out
+def _flat(values: Sequence[Sequence[float]], like: torch.Tensor) -> torch.Tensor:
+    """Per-row values concatenated in row order, as a tensor of `like`'s dtype and device."""
+    flat = np.concatenate([np.asarray(v, dtype=np.float64) for v in values])
+    return torch.as_tensor(flat, dtype=like.dtype, device=like.device)
 
 
 def backward_policy_loss(model, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]],
@@ -49,20 +88,28 @@ def backward_policy_loss(model, prompts: Sequence[Sequence[int]], completions: S
     """Accumulate the gradient of the loss into `model` and return the loss value.
 
     With `behaviour` (each token's log-prob at generation) the objective is the clipped one, at `clip`.
+    A completion whose every token has zero credit (a group of equal rewards) adds exactly nothing to
+    the loss or the gradient, and is not scored; every parameter still gets its (zero) gradient.
     """
     n, total = len(completions), 0.0
-    for start in range(0, n, microbatch_size):
-        stop = min(start + microbatch_size, n)
-        logp, mask = token_logprobs(model, prompts[start:stop], completions[start:stop], pad_id)
-        weights = _on_tokens(credit[start:stop], mask, logp)
+    max_tokens = CPU_MICROBATCH_TOKENS if model.device.type == "cpu" else float("inf")
+    lengths = [len(c) if np.any(w) or not SKIP_ZERO_CREDIT else 0 for c, w in zip(completions, credit)]
+    for rows in microbatches(lengths, microbatch_size, max_tokens):
+        pick = lambda values: [values[r] for r in rows]  # noqa: E731
+        logp, mask = token_logprobs(model, pick(prompts), pick(completions), pad_id)
+        logp = logp[mask]
+        weights = _flat(pick(credit), logp)
         if behaviour is None:
             objective = weights * logp
         else:
-            ratio = torch.exp(logp - _on_tokens(behaviour[start:stop], mask, logp)) * mask
+            ratio = torch.exp(logp - _flat(pick(behaviour), logp))
             objective = torch.minimum(ratio * weights, ratio.clamp(1 - clip, 1 + clip) * weights)
         loss = -objective.sum() / n
         loss.backward()
         total += loss.item()
+    for p in model.parameters():
+        if p.requires_grad and p.grad is None:
+            p.grad = torch.zeros_like(p)
     return total
 
 

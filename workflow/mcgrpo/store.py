@@ -127,7 +127,7 @@ COLUMNS: dict[str, tuple[str, ...]] = {
         "iteration", "tokens_total", "tokens_rollout", "tokens_continuation", "tokens_discarded",
         "updates", "lr", "loss", "grad_norm", "reward_default", "reward_strict",
         "groups_all_wrong", "groups_all_correct", "groups_mixed", "truncated_share", "mean_length",
-        "cand_pred_mean", "t_select", "t_generate", "t_credit", "t_update", "t_sync", "train_seconds",
+        "cand_pred_mean", "chosen_pred_mean", "prompts_distinct", "t_select", "t_generate", "t_credit", "t_update", "t_sync", "train_seconds",
     ),
     "evals": (
         "eval_index", "tokens_total", "iteration", "updates", "train_seconds", "eval_set",

@@ -2,7 +2,8 @@
 
 It shares the training model object, so syncing weights costs nothing. Sampling is by inverse CDF
 on per-request uniforms drawn from the request's own seed, which makes every request's tokens
-independent of the batch it was generated in (common random numbers).
+independent of the batch it was generated in (common random numbers). A batch decodes all its requests
+together: each distinct prompt is prefilled once, and a request leaves the batch when it finishes.
 """
 
 from __future__ import annotations
@@ -53,43 +54,41 @@ class HFEngine:
                 for row, lp, k in zip(out, logprobs.tolist(), lengths.tolist())]
 
     def _decode(self, prompts, limits, seeds, rows, generated, logprobs, lengths) -> None:
-        """Sample into `generated` / `lengths`; finished rows leave the batch and its KV cache."""
-        device = self.model.device
-        width = max(len(prompts[r]) for r in rows.tolist())
-        ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        for i, r in enumerate(rows.tolist()):  # left padding keeps each row's next token in the last column
-            ids[i, width - len(prompts[r]):] = torch.tensor(prompts[r])
-            mask[i, width - len(prompts[r]):] = 1
-        horizon = generated.shape[1]
+        """Sample into `generated` / `lengths`. Each distinct prompt is prefilled once, its KV cache copied to
+        the requests that repeat it (a group's G completions); finished rows leave the batch and its cache."""
+        device, horizon = self.model.device, generated.shape[1]
+        distinct = {p: i for i, p in enumerate(dict.fromkeys(tuple(prompts[r]) for r in rows.tolist()))}
+        copies = torch.tensor([distinct[tuple(prompts[r])] for r in rows.tolist()], device=device)
+        ids, mask = _left_padded(list(distinct), self.pad_id, device)
         uniforms = torch.stack([torch.rand(horizon, generator=torch.Generator().manual_seed(seeds[r]),
                                            dtype=torch.float64) for r in rows.tolist()]).to(device)
         limit = torch.tensor(limits, device=device)[rows.to(device)]
-        ids, mask, active = ids.to(device), mask.to(device), torch.arange(len(rows), device=device)
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        cache, step_ids = None, ids
-        cache_arg = _cache_argument(self.model)
+        cache_arg, where = cache_argument(self.model), rows  # where: the active rows' places in `generated`
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+            out = self.model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
+                             use_cache=True, logits_to_keep=1)
+            cache = getattr(out, cache_arg)
+            cache.batch_select_indices(copies)
+            logits, mask = out.logits[copies, -1], mask[copies]
+            position = mask.sum(-1, keepdim=True)  # of the next token
             for t in range(horizon):
-                out = self.model(input_ids=step_ids, attention_mask=mask, position_ids=positions,
-                                 use_cache=True, logits_to_keep=1, **{cache_arg: cache})
-                cache = getattr(out, cache_arg)
-                token, logprob = self._sample(out.logits[:, -1].float(), uniforms[active, t])
-                generated[rows[active.cpu()], t] = token.cpu()
-                logprobs[rows[active.cpu()], t] = logprob.cpu()
-                finished = (token == self.eos_id) | (t + 1 >= limit[active])
+                token, logprob = self._sample(logits.float(), uniforms[:, t])
+                generated[where, t], logprobs[where, t] = token.cpu(), logprob.cpu()
+                finished = (token == self.eos_id) | (t + 1 >= limit)
                 if finished.all():
                     break
                 if finished.any():
                     keep = (~finished).nonzero().squeeze(-1)
                     cache.batch_select_indices(keep)
-                    active, token, mask, positions = active[keep], token[keep], mask[keep], positions[keep]
-                step_ids = token[:, None]
-                mask = torch.cat([mask, torch.ones((len(active), 1), dtype=mask.dtype, device=device)], dim=1)
-                positions = positions[:, -1:] + 1
-        ended = (generated[rows] == self.eos_id).int().argmax(-1)
-        has_eos = (generated[rows] == self.eos_id).any(-1)
-        lengths[rows] = torch.where(has_eos, ended + 1, limit.cpu().clamp(max=horizon))
+                    where, uniforms, limit = where[keep.cpu()], uniforms[keep], limit[keep]
+                    token, mask, position = token[keep], mask[keep], position[keep]
+                mask = torch.cat([mask, torch.ones((len(token), 1), dtype=mask.dtype, device=device)], dim=1)
+                logits = self.model(input_ids=token[:, None], attention_mask=mask, position_ids=position,
+                                    use_cache=True, logits_to_keep=1, **{cache_arg: cache}).logits[:, -1]
+                position = position + 1
+        limit = torch.tensor(limits)[rows].clamp(max=horizon)
+        ended = (generated[rows] == self.eos_id) & (torch.arange(horizon) < limit[:, None])  # pad may be eos
+        lengths[rows] = torch.where(ended.any(-1), ended.int().argmax(-1) + 1, limit)
 
     def _sample(self, logits: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Inverse-CDF sampling at the engine's temperature and top-p: tokens and their log-probs."""
@@ -104,6 +103,17 @@ class HFEngine:
         return index, probs.gather(-1, index[:, None]).squeeze(-1).log()
 
 
-def _cache_argument(model) -> str:
+def _left_padded(prompts: Sequence[Sequence[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Prompts left-padded into one tensor, and its mask: each row's next token goes in the last column."""
+    width = max(map(len, prompts))
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, p in enumerate(prompts):
+        ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long)
+        mask[i, width - len(p):] = 1
+    return ids.to(device), mask.to(device)
+
+
+def cache_argument(model) -> str:
     """The KV cache's keyword: `cache` in transformers >= 5.24, `past_key_values` before (vLLM images pin older)."""
     return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
