@@ -27,12 +27,12 @@ def run_totals(iterations: Mapping[str, np.ndarray], tokens_at_budget: float) ->
     """One run's iterations up to its evaluation at B: how many, seconds per stage, groups of each kind,
     the mean predicted success of the candidates and of the chosen prompts, distinct prompts trained."""
     keep = np.asarray(iterations["tokens_total"]) <= tokens_at_budget
-    predicted = {c: np.asarray(iterations[c], dtype=float)[keep] for c in PREDICTED}
+    kept = {c: np.asarray(iterations[c], dtype=float)[keep] for c in COLUMNS}
     return {"iterations": int(keep.sum()),
-            **{s: float(np.asarray(iterations[f"t_{s}"])[keep].sum()) for s in STAGES},
-            **{f"groups_{g}": int(np.asarray(iterations[f"groups_{g}"])[keep].sum()) for g in GROUPS},
-            **{c: float(np.nanmean(v)) if np.isfinite(v).any() else np.nan for c, v in predicted.items()},
-            "prompts_distinct": int(np.asarray(iterations["prompts_distinct"])[keep][-1]) if keep.any() else 0}
+            **{s: float(kept[f"t_{s}"].sum()) for s in STAGES},
+            **{f"groups_{g}": int(kept[f"groups_{g}"].sum()) for g in GROUPS},
+            **{c: float(np.nanmean(kept[c])) if np.isfinite(kept[c]).any() else np.nan for c in PREDICTED},
+            "prompts_distinct": int(kept["prompts_distinct"][-1]) if keep.any() else 0}
 
 
 def stage_seconds(totals: pd.DataFrame) -> pd.DataFrame:

@@ -20,7 +20,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from mcgrpo.engines.hf import cache_argument
+from mcgrpo.batching import autocast, cache_argument, distinct, padded
 
 CPU_MICROBATCH_TOKENS = 768  # padded completion tokens per microbatch on the CPU: activations stay in cache
 SKIP_ZERO_CREDIT = True  # completions whose every token has zero credit add exactly zero: not run (False: run all)
@@ -38,16 +38,6 @@ def microbatches(lengths: Sequence[int], max_rows: int, max_tokens: float = floa
     return runs
 
 
-def _right_padded(rows: Sequence[Sequence[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Token rows as one right-padded [n, longest] tensor, and its mask."""
-    lengths = torch.tensor([len(r) for r in rows])
-    width = int(lengths.max()) if len(rows) else 0
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    mask = torch.arange(width)[None, :] < lengths[:, None]
-    ids[mask] = torch.tensor([t for r in rows for t in r], dtype=torch.long)
-    return ids.to(device), mask.to(device)
-
-
 def token_logprobs(model, contexts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]],
                    pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Log-probs of each completion token under `model` ([n, longest completion], right-padded) and the mask.
@@ -56,14 +46,13 @@ def token_logprobs(model, contexts: Sequence[Sequence[int]], completions: Sequen
     that continue it; then each row's last context token and its completion, scored at those positions.
     """
     device, cache_arg = model.device, cache_argument(model)
-    distinct = {c: i for i, c in enumerate(dict.fromkeys(map(tuple, contexts)))}
-    rows = torch.tensor([distinct[tuple(c)] for c in contexts], device=device)
-    heads, head_mask = _right_padded([c[:-1] for c in distinct], pad_id, device)
-    inputs, mask = _right_padded([(c[-1], *t)[:len(t)] for c, t in zip(contexts, completions)], pad_id, device)
-    targets, _ = _right_padded(completions, pad_id, device)
+    unique, rows = distinct(contexts, device)
+    heads, head_mask = padded([c[:-1] for c in unique], pad_id, device)
+    inputs, mask = padded([(c[-1], *t)[:len(t)] for c, t in zip(contexts, completions)], pad_id, device)
+    targets, _ = padded(completions, pad_id, device)
     positions = torch.tensor([len(c) - 1 for c in contexts], device=device)[:, None] + torch.arange(
         inputs.shape[1], device=device)
-    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+    with autocast(device):
         cache = None
         if heads.shape[1]:
             cache = getattr(model(input_ids=heads, attention_mask=head_mask, use_cache=True, logits_to_keep=1),

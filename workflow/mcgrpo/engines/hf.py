@@ -8,11 +8,11 @@ together: each distinct prompt is prefilled once, and a request leaves the batch
 
 from __future__ import annotations
 
-import inspect
 from typing import Sequence
 
 import torch
 
+from mcgrpo.batching import autocast, cache_argument, distinct, padded
 from mcgrpo.engines.base import Completion
 
 
@@ -57,14 +57,14 @@ class HFEngine:
         """Sample into `generated` / `lengths`. Each distinct prompt is prefilled once, its KV cache copied to
         the requests that repeat it (a group's G completions); finished rows leave the batch and its cache."""
         device, horizon = self.model.device, generated.shape[1]
-        distinct = {p: i for i, p in enumerate(dict.fromkeys(tuple(prompts[r]) for r in rows.tolist()))}
-        copies = torch.tensor([distinct[tuple(prompts[r])] for r in rows.tolist()], device=device)
-        ids, mask = _left_padded(list(distinct), self.pad_id, device)
+        unique, copies = distinct([prompts[r] for r in rows.tolist()], device)
+        ids, mask = padded(unique, self.pad_id, device, left=True)
+        mask = mask.long()
         uniforms = torch.stack([torch.rand(horizon, generator=torch.Generator().manual_seed(seeds[r]),
                                            dtype=torch.float64) for r in rows.tolist()]).to(device)
         limit = torch.tensor(limits, device=device)[rows.to(device)]
         cache_arg, where = cache_argument(self.model), rows  # where: the active rows' places in `generated`
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+        with autocast(device):
             out = self.model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
                              use_cache=True, logits_to_keep=1)
             cache = getattr(out, cache_arg)
@@ -102,18 +102,3 @@ class HFEngine:
         index = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None]).squeeze(-1).clamp(max=probs.shape[-1] - 1)
         return index, probs.gather(-1, index[:, None]).squeeze(-1).log()
 
-
-def _left_padded(prompts: Sequence[Sequence[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Prompts left-padded into one tensor, and its mask: each row's next token goes in the last column."""
-    width = max(map(len, prompts))
-    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for i, p in enumerate(prompts):
-        ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long)
-        mask[i, width - len(p):] = 1
-    return ids.to(device), mask.to(device)
-
-
-def cache_argument(model) -> str:
-    """The KV cache's keyword: `cache` in transformers >= 5.24, `past_key_values` before (vLLM images pin older)."""
-    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
