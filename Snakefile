@@ -2,7 +2,7 @@
 # `snakemake --cores 2` runs the embedded default study (config/config.yaml) end to end on the CPU.
 from snakemake.utils import min_version
 
-min_version("8.0")
+min_version("9")
 
 
 # A study given with --configfile replaces the default study rather than merging into it;

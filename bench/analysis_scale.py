@@ -27,7 +27,9 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "workflow"))
-from mcgrpo import config as study_config, prereg, steps, store  # noqa: E402
+from mcgrpo.core import store  # noqa: E402
+from mcgrpo import studies  # noqa: E402
+from mcgrpo.analysis import prereg, steps  # noqa: E402
 
 RUNS, EVALS, PROBLEMS, SAMPLES, ITERATIONS, B = 1668, 17, 200, 8, 200, 17_000_000
 STEPS = ("drift", "contrasts", "curves", "breakdown", "tables")
@@ -51,7 +53,7 @@ def study_config_for(i: int, arms: int, seeds: int) -> dict:
                                 for j, n in enumerate(names[1:], 1)],
                     "secondary": [{"id": f"U{j}", "a": n, "b": "outcome", "basis": "time"}
                                   for j, n in enumerate(names[1:], 1)]}}
-    return study_config.validate(cfg)
+    return studies.validate(cfg)
 
 
 def write_run(folder: Path, rng: np.random.Generator, skill: float, started: datetime) -> None:

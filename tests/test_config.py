@@ -5,12 +5,13 @@ import copy
 import pytest
 
 from conftest import ROOT, SMALL_STUDY
-from mcgrpo import config as study_config
-from mcgrpo.config import ConfigError
+from mcgrpo.core import config as study_config
+from mcgrpo import studies
+from mcgrpo.core.config import ConfigError
 
 
 def test_default_study_is_valid_and_defaults_are_filled():
-    cfg = study_config.load(ROOT / "config" / "config.yaml")
+    cfg = studies.load(ROOT / "config" / "config.yaml")
     assert cfg["recipe"]["adam_betas"] == [0.9, 0.999] and cfg["engine"]["name"] == "hf"
     assert cfg["arms"]["outcome"]["credit"] == {"outcome": {}}
     assert cfg["arms"]["mc_k4"]["credit"] == {"monte_carlo": {"k": 4, "cuts": 5}}
@@ -60,22 +61,22 @@ def _with(**changes):
 ])
 def test_bad_configs_are_named_by_key(changes, message):
     with pytest.raises(ConfigError) as err:
-        study_config.validate(_with(**changes))
+        studies.validate(_with(**changes))
     assert message in str(err.value)
 
 
 def test_every_problem_is_reported_at_once():
     with pytest.raises(ConfigError) as err:
-        study_config.validate(_with(recipe__lr="fast", recipe__top_p=2))
+        studies.validate(_with(recipe__lr="fast", recipe__top_p=2))
     assert "recipe.lr" in str(err.value) and "recipe.top_p" in str(err.value)
 
 
 def test_missing_and_malformed_files(tmp_path):
     with pytest.raises(ConfigError, match="config file not found"):
-        study_config.load(tmp_path / "none.yaml")
+        studies.load(tmp_path / "none.yaml")
     (tmp_path / "list.yaml").write_text("- a\n- b\n")
     with pytest.raises(ConfigError, match="must be a mapping"):
-        study_config.load(tmp_path / "list.yaml")
+        studies.load(tmp_path / "list.yaml")
 
 
 def test_run_config_holds_only_what_changes_a_run(study):

@@ -4,10 +4,10 @@ import pytest
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
-from mcgrpo.contrasts import CONTRAST_COLUMNS, apply_plan, budget_row, build, paired, read_at
-from mcgrpo.runs import Run
-from mcgrpo.stats import crossed_bootstrap
-from mcgrpo.store import COLUMNS
+from mcgrpo.analysis.contrasts import CONTRAST_COLUMNS, apply_plan, budget_row, build, paired, read_at
+from mcgrpo.analysis.runs import Run
+from mcgrpo.analysis.stats import crossed_bootstrap
+from mcgrpo.core.store import COLUMNS
 
 B = 100
 

@@ -5,9 +5,9 @@ import pandas as pd
 import pytest
 
 import credit_fixtures as fx
-from mcgrpo.credit import CreditContext
-from mcgrpo.credit.critic import Critic
-from mcgrpo.rollout import Prompter
+from mcgrpo.train.credit import CreditContext
+from mcgrpo.train.credit.critic import Critic
+from mcgrpo.train.rollout import Prompter
 from test_monte_carlo import PROBLEM, TEXTS
 
 # Limit 18 (cuts 3, 6, 9, 12, 15): A (15 tokens, R = 1) has prefixes ending at 0, 3, 6, 9, 12 completion
@@ -26,7 +26,8 @@ def _critic_runs(tokenizer, **options):
         return [np.array([[e - prompt_len] for e in ends_r], dtype=float) for ends_r in ends]
 
     critic = Critic(window=1, min_iterations=1, ridge=1e-12, **options)
-    credits = [critic(batch, CreditContext(None, Prompter(tokenizer), 18, "default", 0.0, (1, i), features))
+    credits = [critic(batch, CreditContext(engine=None, prompter=Prompter(tokenizer), limit=18,
+                                           verifier="default", advantage_eps=0.0, seed=(1, i), features=features))
                for i in range(2)]
     return batch, calls, credits
 
@@ -82,12 +83,13 @@ def test_critic_keeps_only_its_window_and_resumes_from_its_state():
 def test_a_resumed_critic_run_continues_exactly(tiny, world, tmp_path):
     import copy
     from conftest import SMALL_STUDY
-    from mcgrpo import config as study_config
-    from mcgrpo.models.tiny import build_model
-    from mcgrpo.trainer import Trainer
+    from mcgrpo.core import config as study_config
+    from mcgrpo import studies
+    from mcgrpo.train.models.tiny import build_model
+    from mcgrpo.train.trainer import Trainer
     _, tokenizer = tiny
     pool, _ = world
-    cfg = study_config.validate({**copy.deepcopy(SMALL_STUDY),
+    cfg = studies.validate({**copy.deepcopy(SMALL_STUDY),
                                  "arms": {"outcome": {}, "critic": {"credit": {"critic": {"min_iterations": 1}}}}})
 
     def trainer(folder):

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from mcgrpo.curves import budget_share, differences, extrapolation, first_crossing
+from mcgrpo.analysis.curves import budget_share, differences, extrapolation, first_crossing
 from test_contrasts import make_run, runs_of
 
 B = 100

@@ -3,7 +3,8 @@
 import pandas as pd
 import pytest
 
-from mcgrpo import config as study_config, data
+from mcgrpo.core import config as study_config
+from mcgrpo import data
 from mcgrpo.data.checks import check_run_data
 
 

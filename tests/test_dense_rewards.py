@@ -7,20 +7,22 @@ import pandas as pd
 import pytest
 
 import credit_fixtures as fx
-from mcgrpo import config as study_config
-from mcgrpo import credit as credit_rules
-from mcgrpo.credit import CreditContext, group_advantages, summary
-from mcgrpo.credit.claims import claims
-from mcgrpo.credit.path_penalty import char_ends
-from mcgrpo.credit.process import process_reward
-from mcgrpo.rollout import Prompter
+from mcgrpo.core import config as study_config
+from mcgrpo import studies
+from mcgrpo.train import credit as credit_rules
+from mcgrpo.train.credit import CreditContext, group_advantages, summary
+from mcgrpo.train.credit.claims import claims
+from mcgrpo.train.credit.path_penalty import char_ends
+from mcgrpo.train.credit.process import process_reward
+from mcgrpo.train.rollout import Prompter
 
 ARITH = {"problem_id": "a1", "question": "(5-2)+4*3", "answer": "15", "steps": ["3", "12", "15"]}
 
 
 def _credit(tokenizer, spec, problems, texts, group_size, limit=20):
     batch = fx.rollouts(tokenizer, problems, texts, group_size)
-    ctx = CreditContext(None, Prompter(tokenizer), limit, "default", 0.0, (1, 0))
+    ctx = CreditContext(engine=None, prompter=Prompter(tokenizer), limit=limit,
+                        verifier="default", advantage_eps=0.0, seed=(1, 0))
     return batch, credit_rules.build(spec)(batch, ctx)
 
 
@@ -117,7 +119,7 @@ def test_char_ends_are_exact_when_tokens_merge_on_decoding():
 ])
 def test_bad_credit_blocks_are_refused_naming_the_key(study, credit, message):
     with pytest.raises(study_config.ConfigError, match=re.escape(message)):
-        study_config.validate({**study, "arms": {**study["arms"], "x": {"credit": credit}}})
+        studies.validate({**study, "arms": {**study["arms"], "x": {"credit": credit}}})
 
 
 def test_the_process_reward_on_the_math_task_is_refused_before_any_job(study):

@@ -1,7 +1,7 @@
 import pandas as pd
 
-from mcgrpo.drift import drift_table
-from mcgrpo.store import COLUMNS
+from mcgrpo.analysis.drift import drift_table
+from mcgrpo.core.store import COLUMNS
 
 # Gaps are exact binary fractions so the threshold comparisons are exact.
 EVALS = pd.DataFrame({
@@ -25,7 +25,7 @@ def test_drift_threshold_is_strict_and_configurable():
 
 
 def test_drift_counts_per_arm():
-    from mcgrpo.drift import drift_counts
+    from mcgrpo.analysis.drift import drift_counts
     out = drift_counts(drift_table(EVALS)).set_index("arm")
     assert out.loc["a", ["runs", "evaluations", "drifted", "runs_drifted"]].tolist() == [2, 3, 2, 2]
     assert out.loc["b", ["runs", "evaluations", "drifted", "runs_drifted"]].tolist() == [1, 1, 0, 0]

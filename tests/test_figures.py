@@ -3,9 +3,9 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from mcgrpo import figures
-from mcgrpo.figures import accuracy_curves, mean_curve
-from mcgrpo.tables import interval, write_table
+from mcgrpo.analysis import figures
+from mcgrpo.analysis.figures import accuracy_curves, mean_curve
+from mcgrpo.analysis.tables import interval, write_table
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

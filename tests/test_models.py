@@ -5,9 +5,9 @@ import pandas as pd
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from mcgrpo import models
-from mcgrpo.models.warm_start import misboxed, training_pairs, unboxed, warm_start
-from mcgrpo.verify import verify
+from mcgrpo.train import models
+from mcgrpo.train.models.warm_start import misboxed, training_pairs, unboxed, warm_start
+from mcgrpo.core.verify import verify
 
 
 def test_saved_tiny_model_loads_through_auto_classes(tiny, tmp_path):
@@ -59,8 +59,8 @@ def test_warm_start_lowers_the_supervised_loss(world):
     pool, _ = world
     tiny = {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64, "max_positions": 96}
     args = dict(batch_size=16, lr=3e-3, unboxed_share=0.25, misboxed_share=0.2, seed=0)
-    from mcgrpo.models.warm_start import sft_step
-    from mcgrpo.rollout import Prompter
+    from mcgrpo.train.models.warm_start import sft_step
+    from mcgrpo.train.rollout import Prompter
     scores = []
     for steps in (0, 60):
         model, tok = warm_start(pool, tiny, steps=steps, **args)

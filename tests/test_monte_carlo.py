@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 import credit_fixtures as fx
-from mcgrpo.credit import CreditContext, group_advantages
-from mcgrpo.credit.monte_carlo import MonteCarlo, centered_maxnorm, cut_positions, segment_credit
-from mcgrpo.engines import build as build_engine
-from mcgrpo.rollout import Prompter, sample_groups
+from mcgrpo.train.credit import CreditContext, group_advantages
+from mcgrpo.train.credit.monte_carlo import MonteCarlo, centered_maxnorm, cut_positions, segment_credit
+from mcgrpo.train.engines import build as build_engine
+from mcgrpo.train.rollout import Prompter, sample_groups
 
 
 def test_cut_positions_are_rounded_sixths_of_the_limit():
@@ -39,7 +39,8 @@ def test_monte_carlo_counts_every_continuation_token(tiny, world):
     problems = pool.head(2).to_dict("records")
     limit = 18
     rollouts = sample_groups(engine, prompter, problems, 4, limit, list(range(8)), "default")
-    ctx = CreditContext(engine, prompter, limit, "default", 1e-6, (1, 0))
+    ctx = CreditContext(engine=engine, prompter=prompter, limit=limit,
+                        verifier="default", advantage_eps=1e-6, seed=(1, 0))
     rule = MonteCarlo(k=2)
     credit = rule(rollouts, ctx)
     cuts = cut_positions(limit, 5)
@@ -70,7 +71,8 @@ DRAWS = [[1, 1, 1, 0], [1, 0, 0, 1], [1, 1, 1, 1], [1, 1, 1, 1], [0, 1, 0, 1], [
 def _hand_worked(tokenizer, **options):
     batch = fx.rollouts(tokenizer, [PROBLEM], TEXTS, 2)
     engine = fx.ScriptedEngine(tokenizer, ["\\boxed{5}" if hit else "\\boxed{7}" for d in DRAWS for hit in d])
-    ctx = CreditContext(engine, Prompter(tokenizer), 18, "default", 0.0, (1, 0))
+    ctx = CreditContext(engine=engine, prompter=Prompter(tokenizer), limit=18,
+                        verifier="default", advantage_eps=0.0, seed=(1, 0))
     return batch, engine, MonteCarlo(k=4, **options)(batch, ctx)
 
 
@@ -137,7 +139,7 @@ def test_positions_override_the_default_cuts(tiny):
     _, tokenizer = tiny
     batch = fx.rollouts(tokenizer, [PROBLEM], TEXTS, 2)
     engine = fx.ScriptedEngine(tokenizer, ["\\boxed{5}"] * 6)
-    credit = MonteCarlo(k=2, positions=[2, 10])(batch, CreditContext(engine, Prompter(tokenizer), 18, "default",
-                                                                     0.0, (1, 0)))
+    credit = MonteCarlo(k=2, positions=[2, 10])(batch, CreditContext(engine=engine, prompter=Prompter(tokenizer), limit=18,
+                                                                     verifier="default", advantage_eps=0.0, seed=(1, 0)))
     assert [limit for _, limit in engine.requests] == [16, 16, 8, 8, 16, 16]
     assert credit.tokens_generated == 6 * 9

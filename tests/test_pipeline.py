@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from conftest import ROOT, SMALL_STUDY
-from mcgrpo.store import COLUMNS, parquet_metadata, read_contract
+from mcgrpo.core.store import COLUMNS, parquet_metadata, read_contract
 
 pytestmark = pytest.mark.slow
 

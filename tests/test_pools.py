@@ -10,7 +10,9 @@ import pytest
 
 from conftest import SMALL_STUDY
 from data_fixtures import gsm8k_records, is_fraction, math_records, write_jsonl, write_tree
-from mcgrpo import cli, config as study_config, data, store
+from mcgrpo import cli, data
+from mcgrpo.core import config as study_config, store
+from mcgrpo import studies
 from mcgrpo.data import dedup
 
 
@@ -130,11 +132,11 @@ def _study(task):
 ])
 def test_task_config_errors_name_the_key(task, message):
     with pytest.raises(study_config.ConfigError, match=re.escape(message)):
-        study_config.validate(_study(task))
+        studies.validate(_study(task))
 
 
 def test_arith_keeps_its_pool_size_default():
-    cfg = study_config.validate(_study({"name": "arith", "eval_sets": {"heldout": {"size": 4}}}))
+    cfg = studies.validate(_study({"name": "arith", "eval_sets": {"heldout": {"size": 4}}}))
     assert cfg["task"]["pool"]["size"] == 3000
 
 

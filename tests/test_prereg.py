@@ -4,10 +4,11 @@ from datetime import datetime, timezone
 
 import pytest
 
-from mcgrpo import analysis, prereg
-from mcgrpo import config as study_config
+from mcgrpo.analysis import plan as analysis, prereg
+from mcgrpo.core import config as study_config
+from mcgrpo import studies
 from mcgrpo.cli import main
-from mcgrpo.store import write_json
+from mcgrpo.core.store import write_json
 
 LOCKED_AT = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
 PLAN = {"hypotheses": ["dense rewards trail at equal tokens"],
@@ -18,13 +19,13 @@ PLAN = {"hypotheses": ["dense rewards trail at equal tokens"],
 
 @pytest.fixture
 def planned(study):
-    return study_config.validate({**copy.deepcopy(study), "plan": copy.deepcopy(PLAN)})
+    return studies.validate({**copy.deepcopy(study), "plan": copy.deepcopy(PLAN)})
 
 
 def changed(cfg, edit):
     cfg = copy.deepcopy(cfg)
     edit(cfg)
-    return study_config.validate(cfg)
+    return studies.validate(cfg)
 
 
 def reported(status):
@@ -144,7 +145,7 @@ def test_a_bad_plan_fails_validation_naming_the_key(study, edit, message):
     plan = copy.deepcopy(PLAN)
     edit(plan)
     with pytest.raises(study_config.ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
-        study_config.validate({**copy.deepcopy(study), "plan": plan})
+        studies.validate({**copy.deepcopy(study), "plan": plan})
 
 
 def test_prereg_lock_verb_writes_once_and_refuses_to_relock(tmp_path, planned, capsys):

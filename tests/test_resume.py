@@ -16,11 +16,14 @@ import pytest
 import torch
 
 from conftest import ROOT
-from mcgrpo import checkpoint, config as study_config, data, models, store
-from mcgrpo.budget import budget_table
-from mcgrpo.errors import CheckpointMismatch
-from mcgrpo.models.tiny import build_model
-from mcgrpo.trainer import Trainer
+from mcgrpo.train import checkpoint, models
+from mcgrpo.core import config as study_config, store
+from mcgrpo import studies
+from mcgrpo import data
+from mcgrpo.core.budget import budget_table
+from mcgrpo.core.errors import CheckpointMismatch
+from mcgrpo.train.models.tiny import build_model
+from mcgrpo.train.trainer import Trainer
 
 WALL_TIME = ["t_select", "t_generate", "t_credit", "t_update", "t_sync", "train_seconds", "eval_seconds"]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT / "workflow")}
@@ -31,10 +34,10 @@ def inputs(tmp_path_factory):
     """Data, a small model and a budget on disk, and the train command for a run directory."""
     from conftest import SMALL_STUDY
     root = tmp_path_factory.mktemp("resume")
-    cfg = study_config.validate({**json.loads(json.dumps(SMALL_STUDY)), "budget": {"tokens": 6000},
+    cfg = studies.validate({**json.loads(json.dumps(SMALL_STUDY)), "budget": {"tokens": 6000},
                                  "evaluation": {"samples": 2, "per_budget": 12}})
     data.write(*data.build(cfg["task"]), root / "data", "")
-    from mcgrpo.models.tiny import build_tokenizer
+    from mcgrpo.train.models.tiny import build_tokenizer
     tokenizer = build_tokenizer()
     models.save(build_model(tokenizer, 32, 1, 2, 64, 96, seed=0), tokenizer, root / "model")
     store.write_parquet(budget_table("tiny", [], 6000, "config"), root / "budget.parquet")
@@ -88,7 +91,7 @@ def test_interrupted_run_resumes_to_the_same_parquet(inputs, tmp_path, sig, stat
 
 
 def _trainer(study, world, tmp_path, config_hash="h1", budget=900):
-    tokenizer = __import__("mcgrpo.models.tiny", fromlist=["x"]).build_tokenizer()
+    tokenizer = __import__("mcgrpo.train.models.tiny", fromlist=["x"]).build_tokenizer()
     model = build_model(tokenizer, 32, 1, 2, 64, 96, seed=0)
     pool, evals = world
     return Trainer(study_config.run_config(study, "outcome", 1), model, tokenizer, pool, evals, budget,
@@ -114,7 +117,7 @@ def test_a_checkpoint_of_another_config_is_refused(study, world, tmp_path):
 
 WRITER = """
 import sys, numpy as np, pandas as pd
-from mcgrpo import store
+from mcgrpo.core import store
 frame = pd.DataFrame({"x": np.arange(400_000), "y": np.random.default_rng(0).random(400_000)})
 while True:
     store.write_parquet(frame, sys.argv[1])

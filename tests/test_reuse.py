@@ -9,14 +9,15 @@ import torch
 
 import credit_fixtures as fx
 from conftest import SMALL_STUDY
-from mcgrpo import config as study_config
-from mcgrpo import reuse
-from mcgrpo.credit import CreditContext
-from mcgrpo.engines import build as build_engine
-from mcgrpo.loss import backward_policy_loss, token_logprobs
-from mcgrpo.models.tiny import build_model
-from mcgrpo.rollout import Prompter, sample_groups
-from mcgrpo.trainer import Trainer
+from mcgrpo.core import config as study_config
+from mcgrpo import studies
+from mcgrpo.train import updates as reuse
+from mcgrpo.train.credit import CreditContext
+from mcgrpo.train.engines import build as build_engine
+from mcgrpo.train.loss import backward_policy_loss, token_logprobs
+from mcgrpo.train.models.tiny import build_model
+from mcgrpo.train.rollout import Prompter, sample_groups
+from mcgrpo.train.trainer import Trainer
 
 ZERO_WEIGHT_ARMS = {
     "mc": {"monte_carlo": {"k": 2, "alpha": 0.0}},
@@ -30,7 +31,7 @@ ZERO_WEIGHT_ARMS = {
 
 
 def _study(arms: dict) -> dict:
-    return study_config.validate({**copy.deepcopy(SMALL_STUDY), "arms": {"outcome": {}, **arms}})
+    return studies.validate({**copy.deepcopy(SMALL_STUDY), "arms": {"outcome": {}, **arms}})
 
 
 def _model(tokenizer):
@@ -114,7 +115,8 @@ def test_a_dense_arm_at_zero_weight_updates_exactly_as_outcome_only(arm, tiny, w
     def update(name):
         trainer = Trainer(study_config.run_config(cfg, name, 1), _model(tokenizer), tokenizer, pool, None, None)
         for i in range(2):  # a critic is in use from its second iteration
-            ctx = CreditContext(trainer.engine, trainer.prompter, 24, "default", 1e-6, (1, i), trainer.prefix_features)
+            ctx = CreditContext(engine=trainer.engine, prompter=trainer.prompter, limit=24,
+                                verifier="default", advantage_eps=1e-6, seed=(1, i), features=trainer.view.prefix_features)
             credit = trainer.credit(batch, ctx)
         trainer.update(1, batch, credit)
         return credit, [p.detach().clone() for p in trainer.model.parameters()]

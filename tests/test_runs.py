@@ -2,8 +2,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mcgrpo.runs import evals_frame, load, parse_metric, read_iterations, read_runs
-from mcgrpo.store import COLUMNS, write_parquet
+from mcgrpo.analysis.runs import evals_frame, load, parse_metric, read_iterations, read_runs
+from mcgrpo.core.store import COLUMNS, write_parquet
 
 
 def write_run(folder, correct, eval_sets=("test",), shuffle=True):

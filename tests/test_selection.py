@@ -5,13 +5,14 @@ import copy
 import numpy as np
 import pytest
 
-from mcgrpo import config as study_config
-from mcgrpo.engines import build as build_engine
-from mcgrpo.models.tiny import build_model
-from mcgrpo.selection import nearest_with_extras
-from mcgrpo.selection.predictors import History, Level
-from mcgrpo.selection.stream import PromptStream
-from mcgrpo.trainer import Trainer
+from mcgrpo.core import config as study_config
+from mcgrpo import studies
+from mcgrpo.train.engines import build as build_engine
+from mcgrpo.train.models.tiny import build_model
+from mcgrpo.train.selection import nearest_with_extras
+from mcgrpo.train.selection.predictors import History, Level
+from mcgrpo.train.selection.stream import PromptStream
+from mcgrpo.train.trainer import Trainer
 
 FILTER = {"candidates": 6, "keep": 1, "warmup_prompts": 4, "window": 4}
 
@@ -20,7 +21,7 @@ def _study(study, **arms):
     cfg = copy.deepcopy(study)
     cfg["arms"] = {name: spec for name, spec in arms.items()}
     cfg["analysis"] = {"base": None}
-    return study_config.validate(cfg)
+    return studies.validate(cfg)
 
 
 def _trainer(cfg, arm, tiny, world, budget=None, pool=None):
@@ -103,9 +104,9 @@ def test_dynamic_sampling_counts_every_discarded_token(study, tiny, world):
 
 
 def test_dynamic_sampling_keeps_mixed_groups_in_stream_order():
-    from mcgrpo.engines import Completion
-    from mcgrpo.rollout import Rollouts, Scores
-    from mcgrpo.selection import DynamicSampling
+    from mcgrpo.train.engines import Completion
+    from mcgrpo.train.rollout import Rollouts, Scores
+    from mcgrpo.train.selection import DynamicSampling
     outcomes = {0: [[0, 0], [1, 0]], 1: [[1, 1], [0, 1]]}  # chunk -> per group rewards (G = 2)
 
     def sample(indices, chunk):
@@ -115,7 +116,7 @@ def test_dynamic_sampling_keeps_mixed_groups_in_stream_order():
                         Scores(rewards > 0, rewards > 0, rewards > 0), rewards)
 
     ds = DynamicSampling(PromptStream(10, 0), per_iteration=2, max_groups=8)
-    batch, discarded, selection = ds.fill(0, sample)
+    batch, discarded, selection = ds.generate(0, ds.select(0, None), sample)
     stream = PromptStream(10, 0).slice(0, 4)
     assert selection.candidates.tolist() == stream.tolist()
     assert selection.chosen.tolist() == [stream[1], stream[3]]
@@ -141,4 +142,4 @@ def test_strict_reward_arm_overrides_the_recipe(study):
     bad = copy.deepcopy(study)
     bad["arms"]["f"] = {"selection": {"critic_filter": {"candidates": 1}}}
     with pytest.raises(study_config.ConfigError, match=r"arms.f.selection.critic_filter: needs keep \(6\)"):
-        study_config.validate(bad)
+        studies.validate(bad)

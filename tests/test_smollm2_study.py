@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from mcgrpo.store import read_contract
+from mcgrpo.core.store import read_contract
 
 STUDY = ROOT / "config" / "studies" / "smollm2-gsm8k.yaml"
 GSM8K = ROOT.parent / "shared" / "data" / "gsm8k" / "train.jsonl"

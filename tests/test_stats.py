@@ -7,7 +7,7 @@ from scipy.special import comb
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.weightstats import DescrStatsW, ttost_paired
 
-from mcgrpo.stats import crossed_bootstrap, holm, mean_ci, paired_summary, pass_at_k, resample_counts
+from mcgrpo.analysis.stats import crossed_bootstrap, holm, mean_ci, paired_summary, pass_at_k, resample_counts
 
 A = np.array([0.52, 0.48, 0.61, 0.55, 0.50])
 B = np.array([0.50, 0.45, 0.55, 0.56, 0.47])

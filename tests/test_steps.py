@@ -8,10 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mcgrpo import config as study_config
-from mcgrpo import prereg, steps
+from mcgrpo.core import config as study_config
+from mcgrpo import studies
+from mcgrpo.analysis import prereg, steps
 from mcgrpo.cli import main
-from mcgrpo.store import COLUMNS, read_contract, read_json, read_parquet, write_json, write_parquet
+from mcgrpo.core.store import COLUMNS, read_contract, read_json, read_parquet, write_json, write_parquet
 from test_runs import write_run
 
 B = 100
@@ -25,7 +26,7 @@ def results(tmp_path_factory):
     """(config, results folder) of a finished-looking study: 2 arms x 3 seeds, 4 evaluations of
     6 problems x 2 samples, iterations, run.json, B and a lock written before the runs started."""
     from conftest import SMALL_STUDY
-    cfg = study_config.validate({**copy.deepcopy(SMALL_STUDY), "seeds": [1, 2, 3], "plan": copy.deepcopy(PLAN),
+    cfg = studies.validate({**copy.deepcopy(SMALL_STUDY), "seeds": [1, 2, 3], "plan": copy.deepcopy(PLAN),
                                  "analysis": {"base": "outcome", "efficiency": {"mc_k2": 0.5}}})
     root = tmp_path_factory.mktemp("results")
     rng = np.random.default_rng(0)

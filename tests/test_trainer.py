@@ -5,12 +5,12 @@ import copy
 import numpy as np
 import pytest
 
-from mcgrpo import config as study_config
-from mcgrpo.budget import budget_from_tokens, budget_table
-from mcgrpo.evaluation import eval_due
-from mcgrpo.models.tiny import build_model
-from mcgrpo.store import COLUMNS
-from mcgrpo.trainer import Trainer
+from mcgrpo.core import config as study_config
+from mcgrpo.core.budget import budget_from_tokens, budget_table
+from mcgrpo.train.evaluation import eval_due
+from mcgrpo.train.models.tiny import build_model
+from mcgrpo.core.store import COLUMNS
+from mcgrpo.train.trainer import Trainer
 
 
 def test_eval_due_at_first_boundary_at_or_after_each_multiple():

@@ -11,12 +11,14 @@ import torch
 
 import credit_fixtures as fx
 from conftest import SMALL_STUDY
-from mcgrpo import config as study_config
-from mcgrpo import reuse
-from mcgrpo.credit import Credit, TrainingSequence
-from mcgrpo.engines import Completion, stable_seed
-from mcgrpo.models.tiny import build_model
-from mcgrpo.trainer import Trainer
+from mcgrpo.core import config as study_config
+from mcgrpo import studies
+from mcgrpo.train import updates as reuse
+from mcgrpo.train.credit import Credit, TrainingSequence
+from mcgrpo.train.engines import Completion
+from mcgrpo.core.seeds import stable_seed
+from mcgrpo.train.models.tiny import build_model
+from mcgrpo.train.trainer import Trainer
 
 # Recorded with the trainer before the speed-ups, on the batches below: per step (loss, gradient norm), then
 # the sum of |parameter change| over the three steps and a signed fingerprint of the change.
@@ -81,7 +83,7 @@ def _reference_update(model, optimizer, recipe: dict, spec: dict | None, seed: i
 
 
 def _trainer(arm: str, tokenizer, pool) -> Trainer:
-    study = study_config.validate({**copy.deepcopy(SMALL_STUDY), "arms": ARMS})
+    study = studies.validate({**copy.deepcopy(SMALL_STUDY), "arms": ARMS})
     cfg = study_config.run_config(study, arm, 1)
     assert cfg["recipe"]["microbatch_size"] < 9  # the trainer accumulates over several microbatches
     return Trainer(cfg, _model(tokenizer), tokenizer, pool, None, None)

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from mcgrpo.verify import (Verdict, answers_match, boxed_content, drifted, extract_answer, plain_number,
+from mcgrpo.core.verify import (Verdict, answers_match, boxed_content, drifted, extract_answer, plain_number,
                            is_correct, strip_think, verify)
 
 

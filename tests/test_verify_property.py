@@ -10,7 +10,7 @@ import time
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from mcgrpo.verify import Verdict, extract_answer, number_value, plain_number, verify
+from mcgrpo.core.verify import Verdict, extract_answer, number_value, plain_number, verify
 
 EXAMPLES = 10_000
 BOUND_S = 0.1
@@ -69,7 +69,7 @@ def test_windowed_number_search_reads_like_a_full_scan(text):
     """The fast last/first-number search equals a plain left-to-right scan of the whole text."""
     from collections import deque
 
-    from mcgrpo.verify import _NUMBER, _first_number, _last_number, _unspace
+    from mcgrpo.core.verify import _NUMBER, _first_number, _last_number, _unspace
     scan = list(_NUMBER.finditer(_unspace(text)))
     assert _last_number(text) == (deque(scan, maxlen=1)[0].group() if scan else None)
     assert _first_number(text) == (scan[0].group() if scan else None)

@@ -10,10 +10,10 @@ import sys
 import pytest
 import torch
 
-from mcgrpo import config as study_config
-from mcgrpo import engines
-from mcgrpo.models.tiny import build_model, build_tokenizer
-from mcgrpo.trainer import Trainer
+from mcgrpo.core import config as study_config
+from mcgrpo.train import engines
+from mcgrpo.train.models.tiny import build_model, build_tokenizer
+from mcgrpo.train.trainer import Trainer
 
 TINY = dict(hidden_size=64, num_layers=1, num_heads=2, intermediate_size=64, max_positions=96, seed=0)
 PROMPT = (1, 5, 8, 79, 8, 2, 6)  # <bos><|user|>1+1<|end|><|assistant|>
@@ -23,7 +23,7 @@ PROMPT = (1, 5, 8, 79, 8, 2, 6)  # <bos><|user|>1+1<|end|><|assistant|>
 def vllm_engine(monkeypatch):
     """The engine's module, with a quarter GiB of KV cache per engine (plenty here: the machine is shared)."""
     pytest.importorskip("vllm", reason="the vllm engine's tests run in .venv-vllm: `make test-vllm`")
-    from mcgrpo.engines import vllm as module
+    from mcgrpo.train.engines import vllm as module
     monkeypatch.setattr(module, "CPU_KV_CACHE_GIB", 0.25)
     return module
 
@@ -145,6 +145,6 @@ def test_logprobs_are_those_of_the_sampling_distribution(vllm_engine, tiny32):
 
 def test_asking_for_vllm_without_it_says_how_to_install(monkeypatch, tiny32):
     monkeypatch.setitem(sys.modules, "vllm", None)  # as if not installed
-    monkeypatch.delitem(sys.modules, "mcgrpo.engines.vllm", raising=False)
+    monkeypatch.delitem(sys.modules, "mcgrpo.train.engines.vllm", raising=False)
     with pytest.raises(ImportError, match="make vllm-env"):
         engines.build("vllm", *tiny32)

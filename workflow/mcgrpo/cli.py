@@ -10,14 +10,16 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from mcgrpo import __version__, config as study_config, store
-from mcgrpo.errors import CheckpointMismatch, Interrupted
+from mcgrpo import __version__
+from mcgrpo.core import config as study_config, store
+from mcgrpo import studies
+from mcgrpo.core.errors import CheckpointMismatch, Interrupted
 
 
 def _config(args) -> dict:
     if args.config_json:
-        return study_config.validate(json.loads(args.config_json))
-    return study_config.load(args.config)
+        return studies.validate(json.loads(args.config_json))
+    return studies.load(args.config)
 
 
 def prepare_data(args) -> None:
@@ -52,7 +54,7 @@ def _data_arguments(v: argparse.ArgumentParser) -> None:
 
 def resolve_model(args) -> None:
     """The reference file that training loads a model with a source from (checked to be there)."""
-    from mcgrpo.models import sources
+    from mcgrpo.train.models import sources
     model = json.loads(args.model_json)
     where = sources.resolve(model["source"])
     store.write_json({"name": model["name"], "source": model["source"], "resolved": where}, args.out)
@@ -62,8 +64,9 @@ def resolve_model(args) -> None:
 def warm_start(args) -> None:
     """The tiny model, supervised on a fresh corpus of training-side problems."""
     import torch
-    from mcgrpo import data, models
-    from mcgrpo.models.warm_start import warm_start as run_warm_start
+    from mcgrpo import data
+    from mcgrpo.train import models
+    from mcgrpo.train.models.warm_start import warm_start as run_warm_start
     spec = json.loads(args.model_json)
     torch.set_num_threads(args.threads)
     ws = dict(spec["model"]["warm_start"])
@@ -75,8 +78,10 @@ def warm_start(args) -> None:
 def calibrate(args) -> None:
     """B from the calibration run (the run config of the calibration arm), or as the config gives it."""
     import torch
-    from mcgrpo import budget as budget_rules, data, models
-    from mcgrpo.trainer import Trainer
+    from mcgrpo.core import budget as budget_rules
+    from mcgrpo import data
+    from mcgrpo.train import models
+    from mcgrpo.train.trainer import Trainer
     run = json.loads(args.run_json)
     b = run["budget"]
     if b["tokens"] is not None:
@@ -104,9 +109,10 @@ def train(args) -> None:
 
     import torch
     import transformers
-    from mcgrpo import checkpoint, data, models
+    from mcgrpo.train import checkpoint, models
+    from mcgrpo import data
     from mcgrpo.data.checks import check_run_data
-    from mcgrpo.trainer import Trainer
+    from mcgrpo.train.trainer import Trainer
     run = json.loads(args.run_json)
     cfg_hash = study_config.config_hash(run)
     torch.set_num_threads(run["recipe"]["threads"])
@@ -140,17 +146,17 @@ def train(args) -> None:
 
 
 def _step(name: str):
-    """The verb of one analysis rule: mcgrpo.steps.<name>_step on the study config and results folder."""
+    """The verb of one analysis rule: mcgrpo.analysis.steps.<name>_step on the study config and results folder."""
     def verb(args) -> None:
-        from mcgrpo import steps
+        from mcgrpo.analysis import steps
         getattr(steps, f"{name}_step")(_config(args), Path(args.results))
-    verb.__doc__ = f"analysis: the {name} step (mcgrpo.steps.{name}_step)"
+    verb.__doc__ = f"analysis: the {name} step (mcgrpo.analysis.steps.{name}_step)"
     return verb
 
 
 def prereg_lock(args) -> None:
     """Lock the study's plan before training; an existing lock is never replaced (amend the plan instead)."""
-    from mcgrpo import prereg
+    from mcgrpo.analysis import prereg
     out = Path(args.out)
     if out.exists():
         raise ValueError(f"{out}: the study is locked already; a changed plan needs a dated "
@@ -162,8 +168,8 @@ def prereg_lock(args) -> None:
 
 def contrast(args) -> None:
     """Recompute one contrast from a results folder alone; print it and write it as Parquet."""
-    from mcgrpo import steps
-    from mcgrpo.tables import to_markdown
+    from mcgrpo.analysis import steps
+    from mcgrpo.analysis.tables import to_markdown
     table, paired = steps.contrast(Path(args.results), args.a, args.b, args.basis, args.metric,
                                    args.eval_set, args.margin, args.resamples, args.bootstrap_seed)
     row = table.iloc[0]
@@ -204,7 +210,7 @@ def parser() -> argparse.ArgumentParser:
             "resolve-model": ("--model-json", "the study's model: block"),
             "warm-start": ("--model-json", "the study's model: and task: blocks"),
             "calibrate": ("--run-json", "the calibration run's effective config"),
-            "train": ("--run-json", "the run's effective config (mcgrpo.config.run_config)")}
+            "train": ("--run-json", "the run's effective config (mcgrpo.core.config.run_config)")}
     for name in VERBS:
         v = sub.add_parser(name)
         if name in spec:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from mcgrpo import store
+from mcgrpo.core import store
 
 
 def prepare(task: dict):

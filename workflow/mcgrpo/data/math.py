@@ -11,7 +11,7 @@ import pandas as pd
 
 from mcgrpo.data import records
 from mcgrpo.data.records import NO_LEVEL
-from mcgrpo.verify import boxed_content
+from mcgrpo.core.verify import boxed_content
 
 NEEDS = "a MATH record needs fields problem, solution (level, type or subject optional)"
 

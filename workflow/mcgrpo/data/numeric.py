@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from mcgrpo.verify import number_value, plain_number
+from mcgrpo.core.verify import number_value, plain_number
 
 KEPT = "numeric"
 REASONS = ("no_answer", "fraction", "list", "unit", "expression")

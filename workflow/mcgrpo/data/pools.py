@@ -21,7 +21,7 @@ import pandas as pd
 
 from mcgrpo.data import dedup, gsm8k, math, numeric
 from mcgrpo.data.spec import source as source_of
-from mcgrpo.engines.base import stable_seed
+from mcgrpo.core.seeds import stable_seed
 
 LOADERS = {"math": math.load, "gsm8k": gsm8k.load}
 LEVELED = {"math"}

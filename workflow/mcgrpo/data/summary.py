@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from mcgrpo import store
+from mcgrpo.core import store
 from mcgrpo.data import dedup, gsm8k, math, numeric, records
-from mcgrpo.verify import verify
+from mcgrpo.core.verify import verify
 
 ROWS = {"math": math.row, "gsm8k": gsm8k.row}
 FORMATS = (*ROWS, "problems")
@@ -57,7 +57,7 @@ def gold_correct(problems: pd.DataFrame) -> dict[str, int]:
 
 
 def gold_correct_math_verify(problems: pd.DataFrame) -> int:
-    from mcgrpo.verify import MathVerify
+    from mcgrpo.core.verify import MathVerify
     with MathVerify() as check:
         return sum(check(s, a) for s, a in zip(problems["solution"].fillna(""), problems["answer"]))
 

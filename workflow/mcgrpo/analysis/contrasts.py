@@ -1,0 +1,169 @@
+"""Seed-paired contrasts between arms at equal tokens, equal updates and equal training time.
+
+Every arm gets the same generated-token budget B, so the primary comparison reads each run at
+its first evaluation at or past B. The other bases re-read the same runs elsewhere:
+- updates: the base interpolated linearly in updates to A's update count at B;
+- time: both at T*, the shorter of the two runs' training times at B, interpolated in time;
+- time_c: both at T_c, the base's training time at B, for runs trained past B (the paper's S35).
+Each seed gives one difference; each problem's scores are read at the same positions, so the
+crossed bootstrap can resample problems too.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from mcgrpo.analysis.runs import Run
+from mcgrpo.analysis.stats import RESAMPLES, crossed_bootstrap, holm, paired_summary
+
+BASES = ("tokens", "updates", "time", "time_c")
+KEY = ["contrast", "basis", "metric", "eval_set"]
+PAIRED_COLUMNS = [*KEY, "seed", "value_a", "value_b", "diff", "at", "at_b", "clamped"]
+CONTRAST_COLUMNS = ["contrast", "a", "b", "id", "family", "label", "direction", "basis", "metric", "eval_set",
+                    "n", "mean", "ci_low", "ci_high", "p", "p_holm", "tost_p", "margin", "ni_low", "ni_p",
+                    "noninferior", "crossed_low", "crossed_high", "seeds_higher", "confirmed", "note"]
+
+
+def name(a: str, b: str) -> str:
+    return f"{a}-vs-{b}"
+
+
+def label_key(key: tuple[str, str, str, str, str]) -> tuple[str, str, str, str]:
+    """(a, b, basis, metric, eval_set) -> the table key (contrast, basis, metric, eval_set)."""
+    a, b, *rest = key
+    return (name(a, b), *rest)
+
+
+def budget_row(run: Run, B: int) -> int:
+    """Position of the run's first evaluation with tokens_total >= B: where it has spent its budget."""
+    tokens = run.coords("tokens_total")
+    reached = np.flatnonzero(tokens >= B)
+    if not reached.size:
+        raise ValueError(f"run {run.name} never reached B={B} tokens on {run.eval_set} "
+                         f"(max tokens_total {int(tokens.max())})")
+    return int(reached[0])
+
+
+def read_at(x: np.ndarray, table: np.ndarray, at: float) -> tuple[np.ndarray, bool]:
+    """The row of `table` at position `at` along non-decreasing `x`, and whether it was clamped.
+
+    The first row exactly at `at` if there is one, else linear between its neighbours; outside
+    the range, the end row (clamped: the run was never evaluated there).
+    """
+    i = int(np.searchsorted(x, at, side="left"))
+    if i < len(x) and x[i] == at:
+        return table[i], False
+    if i == 0 or i == len(x):
+        return table[min(i, len(x) - 1)], True
+    w = (at - x[i - 1]) / (x[i] - x[i - 1])
+    return (1 - w) * table[i - 1] + w * table[i], False
+
+
+def positions(basis: str, a: Run, b: Run, B: int) -> tuple[str, float, int, float, int]:
+    """(column, A's position, A's usable evaluations, the base's position, its usable evaluations).
+
+    Usable evaluations end at the run's B-evaluation, except A's under time_c, which may read
+    past B up to the base's time at B.
+    """
+    if basis not in BASES:
+        raise ValueError(f"basis {basis!r}: expected one of {', '.join(BASES)}")
+    end_a, end_b = budget_row(a, B) + 1, budget_row(b, B) + 1
+    if basis == "tokens":
+        column = "tokens_total"
+        return column, a.coords(column)[end_a - 1], end_a, b.coords(column)[end_b - 1], end_b
+    if basis == "updates":
+        at = a.coords("updates")[end_a - 1]
+        return "updates", at, end_a, at, end_b
+    time_a, time_b = a.coords("train_seconds"), b.coords("train_seconds")
+    if basis == "time":
+        at = min(time_a[end_a - 1], time_b[end_b - 1])
+        return "train_seconds", at, end_a, at, end_b
+    at = time_b[end_b - 1]
+    if time_a[-1] < at:
+        raise ValueError(f"run {a.name} ends at {time_a[-1]:.1f} s of training, before T_c = {at:.1f} s "
+                         f"({b.name} at B): train it past B (budget.horizon) or leave out basis time_c")
+    return "train_seconds", at, len(time_a), at, end_b
+
+
+def paired(runs: dict[tuple[str, int, str], Run], a: str, b: str, basis: str, metric: str,
+           eval_set: str, B: int) -> tuple[pd.DataFrame, np.ndarray | None]:
+    """Per seed run by both arms: A's and the base's `metric` on `basis`; and the per-problem
+    differences (seeds x problems), or None where the metric has no per-problem scores.
+    """
+    seeds = sorted({s for arm, s, e in runs if arm == a and e == eval_set}
+                   & {s for arm, s, e in runs if arm == b and e == eval_set})
+    rows, tables = [], []
+    for seed in seeds:
+        run_a, run_b = runs[a, seed, eval_set], runs[b, seed, eval_set]
+        column, at_a, end_a, at_b, end_b = positions(basis, run_a, run_b, B)
+        (score_a, per_problem), (score_b, _) = run_a.scores(metric), run_b.scores(metric)
+        if per_problem and not np.array_equal(run_a.problems, run_b.problems):
+            raise ValueError(f"runs {run_a.name} and {run_b.name} scored different problems on {eval_set}")
+        va, clamped_a = read_at(run_a.coords(column)[:end_a], score_a[:end_a], at_a)
+        vb, clamped_b = read_at(run_b.coords(column)[:end_b], score_b[:end_b], at_b)
+        rows.append({"contrast": name(a, b), "basis": basis, "metric": metric, "eval_set": eval_set,
+                     "seed": int(seed), "value_a": va.mean(), "value_b": vb.mean(),
+                     "diff": va.mean() - vb.mean(), "at": float(at_a), "at_b": float(at_b),
+                     "clamped": clamped_a or clamped_b})
+        tables.append(va - vb if per_problem else None)
+    table = np.vstack(tables) if tables and all(t is not None for t in tables) else None
+    if table is not None and len({t.shape for t in tables}) != 1:
+        raise ValueError(f"{name(a, b)}: seeds scored different numbers of problems on {eval_set}")
+    return pd.DataFrame(rows, columns=PAIRED_COLUMNS), table
+
+
+def summary(pairs: pd.DataFrame, table: np.ndarray | None, margin: float,
+            resamples: int = RESAMPLES, seed: int = 0) -> dict:
+    """Paired statistics of one contrast and its crossed seed-by-problem bootstrap interval."""
+    out = paired_summary(pairs["diff"].to_numpy(), margin)
+    low, high = crossed_bootstrap(table, resamples, seed) if table is not None else (np.nan, np.nan)
+    return {**out, "margin": float(margin), "crossed_low": low, "crossed_high": high,
+            "noninferior": bool(out["ni_low"] > -margin)}
+
+
+TEST_P = {"equivalent": "tost_p", "noninferior": "ni_p"}  # any other direction: the two-sided p
+
+
+def apply_plan(table: pd.DataFrame, plan: dict[tuple, dict], alpha: float = 0.05) -> pd.DataFrame:
+    """Label each contrast from the plan; Holm within each primary family on its planned test.
+
+    `plan` maps (contrast, basis, metric, eval_set) to id, label, family, direction and note;
+    anything else is exploratory. Holm adjusts primary contrasts only (secondary ones are
+    unadjusted, as preregistered); `confirmed` says whether a planned prediction held.
+    """
+    table = table.reset_index(drop=True)
+    entries = [plan.get(k, {}) for k in table[KEY].itertuples(index=False, name=None)]
+    for column, default in (("id", ""), ("label", "exploratory"), ("family", ""), ("direction", ""),
+                            ("note", "")):
+        table[column] = [e.get(column, default) for e in entries]
+    test_p = table["p"].to_numpy(dtype=float).copy()
+    for direction, column in TEST_P.items():
+        chosen = (table["direction"] == direction).to_numpy()
+        test_p[chosen] = table.loc[chosen, column]
+    table["p_holm"] = np.nan
+    primary = (table["label"] == "primary").to_numpy()
+    for _, family in table[primary].groupby("family"):
+        table.loc[family.index, "p_holm"] = holm(test_p[family.index])
+    decisive = np.where(primary, table["p_holm"], test_p)
+    sign = np.select([table["direction"] == "greater", table["direction"] == "less"],
+                     [table["mean"] > 0, table["mean"] < 0], True)
+    table["confirmed"] = pd.array(decisive < alpha, dtype="boolean") & sign
+    table.loc[table["label"] == "exploratory", "confirmed"] = pd.NA
+    return table
+
+
+def build(runs: dict[tuple[str, int, str], Run], keys: list[tuple[str, str, str, str, str]], B: int,
+          margin: float, plan: dict[tuple, dict] | None = None, alpha: float = 0.05,
+          resamples: int = RESAMPLES, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(contrasts, paired) for every (a, b, basis, metric, eval set) in `keys`; writes nothing."""
+    rows, pieces = [], []
+    for a, b, basis, metric, eval_set in keys:
+        pairs, table = paired(runs, a, b, basis, metric, eval_set, B)
+        pieces.append(pairs)
+        rows.append({"contrast": name(a, b), "a": a, "b": b, "basis": basis, "metric": metric,
+                     "eval_set": eval_set, **summary(pairs, table, margin, resamples, seed)})
+    contrasts = apply_plan(pd.DataFrame(rows), plan or {}, alpha) if rows else pd.DataFrame(
+        columns=CONTRAST_COLUMNS)
+    paired_df = pd.concat(pieces, ignore_index=True) if pieces else pd.DataFrame(columns=PAIRED_COLUMNS)
+    return contrasts[CONTRAST_COLUMNS], paired_df

@@ -1,0 +1,74 @@
+"""What a study's analysis computes, read from its config: contrasts, bases, metrics, the plan's entries.
+
+Every arm pair of analysis.pairs (or every arm against analysis.base) is contrasted on every
+basis, metric and evaluation set, and so is every contrast of the preregistered plan. This module
+stays light (config validation imports it); the computing is in `steps`.
+"""
+
+from __future__ import annotations
+
+from mcgrpo.core import config as study_config
+
+
+def bases(cfg: dict) -> list[str]:
+    """The configured bases; by default tokens, updates and time, plus time_c for runs past B."""
+    if cfg["analysis"]["bases"]:
+        return list(cfg["analysis"]["bases"])
+    return ["tokens", "updates", "time", *(["time_c"] if cfg["budget"]["horizon"] > 1 else [])]
+
+
+def pass_metrics(cfg: dict) -> list[str]:
+    """pass@k (default verifier) for each analysis.pass_k up to the samples per problem."""
+    return [f"pass@{k}_default" for k in sorted(cfg["analysis"]["pass_k"]) if k <= cfg["evaluation"]["samples"]]
+
+
+def keys(cfg: dict) -> list[tuple[str, str, str, str, str]]:
+    """(a, b, basis, metric, eval_set) of every contrast: each pair on every basis and analysis metric,
+    pass@k at equal tokens (as the paper reports it), then planned contrasts not among those."""
+    grid = [(a, b, basis, metric, eval_set) for a, b in study_config.pairs(cfg) for eval_set in cfg["evaluation"]["sets"]
+            for basis, metric in [*((x, m) for x in bases(cfg) for m in cfg["analysis"]["metrics"]),
+                                  *(("tokens", m) for m in pass_metrics(cfg))]]
+    return list(dict.fromkeys([*grid, *planned_keys(cfg)]))
+
+
+def entries(plan: dict) -> dict[str, dict]:
+    """Planned contrasts by id, each with its label (primary or secondary)."""
+    return {e["id"]: {**e, "label": label} for label in ("primary", "secondary") for e in plan[label]}
+
+
+def key(entry: dict, cfg: dict) -> tuple[str, str, str, str, str]:
+    """(a, b, basis, metric, eval_set) of a planned contrast; no eval set means the first evaluated."""
+    return (entry["a"], entry["b"], entry["basis"], entry["metric"],
+            entry["eval_set"] or cfg["evaluation"]["sets"][0])
+
+
+def planned_keys(cfg: dict) -> list[tuple[str, str, str, str, str]]:
+    """(a, b, basis, metric, eval_set) of every planned contrast."""
+    return [key(e, cfg) for e in entries(cfg["plan"]).values()]
+
+
+def problems(cfg: dict) -> list[str]:
+    """The analysis block's and the plan's references: arms, eval sets, unique ids, amendments' ids."""
+    arms, sets, plan = list(cfg["arms"]), cfg["evaluation"]["sets"], cfg["plan"]
+    found = [f"config key analysis.efficiency.{arm}: not an arm; allowed: {', '.join(arms)}"
+             for arm in cfg["analysis"]["efficiency"] if arm not in arms]
+    seen = set()
+    for label in ("primary", "secondary"):
+        for i, e in enumerate(plan[label]):
+            where = f"config key plan.{label}[{i}]"
+            if e["id"] in seen:
+                found.append(f"{where}.id: {e['id']!r} is used twice; ids must be unique")
+            seen.add(e["id"])
+            for side in ("a", "b"):
+                if e[side] not in arms:
+                    found.append(f"{where}.{side}: {e[side]!r} is not an arm; allowed: {', '.join(arms)}")
+            if e["a"] == e["b"]:
+                found.append(f"{where}: an arm cannot be contrasted with itself ({e['a']!r})")
+            if e["eval_set"] is not None and e["eval_set"] not in sets:
+                found.append(f"{where}.eval_set: {e['eval_set']!r} is not evaluated; allowed: {', '.join(sets)}")
+    for i, amendment in enumerate(plan["amendments"]):
+        unknown = sorted(set(amendment["ids"]) - seen)
+        if unknown:
+            found.append(f"config key plan.amendments[{i}].ids: {', '.join(map(repr, unknown))} not in the plan; "
+                         f"allowed: {', '.join(sorted(seen)) or 'none'}")
+    return found

@@ -1,0 +1,142 @@
+"""Preregistration: lock the study's plan before training, and hold the analysis to it.
+
+A study's `plan:` names its primary contrasts (with Holm families and predicted directions) and
+its secondary ones. `lock` hashes the plan with what it depends on (margin, arms, seeds, budget)
+before the first training run; the analysis compares the current config with the lock. A planned
+contrast keeps its label only if nothing it depends on changed since, or a dated amendment added
+after the lock names it; otherwise it is reported as exploratory, with the reason.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timezone
+from pathlib import Path
+
+from mcgrpo import __version__
+from mcgrpo.core import config as study_config
+from mcgrpo.analysis.plan import entries, key
+from mcgrpo.analysis.contrasts import label_key
+from mcgrpo.core.store import git_sha, read_json
+
+GLOBAL = ("margin", "eval_sets", "arms", "seeds", "budget")  # a change here touches every planned contrast
+
+
+def material(cfg: dict) -> dict:
+    """What the lock fixes: the plan, and the margin, eval sets, arms, seeds and budget it is read with."""
+    return {"study": cfg["study"], "plan": cfg["plan"], "margin": cfg["analysis"]["margin"],
+            "eval_sets": cfg["evaluation"]["sets"], "arms": cfg["arms"], "seeds": cfg["seeds"],
+            "budget": cfg["budget"]}
+
+
+def locked_config(lock: dict) -> dict:
+    """The part of a study config a lock holds, shaped as a config (for a results folder alone)."""
+    m = lock["material"]
+    return {"study": m["study"], "plan": m["plan"], "analysis": {"margin": m["margin"]},
+            "evaluation": {"sets": m["eval_sets"]}, "arms": m["arms"], "seeds": m["seeds"], "budget": m["budget"]}
+
+
+def make_lock(cfg: dict, now: datetime | None = None) -> dict:
+    """The lock file's content: the material, its sha256 and the UTC time of locking."""
+    m = material(cfg)
+    return {"sha256": study_config.config_hash(m),
+            "locked_at": (now or datetime.now(timezone.utc)).isoformat(timespec="seconds"),
+            "material": m, "mcgrpo_version": __version__, "git_sha": git_sha()}
+
+
+def first_start(results_dir: Path, cfg: dict) -> str | None:
+    """The earliest start time recorded in the study's run.json files (None if none recorded)."""
+    starts = [read_json(p).get("started") for arm, seed in study_config.runs(cfg)
+              if (p := results_dir / "runs" / arm / f"seed{seed}" / "run.json").exists()]
+    starts = [s for s in starts if s]
+    return min(starts, key=datetime.fromisoformat) if starts else None
+
+
+def stale_runs(results_dir: Path, cfg: dict) -> list[str]:
+    """Runs whose stored config differs from what the current config would train."""
+    out = []
+    for arm, seed in study_config.runs(cfg):
+        path = results_dir / "runs" / arm / f"seed{seed}" / "run.json"
+        stored = read_json(path).get("config") if path.exists() else None
+        if stored is not None and study_config.config_hash(stored) != study_config.config_hash(
+                study_config.run_config(cfg, arm, seed)):
+            out.append(f"{arm}/seed{seed}")
+    return out
+
+
+def _unlocked(lock: dict | None, started: str | None) -> str:
+    """Why no planned contrast can keep its label ('' if the lock predates training)."""
+    if lock is None:
+        return "no preregistration lock (prereg.lock.json)"
+    if started and datetime.fromisoformat(lock["locked_at"]) > datetime.fromisoformat(started):
+        return f"locked at {lock['locked_at']}, after training started at {started}"
+    return ""
+
+
+def _changes(now: dict, then: dict) -> tuple[dict[str, str], list[str]]:
+    """(planned id -> what changed for it, changes to the rest of the plan) from lock `then` to `now`."""
+    shared = [f"{k} changed" for k in GLOBAL if now[k] != then[k]]
+    plan_now, plan_then = entries(now["plan"]), entries(then["plan"])
+    touched = {i: "; ".join(shared) if shared else "added after the lock" if i not in plan_then
+               else "changed after the lock"
+               for i, e in plan_now.items() if shared or plan_then.get(i) != e}
+    rest = shared + (["hypotheses changed"] if now["plan"]["hypotheses"] != then["plan"]["hypotheses"] else [])
+    return touched, rest + [f"{i} removed from the plan" for i in sorted(set(plan_then) - set(plan_now))]
+
+
+def _new_amendments(current: list[dict], locked: list[dict], locked_at: str) -> list[dict]:
+    """Amendments added since the lock and dated no earlier than it (a backdated one covers nothing)."""
+    day = datetime.fromisoformat(locked_at).date()
+    return [a for a in current if a not in locked and date.fromisoformat(a["date"]) >= day]
+
+
+def compare(cfg: dict, lock: dict | None, started: str | None = None) -> dict:
+    """How the current plan stands against the lock: its state, what changed, each planned contrast's label.
+
+    States: missing (no lock), late (locked after training started), matches, amended (every change
+    covered by a dated amendment), changed (a change without one; its contrasts become exploratory).
+    """
+    now = entries(cfg["plan"])
+    why = _unlocked(lock, started)
+    if why:
+        touched, rest, amendments = dict.fromkeys(now, why), [why], []
+    else:
+        touched, rest = _changes(material(cfg), lock["material"])
+        amendments = _new_amendments(cfg["plan"]["amendments"], lock["material"]["plan"]["amendments"],
+                                     lock["locked_at"])
+    status = {"sha256_now": study_config.config_hash(material(cfg)), "sha256_lock": lock and lock["sha256"],
+              "locked_at": lock and lock["locked_at"], "first_run_started": started,
+              "changes": rest + [f"{i}: {w}" for i, w in touched.items() if not why],
+              "amended": [], "demoted": [], "labels": {}}
+    for i, e in now.items():
+        cover = [a for a in amendments if not a["ids"] or i in a["ids"]]
+        if i not in touched:
+            status["labels"][i] = {**e, "reported": e["label"], "note": ""}
+        elif cover:
+            status["amended"].append(i)
+            notes = "; ".join(f"amended {a['date']}: {a['note']}" for a in cover)
+            status["labels"][i] = {**e, "reported": e["label"], "note": notes}
+        else:
+            status["demoted"].append(i)
+            note = f"demoted: {touched[i]}" + ("" if why else " without a dated amendment")
+            status["labels"][i] = {**e, "reported": "exploratory", "note": note}
+    status["state"] = (("missing" if lock is None else "late") if why else
+                       "changed" if status["demoted"] or (rest and not amendments) else
+                       "amended" if status["changes"] else "matches")
+    return status
+
+
+def labels(cfg: dict, status: dict) -> dict[tuple, dict]:
+    """(contrast, basis, metric, eval_set) -> id, label, family, direction, note, for apply_plan."""
+    return {label_key(key(e, cfg)): {"id": i, "label": e["reported"], "direction": e["direction"],
+                                     "family": e["family"] if e["label"] == "primary" else "secondary",
+                                     "note": e["note"]}
+            for i, e in status["labels"].items()}
+
+
+def status(results_dir: str | Path, cfg: dict) -> dict:
+    """compare() against the study's lock file (if any), with the runs' start times and staleness."""
+    results_dir = Path(results_dir)
+    path = results_dir / "prereg.lock.json"
+    out = compare(cfg, read_json(path) if path.exists() else None, first_start(results_dir, cfg))
+    out["stale_runs"] = stale_runs(results_dir, cfg)
+    return out

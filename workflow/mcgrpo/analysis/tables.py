@@ -1,0 +1,186 @@
+"""Result tables as CSV (for machines), GitHub markdown and HTML (for reading), written atomically.
+
+The HTML copy is what `snakemake --report` shows; a title and a note make it readable alone.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from mcgrpo.analysis.drift import drift_counts
+from mcgrpo.core.store import write_text
+
+
+def _cell(value) -> str:
+    """One markdown cell: floats to 4 significant digits, pipes escaped."""
+    if isinstance(value, (float, np.floating)):
+        return "NaN" if np.isnan(value) else f"{value:.4g}"
+    return str(value).replace("|", "\\|")
+
+
+def to_markdown(df: pd.DataFrame) -> str:
+    """A GitHub markdown table of `df`, numeric columns right-aligned."""
+    align = ["---:" if pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])
+             else "---" for c in df.columns]
+    lines = [list(map(_cell, df.columns)), align,
+             *([_cell(v) for v in row] for row in df.itertuples(index=False, name=None))]
+    return "".join(f"| {' | '.join(line)} |\n" for line in lines)
+
+
+def to_html(df: pd.DataFrame, title: str = "", note: str = "") -> str:
+    """A standalone HTML page holding `df`, with its title and note above it."""
+    body = df.to_html(index=False, na_rep="NaN", border=0, classes="table",
+                      float_format=lambda v: f"{v:.4g}")
+    head = (f"<h3>{html.escape(title)}</h3>\n" if title else "") + (
+        "".join(f"<p>{html.escape(line)}</p>\n" for line in note.splitlines() if line.strip()))
+    style = ("<style>body{font-family:sans-serif;font-size:13px} table{border-collapse:collapse}"
+             " th,td{padding:2px 8px;border-bottom:1px solid #ddd;text-align:right}</style>")
+    return f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'>{style}</head><body>\n{head}{body}\n</body></html>\n"
+
+
+def write_table(df: pd.DataFrame, stem: Path, columns: list[str] | None = None, title: str = "",
+                note: str = "") -> tuple[Path, Path, Path]:
+    """Write `<stem>.csv`, `<stem>.md` and `<stem>.html` holding `columns` of `df` (all by default).
+
+    The title and note head the markdown and HTML copies, not the CSV.
+    """
+    df = df if columns is None else df[columns]
+    stem = Path(stem)
+    preface = (f"### {title}\n\n" if title else "") + "".join(f"{line}\n\n" for line in note.splitlines()
+                                                            if line.strip())
+    return (write_text(df.to_csv(index=False), stem.parent / f"{stem.name}.csv"),
+            write_text(preface + to_markdown(df), stem.parent / f"{stem.name}.md"),
+            write_text(to_html(df, title, note), stem.parent / f"{stem.name}.html"))
+
+
+def interval(mean: float, low: float, high: float) -> str:
+    """'mean [low, high]' to 3 decimals (accuracy differences as fractions), or the mean alone."""
+    if np.isnan(mean):
+        return "NaN"
+    if np.isnan(low) or np.isnan(high):
+        return f"{mean:+.3f}"
+    return f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]"
+
+
+BASIS_NOTE = ("Bases: tokens = each run at its first evaluation at or after B; updates = the base interpolated "
+              "to A's update count at B; time = both at T*, the shorter of the two runs' training times at B; "
+              "time_c = both at T_c, the base's training time at B.")
+CONTRAST_COLUMNS = ["id", "label", "family", "direction", "contrast", "basis", "metric", "eval_set", "n", "mean",
+                    "ci_low", "ci_high", "p", "p_holm", "tost_p", "noninferior", "crossed_low", "crossed_high",
+                    "higher_in", "confirmed", "note"]
+
+
+def _prereg_note(status: dict) -> str:
+    """One line on the plan against its lock, and a warning line for stale runs."""
+    state = status["state"]
+    line = {"missing": "No preregistration lock: every contrast is exploratory.",
+            "late": "The plan was locked after training started: every contrast is exploratory.",
+            "matches": f"The plan matches its lock of {status['locked_at']}.",
+            "amended": f"The plan changed since its lock of {status['locked_at']}, with dated amendments.",
+            "changed": f"The plan changed since its lock of {status['locked_at']} without a dated amendment: "
+                       f"{', '.join(status['demoted']) or 'no contrast'} reported as exploratory."}[state]
+    changes = f" Changes: {'; '.join(status['changes'])}." if status["changes"] and state != "missing" else ""
+    stale = (f"\nWarning: runs trained with a config other than the current one: {', '.join(status['stale_runs'])}."
+             if status.get("stale_runs") else "")
+    return line + changes + stale
+
+
+def _contrasts(contrasts: pd.DataFrame) -> pd.DataFrame:
+    return contrasts.assign(higher_in=[f"{k} of {n}" for k, n in zip(contrasts["seeds_higher"], contrasts["n"])])[
+        CONTRAST_COLUMNS]
+
+
+def _bases(contrasts: pd.DataFrame) -> pd.DataFrame:
+    """One row per contrast, metric and eval set; one 'mean [95% CI]' column per basis."""
+    cells = contrasts.assign(cell=[interval(m, lo, hi) for m, lo, hi in
+                                   zip(contrasts["mean"], contrasts["ci_low"], contrasts["ci_high"])])
+    wide = cells.pivot_table(index=["contrast", "metric", "eval_set"], columns="basis", values="cell",
+                             aggfunc="first", sort=False)
+    order = [b for b in ("tokens", "updates", "time", "time_c") if b in wide.columns]
+    n = cells.groupby(["contrast", "metric", "eval_set"], sort=False)["n"].max()
+    return wide[order].fillna("").assign(n=n).reset_index()[["contrast", "metric", "eval_set", "n", *order]]
+
+
+def _pass_at_k(contrasts: pd.DataFrame, paired: pd.DataFrame) -> pd.DataFrame:
+    """At equal tokens: pass@1 (acc_default) and each pass@k_default, both arms' means and the difference."""
+    keep = contrasts[(contrasts["basis"] == "tokens")
+                     & contrasts["metric"].str.fullmatch(r"acc_default|pass@\d+_default")]
+    means = paired.groupby(["contrast", "basis", "metric", "eval_set"])[["value_a", "value_b"]].mean()
+    rows = [{"contrast": r["contrast"], "eval_set": r["eval_set"],
+             "k": 1 if r["metric"] == "acc_default" else int(r["metric"][5:].split("_")[0]), "n": r["n"],
+             "a": means.loc[(r["contrast"], "tokens", r["metric"], r["eval_set"]), "value_a"],
+             "base": means.loc[(r["contrast"], "tokens", r["metric"], r["eval_set"]), "value_b"],
+             "difference": interval(r["mean"], r["ci_low"], r["ci_high"]), "p": r["p"],
+             "crossed": interval(r["mean"], r["crossed_low"], r["crossed_high"])} for _, r in keep.iterrows()]
+    return pd.DataFrame(rows, columns=["contrast", "eval_set", "k", "n", "a", "base", "difference", "p", "crossed"]
+                        ).sort_values(["contrast", "eval_set", "k"], kind="stable")
+
+
+def _share(value: float, low: float, high: float) -> str:
+    def one(v):
+        return "not reached" if not np.isfinite(v) else f"{v:.2f}"
+    return f"{one(value)} [{one(low)}, {one(high)}]"
+
+
+def _budget_share(shares: pd.DataFrame) -> pd.DataFrame:
+    if shares.empty:
+        return pd.DataFrame(columns=["contrast", "metric", "eval_set", "axis", "n", "target", "share"])
+    return shares.assign(share=[_share(*v) for v in zip(shares["share"], shares["share_low"], shares["share_high"])],
+                         curve_end=shares["curve_end"].round(3))[
+        ["contrast", "metric", "eval_set", "axis", "n", "target", "share", "resamples_reached", "curve_end"]]
+
+
+def _prereg(contrasts: pd.DataFrame, status: dict) -> pd.DataFrame:
+    """Every planned contrast: its planned and reported label, its result and why a label changed."""
+    result = contrasts[contrasts["id"] != ""].set_index("id")
+    rows = []
+    for i, e in status["labels"].items():
+        r = result.loc[i] if i in result.index else None
+        rows.append({"id": i, "planned": e["label"], "reported": e["reported"], "family": e["family"],
+                     "direction": e["direction"], "contrast": f"{e['a']}-vs-{e['b']}", "basis": e["basis"],
+                     "metric": e["metric"], "result": "" if r is None else interval(r["mean"], r["ci_low"], r["ci_high"]),
+                     "p": np.nan if r is None else r["p"], "p_holm": np.nan if r is None else r["p_holm"],
+                     "confirmed": "" if r is None or pd.isna(r["confirmed"]) else str(bool(r["confirmed"])),
+                     "note": e["note"]})
+    return pd.DataFrame(rows, columns=["id", "planned", "reported", "family", "direction", "contrast", "basis",
+                                       "metric", "result", "p", "p_holm", "confirmed", "note"])
+
+
+def study_tables(contrasts: pd.DataFrame, paired: pd.DataFrame, status: dict, drift: pd.DataFrame,
+                 stages: pd.DataFrame, groups: pd.DataFrame, shares: pd.DataFrame,
+                 extrapolation: pd.DataFrame, gap: float) -> dict[str, tuple[pd.DataFrame, str, str]]:
+    """name -> (table, title, note) of every table of the study."""
+    prereg_note = _prereg_note(status)
+    return {
+        "contrasts": (_contrasts(contrasts), "Every contrast (A minus base, paired by seed)",
+                      f"{prereg_note}\nmean, 95% paired-t CI (ci_low, ci_high), two-sided p; p_holm: Holm within "
+                      f"the primary family; tost_p: equivalence within ±margin; noninferior: lower 90% bound > "
+                      f"-margin; crossed: 95% seed-by-problem bootstrap.\n{BASIS_NOTE}"),
+        "equal_bases": (_bases(contrasts), "Equal tokens against equal time (and equal updates)",
+                        f"mean difference [95% paired-t CI], A minus base.\n{BASIS_NOTE}"),
+        "stage_seconds": (stages, "Training seconds per stage before B (mean over seeds)",
+                          "share_*: the stage's share of the total; evaluation time is excluded."),
+        "drift": (drift_counts(drift), "Verifier drift: evaluations where default exceeds strict accuracy",
+                  f"drifted: evaluations with acc_default - acc_strict > {gap:g}; runs_drifted: runs with any."),
+        "pass_at_k": (_pass_at_k(contrasts, paired), "pass@k at equal tokens (unbiased estimator)",
+                      "a, base: mean over seeds; difference: mean [95% paired-t CI]; crossed: mean "
+                      "[95% seed-by-problem bootstrap]. k = 1 is acc_default."),
+        "budget_share": (_budget_share(shares), "Share of the budget at which A's mean curve reaches the base at B",
+                         "axis tokens: share of B; axis time: share of the base's training time at B. "
+                         "[95% interval over seed resamples, pairs kept together; not reached: the "
+                         "curve never gets there]. curve_end: where A's shortest run ends, on the same scale."),
+        "groups": (groups, "Group composition before B (share of groups trained on)",
+                   "mixed_low, mixed_high: 95% t interval over seeds of the mixed share. cand_pred_mean, "
+                   "chosen_pred_mean: the critic's mean predicted success of the candidates and of the prompts "
+                   "chosen (selection arms; a filter can help where candidates average below 1/2). "
+                   "prompts_distinct: distinct prompts trained by B."),
+        "extrapolation": (extrapolation, "Heuristic extrapolation from per-token efficiency (exploratory)",
+                          "An arm of efficiency e is supposed to reach after t tokens what the base reaches after "
+                          "e*t; mean: observed minus extrapolated, over evaluations up to B, then seeds [95% CI]. "
+                          "Empty without analysis.efficiency."),
+        "prereg": (_prereg(contrasts, status), "Preregistered contrasts: planned and reported labels", prereg_note),
+    }

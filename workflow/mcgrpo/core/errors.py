@@ -1,0 +1,30 @@
+"""The one family of user errors, and the preemption signal: what the command line turns into exit statuses.
+
+A `McgrpoError` is something the user can fix (a config key, a data file, a stored file from another
+version): its message names the key or file and what is allowed, and the CLI prints it without a
+traceback. Anything else is a bug and keeps its traceback. Kept free of heavy imports.
+"""
+
+
+class McgrpoError(Exception):
+    """A user error: the message names the key, file or line it concerns and what is allowed."""
+
+
+class ConfigError(McgrpoError, ValueError):
+    """A study config that must not start any job."""
+
+
+class SchemaError(McgrpoError, ValueError):
+    """A stored file that does not hold what its contract says (columns, schema version)."""
+
+
+class DataError(McgrpoError, ValueError):
+    """A data file or results folder that cannot serve the request (missing, malformed, too small)."""
+
+
+class CheckpointMismatch(McgrpoError, RuntimeError):
+    """A checkpoint written under a different effective config: resuming would mix two runs."""
+
+
+class Interrupted(Exception):
+    """Training stopped on request (a preemption signal) after writing a checkpoint; not an error."""

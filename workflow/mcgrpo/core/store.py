@@ -1,0 +1,166 @@
+"""Atomic writes (the one helper every output goes through), Parquet/JSON carrying schema metadata, and
+readers that check it.
+
+Every intermediate of a study is a Parquet file so that any contrast can be recomputed
+without retraining; a killed job must never leave a half-written file behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from contextlib import contextmanager
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from mcgrpo import __version__
+from mcgrpo.core.clock import STAGES
+from mcgrpo.core.errors import SchemaError
+
+SCHEMA_VERSION = "1"
+
+
+@lru_cache(maxsize=1)
+def git_sha() -> str:
+    """The repository's commit, or '' outside a git checkout (asked once per process)."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                             cwd=Path(__file__).parent, timeout=5)
+        return out.stdout.strip() if out.returncode == 0 else ""
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+@contextmanager
+def atomic(path: str | Path, directory: bool = False) -> Iterator[Path]:
+    """A temporary file (or folder) beside `path` to write into; renamed onto `path` when the block
+    succeeds and removed in any case, so a killed job never leaves a half-written output behind."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if directory:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    else:
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+        tmp = Path(name)
+    try:
+        yield tmp
+        if directory and path.exists():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+    finally:
+        if directory:
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            tmp.unlink(missing_ok=True)
+
+
+def write_text(text: str, path: str | Path) -> Path:
+    """Write `text` to `path` atomically."""
+    with atomic(path) as tmp:
+        tmp.write_text(text)
+    return Path(path)
+
+
+def write_parquet(df: pd.DataFrame, path: str | Path, config_hash: str = "") -> Path:
+    """Write `df` to `path` via a temporary file and rename, with the contract's metadata."""
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    meta = dict(table.schema.metadata or {})
+    meta.update({b"schema_version": SCHEMA_VERSION.encode(),
+                 b"mcgrpo_version": __version__.encode(),
+                 b"git_sha": git_sha().encode(),
+                 b"config_hash": config_hash.encode()})
+    with atomic(path) as tmp:
+        pq.write_table(table.replace_schema_metadata(meta), tmp)
+    return Path(path)
+
+
+def _checked_schema(path: Path, required: Iterable[str]) -> pa.Schema:
+    """The file's schema, once its existence, schema version and required columns are checked."""
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: file not found")
+    schema = pq.read_schema(path)
+    version = (schema.metadata or {}).get(b"schema_version", b"").decode()
+    if version != SCHEMA_VERSION:
+        raise SchemaError(f"{path}: schema_version {version or 'missing'!r}, expected {SCHEMA_VERSION!r}")
+    missing = [c for c in required if c not in schema.names]
+    if missing:
+        raise SchemaError(f"{path}: missing required column(s) {', '.join(missing)}")
+    return schema
+
+
+def read_parquet(path: str | Path, required: Iterable[str] = (),
+                 columns: Iterable[str] | None = None) -> pd.DataFrame:
+    """Read a Parquet file written by `write_parquet`, checking version and required columns.
+
+    `columns` reads only those (a large file's other columns are never decoded).
+    """
+    _checked_schema(Path(path), required)
+    return pd.read_parquet(path, columns=None if columns is None else list(columns))
+
+
+def read_arrow(path: str | Path, required: Iterable[str] = (), columns: Iterable[str] | None = None,
+               dictionary: Iterable[str] = ()) -> pa.Table:
+    """As read_parquet, as an Arrow table (no pandas conversion); `dictionary` columns come dictionary-encoded."""
+    _checked_schema(Path(path), required)
+    return pq.read_table(path, columns=None if columns is None else list(columns),
+                         read_dictionary=list(dictionary) or None)
+
+
+def parquet_metadata(path: str | Path) -> dict[str, str]:
+    """The key-value metadata of a Parquet file, decoded (pandas' own entry left out)."""
+    meta = pq.read_schema(path).metadata or {}
+    return {k.decode(): v.decode() for k, v in meta.items() if k != b"pandas"}
+
+
+def write_json(obj: Any, path: str | Path) -> Path:
+    """Write `obj` as indented JSON, atomically."""
+    return write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n", path)
+
+
+def read_json(path: str | Path) -> Any:
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: file not found")
+    return json.loads(path.read_text())
+
+
+# The Parquet contracts of DESIGN §3: the minimum columns of each stored file kind.
+COLUMNS: dict[str, tuple[str, ...]] = {
+    "problems": ("problem_id", "question", "answer", "level", "subject", "source", "steps"),
+    "budget": ("model", "iteration", "tokens_generated", "B"),
+    "iterations": (
+        "iteration", "tokens_total", "tokens_rollout", "tokens_continuation", "tokens_discarded",
+        "updates", "lr", "loss", "grad_norm", "reward_default", "reward_strict",
+        "groups_all_wrong", "groups_all_correct", "groups_mixed", "truncated_share", "mean_length",
+        "cand_pred_mean", "chosen_pred_mean", "prompts_distinct", *(f"t_{s}" for s in STAGES), "train_seconds",
+    ),
+    "evals": (
+        "eval_index", "tokens_total", "iteration", "updates", "train_seconds", "eval_set",
+        "acc_default", "acc_strict", "boxed_share", "truncated_share", "mean_length", "eval_seconds",
+    ),
+    "samples": (
+        "eval_index", "eval_set", "problem_id", "sample", "correct_default", "correct_strict",
+        "boxed", "truncated", "length",
+    ),
+    "prompts": ("iteration", "problem_id", "chosen", "predicted_success", "group_mean_reward"),
+    "drift": ("arm", "seed", "eval_index", "acc_default", "acc_strict", "gap", "drifted"),
+    "contrasts": (
+        "contrast", "family", "label", "basis", "metric", "n", "mean", "ci_low", "ci_high", "p",
+        "p_holm", "tost_p", "margin", "crossed_low", "crossed_high", "seeds_higher",
+    ),
+    "paired": ("contrast", "basis", "seed", "value_a", "value_b", "diff", "at"),
+}
+
+
+def read_contract(path: str | Path, kind: str, columns: Iterable[str] | None = None) -> pd.DataFrame:
+    """Read a stored file and check it holds the columns of contract `kind` (reading only `columns`)."""
+    return read_parquet(path, COLUMNS[kind], columns)

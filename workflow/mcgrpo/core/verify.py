@@ -1,0 +1,336 @@
+"""Answer verifiers: does a completion's final answer match the reference?
+
+Two verifiers bracket reward hacking: `default` also credits an unboxed trailing number,
+`strict` credits only a boxed answer, so a widening gap between them (`drifted`) flags a
+policy that scores without answering in the required format.
+
+Everything here runs on raw model output, so it never raises on any string and stays fast on
+hostile ones: no pattern can backtrack more than a constant per character (no nested or
+adjacent unbounded quantifiers over the same characters); long texts are searched with C-speed
+string methods (rfind, rstrip), and regular expressions only ever run on a window of at most
+MAX_ANSWER_CHARS around the answer, since a box or number longer than that is no answer. The
+one backend that can hang, math-verify, runs in a worker process that is killed when it overruns.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+TOLERANCE = 1e-4
+VERIFIERS = ("default", "strict")
+MAX_ANSWER_CHARS = 1000  # a longer box, number or answer string is not an answer
+
+_BOX = "\\boxed"
+_HASHES = "####"  # GSM8K's final-answer marker
+_THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
+# A sign counts only where it cannot be a binary minus (so `5-2` holds 5 and 2, not -2);
+# `\d{1,3}(,\d{3})+` reads `1,234` as one number. No nested quantifiers: linear time.
+# ASCII digits only: the window search below finds numbers by their ASCII digits.
+_NUMBER = re.compile(r"(?:(?<![\w)\]}])[-+])?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?"
+                     r"|(?<![\w.])[-+]?\.\d+", re.ASCII)
+_PLAIN = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?|-?\.\d+", re.ASCII)
+_DIGITS = "0123456789"
+_RUN = _DIGITS + ",."  # what a number is made of, besides a leading sign
+_FRAC = re.compile(r"(-?)\\frac(?:\{([^{}]*)\}|(\d))(?:\{([^{}]*)\}|(\d))")  # \frac{1}{2}, \frac12
+_BRACES = re.compile(r"[{}]")
+_SPACED_COMMA = re.compile(r"\s,|,\s")
+_SPACES = re.compile(r"\s*")
+_BARE = re.compile(r"[^\s${}]+")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    default: bool  # correct under the default verifier
+    strict: bool   # correct under the strict verifier
+    boxed: bool    # the completion has a (closed) \boxed{} answer
+
+
+def strip_think(text: str) -> str | None:
+    """The text after a leading `<think>...</think>` block; None if that block never closes,
+    since an unfinished thought has not answered yet."""
+    body = text.lstrip()
+    if not body.startswith(_THINK_OPEN):
+        return text
+    end = body.find(_THINK_CLOSE)
+    return None if end < 0 else body[end + len(_THINK_CLOSE):]
+
+
+def boxed_content(text: str) -> str | None:
+    """Content of the final `\\boxed{...}` (braces balanced) or `\\boxed 5`; None if there is
+    none or it never closes."""
+    start = text.rfind(_BOX)
+    if start < 0:
+        return None
+    after = start + len(_BOX)
+    if after < len(text) and text[after].isalpha():  # another command, e.g. \boxedfoo
+        return None
+    i = _SPACES.match(text, after).end()
+    if i < len(text) and text[i] == "{":
+        return _braced(text, i)
+    bare = _BARE.match(text, i, i + MAX_ANSWER_CHARS + 1)
+    return bare.group() if bare and len(bare.group()) <= MAX_ANSWER_CHARS else None
+
+
+def _braced(text: str, start: int) -> str | None:
+    """Text between the brace at `start` and its partner (at most MAX_ANSWER_CHARS on), jumping
+    from brace to brace."""
+    depth = 0
+    for brace in _BRACES.finditer(text, start, start + MAX_ANSWER_CHARS + 2):
+        depth += 1 if brace.group() == "{" else -1
+        if depth == 0:
+            return text[start + 1:brace.start()]
+    return None
+
+
+def _unspace(text: str) -> str:
+    """Undo LaTeX number spacing so `1{,}234`, `1\\,234` and `1\\!234` read as numbers."""
+    return text.replace("\\!", "").replace("\\,", "").replace("{,}", ",")
+
+
+def _normalize(text: str) -> str:
+    """Canonical form for exact string comparison."""
+    for token in ("\\left", "\\right", "$"):
+        text = text.replace(token, "")
+    text = _unspace(text).replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
+    return "".join(text.split()).rstrip(".")
+
+
+def _plain(text: str) -> float | None:
+    return float(text.replace(",", "")) if _PLAIN.fullmatch(text) else None
+
+
+def _numeric_form(text: str) -> str | None:
+    """`text` normalized to be read as a number; None when a comma has a space beside it,
+    since `81, 256` is a list of two answers, not eighty-one thousand."""
+    if len(text) > MAX_ANSWER_CHARS or _SPACED_COMMA.search(_unspace(text)):
+        return None
+    return _normalize(text).removeprefix("+")
+
+
+def plain_number(text: str) -> str | None:
+    """`text` as a canonical plain number (`-1234.5`: sign, digits, decimals; no thousands
+    separators, LaTeX spacing or `$`), or None if it is anything else: a list, a fraction, an
+    expression, a number with a unit. The numeric-answer filter of the data pools."""
+    s = _numeric_form(text)
+    if s is None or not _PLAIN.fullmatch(s):
+        return None
+    whole, _, decimals = s.removeprefix("-").replace(",", "").partition(".")
+    whole, decimals = whole.lstrip("0") or "0", decimals.rstrip("0")
+    number = f"{whole}.{decimals}" if decimals else whole
+    return f"-{number}" if s.startswith("-") and number != "0" else number
+
+
+def number_value(text: str) -> float | None:
+    """The finite value of a whole string that is one number or simple fraction, else None."""
+    s = _numeric_form(text)
+    if s is None:
+        return None
+    frac = _FRAC.fullmatch(s)
+    if frac:
+        s = f"{frac[1]}{frac[2] or frac[3]}/{frac[4] or frac[5]}"
+    num, slash, den = s.partition("/")
+    if slash:
+        top, bottom = _plain(num), _plain(den)
+        value = top / bottom if top is not None and bottom else None
+    else:
+        value = _plain(s)
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _last_number(text: str) -> str | None:
+    """The last number, read left to right as everywhere else, but only within the run of
+    digits, commas and dots that holds the last digit, and the sign before it (look-behinds
+    still see the text before the window). None if there is no digit, or if that run is longer
+    than MAX_ANSWER_CHARS: the last number is then no answer."""
+    text = _unspace(text)
+    end = max(text.rfind(d) for d in _DIGITS)
+    if end < 0:
+        return None
+    window = max(end - MAX_ANSWER_CHARS, 0)
+    start = window + len(text[window:end + 1].rstrip(_RUN))
+    if start == window and window > 0:
+        return None
+    tail = deque(_NUMBER.finditer(text, max(start - 1, 0), end + 1), maxlen=1)
+    return tail[0].group() if tail else None
+
+
+def _first_number(text: str) -> str | None:
+    """The first number: the mirror image of `_last_number`."""
+    text = _unspace(text)
+    found = [i for i in (text.find(d) for d in _DIGITS) if i >= 0]
+    if not found:
+        return None
+    first = min(found)
+    window = text[first:first + MAX_ANSWER_CHARS + 1]
+    stop = first + len(window) - len(window.lstrip(_RUN))
+    if stop - first > MAX_ANSWER_CHARS:
+        return None
+    number = _NUMBER.search(text, max(first - 2, 0), stop)  # `-.5`: two characters before the digit
+    return number.group() if number else None
+
+
+def _from_box(box: str) -> str:
+    """The answer inside a box: all of it if it is one number or holds none (`\\frac{1}{2}`,
+    `B`), else its last number (`x = 12`)."""
+    if number_value(box) is not None:
+        return box
+    return _last_number(box) or box
+
+
+def _parse(text: str) -> tuple[str | None, str | None]:
+    """(text after thinking, content of its final box): scanned once per completion."""
+    body = strip_think(text)
+    return body, None if body is None else boxed_content(body)
+
+
+def _after_hashes(body: str) -> str | None:
+    """The number right after the last `####` (GSM8K's `#### 42`), or None. The first number
+    after the marker, not the last: text a model appends after its answer must not count."""
+    marker = body.rfind(_HASHES)
+    if marker < 0:
+        return None
+    return _first_number(body[marker + len(_HASHES):])
+
+
+def _answer(body: str | None, box: str | None, strict: bool) -> str | None:
+    """Strict: the final box or nothing. Default: the final box, else the number after `####`,
+    else the last number."""
+    if box is not None:
+        return _from_box(box)
+    if strict or body is None:
+        return None
+    return _after_hashes(body) or _last_number(body)
+
+
+def extract_answer(text: str, strict: bool = False) -> str | None:
+    """The answer string the verifier compares; strict accepts only a boxed one."""
+    return _answer(*_parse(text), strict)
+
+
+def answers_match(candidate: str | None, reference: str) -> bool:
+    """Numbers within TOLERANCE; anything else by exact normalized string."""
+    if candidate is None or len(candidate) > MAX_ANSWER_CHARS:
+        return False
+    a, b = number_value(candidate), number_value(reference)
+    if a is not None and b is not None:
+        return abs(a - b) <= TOLERANCE
+    return _normalize(candidate) == _normalize(reference)
+
+
+def verify(text: str, reference: str) -> Verdict:
+    """Both verdicts at once, plus whether the completion boxed its answer."""
+    body, box = _parse(text)
+    return Verdict(default=answers_match(_answer(body, box, False), reference),
+                   strict=answers_match(_answer(body, box, True), reference),
+                   boxed=box is not None)
+
+
+def is_correct(text: str, reference: str, verifier: str = "default") -> bool:
+    """The reward of one completion under the named verifier."""
+    if verifier not in VERIFIERS:
+        raise ValueError(f"unknown verifier {verifier!r}; allowed: {', '.join(VERIFIERS)}")
+    return answers_match(extract_answer(text, strict=verifier == "strict"), reference)
+
+
+def drifted(acc_default: float, acc_strict: float, gap: float = 0.1) -> bool:
+    """Whether default accuracy exceeds strict by more than `gap`: the policy earns reward
+    without boxing. The epsilon keeps float noise (0.8 - 0.7 > 0.1) from counting."""
+    return acc_default - acc_strict > gap + 1e-9
+
+
+
+class MathVerify:
+    """The optional `math_verify` backend: symbolic equivalence by the math-verify package
+    (`pip install 'mcgrpo[math]'`), for answers that are not plain numbers.
+
+    math-verify bounds its own time with SIGALRM, which works only in a main thread and cannot
+    stop a hung C call; here its timeouts are off and the checks run in a worker process
+    (`python -m mcgrpo.core.verify`) that is killed and replaced when one overruns `timeout` seconds
+    (that check counts as wrong). Only the last `max_chars` characters after thinking are sent.
+    Use as a context manager, or call close().
+    """
+
+    STARTUP_S = 120
+
+    def __init__(self, timeout: float = 2.0, max_chars: int = 4000):
+        import importlib.util
+        if importlib.util.find_spec("math_verify") is None:
+            raise ImportError("the math_verify backend needs the math-verify package: "
+                              "pip install 'mcgrpo[math]'")
+        self.timeout, self.max_chars = timeout, max_chars
+        self._worker = None
+
+    def __call__(self, text: str, reference: str) -> bool:
+        body = strip_think(text)
+        if body is None:
+            return False
+        import json
+        if self._worker is None:
+            self._start()
+        try:
+            self._worker.stdin.write(json.dumps([body[-self.max_chars:], reference]) + "\n")
+            self._worker.stdin.flush()
+            line = self._read_line(self.timeout)
+        except OSError:
+            line = ""
+        if not line:  # hung or died: replace it, count the check as wrong
+            self.close()
+            return False
+        return line.strip() == "1"
+
+    def _read_line(self, timeout: float) -> str:
+        import select
+        ready, _, _ = select.select([self._worker.stdout], [], [], timeout)
+        return self._worker.stdout.readline() if ready else ""
+
+    def _start(self) -> None:
+        import os
+        import subprocess
+        import sys
+        package_root = str(Path(__file__).resolve().parent.parent)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
+        self._worker = subprocess.Popen([sys.executable, "-m", "mcgrpo.core.verify"], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                        bufsize=1, env=env)
+        if self._read_line(self.STARTUP_S) != "ready\n":  # importing sympy is not check time
+            self.close()
+            raise RuntimeError(f"the math-verify worker did not start within {self.STARTUP_S} s")
+
+    def close(self) -> None:
+        if self._worker is not None:
+            self._worker.kill()
+            self._worker.wait()
+            self._worker.stdin.close()
+            self._worker.stdout.close()
+        self._worker = None
+
+    def __enter__(self) -> "MathVerify":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _serve_math_verify() -> None:
+    """The worker: one JSON [text, reference] per input line, `1` or `0` per output line."""
+    import json
+    import sys
+    from math_verify import parse, verify as equivalent
+    print("ready", flush=True)
+    for line in sys.stdin:
+        try:
+            text, reference = json.loads(line)
+            gold = reference if "$" in reference else f"${reference}$"  # a bare reference is LaTeX
+            ok = equivalent(parse(gold, parsing_timeout=None), parse(text, parsing_timeout=None),
+                            timeout_seconds=None)
+        except Exception:  # noqa: BLE001 - a malformed answer is a wrong answer, never a crash
+            ok = False
+        print(1 if ok else 0, flush=True)
+
+
+if __name__ == "__main__":
+    _serve_math_verify()

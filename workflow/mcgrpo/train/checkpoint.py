@@ -1,0 +1,94 @@
+"""Training checkpoints that survive preemption: written atomically, verified before use.
+
+A checkpoint is a torch file plus a JSON manifest written after it (the manifest is the commit marker)
+holding the file's sha256, the iteration and the run's config hash. Loading takes the newest checkpoint
+whose file matches its manifest, so a file damaged by a kill or a full disk falls back to the previous one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from mcgrpo.core.errors import CheckpointMismatch
+from mcgrpo.core.store import atomic, read_json, write_json
+
+KEEP = 2  # the newest checkpoints kept; older ones are removed after each save
+
+
+def rng_state() -> dict[str, Any]:
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def save(state: dict[str, Any], directory: str | Path, iteration: int, config_hash: str) -> Path:
+    """Write `state` as checkpoint `iteration` of `directory` and keep only the newest KEEP."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"ckpt-{iteration:08d}.pt"
+    with atomic(path) as tmp:
+        torch.save(state, tmp)
+    write_json({"file": path.name, "sha256": _sha256(path), "iteration": iteration,
+                "config_hash": config_hash}, path.with_suffix(".json"))
+    for old in _manifests(directory)[KEEP:]:
+        (directory / read_json(old)["file"]).unlink(missing_ok=True)
+        old.unlink(missing_ok=True)
+    return path
+
+
+def _manifests(directory: Path) -> list[Path]:
+    """Manifests, newest first."""
+    return sorted(directory.glob("ckpt-*.json"), reverse=True)
+
+
+def latest(directory: str | Path, config_hash: str) -> dict[str, Any] | None:
+    """The newest intact checkpoint's state, or None; refuse one written under another config."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return None
+    for manifest_path in _manifests(directory):
+        try:
+            manifest = read_json(manifest_path)
+            path = directory / manifest["file"]
+            if not path.exists() or _sha256(path) != manifest["sha256"]:
+                continue
+        except (ValueError, KeyError, OSError):
+            continue
+        if manifest["config_hash"] != config_hash:
+            raise CheckpointMismatch(
+                f"{path}: written by a run with config hash {manifest['config_hash'][:12]}, this run's is "
+                f"{config_hash[:12]}; resuming would mix two configurations. Delete {directory} to start over.")
+        return torch.load(path, weights_only=False)
+    return None
+
+
+def clear(directory: str | Path) -> None:
+    """Remove every checkpoint of a finished run (the run's Parquet files are its record)."""
+    directory = Path(directory)
+    if directory.is_dir():
+        for f in directory.iterdir():
+            f.unlink()
+        directory.rmdir()

@@ -1,0 +1,142 @@
+"""Per-token credit: what each completion token is pushed by in the policy-gradient loss.
+
+Every rule has one interface: given an iteration's rollouts (and a context to sample more with), return
+per-token credit and the tokens it generated itself, which count toward the budget B. A rule may also
+return further training sequences (continuation reuse) and a few numbers saying what it did, which the
+trainer logs per iteration. Rules are picked by an arm's `credit:` block (`build`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Protocol, Sequence
+
+import numpy as np
+
+from mcgrpo.train.engines import Completion, Engine
+from mcgrpo.train.rollout import Prompter, Rollouts
+
+
+@dataclass(kw_only=True)
+class CreditContext:
+    engine: Engine
+    prompter: Prompter
+    limit: int            # completion limit L
+    verifier: str         # the training reward's verifier
+    advantage_eps: float
+    seed: tuple           # (run seed, iteration): the root of every draw the rule makes
+    # the policy's last hidden state at prefix ends: (sequences, prefix lengths per sequence) -> one
+    # [prefixes, hidden] array per sequence (a prefill pass; what critics regress on)
+    features: Callable[[Sequence[Sequence[int]], Sequence[Sequence[int]]], list[np.ndarray]] | None = None
+
+    @property
+    def iteration(self) -> int:
+        return self.seed[1]
+
+
+@dataclass
+class TrainingSequence:
+    """A sequence trained on besides the rollouts: its context is not trained on, its completion is."""
+    context: tuple[int, ...]   # the prompt, and the rollout prefix a continuation starts from
+    completion: Completion
+    credit: np.ndarray
+
+
+@dataclass
+class Credit:
+    tokens: list[np.ndarray]   # per completion, one value per generated token
+    tokens_generated: int = 0  # tokens the rule sampled itself (continuations), counted toward B
+    sequences: list[TrainingSequence] = field(default_factory=list)  # trained with the rollouts
+    stats: dict[str, float] = field(default_factory=dict)             # what the rule did, logged
+
+
+class CreditRule(Protocol):
+    def __call__(self, rollouts: Rollouts, ctx: CreditContext) -> Credit: ...
+
+
+def group_advantages(rewards: np.ndarray, eps: float) -> np.ndarray:
+    """A_g = (R_g - mean(R)) / (population std(R) + eps), per group (rows)."""
+    rewards = np.asarray(rewards, dtype=np.float64)
+    mean = rewards.mean(axis=-1, keepdims=True)
+    return (rewards - mean) / (rewards.std(axis=-1, keepdims=True) + eps)
+
+
+def leave_one_out_mean(values: np.ndarray) -> np.ndarray:
+    """Each entry's mean of the other entries of its row: a baseline independent of the entry itself."""
+    values = np.asarray(values, dtype=np.float64)
+    n = values.shape[-1]
+    return (values.sum(axis=-1, keepdims=True) - values) / (n - 1)
+
+
+def per_token(values: np.ndarray, rollouts: Rollouts) -> list[np.ndarray]:
+    """One value per completion, on every one of its tokens."""
+    return [np.full(len(c), v) for c, v in zip(rollouts.completions, np.ravel(values))]
+
+
+def outcome(rollouts: Rollouts, ctx: CreditContext) -> Credit:
+    """Outcome-only GRPO: every token of a completion gets its group-normalized advantage."""
+    return Credit(per_token(group_advantages(rollouts.grouped(rollouts.rewards), ctx.advantage_eps), rollouts))
+
+
+def rloo(rollouts: Rollouts, ctx: CreditContext) -> Credit:
+    """REINFORCE with a leave-one-out baseline: R_g minus the mean of the group's other rewards."""
+    grouped = rollouts.grouped(rollouts.rewards)
+    return Credit(per_token(grouped - leave_one_out_mean(grouped), rollouts))
+
+
+def summary(credit: Credit) -> dict[str, float]:
+    """The iteration's log of a rule: the share of completions whose credit varies within the completion
+    (zero for outcome-level rules: what a dense reward adds), and the rule's own numbers."""
+    varied = [len(c) > 0 and bool(np.any(c != c[0])) for c in credit.tokens]
+    return {"credit_varied_share": float(np.mean(varied)) if varied else np.nan, **credit.stats}
+
+
+def _rules() -> dict[str, Callable[..., CreditRule]]:
+    from mcgrpo.train.credit.critic import Critic
+    from mcgrpo.train.credit.length import Length
+    from mcgrpo.train.credit.monte_carlo import MonteCarlo
+    from mcgrpo.train.credit.path_penalty import PathPenalty
+    from mcgrpo.train.credit.process import Process
+    return {"outcome": lambda: outcome, "rloo": lambda: rloo, "monte_carlo": MonteCarlo, "critic": Critic,
+            "length": Length, "process": Process, "path_penalty": PathPenalty}
+
+
+def build(spec: dict, pool=None, arm: str = "") -> CreditRule:
+    """The credit rule of an arm's `credit:` block (outcome-only when empty), checked against the pool.
+
+    The config's `lambda` (a Python keyword) reaches the rules as `lam`.
+    """
+    if not spec:
+        return outcome
+    rules = _rules()
+    (name, options), = spec.items()
+    if name not in rules:
+        raise ValueError(f"credit: unknown rule {name!r}; allowed: {', '.join(rules)}")
+    rule = rules[name](**{("lam" if k == "lambda" else k): v for k, v in (options or {}).items()})
+    if pool is not None and hasattr(rule, "check_pool"):
+        rule.check_pool(pool, f"arms.{arm}.credit.{name}")
+    return rule
+
+
+def problems(key: str, spec: dict, recipe: dict, task: dict) -> list[str]:
+    """What a `credit:` block at config key `key` asks that the rest of the config cannot give."""
+    (name, options), = (spec or {"outcome": {}}).items()
+    options, limit, out = options or {}, recipe["completion_limit"], []
+    where = f"config key {key}.{name}"
+    if "cuts" in options and options["cuts"] >= limit:
+        out.append(f"{where}.cuts: {options['cuts']} cuts need recipe.completion_limit above {options['cuts']} "
+                   f"(it is {limit})")
+    positions = options.get("positions") or []
+    if positions and (sorted(set(positions)) != positions or positions[-1] >= limit):
+        out.append(f"{where}.positions: {positions} must increase strictly and stay below "
+                   f"recipe.completion_limit ({limit})")
+    if options.get("reuse") and options.get("k", 4) < 2:
+        out.append(f"{where}.reuse: leave-one-out credit among the draws at a cut needs k >= 2 "
+                   f"(it is {options['k']})")
+    if options.get("min_iterations", 0) > options.get("window", np.inf):
+        out.append(f"{where}.min_iterations: {options['min_iterations']} iterations never fit in "
+                   f"window = {options['window']}; allowed: at most {options['window']}")
+    if name == "process" and task["name"] == "math":
+        out.append(f"{where}: needs reference steps (pool column 'steps'), which task.name 'math' does not "
+                   f"provide; allowed tasks: arith, gsm8k")
+    return out

@@ -1,0 +1,62 @@
+"""Held-out evaluation with common random numbers.
+
+Sample j of problem i at evaluation e of eval set s draws from randomness seeded by
+(run seed, s, e, i, j) alone, never by the arm, so the arms of one seed are paired draw by draw.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from mcgrpo.core.clock import stopwatch
+from mcgrpo.train.engines import Engine
+from mcgrpo.core.seeds import stable_seed
+from mcgrpo.train.rollout import Prompter, score
+
+
+def eval_due(tokens_before: int, tokens_after: int, budget: int, per_budget: int) -> bool:
+    """True at the first iteration boundary at or after a multiple of B / per_budget."""
+    return tokens_after * per_budget // budget > tokens_before * per_budget // budget
+
+
+class Evaluator:
+    def __init__(self, engine: Engine, prompter: Prompter, eval_sets: dict[str, pd.DataFrame],
+                 samples: int, limit: int, run_seed: int):
+        self.engine, self.prompter, self.eval_sets = engine, prompter, eval_sets
+        self.samples, self.limit, self.run_seed = samples, limit, run_seed
+
+    def __call__(self, eval_index: int) -> tuple[list[dict], pd.DataFrame]:
+        """Summary rows (one per eval set) and the per-sample table of evaluation `eval_index`."""
+        summaries, tables = [], []
+        for name, problems in self.eval_sets.items():
+            with stopwatch() as seconds:
+                table = self._samples(name, problems, eval_index)
+            summaries.append(_summary(table, name, eval_index, seconds[0]))
+            tables.append(table)
+        return summaries, pd.concat(tables, ignore_index=True)
+
+    def _samples(self, name: str, problems: pd.DataFrame, eval_index: int) -> pd.DataFrame:
+        n, k = len(problems), self.samples
+        prompts = [self.prompter(q) for q in problems["question"] for _ in range(k)]
+        seeds = [stable_seed(self.run_seed, name, eval_index, i, j) for i in range(n) for j in range(k)]
+        completions = self.engine.generate(prompts, [self.limit] * len(prompts), seeds)
+        texts = [self.prompter.decode(c.tokens) for c in completions]
+        scores = score(texts, np.repeat(problems["answer"].to_numpy(), k))
+        return pd.DataFrame({
+            "eval_index": eval_index, "eval_set": name,
+            "problem_id": np.repeat(problems["problem_id"].to_numpy(), k),
+            "sample": np.tile(np.arange(k), n),
+            "correct_default": scores.default, "correct_strict": scores.strict, "boxed": scores.boxed,
+            "truncated": [not c.finished for c in completions],
+            "length": [len(c) for c in completions], "text": texts,
+        })
+
+
+def _summary(table: pd.DataFrame, name: str, eval_index: int, seconds: float) -> dict:
+    per_problem = table.groupby("problem_id")[["correct_default", "correct_strict"]].mean()
+    return {"eval_index": eval_index, "eval_set": name,
+            "acc_default": per_problem["correct_default"].mean(),
+            "acc_strict": per_problem["correct_strict"].mean(),
+            "boxed_share": table["boxed"].mean(), "truncated_share": table["truncated"].mean(),
+            "mean_length": table["length"].mean(), "eval_seconds": seconds}

@@ -1,0 +1,102 @@
+"""The policy-gradient loss of the recipe, accumulated over microbatches.
+
+loss = -(1/N) sum over completions and their tokens of credit x log-prob, N the number of completions
+in the step. Each microbatch contributes its share divided by the full N, so the gradient (and the
+loss) is the same whatever the microbatches. Reuse steps (several per batch) take the clipped
+objective instead: credit x log-prob becomes min(r x credit, clip(r, 1 - e, 1 + e) x credit), r the ratio
+of the token's probability now to its behaviour probability at generation.
+
+How it is computed, fast and to the same numbers (tests/test_update_exactness.py): the sequences are sorted
+by length and cut into microbatches of similar lengths (on the CPU also small enough for the activations to
+stay in cache); within one, each distinct context (a group's prompt) runs once and its KV cache serves every
+completion that continues it; the vocabulary projection runs on completion positions only; and completions
+whose every token has zero credit (groups of equal rewards), which add exactly zero, are not run at all.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from mcgrpo.train.batching import autocast, cache_argument, distinct, padded
+
+CPU_MICROBATCH_TOKENS = 768  # padded completion tokens per microbatch on the CPU: activations stay in cache
+SKIP_ZERO_CREDIT = True  # completions whose every token has zero credit add exactly zero: not run (False: run all)
+
+
+def microbatches(lengths: Sequence[int], max_rows: int, max_tokens: float = float("inf")) -> list[list[int]]:
+    """Rows longest first, cut into runs of at most `max_rows` rows and `max_tokens` padded tokens; rows of
+    length 0 (nothing to score) are left out."""
+    order = sorted((r for r in range(len(lengths)) if lengths[r]), key=lambda r: -lengths[r])
+    runs: list[list[int]] = []
+    for r in order:
+        if not runs or len(runs[-1]) == max_rows or (len(runs[-1]) + 1) * lengths[runs[-1][0]] > max_tokens:
+            runs.append([])
+        runs[-1].append(r)
+    return runs
+
+
+def token_logprobs(model, contexts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]],
+                   pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-probs of each completion token under `model` ([n, longest completion], right-padded) and the mask.
+
+    Two passes: each distinct context but its last token, whose KV cache is then repeated for the rows
+    that continue it; then each row's last context token and its completion, scored at those positions.
+    """
+    device, cache_arg = model.device, cache_argument(model)
+    unique, rows = distinct(contexts, device)
+    heads, head_mask = padded([c[:-1] for c in unique], pad_id, device)
+    inputs, mask = padded([(c[-1], *t)[:len(t)] for c, t in zip(contexts, completions)], pad_id, device)
+    targets, _ = padded(completions, pad_id, device)
+    positions = torch.tensor([len(c) - 1 for c in contexts], device=device)[:, None] + torch.arange(
+        inputs.shape[1], device=device)
+    with autocast(device):
+        cache = None
+        if heads.shape[1]:
+            cache = getattr(model(input_ids=heads, attention_mask=head_mask, use_cache=True, logits_to_keep=1),
+                            cache_arg)
+            cache.batch_select_indices(rows)
+        attention = torch.cat([head_mask[rows], mask], dim=1).long()
+        logits = model(input_ids=inputs, attention_mask=attention, position_ids=positions,
+                       **{cache_arg: cache}).logits
+    logp = torch.log_softmax(logits.float(), dim=-1).gather(-1, targets[..., None]).squeeze(-1)
+    return logp, mask
+
+
+def _flat(values: Sequence[Sequence[float]], like: torch.Tensor) -> torch.Tensor:
+    """Per-row values concatenated in row order, as a tensor of `like`'s dtype and device."""
+    flat = np.concatenate([np.asarray(v, dtype=np.float64) for v in values])
+    return torch.as_tensor(flat, dtype=like.dtype, device=like.device)
+
+
+def backward_policy_loss(model, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]],
+                         credit: Sequence[np.ndarray], pad_id: int, microbatch_size: int,
+                         behaviour: Sequence[Sequence[float]] | None = None, clip: float | None = None) -> float:
+    """Accumulate the gradient of the loss into `model` and return the loss value.
+
+    With `behaviour` (each token's log-prob at generation) the objective is the clipped one, at `clip`.
+    A completion whose every token has zero credit (a group of equal rewards) adds exactly nothing to
+    the loss or the gradient, and is not scored; every parameter still gets its (zero) gradient.
+    """
+    n, total = len(completions), 0.0
+    max_tokens = CPU_MICROBATCH_TOKENS if model.device.type == "cpu" else float("inf")
+    lengths = [len(c) if np.any(w) or not SKIP_ZERO_CREDIT else 0 for c, w in zip(completions, credit)]
+    for rows in microbatches(lengths, microbatch_size, max_tokens):
+        pick = lambda values: [values[r] for r in rows]  # noqa: E731
+        logp, mask = token_logprobs(model, pick(prompts), pick(completions), pad_id)
+        logp = logp[mask]
+        weights = _flat(pick(credit), logp)
+        if behaviour is None:
+            objective = weights * logp
+        else:
+            ratio = torch.exp(logp - _flat(pick(behaviour), logp))
+            objective = torch.minimum(ratio * weights, ratio.clamp(1 - clip, 1 + clip) * weights)
+        loss = -objective.sum() / n
+        loss.backward()
+        total += loss.item()
+    for p in model.parameters():
+        if p.requires_grad and p.grad is None:
+            p.grad = torch.zeros_like(p)
+    return total

@@ -1,0 +1,40 @@
+"""Load and save a policy model with its tokenizer (Hugging Face format, hub id or GGUF file via
+a model reference), and build the tiny one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+# torch and transformers are imported where used: config validation imports models.sources,
+# and must stay light enough for every Snakemake parse.
+
+
+def device():
+    import torch
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def load(path: str | Path, on=None):
+    """(model, tokenizer) from a folder in Hugging Face format, or from a model reference
+    (`<name>.json`, written by the pipeline for a model with a source); fp32 master weights."""
+    path = Path(path)
+    if path.suffix == ".json":
+        from mcgrpo.core import store
+        from mcgrpo.train.models import sources
+        return sources.load(store.read_json(path)["source"], on or device())
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    if not (path / "config.json").exists():
+        raise FileNotFoundError(f"{path}: no model here (config.json missing); was the warm_start rule run?")
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(on or device())
+    return model, tokenizer
+
+
+def save(model, tokenizer, path: str | Path) -> Path:
+    """Write the model folder next to its destination, then rename it into place."""
+    from mcgrpo.core.store import atomic
+    with atomic(path, directory=True) as tmp:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+    return Path(path)

@@ -1,0 +1,54 @@
+"""What selectors and credit rules may ask of the policy: its hidden state at prompt ends and at prefix ends
+(one prefill pass, no tokens generated) and the pool problems' levels; never the trainer itself."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from mcgrpo.train.batching import padded
+
+
+@torch.no_grad()
+def prefix_features(model, sequences: Sequence[Sequence[int]], ends: Sequence[Sequence[int]], pad_id: int,
+                    microbatch_size: int | None = None) -> list[np.ndarray]:
+    """The last layer's hidden state at the final token of prefixes of each sequence (`ends[r]`: their
+    lengths), as one [prefixes, hidden] array per sequence: what critics regress on."""
+    device, step = model.device, microbatch_size or len(sequences)
+    out: list[np.ndarray] = []
+    for start in range(0, len(sequences), step):
+        chunk = sequences[start:start + step]
+        ids, mask = padded(chunk, pad_id, device)
+        hidden = model(input_ids=ids, attention_mask=mask.long(), output_hidden_states=True).hidden_states[-1]
+        out += [hidden[r, [e - 1 for e in ends[start + r]]].float().cpu().numpy() for r in range(len(chunk))]
+    return out
+
+
+def prompt_features(model, prompts: Sequence[Sequence[int]], pad_id: int) -> np.ndarray:
+    """The last layer's hidden state at each prompt's final token (one prefill pass)."""
+    return np.stack([f[0] for f in prefix_features(model, prompts, [[len(p)] for p in prompts], pad_id)])
+
+
+@dataclass
+class PolicyView:
+    """The current policy as the pool's problems see it (the model is the training model, updated in place)."""
+    model: torch.nn.Module
+    prompter: object          # rollout.Prompter: question -> prompt token ids
+    problems: list[dict]      # the pool's records, by pool index
+    pad_id: int
+    microbatch_size: int | None = None
+
+    def features(self, indices) -> np.ndarray:
+        """The policy's last hidden state at the end of each pool problem's prompt."""
+        return prompt_features(self.model, [self.prompter(self.problems[j]["question"]) for j in indices],
+                               self.pad_id)
+
+    def levels(self, indices) -> np.ndarray:
+        return np.array([self.problems[j]["level"] for j in indices])
+
+    def prefix_features(self, sequences, ends) -> list[np.ndarray]:
+        """The policy's last hidden state at prefix ends of whole sequences (for critics)."""
+        return prefix_features(self.model, sequences, ends, self.pad_id, self.microbatch_size)

@@ -1,0 +1,96 @@
+"""Turn problems into prompts, sample groups of completions, and score them with both verifiers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from mcgrpo.train.engines import Completion, Engine
+from mcgrpo.core.verify import verify
+
+
+class Prompter:
+    """Chat-formatted prompt token ids per question, tokenized once; decoding of completions."""
+
+    def __init__(self, tokenizer, template: str = "{question}"):
+        self.tokenizer, self.template = tokenizer, template
+        self._cache: dict[str, tuple[int, ...]] = {}
+
+    def __call__(self, question: str) -> tuple[int, ...]:
+        if question not in self._cache:
+            content = self.template.replace("{question}", question)
+            text = self.tokenizer.apply_chat_template([{"role": "user", "content": content}],
+                                                      add_generation_prompt=True, tokenize=False)
+            self._cache[question] = tuple(self.tokenizer(text, add_special_tokens=False).input_ids)
+        return self._cache[question]
+
+    def decode(self, tokens: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(tokens), skip_special_tokens=True)
+
+
+@dataclass
+class Scores:
+    default: np.ndarray  # bool per completion
+    strict: np.ndarray
+    boxed: np.ndarray
+
+    def reward(self, verifier: str) -> np.ndarray:
+        """The training reward under the named verifier, as floats."""
+        if verifier not in ("default", "strict"):
+            raise ValueError(f"unknown verifier {verifier!r}; allowed: default, strict")
+        return getattr(self, verifier).astype(np.float64)
+
+
+def score(texts: Sequence[str], answers: Sequence[str]) -> Scores:
+    verdicts = [verify(t, a) for t, a in zip(texts, answers)]
+    return Scores(*(np.array([getattr(v, f) for v in verdicts], dtype=bool)
+                    for f in ("default", "strict", "boxed")))
+
+
+@dataclass
+class Rollouts:
+    """One iteration's groups: problem p owns completions p*G .. p*G+G-1."""
+    problems: list[dict]
+    group_size: int
+    prompts: list[tuple[int, ...]]
+    completions: list[Completion]
+    texts: list[str]
+    scores: Scores
+    rewards: np.ndarray
+
+    @property
+    def n_tokens(self) -> int:
+        return sum(len(c) for c in self.completions)
+
+    def grouped(self, values: np.ndarray) -> np.ndarray:
+        return np.asarray(values).reshape(len(self.problems), self.group_size)
+
+    def take(self, groups: Sequence[int]) -> "Rollouts":
+        """The rollouts of the given groups only."""
+        rows = [g * self.group_size + k for g in groups for k in range(self.group_size)]
+        return Rollouts([self.problems[g] for g in groups], self.group_size, [self.prompts[r] for r in rows],
+                        [self.completions[r] for r in rows], [self.texts[r] for r in rows],
+                        Scores(*(getattr(self.scores, f)[rows] for f in ("default", "strict", "boxed"))),
+                        self.rewards[rows])
+
+    @staticmethod
+    def join(parts: Sequence["Rollouts"]) -> "Rollouts":
+        """One batch of several batches' groups, in order."""
+        cat = lambda f: [x for p in parts for x in getattr(p, f)]  # noqa: E731
+        return Rollouts(cat("problems"), parts[0].group_size, cat("prompts"), cat("completions"), cat("texts"),
+                        Scores(*(np.concatenate([getattr(p.scores, f) for p in parts]).astype(bool)
+                                 for f in ("default", "strict", "boxed"))),
+                        np.concatenate([p.rewards for p in parts]))
+
+
+def sample_groups(engine: Engine, prompter: Prompter, problems: list[dict], group_size: int,
+                  limit: int, seeds: Sequence[int], verifier: str) -> Rollouts:
+    """G completions per problem, seeds[r] driving completion r."""
+    prompts = [prompter(p["question"]) for p in problems for _ in range(group_size)]
+    completions = engine.generate(prompts, [limit] * len(prompts), seeds)
+    texts = [prompter.decode(c.tokens) for c in completions]
+    answers = [p["answer"] for p in problems for _ in range(group_size)]
+    scores = score(texts, answers)
+    return Rollouts(problems, group_size, prompts, completions, texts, scores, scores.reward(verifier))

@@ -1,0 +1,240 @@
+"""The GRPO training loop: select -> generate -> credit -> update -> sync, under a token budget.
+
+A run ends at the first iteration boundary where every token it generated (rollouts, continuations,
+discarded groups) reaches horizon x B. It is evaluated at tokens 0 and at the first boundary at or after
+each multiple of B / per_budget; evaluation time is excluded from training time. It checkpoints after
+every evaluation and when asked to stop (a preemption signal), and resumes from its newest checkpoint.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import torch
+
+from mcgrpo.train import checkpoint
+from mcgrpo.train import credit as credit_rules
+from mcgrpo.train import engines, selection, updates
+from mcgrpo.core.clock import StageClock
+from mcgrpo.train.credit import CreditContext
+from mcgrpo.core.seeds import stable_seed
+from mcgrpo.core.errors import Interrupted
+from mcgrpo.train.evaluation import Evaluator, eval_due
+from mcgrpo.train.loss import backward_policy_loss
+from mcgrpo.train.policy import PolicyView
+from mcgrpo.train.rollout import Prompter, sample_groups
+
+
+@dataclass
+class RunLog:
+    iterations: list[dict] = field(default_factory=list)
+    evals: list[dict] = field(default_factory=list)
+    samples: list[pd.DataFrame] = field(default_factory=list)
+    prompts: list[dict] = field(default_factory=list)
+
+    def frames(self) -> dict[str, pd.DataFrame]:
+        samples = pd.concat(self.samples, ignore_index=True) if self.samples else pd.DataFrame()
+        return {"iterations": pd.DataFrame(self.iterations), "evals": pd.DataFrame(self.evals),
+                "samples": samples, "prompts": pd.DataFrame(self.prompts)}
+
+
+class Trainer:
+    def __init__(self, cfg: dict, model, tokenizer, pool: pd.DataFrame,
+                 eval_sets: dict[str, pd.DataFrame] | None, budget: int | None,
+                 checkpoint_dir: str | None = None, config_hash: str = ""):
+        self.cfg, self.recipe = cfg, cfg["recipe"]
+        self.model, self.pad_id = model, tokenizer.pad_token_id
+        self.seed, self.budget = cfg["seed"], budget
+        r = self.recipe
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=r["lr"], betas=tuple(r["adam_betas"]),
+                                          eps=r["adam_eps"], weight_decay=0.0)
+        self.prompter = Prompter(tokenizer, cfg["task"].get("prompt", "{question}"))
+        self.engine = engines.build(cfg["engine"]["name"], model, tokenizer, temperature=r["temperature"],
+                                    top_p=r["top_p"], **{k: v for k, v in cfg["engine"].items() if k != "name"})
+        self.credit = credit_rules.build(cfg["arm_config"].get("credit", {}), pool, cfg["arm"])
+        self.problems = pool.to_dict("records")
+        self.selector = selection.build(cfg["arm_config"], len(pool), self.seed, r["prompts_per_iteration"])
+        self.view = PolicyView(model, self.prompter, self.problems, self.pad_id, r["microbatch_size"])
+        ev = cfg["evaluation"]
+        self.evaluator = Evaluator(self.engine, self.prompter, eval_sets, ev["samples"],
+                                   r["completion_limit"], self.seed) if eval_sets else None
+        self.clock = StageClock(torch.cuda.synchronize if model.device.type == "cuda" else None)
+        self.tokens = {"rollout": 0, "continuation": 0, "discarded": 0}
+        self.updates, self.train_seconds, self.log = 0, 0.0, RunLog()
+        self.next_iteration, self.stop_requested, self.trained_prompts = 0, False, set()
+        self.checkpoint_dir, self.config_hash = checkpoint_dir, config_hash
+
+    @property
+    def tokens_total(self) -> int:
+        return sum(self.tokens.values())
+
+    def iteration(self, i: int) -> dict:
+        """One GRPO iteration, each stage on the stage clock."""
+        r = self.recipe
+        with self.clock.stage("select"):
+            chosen = self.selector.select(i, self.view)
+        with self.clock.stage("generate"):
+            batch, discarded, chosen = self.generate(i, chosen)
+        with self.clock.stage("credit"):
+            ctx = CreditContext(engine=self.engine, prompter=self.prompter, limit=r["completion_limit"],
+                                verifier=r["reward_verifier"], advantage_eps=r["advantage_eps"], seed=(self.seed, i),
+                                features=self.view.prefix_features)
+            credit = self.credit(batch, ctx)
+        self.tokens["rollout"] += batch.n_tokens
+        self.tokens["continuation"] += credit.tokens_generated
+        self.tokens["discarded"] += discarded
+        with self.clock.stage("update"):
+            loss, grad_norm = self.update(i, batch, credit)
+        with self.clock.stage("sync"):
+            self.engine.sync(self.model)
+        groups = batch.grouped(batch.rewards).mean(axis=1)
+        self.selector.observe(i, chosen, groups, self.view)  # a filter refits here, outside the timed stages
+        return self._record(i, chosen, batch, groups, loss, grad_norm, credit_rules.summary(credit))
+
+    def generate(self, i: int, chosen):
+        """The iteration's groups, the tokens of groups generated but discarded, and the final Selection."""
+        r = self.recipe
+
+        def sample(indices, chunk: int):
+            problems = [self.problems[j] for j in indices]
+            seeds = [stable_seed(self.seed, "rollout", i, chunk, k) for k in range(len(problems) * r["group_size"])]
+            return sample_groups(self.engine, self.prompter, problems, r["group_size"], r["completion_limit"],
+                                 seeds, r["reward_verifier"])
+
+        return self.selector.generate(i, chosen, sample)
+
+    def learning_rate(self) -> float:
+        """The arm's learning rate now: recipe lr x scale, decayed linearly to 0 at B if asked."""
+        spec = self.cfg["arm_config"].get("lr", {})
+        lr = self.recipe["lr"] * spec.get("scale", 1.0)
+        if spec.get("schedule") == "linear_decay" and self.budget:
+            lr *= max(0.0, 1.0 - self.tokens_total / self.budget)
+        return lr
+
+    def update(self, i: int, batch, credit) -> tuple[float, float]:
+        """The iteration's optimizer steps: one on-policy step, or the arm's clipped reuse steps (mean
+        loss and gradient norm over them)."""
+        spec = self.cfg["arm_config"].get("update")
+        data = updates.training_batch(batch, credit)
+        steps = [self._step(data.take(rows), spec and spec["clip"])
+                 for rows in updates.minibatches(len(data), spec, stable_seed(self.seed, "minibatches", i))]
+        return float(np.mean([loss for loss, _ in steps])), float(np.mean([norm for _, norm in steps]))
+
+    def _step(self, data: updates.Batch, clip: float | None) -> tuple[float, float]:
+        """One optimizer step on `data` (gradient accumulated over microbatches), clipped if asked."""
+        if clip and any(b is None for b in data.behaviour):
+            raise ValueError(f"arms.{self.cfg['arm']}.update: clipped steps need the behaviour log-probs "
+                             f"recorded at generation, which engine {self.cfg['engine']['name']!r} did not record")
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.learning_rate()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = backward_policy_loss(self.model, data.contexts, data.tokens, data.credit, self.pad_id,
+                                    self.recipe["microbatch_size"], data.behaviour if clip else None, clip)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.recipe["grad_clip"])
+        self.optimizer.step()
+        self.updates += 1
+        return loss, float(grad_norm)
+
+    def run(self, max_iterations: int | None = None) -> RunLog:
+        """Train until the budget (or `max_iterations`), evaluating on schedule; resume if checkpointed."""
+        stop = None if self.budget is None else self.cfg["budget"]["horizon"] * self.budget
+        if not self.resume():
+            self.evaluate()
+        while (stop is None or self.tokens_total < stop) and (max_iterations is None
+                                                               or self.next_iteration < max_iterations):
+            before = self.tokens_total
+            self.iteration(self.next_iteration)
+            self.next_iteration += 1
+            if self.budget is not None and (eval_due(before, self.tokens_total, self.budget,
+                                                     self.cfg["evaluation"]["per_budget"])
+                                            or self.tokens_total >= stop):
+                self.evaluate()
+            elif self.stop_requested:
+                self.save_checkpoint()
+            if self.stop_requested:
+                raise Interrupted(f"stopped on request after iteration {self.next_iteration - 1}")
+        return self.log
+
+    def state_dict(self) -> dict:
+        """Everything a resumed run needs to continue exactly where this one is."""
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "rng": checkpoint.rng_state(), "next_iteration": self.next_iteration,
+                "tokens": dict(self.tokens), "updates": self.updates, "train_seconds": self.train_seconds,
+                "trained_prompts": set(self.trained_prompts),
+                "log": self.log, "selector": self.selector.state_dict(),
+                "credit": getattr(self.credit, "state_dict", dict)()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        checkpoint.set_rng_state(state["rng"])
+        self.next_iteration, self.tokens = state["next_iteration"], dict(state["tokens"])
+        self.updates, self.train_seconds, self.log = state["updates"], state["train_seconds"], state["log"]
+        self.trained_prompts = set(state["trained_prompts"])
+        for part in ("selector", "credit"):
+            if state[part]:
+                getattr(self, part).load_state_dict(state[part])
+
+    def save_checkpoint(self) -> None:
+        if self.checkpoint_dir is not None:
+            checkpoint.save(self.state_dict(), self.checkpoint_dir, self.next_iteration, self.config_hash)
+
+    def resume(self) -> bool:
+        """Continue from the newest intact checkpoint, if there is one."""
+        if self.checkpoint_dir is None:
+            return False
+        state = checkpoint.latest(self.checkpoint_dir, self.config_hash)
+        if state is None:
+            return False
+        self.load_state_dict(state)
+        return True
+
+    def evaluate(self) -> None:
+        """Evaluate every held-out set at the current iteration boundary, then checkpoint."""
+        if self.evaluator is None:
+            return
+        index = len({row["eval_index"] for row in self.log.evals})
+        summaries, samples = self.evaluator(index)
+        state = {"tokens_total": self.tokens_total, "iteration": self.next_iteration, "updates": self.updates,
+                 "train_seconds": self.train_seconds}
+        self.log.evals += [{**state, **s} for s in summaries]
+        self.log.samples.append(samples)
+        self.save_checkpoint()
+
+    def _record(self, i: int, chosen, batch, groups: np.ndarray, loss: float, grad_norm: float,
+                credit_log: dict) -> dict:
+        """The iteration's rows of iterations.parquet and prompts.parquet (`groups`: each group's mean reward)."""
+        stages = self.clock.lap()
+        self.train_seconds += sum(stages.values())
+        self.trained_prompts.update(chosen.chosen.tolist())
+        predicted = dict(zip(chosen.candidates.tolist(), chosen.predicted))
+        row = {
+            "iteration": i, "tokens_total": self.tokens_total,
+            **{f"tokens_{k}": v for k, v in self.tokens.items()},
+            "updates": self.updates, "lr": self.optimizer.param_groups[0]["lr"], "loss": loss,
+            "grad_norm": grad_norm, "reward_default": batch.scores.default.mean(),
+            "reward_strict": batch.scores.strict.mean(),
+            "groups_all_wrong": int((groups == 0).sum()), "groups_all_correct": int((groups == 1).sum()),
+            "groups_mixed": int(((groups > 0) & (groups < 1)).sum()),
+            "truncated_share": float(np.mean([not c.finished for c in batch.completions])),
+            "mean_length": float(np.mean([len(c) for c in batch.completions])),
+            "cand_pred_mean": _nanmean(chosen.predicted),
+            "chosen_pred_mean": _nanmean([predicted.get(j, np.nan) for j in chosen.chosen.tolist()]),
+            "prompts_distinct": len(self.trained_prompts),
+            **credit_log, **stages, "train_seconds": self.train_seconds,
+        }
+        self.log.iterations.append(row)
+        trained = dict(zip(chosen.chosen.tolist(), groups))
+        candidates = chosen.candidates if len(chosen.candidates) else chosen.chosen
+        self.log.prompts += [{"iteration": i, "problem_id": self.problems[j]["problem_id"], "chosen": j in trained,
+                              "predicted_success": float(predicted.get(j, np.nan)),
+                              "group_mean_reward": trained.get(j, np.nan)}
+                             for j in candidates.tolist()]
+        return row
+
+
+def _nanmean(values) -> float:
+    values = np.asarray(values, dtype=float)
+    return float(np.nanmean(values)) if np.isfinite(values).any() else np.nan
