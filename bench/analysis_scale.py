@@ -7,12 +7,14 @@ equal time, curves, group and stage breakdowns, tables) study after study in one
 prints the time of each step and the total.
 
     python bench/analysis_scale.py [--root /tmp/mcgrpo_scale] [--studies 35]
+    python bench/analysis_scale.py --tiny --studies 2 --root /tmp/x   # the smoke test's scale: seconds
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import os
 import sys
 import time
@@ -30,25 +32,39 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "workflow"))
 from mcgrpo.core import store  # noqa: E402
 from mcgrpo import studies  # noqa: E402
 from mcgrpo.analysis import prereg, steps  # noqa: E402
+from mcgrpo.core.clock import STAGES  # noqa: E402
 
-RUNS, EVALS, PROBLEMS, SAMPLES, ITERATIONS, B = 1668, 17, 200, 8, 200, 17_000_000
+RUNS, ITERATIONS, B = 1668, 200, 17_000_000
 STEPS = ("drift", "contrasts", "curves", "breakdown", "tables")
 
 
-def designs(studies: int) -> list[tuple[int, int]]:
+@dataclasses.dataclass(frozen=True)
+class Scale:
+    """The paper's scale by default; `--tiny` shrinks every axis (the smoke test's)."""
+    evals: int = 17
+    problems: int = 200
+    samples: int = 8
+    resamples: int = 10_000
+    max_seeds: int | None = None
+
+
+TINY = Scale(evals=3, problems=6, samples=2, resamples=100, max_seeds=2)
+
+
+def designs(studies: int, scale: Scale) -> list[tuple[int, int]]:
     """(arms, seeds) per study, cycling 2x24, 3x16, 4x12; the last trimmed so 35 studies hold 1,668 runs."""
     out = [((2, 24), (3, 16), (4, 12))[i % 3] for i in range(studies)]
     excess = sum(a * s for a, s in out) - round(RUNS * studies / 35)
     arms, seeds = out[-1]
     out[-1] = (arms, seeds - excess // arms)
-    return out
+    return [(a, min(s, scale.max_seeds or s)) for a, s in out]
 
 
-def study_config_for(i: int, arms: int, seeds: int) -> dict:
+def study_config_for(i: int, arms: int, seeds: int, scale: Scale) -> dict:
     names = ["outcome", *(f"arm{j}" for j in range(1, arms))]
     cfg = {"study": f"S{i + 1}", "seeds": list(range(seeds)),
-           "arms": {n: {} for n in names}, "evaluation": {"samples": SAMPLES, "per_budget": EVALS - 1},
-           "budget": {"tokens": B}, "analysis": {"base": "outcome"},
+           "arms": {n: {} for n in names}, "evaluation": {"samples": scale.samples, "per_budget": scale.evals - 1},
+           "budget": {"tokens": B}, "analysis": {"base": "outcome", "resamples": scale.resamples},
            "plan": {"primary": [{"id": f"T{j}", "a": n, "b": "outcome", "family": "H1", "direction": "less"}
                                 for j, n in enumerate(names[1:], 1)],
                     "secondary": [{"id": f"U{j}", "a": n, "b": "outcome", "basis": "time"}
@@ -56,8 +72,9 @@ def study_config_for(i: int, arms: int, seeds: int) -> dict:
     return studies.validate(cfg)
 
 
-def write_run(folder: Path, rng: np.random.Generator, skill: float, started: datetime) -> None:
+def write_run(folder: Path, rng: np.random.Generator, skill: float, started: datetime, scale: Scale) -> None:
     """One run's evals, samples, iterations and run.json, shaped like the trainer's."""
+    EVALS, PROBLEMS, SAMPLES = scale.evals, scale.problems, scale.samples
     tokens = np.r_[0, (np.arange(1, EVALS) * B / (EVALS - 1) + rng.integers(0, 20_000, EVALS - 1)).astype(int)]
     seconds = tokens / 4000.0 * rng.uniform(0.8, 1.2)
     updates = (tokens / 20_000).astype(int)
@@ -76,28 +93,28 @@ def write_run(folder: Path, rng: np.random.Generator, skill: float, started: dat
                           "acc_strict": (correct & boxed).mean(axis=(1, 2)), "boxed_share": boxed.mean(axis=(1, 2)),
                           "truncated_share": 0.0, "mean_length": 200.0, "eval_seconds": 30.0})
     it_tokens = np.linspace(tokens[-1] / ITERATIONS, tokens[-1], ITERATIONS).astype(int)
-    stage = rng.uniform(0.5, 2.0, (ITERATIONS, 5))
+    stage = rng.uniform(0.5, 2.0, (ITERATIONS, len(STAGES)))
     groups = rng.multinomial(8, [0.3, 0.2, 0.5], ITERATIONS)
     iterations = pd.DataFrame({
         "iteration": np.arange(ITERATIONS), "tokens_total": it_tokens, "tokens_rollout": it_tokens,
         "tokens_continuation": 0, "tokens_discarded": 0, "updates": np.arange(1, ITERATIONS + 1), "lr": 1e-6,
         "loss": 0.0, "grad_norm": 1.0, "reward_default": 0.4, "reward_strict": 0.35,
         "groups_all_wrong": groups[:, 0], "groups_all_correct": groups[:, 1], "groups_mixed": groups[:, 2],
-        "truncated_share": 0.0, "mean_length": 200.0, "cand_pred_mean": np.nan,
-        **{f"t_{n}": stage[:, j] for j, n in enumerate(("select", "generate", "credit", "update", "sync"))},
-        "train_seconds": stage.sum(axis=1).cumsum()})
+        "truncated_share": 0.0, "mean_length": 200.0, "cand_pred_mean": np.nan, "chosen_pred_mean": np.nan,
+        "prompts_distinct": np.arange(1, ITERATIONS + 1) * 8,
+        **{f"t_{n}": stage[:, j] for j, n in enumerate(STAGES)}, "train_seconds": stage.sum(axis=1).cumsum()})
     store.write_parquet(evals, folder / "evals.parquet")
     store.write_parquet(samples, folder / "samples.parquet")
     store.write_parquet(iterations, folder / "iterations.parquet")
     store.write_json({"started": started.isoformat(), "finished": True}, folder / "run.json")
 
 
-def build(root: Path, studies: int) -> list[tuple[dict, Path]]:
+def build(root: Path, studies: int, scale: Scale) -> list[tuple[dict, Path]]:
     """The synthetic results tree (written once; a tree already there is reused)."""
     out, rng = [], np.random.default_rng(0)
     start = datetime(2025, 1, 1, tzinfo=timezone.utc)
-    for i, (arms, seeds) in enumerate(designs(studies)):
-        cfg = study_config_for(i, arms, seeds)
+    for i, (arms, seeds) in enumerate(designs(studies, scale)):
+        cfg = study_config_for(i, arms, seeds, scale)
         results = root / cfg["study"]
         out.append((cfg, results))
         if (results / "prereg.lock.json").exists():
@@ -106,7 +123,7 @@ def build(root: Path, studies: int) -> list[tuple[dict, Path]]:
                                           "B": [B]}), results / "calibration" / "budget.parquet")
         for j, arm in enumerate(cfg["arms"]):
             for seed in cfg["seeds"]:
-                write_run(results / "runs" / arm / f"seed{seed}", rng, 1.0 - 0.1 * j, start + timedelta(hours=1))
+                write_run(results / "runs" / arm / f"seed{seed}", rng, 1.0 - 0.1 * j, start + timedelta(hours=1), scale)
         store.write_json(prereg.make_lock(cfg, now=start), results / "prereg.lock.json")
         print(f"built {cfg['study']}: {arms} arms x {seeds} seeds", flush=True)
     return out
@@ -116,9 +133,11 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--root", type=Path, default=Path("/tmp/mcgrpo_scale"))
     p.add_argument("--studies", type=int, default=35)
+    p.add_argument("--tiny", action="store_true", help="a few problems, samples, seeds and resamples: seconds")
     args = p.parse_args()
+    scale = TINY if args.tiny else Scale()
     t0 = time.perf_counter()
-    tree = build(args.root, args.studies)
+    tree = build(args.root, args.studies, scale)
     runs = sum(len(c["arms"]) * len(c["seeds"]) for c, _ in tree)
     print(f"tree: {len(tree)} studies, {runs} runs ({time.perf_counter() - t0:.0f} s to build or find)")
     spent = dict.fromkeys(STEPS, 0.0)
@@ -132,7 +151,7 @@ def main() -> None:
     contrasts = sum(len(store.read_parquet(r / "analysis" / "contrasts.parquet")) for _, r in tree)
     print("; ".join(f"{k} {v:.1f} s" for k, v in spent.items()))
     print(f"full analysis (no figures): {total:.1f} s wall, {cpu:.1f} s CPU for {len(tree)} studies, {runs} runs, "
-          f"{contrasts} contrasts with a 10,000-resample crossed bootstrap each")
+          f"{contrasts} contrasts with a {scale.resamples:,}-resample crossed bootstrap each")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ Two modes:
       paper's Table 14 (H200: 604 s generating and 940 s updating over 584 iterations, about 1.0 s and 1.6 s
       per iteration). A smoke check on the CPU keeps the shape of a layer but fewer of them:
   python bench/iteration_profile.py --shape qwen2.5-1.5b --layers 1 --limit 8 --warmup 0 --iterations 1
+  (tests/test_benches.py also shrinks the vocabulary, --vocab 1000, to run it in seconds)
 """
 
 from __future__ import annotations
@@ -44,9 +45,8 @@ def print_table(rows: list[dict[str, float]], title: str, reference: dict[str, f
 
 
 def profile_study(args) -> None:
+    from mcgrpo import data, studies
     from mcgrpo.core import config as study_config
-    from mcgrpo import studies
-    from mcgrpo import data
     from mcgrpo.train import models
     from mcgrpo.train.trainer import Trainer
     cfg = studies.load(args.study)
@@ -67,12 +67,13 @@ def profile_shape(args) -> None:
     from mcgrpo.train.loss import backward_policy_loss
     device = torch.device(args.device)
     torch.manual_seed(0)
-    model = Qwen2ForCausalLM(Qwen2Config(**{**QWEN25_15B, "num_hidden_layers": args.layers})).to(device)
+    shape = {**QWEN25_15B, "num_hidden_layers": args.layers, "vocab_size": args.vocab}
+    model = Qwen2ForCausalLM(Qwen2Config(**shape)).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-6)
     tokenizer = type("T", (), {"eos_token_id": -1, "pad_token_id": 0})()  # no end token: every row runs to L
     engine = HFEngine(model, tokenizer, batch_size=64)
     clock, rows = StageClock(torch.cuda.synchronize if torch.device(device).type == "cuda" else None), []
-    groups = [tuple(np.random.default_rng(i).integers(100, 150000, size=120).tolist()) for i in range(8)]
+    groups = [tuple(np.random.default_rng(i).integers(1, args.vocab, size=120).tolist()) for i in range(8)]
     prompts = [p for p in groups for _ in range(8)]  # 8 prompts x 8 completions
     for it in range(args.warmup + args.iterations):
         with clock.stage("generate"):
@@ -87,6 +88,7 @@ def profile_shape(args) -> None:
         if it >= args.warmup:
             rows.append(lap)
     layers = "" if args.layers == QWEN25_15B["num_hidden_layers"] else f" ({args.layers} of its layers)"
+    layers += "" if args.vocab == QWEN25_15B["vocab_size"] else f" (vocabulary {args.vocab})"
     print_table(rows, f"Qwen2.5-1.5B shape{layers}, 8 x 8 x {args.limit} tokens on {device}", PAPER)
 
 
@@ -99,6 +101,7 @@ def main() -> None:
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--limit", type=int, default=380)
     p.add_argument("--layers", type=int, default=QWEN25_15B["num_hidden_layers"], help="--shape: layers kept")
+    p.add_argument("--vocab", type=int, default=QWEN25_15B["vocab_size"], help="--shape: vocabulary size")
     p.add_argument("--microbatch", type=int, default=16)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--warmup", type=int, default=2)

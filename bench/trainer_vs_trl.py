@@ -42,9 +42,8 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "workflow"))
 
-from mcgrpo.core import config as study_config
-from mcgrpo import studies
-from mcgrpo import data
+from mcgrpo import data, studies  # noqa: E402
+from mcgrpo.core import config as study_config  # noqa: E402
 from mcgrpo.train import loss, models  # noqa: E402
 from mcgrpo.train.trainer import Trainer  # noqa: E402
 from mcgrpo.core.verify import verify  # noqa: E402
@@ -231,7 +230,7 @@ def main() -> None:
     mcgrpo = Trainer(study_config.run_config(cfg, "outcome", cfg["seeds"][0]), copy.deepcopy(model), tokenizer,
                      pool, None, None)
     steps = args.warmup + args.iterations
-    rows = [pool.iloc[j].to_dict() for i in range(steps) for j in mcgrpo.selector.select(i, mcgrpo).chosen]
+    rows = [pool.iloc[j].to_dict() for i in range(steps) for j in mcgrpo.selector.select(i, mcgrpo.view).chosen]
     callback = alternating_callback(mcgrpo, Memory(model.device))
     with tempfile.TemporaryDirectory(prefix="trl-bench-") as out_dir:
         trl_trainer(cfg, model, tokenizer, rows, steps, callback, out_dir).train()

@@ -31,15 +31,18 @@ SMALL_STUDY = {
     "analysis": {"base": "outcome"},
 }
 
+
 @pytest.fixture
 def study() -> dict:
     return studies.validate(copy.deepcopy(SMALL_STUDY))
+
 
 @pytest.fixture(scope="session")
 def world():
     """(pool, eval sets) of the small study."""
     cfg = studies.validate(copy.deepcopy(SMALL_STUDY))
     return data.build(cfg["task"])
+
 
 @pytest.fixture
 def tiny():

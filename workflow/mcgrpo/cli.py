@@ -168,9 +168,9 @@ def prereg_lock(args) -> None:
 
 def contrast(args) -> None:
     """Recompute one contrast from a results folder alone; print it and write it as Parquet."""
-    from mcgrpo.analysis import steps
+    from mcgrpo.analysis import recompute
     from mcgrpo.analysis.tables import to_markdown
-    table, paired = steps.contrast(Path(args.results), args.a, args.b, args.basis, args.metric,
+    table, paired = recompute.contrast(Path(args.results), args.a, args.b, args.basis, args.metric,
                                    args.eval_set, args.margin, args.resamples, args.bootstrap_seed)
     row = table.iloc[0]
     out = Path(args.out or Path(args.results) / "analysis" / "contrast" /

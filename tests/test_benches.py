@@ -1,0 +1,66 @@
+"""Every bench runs at a tiny scale, so that a contract or API change that breaks one fails here, not on the
+day someone needs its figures. These check that each completes and prints its figures, never the figures."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import SMALL_STUDY
+from mcgrpo import cli, studies
+from mcgrpo.train import models
+from mcgrpo.train.models.tiny import build_model, build_tokenizer
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+
+
+def _bench(script: str, *args: str, python: str = sys.executable, cwd: Path = ROOT) -> str:
+    done = subprocess.run([python, str(BENCH / script), *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done.stdout
+
+
+def test_analysis_scale_runs_every_analysis_step(tmp_path):
+    out = _bench("analysis_scale.py", "--tiny", "--studies", "2", "--root", str(tmp_path))
+    assert "full analysis (no figures):" in out and "2 studies" in out
+    assert all(step in out for step in ("drift", "contrasts", "curves", "breakdown", "tables"))
+
+
+def test_dry_run_studies_counts_train_jobs():
+    out = _bench("dry_run_studies.py", str(ROOT / "config" / "studies" / "selection.yaml"))
+    assert "selection" in out and "30 train jobs" in out and "dry-ran 1 studies" in out
+
+
+def test_iteration_profile_of_the_paper_shape(tmp_path):
+    out = _bench("iteration_profile.py", "--shape", "qwen2.5-1.5b", "--layers", "1", "--vocab", "1000",
+                 "--limit", "4", "--warmup", "0", "--iterations", "1", "--device", "cpu")
+    assert "Qwen2.5-1.5B shape" in out and all(s in out for s in ("generate", "update", "total"))
+
+
+def test_iteration_profile_of_a_study_arm(tmp_path):
+    (tmp_path / "study.yaml").write_text(yaml.safe_dump({**SMALL_STUDY, "results_dir": str(tmp_path / "results")}))
+    study = studies.load(tmp_path / "study.yaml")
+    results = tmp_path / "results" / study["study"]
+    assert cli.main(["prepare-data", "--task-json", json.dumps(study["task"]),
+                     "--out", str(results / "data")]) == 0
+    tokenizer = build_tokenizer()
+    models.save(build_model(tokenizer, **study["model"]["tiny"], seed=0), tokenizer, results / "models" / "tiny")
+    out = _bench("iteration_profile.py", "--study", str(tmp_path / "study.yaml"), "--arm", "outcome",
+                 "--warmup", "0", "--iterations", "1", cwd=tmp_path)
+    assert "mini / outcome" in out and "generated tokens per iteration" in out
+
+
+BENCH_PYTHON = ROOT / ".venv-bench" / "bin" / "python"
+
+
+@pytest.mark.skipif(not BENCH_PYTHON.exists(),
+                    reason="TRL lives in .venv-bench only (`make bench-env`; .ci/run builds it)")
+def test_trainer_against_trl():
+    out = _bench("trainer_vs_trl.py", "--warmup", "0", "--iterations", "1", "--limit", "8",
+                 python=str(BENCH_PYTHON))
+    assert "ratio mcgrpo / TRL" in out

@@ -1,0 +1,71 @@
+"""One contrast recomputed from a results folder alone (`mcgrpo contrast`): the arms and seeds found under
+runs/, B from calibration/, the margin and labels from the lock, no study config needed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from mcgrpo.analysis import contrasts, prereg, runs
+from mcgrpo.analysis.plan import planned_keys
+from mcgrpo.analysis.steps import budget
+from mcgrpo.core import store
+
+
+def _shared_seeds(results: Path, arms: set[str]) -> list[int]:
+    """Seeds that every arm in `arms` has a run folder for; an unknown arm is an error."""
+    present = sorted(p.name for p in (results / "runs").glob("*") if p.is_dir())
+    seeds = []
+    for arm in sorted(arms):
+        if arm not in present:
+            raise ValueError(f"arm {arm!r}: no runs/{arm}/ in {results}; allowed: {', '.join(present) or 'none'}")
+        seeds.append({int(p.name[4:]) for p in (results / "runs" / arm).glob("seed*") if p.name[4:].isdigit()})
+    shared = sorted(set.intersection(*seeds))
+    if not shared:
+        raise ValueError(f"arms {', '.join(sorted(arms))} share no seed under {results / 'runs'}")
+    return shared
+
+
+def _family(wanted: tuple, plan: dict[tuple, dict], planned: list[tuple]) -> list[tuple]:
+    """The other contrasts of `wanted`'s primary Holm family (none unless it is primary)."""
+    mine = plan.get(contrasts.label_key(wanted), {})
+    if mine.get("label") != "primary":
+        return []
+    return [k for k in planned if k != wanted and plan[contrasts.label_key(k)]["label"] == "primary"
+            and plan[contrasts.label_key(k)]["family"] == mine["family"]]
+
+
+def _locked_plan(results: Path) -> tuple[dict | None, dict[tuple, dict]]:
+    """The lock's part of the config and the labels it gives (none without a lock, all exploratory if late)."""
+    path = results / "prereg.lock.json"
+    if not path.exists():
+        return None, {}
+    lock = store.read_json(path)
+    locked = prereg.locked_config(lock)
+    return locked, prereg.labels(locked, prereg.compare(locked, lock, prereg.first_start(results, locked)))
+
+
+def contrast(results: Path, a: str, b: str, basis: str, metric: str, eval_set: str | None = None,
+             margin: float | None = None, resamples: int = 10_000, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One contrast from a results folder alone: arms and seeds from runs/, B from calibration/,
+    the margin and labels from prereg.lock.json (margin 0.02 without one). A primary contrast is
+    Holm-adjusted with the rest of its locked family, which is recomputed with it.
+    """
+    results = Path(results)
+    seeds = _shared_seeds(results, {a, b})
+    sets = sorted(runs.read_evals(results / "runs" / a / f"seed{seeds[0]}" / "evals.parquet")["eval_set"].unique())
+    if eval_set is None and len(sets) != 1:
+        raise ValueError(f"runs hold eval sets {', '.join(sets)}: choose one with --eval-set")
+    eval_set = eval_set or sets[0]
+    if eval_set not in sets:
+        raise ValueError(f"--eval-set {eval_set!r}: not evaluated; allowed: {', '.join(sets)}")
+    locked, plan = _locked_plan(results)
+    wanted = (a, b, basis, metric, eval_set)
+    chosen = [wanted, *_family(wanted, plan, planned_keys(locked) if locked else [])]
+    arms = {arm for k in chosen for arm in k[:2]}
+    loaded = runs.load(results, sorted(arms), _shared_seeds(results, arms), sorted({k[4] for k in chosen}))
+    margin = margin if margin is not None else locked["analysis"]["margin"] if locked else 0.02
+    table, paired = contrasts.build(loaded, chosen, budget(results), margin, plan, resamples=resamples, seed=seed)
+    mine = (paired[contrasts.KEY] == [contrasts.name(a, b), basis, metric, eval_set]).all(axis=1)
+    return table.iloc[:1].reset_index(drop=True), paired[mine].reset_index(drop=True)
