@@ -7,7 +7,7 @@ from fractions import Fraction
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from mcgrpo.train.credit.claims import claims, verdict
+from mcgrpo.core.claims import claims, verdict
 
 
 @pytest.mark.parametrize("text", [

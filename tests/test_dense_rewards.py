@@ -11,7 +11,7 @@ from mcgrpo.core import config as study_config
 from mcgrpo import studies
 from mcgrpo.train import credit as credit_rules
 from mcgrpo.train.credit import CreditContext, group_advantages, summary
-from mcgrpo.train.credit.claims import claims
+from mcgrpo.core.claims import claims
 from mcgrpo.train.credit.path_penalty import char_ends
 from mcgrpo.train.credit.process import process_reward
 from mcgrpo.train.rollout import Prompter

@@ -256,6 +256,14 @@ def verify(text: str, reference: str) -> Verdict:
                    boxed=box is not None)
 
 
+def explain(text: str, reference: str) -> dict:
+    """What each verifier reads from `text` and whether it matches `reference` (`mcgrpo verify`)."""
+    body, box = _parse(text)
+    default, strict = _answer(body, box, False), _answer(body, box, True)
+    return {"default_answer": default, "default_correct": answers_match(default, reference),
+            "strict_answer": strict, "strict_correct": answers_match(strict, reference)}
+
+
 def is_correct(text: str, reference: str, verifier: str = "default") -> bool:
     """The reward of one completion under the named verifier."""
     if verifier not in VERIFIERS:

@@ -16,7 +16,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from mcgrpo.train.credit import Credit, CreditContext, group_advantages
-from mcgrpo.train.credit.claims import claims
+from mcgrpo.core.claims import claims
 from mcgrpo.train.rollout import Rollouts
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mcgrpo.train.credit import Credit, CreditContext, group_advantages, per_token
-from mcgrpo.train.credit.claims import claims
+from mcgrpo.core.claims import claims
 from mcgrpo.train.rollout import Rollouts
 
 
