@@ -14,7 +14,7 @@ def test_default_study_is_valid_and_defaults_are_filled():
     cfg = studies.load(ROOT / "config" / "config.yaml")
     assert cfg["recipe"]["adam_betas"] == [0.9, 0.999] and cfg["engine"]["name"] == "hf"
     assert cfg["arms"]["outcome"]["credit"] == {"outcome": {}}
-    assert cfg["arms"]["mc_k4"]["credit"] == {"monte_carlo": {"k": 4, "cuts": 5}}
+    assert cfg["arms"]["mc_k4"]["credit"] == {"monte_carlo": {"k": 4, "cuts": 5, "prompt_value": 0.5}}
     assert cfg["arms"]["filter"]["selection"]["critic_filter"]["candidates"] == 24
     assert cfg["arms"]["random"]["selection"]["random_choice"]["keep"] == 6
     assert study_config.pairs(cfg) == [("mc_k4", "outcome"), ("filter", "outcome"), ("random", "outcome"),

@@ -24,6 +24,20 @@ def test_json_summary_of_a_math_tree(tmp_path, capsys):
     assert s["gold_correct_default"] == s["gold_correct_strict"] == 12
 
 
+def test_gold_solutions_with_several_different_boxes_are_reported_and_dropped(tmp_path, capsys):
+    records = math_records(5, seed=0)  # levels 1..5, one plain numeric answer each
+    records[1]["solution"] = "If $x = 2$ then $\\boxed{2}$; but $x$ must be even, so $\\boxed{4}$."
+    records[3]["solution"] = "So $16/5 = \\boxed{16/5}$, that is $\\boxed{\\frac{16}{5}}$."  # one answer, twice
+    records[4]["solution"] = "The answer is $\\boxed{7}$. (I have not boxed the correct answer.)"
+    code, out, _ = run(capsys, write_jsonl(records, tmp_path / "m.jsonl"), "--json")
+    s = json.loads(out)
+    assert code == 0 and s["numeric_dropped"]["several_answers"] == 2
+    assert s["several_answers_by_level"] == {"2": 1, "5": 1}
+    assert s["numeric_kept"] == 2 and s["numeric_dropped"]["fraction"] == 1
+    cli.main(["data", str(tmp_path / "m.jsonl")])
+    assert "gold solutions boxing several different answers (dropped): level 2 1, level 5 1" in capsys.readouterr().out
+
+
 def test_text_summary_with_dedup_against_an_evaluation_file(tmp_path, capsys):
     train = gsm8k_records(10, seed=0)
     evaluation = write_jsonl(train[:3], tmp_path / "test.jsonl")

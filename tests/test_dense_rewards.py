@@ -11,7 +11,7 @@ from mcgrpo.core import config as study_config
 from mcgrpo import studies
 from mcgrpo.train import credit as credit_rules
 from mcgrpo.train.credit import CreditContext, group_advantages, summary
-from mcgrpo.train.credit.claims import claims
+from mcgrpo.core.claims import claims
 from mcgrpo.train.credit.path_penalty import char_ends
 from mcgrpo.train.credit.process import process_reward
 from mcgrpo.train.rollout import Prompter
@@ -56,15 +56,23 @@ def test_process_reward_by_hand(tiny):
     texts = ["5-2=3,4*3=12,3+12=15 \\boxed{15}",                  # 3 of 3 equations match: 1
              "5-2=3,4*3=11,3+11=14 \\boxed{14}",                  # 1 of 3: 1/3
              "\\boxed{15}",                                       # no equation: 0
-             "5-2=3,4*3=12,3+12=15,15+0=15,15*1=15 \\boxed{15}"]  # 5 > 1.5 x 3 steps: 1 x 4.5 / 5
+             "5-2=3,4*3=12,3+12=15,15+0=15,15*1=15 \\boxed{15}"]  # 3 of 5 (15 matches once), 5 > 4.5: x 4.5/5
     reference = [3.0, 12.0, 15.0]
-    assert [process_reward(t, reference) for t in texts] == pytest.approx([1, 1 / 3, 0, 0.9])
+    assert [process_reward(t, reference) for t in texts] == pytest.approx([1, 1 / 3, 0, 0.54])
     batch, credit = _credit(tokenizer, {"process": {"lambda": 0.5}}, [ARITH], texts, 4)
     assert batch.rewards.tolist() == [1, 0, 1, 1]
-    reward = 0.5 * np.array([1, 1 / 3, 0, 0.9]) + 0.5 * batch.rewards  # 1, 1/6, 1/2, 0.95
+    reward = 0.5 * np.array([1, 1 / 3, 0, 0.54]) + 0.5 * batch.rewards  # 1, 1/6, 1/2, 0.77
     assert [c[0] for c in credit.tokens] == pytest.approx(group_advantages(reward[None], 0.0)[0])
-    assert credit.stats["process_mean"] == pytest.approx((1 + 1 / 3 + 0.9) / 4)
+    assert credit.stats["process_mean"] == pytest.approx((1 + 1 / 3 + 0.54) / 4)
     assert process_reward("3+0=3.000001", [3.0]) == 1 and process_reward("3+0=3.0001", [3.0]) == 0
+
+
+def test_repeating_a_correct_step_does_not_raise_the_process_reward():
+    once, thrice = "48/2=24, 24+48=72", "48/2=24, 0+72=72, 0+72=72, 0+72=72"
+    assert process_reward(once, [24.0, 72.0]) == 1
+    assert process_reward(thrice, [24.0, 72.0]) == pytest.approx(2 / 4 * 3 / 4)  # 2 of 4 match; 4 > 1.5 x 2
+    assert process_reward("0+72=72 0+72=72 0+72=72", [24.0, 72.0]) == pytest.approx(1 / 3)
+    assert process_reward("2(3+4)=14, 10-4=6", [6.0]) == 1  # an unparsable claim is not counted
 
 
 def test_process_reward_refuses_a_pool_without_reference_steps():

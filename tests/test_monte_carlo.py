@@ -1,7 +1,10 @@
 """The Monte-Carlo dense reward and its variants: cut positions, credit by hand, honest token counting."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
+import yaml
 
 import credit_fixtures as fx
 from mcgrpo.train.credit import CreditContext, group_advantages
@@ -120,6 +123,41 @@ def test_a_fixed_prompt_value_replaces_the_group_mean(tiny):
     # only the first segments change: p_1 - 1/4 = 3/4 - 1/4 on A, 1/2 - 1/4 on B
     np.testing.assert_allclose(credit.tokens[0], [1.5] * 3 + [0.75] * 3 + [1.5] * 3 + [1.0] * 6)
     np.testing.assert_allclose(credit.tokens[1], [-0.75] * 3 + [-1.25] * 4)
+
+
+def test_the_papers_fixed_prompt_value_differs_from_the_group_mean_by_hand(tiny):
+    """A group of three (A correct, B and C wrong: mean 1/3, not 1/2), so that the paper's V(prompt) = 0.5
+    (Table 16) and the group-mean convention give different credit. C = "2+3=6" (5 tokens) reaches cut 3
+    only, where 2 of its 4 draws succeed."""
+    _, tokenizer = tiny
+    batch = fx.rollouts(tokenizer, [PROBLEM], [*TEXTS, "2+3=6"], 3)
+    hits = [*DRAWS, [1, 1, 0, 0]]
+
+    def credit(**options):
+        engine = fx.ScriptedEngine(tokenizer, ["\\boxed{5}" if hit else "\\boxed{7}" for d in hits for hit in d])
+        ctx = CreditContext(engine=engine, prompter=Prompter(tokenizer), limit=18,
+                            verifier="default", advantage_eps=0.0, seed=(1, 0))
+        return MonteCarlo(k=4, **options)(batch, ctx).tokens
+
+    adv = group_advantages(np.array([[1.0, 0.0, 0.0]]), 0.0)[0]
+    for p0, tokens in ((0.5, credit(prompt_value=0.5)), (1 / 3, credit())):
+        # only the first segment depends on p_0: p_1 - p_0 with p_1 = 3/4, 1/2, 1/2
+        np.testing.assert_allclose(tokens[0], adv[0] + np.array([0.75 - p0] * 3 + [-0.25] * 3 + [0.5] * 3 + [0.0] * 6))
+        np.testing.assert_allclose(tokens[1], adv[1] + np.array([0.5 - p0] * 3 + [-0.25] * 4))
+        np.testing.assert_allclose(tokens[2], adv[2] + np.array([0.5 - p0] * 3 + [-0.5] * 2))
+    assert credit(prompt_value=0.5)[0][0] - credit()[0][0] == pytest.approx(1 / 3 - 0.5)
+
+
+STUDIES = sorted((Path(__file__).resolve().parent.parent / "config").rglob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", STUDIES, ids=lambda p: p.stem)
+def test_monte_carlo_arms_start_from_the_papers_prompt_value(path):
+    """Basic, centered and reuse arms fix V(prompt) = 0.5 (Table 16); VinePPO keeps its leave-one-out mean."""
+    for name, arm in (yaml.safe_load(path.read_text()).get("arms") or {}).items():
+        mc = (arm.get("credit") or {}).get("monte_carlo")
+        if mc is not None:
+            assert mc.get("prompt_value") == (None if mc.get("form") == "vineppo" else 0.5), f"{path.name}: {name}"
 
 
 def test_continuation_reuse_trains_each_draw_with_leave_one_out_credit(tiny):

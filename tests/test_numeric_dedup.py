@@ -26,7 +26,16 @@ def test_keep_and_report_count_per_level_and_reason():
     assert kept["answer"].tolist() == ["1000", "7"] and kept["raw_answer"].tolist() == ["1,000", "7"]
     assert numeric.report(numeric.apply(problems)) == {
         "numeric_kept": 2, "numeric_by_level": {"3": 1, "4": 1},
-        "numeric_dropped": {"no_answer": 0, "fraction": 1, "list": 1, "unit": 0, "expression": 1}}
+        "numeric_dropped": {"no_answer": 0, "several_answers": 0, "fraction": 1, "list": 1, "unit": 0,
+                            "expression": 1},
+        "several_answers_by_level": {}}
+
+
+def test_a_gold_solution_with_several_answers_is_dropped_whatever_its_last_box():
+    problems = pd.DataFrame({"answer": ["4", "4"], "level": [2, 3], "several_answers": [True, False]})
+    out = numeric.apply(problems)
+    assert out["numeric_reason"].tolist() == ["several_answers", "numeric"]
+    assert numeric.report(out)["several_answers_by_level"] == {"2": 1}
 
 
 LONG = ("A bag holds red, blue and green marbles; one third of them are red and one quarter are blue, "

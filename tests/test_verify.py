@@ -49,7 +49,7 @@ def test_boxed_and_unboxed_answers():
 def test_the_last_box_and_last_number_win():
     assert extract_answer(r"\boxed{3} no wait \boxed{4}") == "4"
     assert extract_answer("3 apples and 5 pears, 8 fruit") == "8"
-    assert extract_answer(r"\boxed{x = 12}") == "12"
+    assert extract_answer(r"\boxed{x = 12}") == "x = 12"  # a box is read whole
     assert extract_answer("5-2=3,4*3=12,3+12=15 \\boxed{15}", strict=True) == "15"
 
 
@@ -84,6 +84,11 @@ def test_strict_needs_a_box():
     (r"\boxed{B}", "B"),
     (r"\boxed{\left\{ a \right\}}", r"\{a\}"),
     (r"\boxed{\text{yes}}", r"\text{yes}"),
+    (r"\boxed{\text{12}}", "12"),
+    ("\\boxed{\u22125}", "-5"),            # Unicode minus
+    (r"\boxed{1/3}", r"\frac{1}{3}"),
+    (r"\boxed{12.0000001}", "12"),         # a decimal within the relative tolerance of 1e-6
+    (r"\boxed{10000000.5}", "10000000"),
 ])
 def test_correct(text, reference):
     assert is_correct(text, reference)
@@ -96,6 +101,10 @@ def test_correct(text, reference):
     ("5-2", "-2"),  # a binary minus is not a sign
     (r"\boxed{1,2345}", "12345"),
     (r"\boxed{\frac{1}{2}}", "2"),
+    (r"\boxed{10000001}", "10000000"),     # integers compare exactly, not within 1e-6
+    (r"\boxed{\frac{1000001}{1000000}}", "1"),
+    (r"\boxed{0}", "0.0000672"),           # relative, not absolute, tolerance
+    (r"\boxed{0.50001}", "0.5"),
     (r"\boxed{B}", "C"),
     (r"\boxed{12}", "twelve"),
     ("nothing numeric", "0"),
@@ -187,11 +196,17 @@ def test_gsm8k_gold_is_default_correct_and_strict_wrong():
     (r"so \boxed{71}", "72", "a different number in the box"),
     ("the answer is 72, no wait, 73", "72", "a different last number"),
     ("#### 73", "72", "a different number after ####"),
-    (r"\boxed{70+2}", "72", "a box with an expression is read by its last number, never evaluated"),
+    (r"\boxed{70+2}", "72", "a box with an expression is no number, and never evaluated"),
+    (r"\boxed{5, 6}", "6", "a list hedges: its last item does not count"),
+    (r"\boxed{5 \text{ or } 6}", "6", "two answers hedge"),
+    (r"\boxed{3x+7}", "7", "an expression's last number is no answer"),
+    (r"\boxed{2\sqrt{3}}", "3", "a near miss inside a box"),
+    (r"\boxed{x = 12}", "12", "the whole box must be one number"),
+    (r"\boxed{12 \text{ apples}}", "12", "a number with a unit is not one number"),
     (r"\boxed{10/4}", "2", "a fraction is its value, not its denominator"),
     ("the answer is 1/2", "0.5", "unboxed, the last-number rule reads 1/2 as the numbers 1 and 2"),
     (r"\boxed{81, 256}", "81256", "a comma with a space separates list items, it is no thousands separator"),
-    (r"\boxed{0.5002}", "0.5", "outside the tolerance of 1e-4"),
+    (r"\boxed{0.5002}", "0.5", "outside the relative tolerance of 1e-6"),
     ("<think>the answer is 72</think>", "72", "a number only in the thought does not count"),
 ])
 def test_near_misses(text, reference, why):
@@ -202,7 +217,7 @@ def test_near_misses(text, reference, why):
     (r"\boxed{1/2}", "0.5"),                 # a boxed fraction is one value
     (r"\boxed{\frac14}", "0.25"),
     (r"\boxed{\frac{1}{2}}", "0.5"),
-    (r"\boxed{0.50001}", "0.5"),             # within 1e-4
+    (r"\boxed{0.5000001}", "0.5"),           # within a relative 1e-6
     (r"\boxed{1{,}000{,}000}", "1000000"),
     (r"\boxed{1,\!000}", "1000"),
     ("<think>7?</think>\n#### 8", "8"),

@@ -52,6 +52,57 @@ def _data_arguments(v: argparse.ArgumentParser) -> None:
     v.add_argument("--json", action="store_true", help="print one JSON object")
 
 
+def verify(args) -> None:
+    """`mcgrpo verify`: what each verifier reads from a completion and its verdict, and with
+    `--claims` every arithmetic claim, so that a user can see why a completion scored as it did."""
+    from mcgrpo.core.claims import claims, verdict
+    from mcgrpo.core.verify import explain
+    for where, text, reference in _verify_inputs(args):
+        out = explain(text, reference)
+        if args.claims:
+            out["claims"] = [verdict(c) for c in claims(text)]
+        if args.json:
+            print(json.dumps(out))
+            continue
+        print(f"{where}: reference {reference!r}")
+        for name in ("default", "strict"):
+            print(f"  {name}: answer {out[name + '_answer']!r} -> {'correct' if out[name + '_correct'] else 'wrong'}")
+        for c in out.get("claims", []):
+            holds = "cannot parse" if c["true"] is None else "true" if c["true"] else "false"
+            print(f"  claim {c['text']!r}: value {c['value']}, {holds}")
+
+
+def _verify_inputs(args):
+    """(where, text, reference) from TEXT and --reference, or from each line of --file."""
+    if (args.text is None) == (args.file is None):
+        raise ValueError("give either TEXT with --reference, or --file FILE (one JSON object per line)")
+    if args.text is not None:
+        if args.reference is None:
+            raise ValueError("TEXT needs --reference, the answer it is checked against")
+        yield "text", args.text, args.reference
+        return
+    with open(args.file, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{args.file} line {n}: not JSON ({e.msg})") from None
+            if not (isinstance(item, dict) and isinstance(item.get("text"), str)
+                    and isinstance(item.get("reference"), (str, int, float))):
+                raise ValueError(f"{args.file} line {n}: needs an object with string 'text' and 'reference'")
+            yield f"{args.file} line {n}", item["text"], str(item["reference"])
+
+
+def _verify_arguments(v: argparse.ArgumentParser) -> None:
+    v.add_argument("text", nargs="?", help="a completion (or use --file)")
+    v.add_argument("--reference", help="the reference answer TEXT is checked against")
+    v.add_argument("--file", help="one JSON object per line, with 'text' and 'reference'")
+    v.add_argument("--claims", action="store_true", help="also list each arithmetic claim and its verdict")
+    v.add_argument("--json", action="store_true", help="print one JSON object per input")
+
+
 def resolve_model(args) -> None:
     """The reference file that training loads a model with a source from (checked to be there)."""
     from mcgrpo.train.models import sources
@@ -196,7 +247,7 @@ def _contrast_arguments(v: argparse.ArgumentParser) -> None:
     v.add_argument("--bootstrap-seed", type=int, default=0)
 
 
-VERBS = {"data": data_summary, "prepare-data": prepare_data, "resolve-model": resolve_model, "warm-start": warm_start, "calibrate": calibrate, "train": train,
+VERBS = {"data": data_summary, "verify": verify, "prepare-data": prepare_data, "resolve-model": resolve_model, "warm-start": warm_start, "calibrate": calibrate, "train": train,
          "prereg-lock": prereg_lock, "contrast": contrast,
          **{name: _step(name) for name in ("drift", "contrasts", "curves", "breakdown", "figures", "tables")}}
 
@@ -215,7 +266,7 @@ def parser() -> argparse.ArgumentParser:
         v = sub.add_parser(name)
         if name in spec:
             v.add_argument(spec[name][0], required=True, help=spec[name][1])
-        elif name not in ("data", "contrast"):
+        elif name not in ("data", "verify", "contrast"):
             src = v.add_mutually_exclusive_group(required=True)
             src.add_argument("--config", help="study config YAML")
             src.add_argument("--config-json", help="the validated study config as JSON")
@@ -223,6 +274,7 @@ def parser() -> argparse.ArgumentParser:
             v.add_argument(opt)
         v.add_argument("--threads", type=int, default=1)
     _data_arguments(sub.choices["data"])
+    _verify_arguments(sub.choices["verify"])
     _contrast_arguments(sub.choices["contrast"])
     return p
 

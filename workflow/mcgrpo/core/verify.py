@@ -14,13 +14,15 @@ one backend that can hang, math-verify, runs in a worker process that is killed 
 
 from __future__ import annotations
 
-import math
 import re
 from collections import deque
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 
-TOLERANCE = 1e-4
+# Integers and fractions compare exactly; a decimal within this relative tolerance of the other
+# value matches (so `\\boxed{0}` never matches 0.0000672, as an absolute tolerance would let it).
+RELATIVE_TOLERANCE = Fraction(1, 10**6)
 VERIFIERS = ("default", "strict")
 MAX_ANSWER_CHARS = 1000  # a longer box, number or answer string is not an answer
 
@@ -40,6 +42,8 @@ _BRACES = re.compile(r"[{}]")
 _SPACED_COMMA = re.compile(r"\s,|,\s")
 _SPACES = re.compile(r"\s*")
 _BARE = re.compile(r"[^\s${}]+")
+_TEXT = re.compile(r"\\text\s*\{([^{}]*)\}")  # `\text{12}`: a wrapper, not a unit
+_MINUS = "\u2212"  # Unicode minus sign
 
 
 @dataclass(frozen=True)
@@ -63,8 +67,20 @@ def boxed_content(text: str) -> str | None:
     """Content of the final `\\boxed{...}` (braces balanced) or `\\boxed 5`; None if there is
     none or it never closes."""
     start = text.rfind(_BOX)
-    if start < 0:
-        return None
+    return None if start < 0 else _box_at(text, start)
+
+
+def all_boxed(text: str) -> list[str]:
+    """Content of every closed `\\boxed{}` in `text`, in order (a gold solution's answers)."""
+    starts, i = [], text.find(_BOX)
+    while i >= 0:
+        starts.append(i)
+        i = text.find(_BOX, i + 1)
+    return [c for c in (_box_at(text, i) for i in starts) if c is not None]
+
+
+def _box_at(text: str, start: int) -> str | None:
+    """Content of the `\\boxed` that starts at `start`; None if it never closes."""
     after = start + len(_BOX)
     if after < len(text) and text[after].isalpha():  # another command, e.g. \boxedfoo
         return None
@@ -95,20 +111,22 @@ def _normalize(text: str) -> str:
     """Canonical form for exact string comparison."""
     for token in ("\\left", "\\right", "$"):
         text = text.replace(token, "")
+    text = text.replace(_MINUS, "-")
     text = _unspace(text).replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
     return "".join(text.split()).rstrip(".")
 
 
-def _plain(text: str) -> float | None:
-    return float(text.replace(",", "")) if _PLAIN.fullmatch(text) else None
+def _plain(text: str) -> Fraction | None:
+    return Fraction(text.replace(",", "")) if _PLAIN.fullmatch(text) else None
 
 
 def _numeric_form(text: str) -> str | None:
-    """`text` normalized to be read as a number; None when a comma has a space beside it,
-    since `81, 256` is a list of two answers, not eighty-one thousand."""
+    """`text` normalized to be read as a number, a whole `\\text{...}` unwrapped; None when a comma
+    has a space beside it, since `81, 256` is a list of two answers, not eighty-one thousand."""
     if len(text) > MAX_ANSWER_CHARS or _SPACED_COMMA.search(_unspace(text)):
         return None
-    return _normalize(text).removeprefix("+")
+    wrapped = _TEXT.fullmatch(text.strip())
+    return _normalize(wrapped[1] if wrapped else text).removeprefix("+")
 
 
 def plain_number(text: str) -> str | None:
@@ -124,8 +142,9 @@ def plain_number(text: str) -> str | None:
     return f"-{number}" if s.startswith("-") and number != "0" else number
 
 
-def number_value(text: str) -> float | None:
-    """The finite value of a whole string that is one number or simple fraction, else None."""
+def _reading(text: str) -> tuple[Fraction, bool] | None:
+    """(exact value, written as a decimal) of a whole string that is one number or simple
+    fraction (`12`, `-3.5`, `1,234`, `42.`, `\\frac{1}{2}`, `3/4`, `\\text{7}`), else None."""
     s = _numeric_form(text)
     if s is None:
         return None
@@ -138,7 +157,21 @@ def number_value(text: str) -> float | None:
         value = top / bottom if top is not None and bottom else None
     else:
         value = _plain(s)
-    return value if value is not None and math.isfinite(value) else None
+    return None if value is None else (value, "." in s.rstrip("."))
+
+
+def number_value(text: str) -> Fraction | None:
+    """The exact value of a whole string that is one number or simple fraction, else None."""
+    reading = _reading(text)
+    return None if reading is None else reading[0]
+
+
+def _equal(a: tuple[Fraction, bool], b: tuple[Fraction, bool]) -> bool:
+    """Exactly equal when both are integers or fractions; else within RELATIVE_TOLERANCE."""
+    (x, x_decimal), (y, y_decimal) = a, b
+    if not (x_decimal or y_decimal):
+        return x == y
+    return abs(x - y) <= RELATIVE_TOLERANCE * max(abs(x), abs(y))
 
 
 def _last_number(text: str) -> str | None:
@@ -173,14 +206,6 @@ def _first_number(text: str) -> str | None:
     return number.group() if number else None
 
 
-def _from_box(box: str) -> str:
-    """The answer inside a box: all of it if it is one number or holds none (`\\frac{1}{2}`,
-    `B`), else its last number (`x = 12`)."""
-    if number_value(box) is not None:
-        return box
-    return _last_number(box) or box
-
-
 def _parse(text: str) -> tuple[str | None, str | None]:
     """(text after thinking, content of its final box): scanned once per completion."""
     body = strip_think(text)
@@ -198,9 +223,11 @@ def _after_hashes(body: str) -> str | None:
 
 def _answer(body: str | None, box: str | None, strict: bool) -> str | None:
     """Strict: the final box or nothing. Default: the final box, else the number after `####`,
-    else the last number."""
+    else the last number. A box is its whole content, never a number picked out of it: the
+    last number of `5, 6`, `3x+7` or `2\\sqrt{3}` would pay a hedge or a near miss. (The paper's
+    appendix reads "the last number in the final boxed expression"; issue 14 chose the whole box.)"""
     if box is not None:
-        return _from_box(box)
+        return box
     if strict or body is None:
         return None
     return _after_hashes(body) or _last_number(body)
@@ -212,12 +239,12 @@ def extract_answer(text: str, strict: bool = False) -> str | None:
 
 
 def answers_match(candidate: str | None, reference: str) -> bool:
-    """Numbers within TOLERANCE; anything else by exact normalized string."""
+    """Two numbers by value (`_equal`); anything else by exact normalized string."""
     if candidate is None or len(candidate) > MAX_ANSWER_CHARS:
         return False
-    a, b = number_value(candidate), number_value(reference)
+    a, b = _reading(candidate), _reading(reference)
     if a is not None and b is not None:
-        return abs(a - b) <= TOLERANCE
+        return _equal(a, b)
     return _normalize(candidate) == _normalize(reference)
 
 
@@ -227,6 +254,14 @@ def verify(text: str, reference: str) -> Verdict:
     return Verdict(default=answers_match(_answer(body, box, False), reference),
                    strict=answers_match(_answer(body, box, True), reference),
                    boxed=box is not None)
+
+
+def explain(text: str, reference: str) -> dict:
+    """What each verifier reads from `text` and whether it matches `reference` (`mcgrpo verify`)."""
+    body, box = _parse(text)
+    default, strict = _answer(body, box, False), _answer(body, box, True)
+    return {"default_answer": default, "default_correct": answers_match(default, reference),
+            "strict_answer": strict, "strict_correct": answers_match(strict, reference)}
 
 
 def is_correct(text: str, reference: str, verifier: str = "default") -> bool:

@@ -1,7 +1,9 @@
 """The numeric-answer filter: a pool keeps a problem only if its answer is one plain number.
 
 The verifiers' last-number rule is well defined only for such answers, so lists, fractions,
-expressions and numbers with units are dropped, each counted under the reason why.
+expressions and numbers with units are dropped, each counted under the reason why, and so is a
+problem whose gold solution boxes several different answers (`several_answers`, set by the MATH
+loader).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import pandas as pd
 from mcgrpo.core.verify import number_value, plain_number
 
 KEPT = "numeric"
-REASONS = ("no_answer", "fraction", "list", "unit", "expression")
+REASONS = ("no_answer", "several_answers", "fraction", "list", "unit", "expression")
 _UNITS = ("\\text", "\\mbox", "\\circ", "%", "\\$", "dollar", "cent")
 
 
@@ -34,7 +36,8 @@ def classify(answer: str | None) -> tuple[str | None, str]:
 def apply(problems: pd.DataFrame) -> pd.DataFrame:
     """All problems with `numeric_reason` set; a kept problem's `answer` becomes its canonical
     number, the original stays in `raw_answer`."""
-    pairs = [classify(a) for a in problems["answer"]]
+    several = problems["several_answers"] if "several_answers" in problems else [False] * len(problems)
+    pairs = [(None, "several_answers") if s else classify(a) for a, s in zip(problems["answer"], several)]
     out = problems.assign(raw_answer=problems["answer"], numeric_reason=[r for _, r in pairs])
     out["answer"] = [n if n is not None else a for (n, _), a in zip(pairs, problems["answer"])]
     return out
@@ -52,7 +55,8 @@ def report(problems: pd.DataFrame) -> dict:
     reasons = problems.loc[~kept, "numeric_reason"].value_counts()
     return {"numeric_kept": int(kept.sum()),
             "numeric_by_level": by_level(problems[kept]),
-            "numeric_dropped": {r: int(reasons.get(r, 0)) for r in REASONS}}
+            "numeric_dropped": {r: int(reasons.get(r, 0)) for r in REASONS},
+            "several_answers_by_level": by_level(problems[problems["numeric_reason"] == "several_answers"])}
 
 
 def by_level(problems: pd.DataFrame) -> dict[str, int]:

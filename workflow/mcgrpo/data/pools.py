@@ -63,7 +63,7 @@ def _candidates(src: dict, levels: list[int] | None, cache: dict, report: dict) 
     if levels and src["format"] in LEVELED:
         kept = kept[kept["level"].isin(levels)]
     report["in_levels"] = len(kept)
-    return kept.drop(columns="numeric_reason").reset_index(drop=True)
+    return kept.drop(columns=["numeric_reason", "several_answers"], errors="ignore").reset_index(drop=True)
 
 
 def _draw(problems: pd.DataFrame, size: int, seed: int, name: str, key: str) -> pd.DataFrame:

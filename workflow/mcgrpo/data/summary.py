@@ -92,6 +92,9 @@ def render(s: dict) -> str:
               for lv in levels]
     dropped = ", ".join(f"{reason} {n:,}" for reason, n in s["numeric_dropped"].items() if n) or "none"
     lines.append(f"numeric answers kept: {s['numeric_kept']:,} of {s['total']:,}; dropped: {dropped}")
+    if s["several_answers_by_level"]:
+        levels = ", ".join(f"level {'none' if lv == '0' else lv} {n:,}" for lv, n in s["several_answers_by_level"].items())
+        lines.append(f"gold solutions boxing several different answers (dropped): {levels}")
     gold = f"default {s['gold_correct_default']:,}, strict {s['gold_correct_strict']:,}"
     if "gold_correct_math_verify" in s:
         gold += f", math_verify {s['gold_correct_math_verify']:,}"

@@ -12,17 +12,24 @@ from mcgrpo.core.verify import verify
 
 
 class Prompter:
-    """Chat-formatted prompt token ids per question, tokenized once; decoding of completions."""
+    """Chat-formatted prompt token ids per question, tokenized once; decoding of completions.
 
-    def __init__(self, tokenizer, template: str = "{question}"):
+    The one place a prompt is rendered: rollouts, continuations, evaluation and critic features all
+    take their prompt ids from here, so `chat_template` (the model's `model.chat_template` keyword
+    arguments, e.g. Qwen3's `enable_thinking: false`, Llama-3.2's `date_string`) reaches every one.
+    """
+
+    def __init__(self, tokenizer, template: str = "{question}", chat_template: dict | None = None):
         self.tokenizer, self.template = tokenizer, template
+        self.chat_template = dict(chat_template or {})
         self._cache: dict[str, tuple[int, ...]] = {}
 
     def __call__(self, question: str) -> tuple[int, ...]:
         if question not in self._cache:
             content = self.template.replace("{question}", question)
             text = self.tokenizer.apply_chat_template([{"role": "user", "content": content}],
-                                                      add_generation_prompt=True, tokenize=False)
+                                                      add_generation_prompt=True, tokenize=False,
+                                                      **self.chat_template)
             self._cache[question] = tuple(self.tokenizer(text, add_special_tokens=False).input_ids)
         return self._cache[question]
 

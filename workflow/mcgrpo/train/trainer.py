@@ -50,7 +50,8 @@ class Trainer:
         r = self.recipe
         self.optimizer = torch.optim.Adam(model.parameters(), lr=r["lr"], betas=tuple(r["adam_betas"]),
                                           eps=r["adam_eps"], weight_decay=0.0)
-        self.prompter = Prompter(tokenizer, cfg["task"].get("prompt", "{question}"))
+        self.prompter = Prompter(tokenizer, cfg["task"].get("prompt", "{question}"),
+                                 cfg["model"].get("chat_template"))
         self.engine = engines.build(cfg["engine"]["name"], model, tokenizer, temperature=r["temperature"],
                                     top_p=r["top_p"], **{k: v for k, v in cfg["engine"].items() if k != "name"})
         self.credit = credit_rules.build(cfg["arm_config"].get("credit", {}), pool, cfg["arm"])

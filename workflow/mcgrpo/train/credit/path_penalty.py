@@ -1,6 +1,6 @@
 """The path penalty (seed 003): a verifiable per-line channel beside the outcome.
 
-Every arithmetic claim a completion writes (`a op b = c`, one per solution step) is checked: the tokens
+Every arithmetic claim a completion writes (`expression = c`, one per solution step) is checked: the tokens
 of a false claim get -lambda, those of a true one +beta. The channel is normalized within each group
 separately from the outcome, by its own token count (as the paper's code does): x (the group's tokens /
 the group's tokens that carry a path signal), so a sparse channel is not diluted by the outcome's. It is
@@ -16,7 +16,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from mcgrpo.train.credit import Credit, CreditContext, group_advantages
-from mcgrpo.train.credit.claims import claims
+from mcgrpo.core.claims import claims
 from mcgrpo.train.rollout import Rollouts
 
 
@@ -33,7 +33,7 @@ def line_signal(text: str, ends: np.ndarray, lam: float, beta: float) -> tuple[n
     characters); and the counts of false and true claims."""
     starts = np.concatenate([[0], ends[:-1]])
     signal = np.zeros(len(ends))
-    found = claims(text)
+    found = [c for c in claims(text) if c.parsed]  # an unparsable claim is neither true nor false
     for claim in found:
         signal[(starts < claim.end) & (ends > claim.start)] = beta if claim.holds else -lam
     false = sum(not c.holds for c in found)

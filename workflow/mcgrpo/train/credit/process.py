@@ -1,7 +1,8 @@
 """The process reward (seed 001): step matching against the problem's reference intermediate results.
 
-R_process = the share of the completion's equations (`a op b = c`) whose result c matches some reference
-step (within `tolerance`); a completion with more than `verbosity` x the reference step count has it scaled
+R_process = the share of the completion's equations (`expression = c`, as `claims` parses them) whose result
+c matches a reference step (within `tolerance`), each reference step matched by at most one equation (the
+seed is silent on repeats; without this, `0+72=72` written three times scored 1.0); a completion with more than `verbosity` x the reference step count has it scaled
 by verbosity x reference / its count, so padding with steps does not pay. The reward
 lambda R_process + (1 - lambda) R_outcome replaces the outcome in the group advantage (lambda = 1: process
 only). It needs the pool's `steps` column (arith and GSM8K give it; MATH does not). A problem without
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mcgrpo.train.credit import Credit, CreditContext, group_advantages, per_token
-from mcgrpo.train.credit.claims import claims
+from mcgrpo.core.claims import claims
 from mcgrpo.train.rollout import Rollouts
 
 
@@ -34,10 +35,15 @@ def reference_values(steps) -> list[float]:
 def process_reward(text: str, reference: list[float], tolerance: float = 1e-5, verbosity: float = 1.5) -> float:
     """The share of the text's equations whose result matches a reference step, scaled down past
     `verbosity` x the reference step count."""
-    results = [c.result for c in claims(text)]
+    results = [float(c.result) for c in claims(text) if c.parsed]
     if not results:
         return 0.0
-    matched = sum(any(abs(r - ref) < tolerance for ref in reference) for r in results)
+    unused, matched = list(reference), 0
+    for r in results:  # each reference step is matched once, so repeating a step does not pay
+        hit = next((i for i, ref in enumerate(unused) if abs(r - ref) < tolerance), None)
+        if hit is not None:
+            unused.pop(hit)
+            matched += 1
     share = matched / len(results)
     allowed = verbosity * len(reference)
     return share * min(1.0, allowed / len(results))

@@ -1,0 +1,172 @@
+"""Arithmetic claims in a completion: every `expression = result` it writes, where, and whether it holds.
+
+Both the process reward (does a claim's result match a reference step?) and the path penalty (is the
+claim true?) read them. A claim is read by Python's own expression parser (`ast`), so precedence,
+associativity, parentheses and unary minus are Python's (`2 + 3 * 4 = 14`, `48 / 2 * 3 = 72`,
+`12 - 4 - 3 = 5`), after the notations of written work are translated: `\\times`, `\\cdot`, `×`, `·`,
+`x` between numbers, `\\div`, `÷`, `\\frac{a}{b}`, `^`, `$` amounts and `1,200` thousands separators.
+Values are exact rationals. A claim that cannot be parsed (`2(3+4) = 14`, `x = 5`) has no value and no
+verdict: it is neither a violation nor a fulfilment.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+
+# What written arithmetic is made of; a run of these holding `=` is a chain of claims. A comma
+# belongs to a run only as a thousands separator (`1,200`), so `2-5=-3,-3*4=-12` is two runs. Each
+# alternative starts on a different character, so a run is matched in linear time.
+_RUN = re.compile(r"(?:\\(?:times|cdot|div|[dt]?frac|left|right|\$|,|!)|[0-9.+\-*/×·÷−()=${}^ \t]"
+                  r"|(?<=\d),(?=\d{3}(?!\d)))+")
+_GAP = re.compile(r"(?<=[\d.])[ \t]+(?=[\d$])")  # `72 0+72`: two numbers side by side end one run
+_TIMES_X = re.compile(r"(?<=[\d)])( ?)x( ?)(?=[\d(])")  # `3 x 4`: a multiplication, not a variable
+_FRAC = re.compile(r"\\[dt]?frac\{([^{}]*)\}\{([^{}]*)\}|\\[dt]?frac(\d)(\d)")
+_TRANSLATE = [("\\times", "*"), ("\\cdot", "*"), ("×", "*"), ("·", "*"), ("\\div", "/"), ("÷", "/"),
+              ("−", "-"), ("^", "**"), ("\\left", ""), ("\\right", ""), ("\\$", ""), ("$", ""), ("\\,", ""),
+              ("\\!", ""), (",", ""), ("{", "("), ("}", ")")]
+MAX_SIDE_CHARS = 200  # a longer side is no written step (and would let a hostile text cost time)
+MAX_EXPONENT = 64
+
+
+@dataclass(frozen=True)
+class Claim:
+    start: int                # its characters in the text: [start, end)
+    end: int
+    text: str
+    value: Fraction | None    # the left side, computed exactly (None: unparsable or undefined)
+    result: Fraction | None   # the right side, as written (None: unparsable)
+    places: int = 0           # decimal places of a right side written as a decimal number
+    parsed: bool = True       # both sides parse
+
+    @property
+    def holds(self) -> bool | None:
+        """True or False for a parsed claim, None for one that could not be parsed. An undefined
+        left side (`7/0`) is false; a result written with d decimals holds if it is the value rounded
+        to d places (`10/3 = 3.33`), since written work rounds (the paper is silent on rounding)."""
+        if not self.parsed:
+            return None
+        if self.value is None:
+            return False
+        return abs(self.value - self.result) <= (Fraction(1, 2 * 10**self.places) if self.places else 0)
+
+
+def claims(text: str) -> list[Claim]:
+    """Every arithmetic claim of `text`, in order: each adjacent pair of sides of a chain
+    `a = b = c` whose left side computes something (holds an operator)."""
+    read = _TIMES_X.sub(lambda m: f"{m[1]}×{m[2]}", text)  # same length: positions stay
+    out = []
+    for run in _RUN.finditer(read):
+        start = run.start()
+        for gap in [*_GAP.finditer(read, run.start(), run.end()), None]:
+            end = run.end() if gap is None else gap.start()
+            if "=" in read[start:end]:
+                out += _chain(text, read, start, end)
+            start = end if gap is None else gap.end()
+    return out
+
+
+def _chain(text: str, read: str, start: int, end: int) -> list[Claim]:
+    """The claims of one run `read[start:end]`, by their characters in the original `text`."""
+    sides = []
+    for piece in read[start:end].split("="):
+        sides.append(_trim(piece, start))
+        start += len(piece) + 1
+    if sides[0] is not None and sides[0][0] > 0 and read[sides[0][0] - 1].isalnum():
+        sides[0] = None  # `a1+2` or `3x+7`: the side starts inside a word
+    out = []
+    for left, right in zip(sides, sides[1:]):
+        if left is None or right is None or not _computes(left[2]):
+            continue
+        value, result = _value(left[2]), _value(right[2])
+        parsed = value is not _UNPARSABLE and result is not _UNPARSABLE and result is not None
+        out.append(Claim(left[0], right[1], text[left[0]:right[1]], value if parsed else None,
+                         result if parsed else None, _places(right[2]), parsed))
+    return out
+
+
+def _trim(piece: str, start: int) -> tuple[int, int, str] | None:
+    """(start, end, text) of one side without spaces, a sentence's full stop or comma, and parentheses
+    that open or close outside it (`(so 2+3=5)`); None if no digit is left or it is too long."""
+    text = piece.rstrip(" \t.,")
+    if len(text) > len(piece) - len(piece.lstrip()) + MAX_SIDE_CHARS:
+        return None
+    begin = 0
+    while begin < len(text) and (text[begin] in " \t" or _stray(text, begin)):
+        begin += 1
+    while text.endswith(")") and text.count(")", begin) > text.count("(", begin):
+        text = text[:-1].rstrip(" \t.,")
+    if not any(c.isdigit() for c in text[begin:]):
+        return None
+    return start + begin, start + len(text), text[begin:]
+
+
+def _stray(text: str, i: int) -> bool:
+    """A full stop, comma or opening parenthesis at `i` that starts no number or group of the side."""
+    if text[i] in ".,":
+        return not text[i + 1:i + 2].isdigit()
+    return text[i] == "(" and text.count("(", i) > text.count(")", i)
+
+
+def _computes(side: str) -> bool:
+    """Whether a side is a computation rather than a bare number (a sign aside)."""
+    return any(op in side.lstrip("+-−$ ") for op in "+-*/×·÷−^\\")
+
+
+_UNPARSABLE = object()
+
+
+def _value(side: str):
+    """The exact value of a side; None if it is undefined (division by zero), _UNPARSABLE if it is
+    no arithmetic expression."""
+    if len(side) > MAX_SIDE_CHARS:
+        return _UNPARSABLE
+    source, before = side, None
+    while source != before:  # innermost `\frac` first: `\frac{\frac{1}{2}}{3}`
+        before, source = source, _FRAC.sub(lambda m: f"(({m[1] or m[3]})/({m[2] or m[4]}))", source)
+    for written, python in _TRANSLATE:
+        source = source.replace(written, python)
+    try:
+        return _evaluate(ast.parse(source.strip(), mode="eval").body, source.strip())
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return _UNPARSABLE
+    except ZeroDivisionError:
+        return None
+
+
+_BINARY = {ast.Add: Fraction.__add__, ast.Sub: Fraction.__sub__, ast.Mult: Fraction.__mul__,
+           ast.Div: Fraction.__truediv__}
+
+
+def _evaluate(node: ast.AST, source: str) -> Fraction:
+    """Numbers, + - * / **, unary signs and parentheses; anything else is not arithmetic."""
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return Fraction(ast.get_source_segment(source, node))  # the literal as written: exact
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.UAdd, ast.USub)):
+        operand = _evaluate(node.operand, source)
+        return -operand if isinstance(node.op, ast.USub) else operand
+    if isinstance(node, ast.BinOp):
+        left, right = _evaluate(node.left, source), _evaluate(node.right, source)
+        if isinstance(node.op, ast.Pow):
+            if right.denominator != 1 or abs(right) > MAX_EXPONENT:
+                raise ValueError("exponent")
+            return left ** int(right)
+        if type(node.op) in _BINARY:
+            return _BINARY[type(node.op)](left, right)
+    raise ValueError("not arithmetic")
+
+
+def _places(side: str) -> int:
+    """Decimal places of a side written as one decimal number (`3.33`: 2), else 0."""
+    number = side.lstrip("$-−+ ").replace(",", "")
+    whole, dot, decimals = number.partition(".")
+    return len(decimals) if dot and (whole.isdigit() or not whole) and decimals.isdigit() else 0
+
+
+def verdict(claim: Claim) -> dict:
+    """A claim as `mcgrpo verify --claims` prints it: its text, value and whether it holds."""
+    value = claim.value
+    number = None if value is None else int(value) if value.denominator == 1 else float(value)
+    return {"text": claim.text, "value": number, "true": claim.holds}
