@@ -35,6 +35,17 @@ include: "rules/contrasts.smk"
 include: "rules/figures.smk"
 
 
+# Small rules, seconds of work each: on SLURM they run in the submitting Snakemake rather than as jobs of
+# their own (10-15 s of queueing and polling each).
+localrules:
+    drift,
+    contrasts,
+    curves,
+    breakdown,
+    figures,
+    tables,
+
+
 rule all:
     default_target: True
     input:

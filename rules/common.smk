@@ -1,5 +1,8 @@
 # Shared paths and helpers. The package does the work; rules only wire files together.
 import json
+import shlex
+import shutil
+import signal
 import sys
 
 import pandas as pd
@@ -8,6 +11,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 from mcgrpo.core import config as study_config  # noqa: E402
 from mcgrpo import studies
+from snakemake.settings.types import DeploymentMethod
 
 # Before any job: the schema (one line per error, naming the key) and the cross-references it cannot express.
 studies.validate(config)
@@ -26,6 +30,16 @@ LOCK = f"{R}/prereg.lock.json"
 # The analysis reads the whole study config, less the switch saying how Snakemake was invoked.
 STUDY_JSON = json.dumps({k: v for k, v in config.items() if k != "analysis_only"}, sort_keys=True)
 ENV = "../workflow/envs/mcgrpo.yaml"
+# Rules call the interpreter this workflow runs with: a SLURM job's PATH need not hold a `python`, or the right
+# one. In a container or a conda env, that env's own `python`.
+PYTHON = ("python" if workflow.deployment_settings.deployment_method & {DeploymentMethod.APPTAINER, DeploymentMethod.CONDA}
+          else shlex.quote(sys.executable))
+# Inside a SLURM job Snakemake runs twice more: the jobstep executor in the batch step and, under srun, the one
+# that runs the rule. SLURM's --signal and `scancel --signal` reach every process of the step, and SIGUSR1's
+# default action would end that Snakemake, then the step and the trainer with it, before the trainer checkpoints
+# (and nobody would see its exit 75). Here it does nothing; the trainer, exec'd by the rule, handles it.
+if workflow.remote_exec:
+    signal.signal(signal.SIGUSR1, lambda signum, frame: None)
 
 
 def run_files(name):
@@ -66,6 +80,13 @@ def train_runtime(wildcards, input):
     return study_config.train_runtime(config, B)
 
 
+def train_signal(wildcards, input):
+    """sbatch's --signal for a training job: SIGUSR1 to the job step 5 minutes before its time limit, or a tenth
+    of the limit before it when that is shorter (a lead as long as the limit would fire at once). A rule
+    resource, not a default one, so that overriding default-resources (partition, account) keeps it."""
+    return f"--signal=USR1@{min(300, 6 * train_runtime(wildcards, input))}"
+
+
 # Analysis rules read the run Parquet files only; `--config analysis_only=True` leaves out every rule that
 # could write them, so these never wait on (or trigger) a training job.
 ANALYSIS_RESOURCES = dict(mem_mb=CPU_RESOURCES["mem_mb"], runtime=CPU_RESOURCES["runtime"])
@@ -82,7 +103,7 @@ LOCK_INPUT = [LOCK] if not config["analysis_only"] or Path(LOCK).exists() else [
 
 
 def analysis_step(verb):
-    """The params of analysis rule `verb` (rules/drift.smk's template runs `python -m mcgrpo <verb>`); the
+    """The params of analysis rule `verb` (rules/drift.smk's template runs `{PYTHON} -m mcgrpo <verb>`); the
     study's JSON is a function, since it holds braces that are never wildcards."""
     return dict(verb=verb, study=lambda wildcards: STUDY_JSON, results=folder_of("budget", 1))
 

@@ -15,3 +15,7 @@ rule prereg_lock:
         f"{R}/logs/prereg_lock.log",
     script:
         "../workflow/scripts/prereg_lock.py"
+
+
+localrules:
+    prereg_lock,  # seconds of work: no SLURM job of its own (see the Snakefile)

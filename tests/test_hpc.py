@@ -22,17 +22,55 @@ def _dry_run(*args) -> str:
     return done.stdout + done.stderr
 
 
-def _train_resources(output: str) -> dict[str, str]:
-    block = output[output.index("rule train:"):]
+def _resources(output: str, rule: str = "train") -> dict[str, str]:
+    block = output[output.index(f"rule {rule}:"):]
     line = next(l for l in block.splitlines() if l.strip().startswith("resources:"))
     return dict(kv.split("=", 1) for kv in line.split(":", 1)[1].strip().split(", "))
 
 
-def test_slurm_profile_is_found_from_the_repo_root_and_sets_train_resources():
+_train_resources = _resources
+
+
+def test_slurm_profile_sends_gpu_rules_to_the_gpu_partition_and_the_rest_to_the_cpu_one():
     pytest.importorskip("snakemake_executor_plugin_slurm")
-    resources = _train_resources(_dry_run("--profile", "slurm", "--forceall"))
-    assert resources["slurm_extra"] == "--signal=USR1@300"
-    assert {"gpu", "cpus_per_gpu", "mem_mb", "runtime"} <= set(resources)
+    out = _dry_run("--profile", "slurm", "--forceall")
+    train, data = _resources(out), _resources(out, "prepare_data")
+    assert train["slurm_partition"] == "gpu" and _resources(out, "calibrate")["slurm_partition"] == "gpu"
+    assert data["slurm_partition"] == "cpu" and data["slurm_account"] == train["slurm_account"]
+    # The default study's train jobs ask for 35 minutes: the signal leads by a tenth of that, not by 5 minutes.
+    assert train["runtime"] == "35" and train["slurm_extra"] == "--signal=USR1@210"
+    assert "slurm_extra" not in data  # only the trainer checkpoints on the signal
+    assert {"gpu", "cpus_per_gpu", "mem_mb", "runtime"} <= set(train)
+
+
+def test_overriding_partition_and_account_keeps_the_signal():
+    pytest.importorskip("snakemake_executor_plugin_slurm")
+    out = _dry_run("--profile", "slurm", "--forceall", "--default-resources", "slurm_account=lab",
+                   "slurm_partition=short", "--set-resources", "train:slurm_partition=a100")
+    train = _resources(out)
+    assert train["slurm_partition"] == "a100" and train["slurm_account"] == "lab"
+    assert train["slurm_extra"] == "--signal=USR1@210"
+    assert _resources(out, "prepare_data")["slurm_partition"] == "short"
+
+
+def test_slurm_cpu_profile_asks_for_no_gpu_on_the_cpu_partition(tmp_path):
+    pytest.importorskip("snakemake_executor_plugin_slurm")
+    study = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    study.update(study="gpu", resources={"train": {"gpu": 1, "runtime": 240}})
+    (tmp_path / "gpu.yaml").write_text(yaml.safe_dump(study))
+    train = _resources(_dry_run("--profile", "slurm-cpu", "--forceall", "--configfile", str(tmp_path / "gpu.yaml")))
+    assert train["gpu"] == "0" and train["slurm_partition"] == "cpu"
+    assert train["slurm_extra"] == "--signal=USR1@300"
+
+
+def test_rules_call_the_interpreter_the_workflow_runs_with():
+    out = _dry_run("--forceall", "-p")
+    commands = [line.removeprefix("Shell command: ") for line in out.splitlines() if " -m mcgrpo " in line]
+    assert len(commands) > 5
+    assert all(line.split(" -m mcgrpo ")[0].split()[-1] == sys.executable for line in commands), commands[0]
+    # the trainer is the job step's process, and a retry appends to the log of the attempts before it
+    train = next(line for line in commands if " -m mcgrpo train " in line)
+    assert train.split()[:2] == ["exec", sys.executable] and " >> results/default/logs/train/" in train
 
 
 def test_sbatch_command_of_a_train_job_asks_for_gpus_memory_and_time(tmp_path):

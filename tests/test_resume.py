@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -87,7 +88,32 @@ def test_interrupted_run_resumes_to_the_same_parquet(inputs, tmp_path, sig, stat
     resumed = subprocess.run(command(out), env=ENV, capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     _assert_same_run(reference, out)
-    assert not (out / "checkpoints").exists()  # a finished run keeps its Parquet, not its checkpoints
+    first, second = json.loads((out / "run.json").read_text())["attempts"]
+    if sig == signal.SIGKILL:
+        assert first["outcome"] is None and "killed before it recorded an end" in resumed.stderr
+    else:
+        assert first["outcome"] == "interrupted" and first["signal"] == "SIGTERM"
+        assert f"interrupted by SIGTERM after {first['iterations']} iterations" in resumed.stderr
+    assert second["outcome"] == "finished" and second["resumed_at"] > 0
+
+
+def test_a_finished_run_ended_by_its_job_is_written_again_not_trained_again(inputs, tmp_path):
+    """SLURM may end a job (TIMEOUT) just after the trainer wrote its outputs; Snakemake then deletes them and
+    retries. The final checkpoint is kept, so the retry rewrites the same files without a single iteration."""
+    command, reference = inputs
+    out = tmp_path / "run"
+    shutil.copytree(reference, out)
+    for name in ("iterations", "evals", "samples", "prompts"):  # what Snakemake removes after a failed job
+        (out / f"{name}.parquet").unlink()
+    (out / "run.json").unlink()
+    again = subprocess.run(command(out), env=ENV, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    frames, before = _frames(out), _frames(reference)
+    for name in frames:  # the same rows, wall time included: nothing ran again
+        pd.testing.assert_frame_equal(frames[name], before[name], check_exact=True, obj=name)
+    attempts = json.loads((out / "run.json").read_text())["attempts"]
+    assert [a["outcome"] for a in attempts] == ["finished", "finished"]
+    assert attempts[1]["resumed_at"] == attempts[1]["iterations"] == attempts[0]["iterations"]
 
 
 def _trainer(study, world, tmp_path, config_hash="h1", budget=900):

@@ -7,7 +7,6 @@ import json
 import platform
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 from mcgrpo import __version__
@@ -154,46 +153,62 @@ def train(args) -> None:
     """One run (arm, seed): resume from its newest checkpoint, train to the budget, write its Parquet.
 
     SIGTERM or SIGUSR1 (what SLURM sends before a time limit or a preemption) makes the trainer checkpoint
-    at the next iteration boundary and exit with status 75, so that Snakemake's retry resumes the run.
+    at the next iteration boundary and exit with status 75, so that Snakemake's retry resumes the run. The
+    final checkpoint stays (the workflow removes it once Snakemake has the outputs): a run ended by its job
+    after finishing is written again from it, not trained again. Each attempt is logged and kept in run.json.
     """
     import signal
+    signals = []  # caught from the start: importing torch takes seconds
 
+    def request_stop(signum, frame):
+        signals.append(signal.Signals(signum).name)
+        if trainer is not None:
+            trainer.stop_requested = True
+
+    trainer = None
+    for sig in (signal.SIGTERM, signal.SIGUSR1):
+        signal.signal(sig, request_stop)
     import torch
     import transformers
-    from mcgrpo.train import checkpoint, models
+    from mcgrpo.train import attempts, models
     from mcgrpo import data
     from mcgrpo.data.checks import check_run_data
     from mcgrpo.train.trainer import Trainer
     run = json.loads(args.run_json)
     cfg_hash = study_config.config_hash(run)
+    out = Path(args.out)
+    history = attempts.start(out / "checkpoints")
+    for entry in history[:-1]:
+        print(f"earlier: {attempts.describe(entry)}", file=sys.stderr)
     torch.set_num_threads(run["recipe"]["threads"])
     B = int(store.read_contract(args.budget, "budget")["B"].iloc[0])
     pool, evals = data.read(args.data, run["evaluation"]["sets"])
     check_run_data(pool, evals, run, args.data)
     model, tokenizer = models.load(args.model)
-    out = Path(args.out)
-    started = datetime.now(timezone.utc).isoformat()
     trainer = Trainer(run, model, tokenizer, pool, evals, B, checkpoint_dir=out / "checkpoints",
                       config_hash=cfg_hash)
-
-    def request_stop(signum, frame):
-        trainer.stop_requested = True
-
-    for sig in (signal.SIGTERM, signal.SIGUSR1):
-        signal.signal(sig, request_stop)
-    log = trainer.run()
+    trainer.stop_requested = bool(signals)
+    try:
+        log = trainer.run()
+    except Interrupted:
+        attempts.end(out / "checkpoints", history, "interrupted", signal=signals[0], resumed_at=trainer.resumed_at,
+                     iterations=trainer.next_iteration)
+        print(attempts.describe(history[-1]), file=sys.stderr)
+        raise
     for name, frame in log.frames().items():
         store.write_parquet(frame, out / f"{name}.parquet", cfg_hash)
+    attempts.end(out / "checkpoints", history, "finished", resumed_at=trainer.resumed_at,
+                 iterations=trainer.next_iteration)
+    print(attempts.describe(history[-1]), file=sys.stderr)
     store.write_json({
         "config": run, "config_hash": cfg_hash, "B": B, "finished": True,
-        "started": started, "ended": datetime.now(timezone.utc).isoformat(),
+        "started": history[0]["started"], "ended": history[-1]["ended"], "attempts": history,
         "versions": {"mcgrpo": __version__, "torch": torch.__version__,
                      "transformers": transformers.__version__, "python": platform.python_version()},
         "hardware": {"device": str(model.device), "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
                      "cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads()},
         "git_sha": store.git_sha(),
     }, out / "run.json")
-    checkpoint.clear(out / "checkpoints")
 
 
 def _step(name: str):

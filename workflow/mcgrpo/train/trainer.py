@@ -65,6 +65,7 @@ class Trainer:
         self.tokens = {"rollout": 0, "continuation": 0, "discarded": 0}
         self.updates, self.train_seconds, self.log = 0, 0.0, RunLog()
         self.next_iteration, self.stop_requested, self.trained_prompts = 0, False, set()
+        self.resumed_at = None  # the iterations a resumed run had done
         self.checkpoint_dir, self.config_hash = checkpoint_dir, config_hash
 
     @property
@@ -190,6 +191,7 @@ class Trainer:
         if state is None:
             return False
         self.load_state_dict(state)
+        self.resumed_at = self.next_iteration
         return True
 
     def evaluate(self) -> None:

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# A single-node SLURM cluster on this machine, for `make test-slurm` and tests/test_slurm.py.
+#   tests/slurm/cluster.sh up       install (once) and start it; a no-op when it is up already
+#   tests/slurm/cluster.sh down     stop every daemon it started
+#   tests/slurm/cluster.sh status   exit 0 when jobs can run
+# Needs root and Debian (apt-get). No systemd: the daemons are started by hand. Partitions: `cpu` (the
+# default) and `gpu`, whose one fake GPU (gres.conf File=/dev/null) lets `--gpus=1` jobs schedule.
+# Accounting goes through slurmdbd and MariaDB, since the Snakemake executor plugin polls `sacct`.
+# PROCTRACK=cgroup (default; what clusters use) or linuxproc (where the machine has no usable cgroups).
+set -euo pipefail
+
+PROCTRACK=${PROCTRACK:-cgroup}
+NODE=$(hostname -s)
+CPUS=$(nproc)
+MEM_MB=$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 - 1024 ))
+CONF=/etc/slurm
+STATE=/var/lib/slurm-test
+LOGS=/var/log/slurm-test
+PACKAGES="slurm-wlm munge mariadb-server slurmdbd"
+
+log() { echo "cluster.sh: $*" >&2; }
+
+running() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+install() {
+    command -v slurmctld >/dev/null && command -v slurmdbd >/dev/null && command -v mariadbd >/dev/null &&
+        command -v munged >/dev/null && return
+    log "installing $PACKAGES"
+    apt-get update -q >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q $PACKAGES >/dev/null
+}
+
+write_config() {
+    mkdir -p "$CONF" "$STATE"/{ctld,d} "$LOGS" /run/slurm
+    chown -R slurm:slurm "$STATE" "$LOGS" /run/slurm
+    cat >"$CONF/slurm.conf" <<EOF
+ClusterName=mcgrpo
+SlurmctldHost=$NODE
+SlurmUser=slurm
+AuthType=auth/munge
+StateSaveLocation=$STATE/ctld
+SlurmdSpoolDir=$STATE/d
+SlurmctldPidFile=/run/slurm/slurmctld.pid
+SlurmdPidFile=/run/slurm/slurmd.pid
+SlurmctldLogFile=$LOGS/slurmctld.log
+SlurmdLogFile=$LOGS/slurmd.log
+ProctrackType=proctrack/$PROCTRACK
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+GresTypes=gpu
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=$NODE
+JobAcctGatherType=jobacct_gather/none
+MpiDefault=none
+ReturnToService=2
+SchedulerType=sched/backfill
+# Seconds between SIGTERM and SIGKILL when a job is cancelled or hits its time limit (SLURM's default).
+KillWait=30
+MinJobAge=60
+NodeName=$NODE CPUs=$CPUS RealMemory=$MEM_MB Gres=gpu:1 State=UNKNOWN
+PartitionName=cpu Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
+PartitionName=gpu Nodes=$NODE MaxTime=INFINITE State=UP
+EOF
+    echo "NodeName=$NODE Name=gpu File=/dev/null" >"$CONF/gres.conf"
+    cat >"$CONF/cgroup.conf" <<EOF
+CgroupPlugin=autodetect
+CgroupAutomount=yes
+ConstrainCores=no
+ConstrainRAMSpace=no
+ConstrainDevices=no
+EOF
+    cat >"$CONF/slurmdbd.conf" <<EOF
+AuthType=auth/munge
+DbdHost=$NODE
+SlurmUser=slurm
+PidFile=/run/slurm/slurmdbd.pid
+LogFile=$LOGS/slurmdbd.log
+StorageType=accounting_storage/mysql
+StorageHost=localhost
+StorageUser=slurm
+StoragePass=slurm
+StorageLoc=slurm_acct_db
+EOF
+    chown slurm:slurm "$CONF/slurmdbd.conf"
+    chmod 600 "$CONF/slurmdbd.conf"
+}
+
+wait_for() {  # wait_for SECONDS DESCRIPTION COMMAND...
+    local seconds=$1 what=$2; shift 2
+    for _ in $(seq "$((seconds * 2))"); do "$@" >/dev/null 2>&1 && return; sleep 0.5; done
+    log "$what did not come up; see $LOGS"; exit 1
+}
+
+start() {
+    mkdir -p /run/munge /run/mysqld
+    chown munge:munge /run/munge
+    chown mysql:mysql /run/mysqld
+    [ -f /etc/munge/munge.key ] || mungekey --create
+    running /run/munge/munged.pid || runuser -u munge -- munged
+    if ! mysqladmin ping >/dev/null 2>&1; then
+        (mariadbd --user=mysql >"$LOGS/mariadb.log" 2>&1 &)
+        wait_for 30 mariadb mysqladmin ping
+    fi
+    mysql -e "CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY 'slurm';
+              GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost'; FLUSH PRIVILEGES;"
+    running /run/slurm/slurmdbd.pid || slurmdbd
+    wait_for 30 slurmdbd sacctmgr -n list cluster
+    sacctmgr -i -Q add cluster mcgrpo >/dev/null 2>&1 || true
+    sacctmgr -i -Q add account mcgrpo Cluster=mcgrpo Description=tests >/dev/null 2>&1 || true
+    sacctmgr -i -Q add user root Account=mcgrpo DefaultAccount=mcgrpo >/dev/null 2>&1 || true
+    running /run/slurm/slurmctld.pid || slurmctld
+    wait_for 30 slurmctld scontrol ping
+    running /run/slurm/slurmd.pid || slurmd
+    wait_for 60 "node $NODE" sh -c "sinfo -h -N -o %t | grep -qE '^(idle|mix|alloc)'"
+}
+
+status() {
+    scontrol ping >/dev/null 2>&1 && sinfo -h -N -o %t | grep -qE '^(idle|mix|alloc)' && sacct -n -X -S now >/dev/null
+}
+
+stop() {
+    for d in slurmd slurmctld slurmdbd; do
+        if running "/run/slurm/$d.pid"; then kill "$(cat "/run/slurm/$d.pid")"; fi
+    done
+    mysqladmin shutdown >/dev/null 2>&1 || true
+    if running /run/munge/munged.pid; then kill "$(cat /run/munge/munged.pid)"; fi
+}
+
+case "${1:-}" in
+    up)
+        if status; then log "up already"; exit 0; fi
+        install
+        write_config
+        start
+        log "up: node $NODE, $CPUS CPUs, partitions cpu (default) and gpu, proctrack/$PROCTRACK" ;;
+    down) stop; log "down" ;;
+    status) status ;;
+    *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
+esac

@@ -1,0 +1,52 @@
+"""A run's attempts (start, resume, preemption, finish), recorded across the jobs that train it.
+
+The record lives beside the checkpoints, which outlive a failed job (Snakemake deletes a failed job's declared
+outputs, never the checkpoint folder), and goes into run.json when the run finishes. An attempt that never
+recorded its end was killed (SIGKILL, a node failure) after its last checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from datetime import datetime, timezone
+from pathlib import Path
+
+from mcgrpo.core.store import read_json, write_json
+
+FILE = "attempts.json"
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def start(directory: str | Path) -> list[dict]:
+    """The record with this attempt appended (and written); names the SLURM job where there is one."""
+    path = Path(directory) / FILE
+    history = read_json(path)["attempts"] if path.exists() else []
+    history.append({"attempt": len(history) + 1, "started": _now(), "host": platform.node(),
+                    "slurm_job_id": os.environ.get("SLURM_JOB_ID"), "resumed_at": None, "ended": None,
+                    "outcome": None, "signal": None, "iterations": None})
+    write_json({"attempts": history}, path)
+    return history
+
+
+def end(directory: str | Path, history: list[dict], outcome: str, **fields) -> None:
+    """Record how this attempt ended: `finished` or `interrupted` (with the signal), and the iterations done."""
+    history[-1].update(ended=_now(), outcome=outcome, **fields)
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    write_json({"attempts": history}, Path(directory) / FILE)
+
+
+def describe(entry: dict) -> str:
+    """One line for the run's log."""
+    where = f" (SLURM job {entry['slurm_job_id']})" if entry["slurm_job_id"] else ""
+    head = f"attempt {entry['attempt']}{where} on {entry['host']}"
+    if entry["outcome"] is None:
+        return f"{head}, started {entry['started']}: killed before it recorded an end"
+    resumed = "" if entry["resumed_at"] is None else f", resumed after {entry['resumed_at']} iterations"
+    if entry["outcome"] == "interrupted":
+        return (f"{head}{resumed}: interrupted by {entry['signal']} after {entry['iterations']} iterations; "
+                f"checkpoint written, exit 75")
+    return f"{head}{resumed}: finished after {entry['iterations']} iterations"
