@@ -35,11 +35,17 @@ include: "rules/contrasts.smk"
 include: "rules/figures.smk"
 
 
+if GRADIENT_CONFIG:
+
+    include: "rules/gradients.smk"
+
+
 rule all:
     default_target: True
     input:
         FIGURES,
         TABLES,
+        PREDICTION_TARGETS,
 
 
 # Everything downstream of the run Parquet files: snakemake analysis --config analysis_only=True
@@ -47,3 +53,4 @@ rule analysis:
     input:
         FIGURES,
         TABLES,
+        PREDICTION_TARGETS,

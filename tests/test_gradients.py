@@ -179,3 +179,43 @@ def test_implicit_reward_is_the_log_ratio_to_the_initial_policy(toy):
         np.testing.assert_allclose(c, advantages[r] + 2.0 * (now[r] - ref[r])[mask[r]].detach().numpy(), atol=1e-5)
     with pytest.raises(ValueError, match="credit.implicit needs"):
         rule(batch, context(engine, prompter, 6, "s", 0))
+
+
+def test_lora_space_holds_only_the_adapters_and_outcome_stays_in_v():
+    torch.set_num_threads(1)
+    tokenizer = build_tokenizer()
+    model = build_model(tokenizer, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32,
+                        max_positions=32, seed=1)
+    params = gradients.parameter_space(model, "lora", {"rank": 2, "alpha": 4, "targets": ["q_proj", "v_proj"]})
+    names = [n for n, p in model.named_parameters() if p.requires_grad]
+    assert names and all("lora_" in n for n in names)
+    assert sum(p.numel() for p in params) == 2 * 2 * (16 + 16)  # A and B of q and v, rank 2
+    prompter, engine = Prompter(tokenizer), engines.build("hf", model, tokenizer)
+    problems = [{"question": "a", "answer": "7"}, {"question": "b", "answer": "3"}]
+    batch = sample_groups(engine, prompter, problems, 4, 3, list(range(8)), "default")
+    batch.rewards[:] = [1, 0, 0, 1, 0, 1, 1, 0]  # a batch with signal (the untrained model answers nothing)
+    u = gradients.direction(model, params, updates.training_batch(batch, build({})(batch, context(engine, prompter, 3, "l", 0))),
+                            tokenizer.pad_token_id, 64)
+    scores = gradients.score_vectors(model, params, batch, tokenizer.pad_token_id, 64)
+    outside, residual = gradients.project_out(scores, u[None])
+    assert u.norm() > 0 and float(outside.norm() / u.norm()) < 1e-5
+
+
+def test_gradient_tests_block_defaults_and_errors(study):
+    import copy
+    from mcgrpo import studies
+    from mcgrpo.core import config as study_config
+    from mcgrpo.core.errors import ConfigError
+    cfg = copy.deepcopy(study)
+    cfg["gradient_tests"] = {"arms": ["mc_k2"], "controls": {"mc_shuffled": {"shuffled": {"monte_carlo": {"k": 2}}}}}
+    cfg = studies.validate(cfg)
+    assert cfg["gradient_tests"]["batches"] == 96 and cfg["gradient_tests"]["reference"] == {"k": 4, "cuts": 3, "prior": 0.5}
+    run = study_config.gradient_tests_config(cfg)
+    assert set(run["arms"]) == {"mc_k2"} and "analysis" not in run
+    assert study_config.gradient_tests_config({**cfg, "gradient_tests": {**cfg["gradient_tests"], "enabled": False}}) is None
+    bad = copy.deepcopy(study)
+    bad["gradient_tests"] = {"arms": ["nope"], "controls": {"mc_k2": {"implicit": {}}}}
+    with pytest.raises(ConfigError) as e:
+        studies.validate(bad)
+    assert "gradient_tests.arms[0]: 'nope' is not an arm; allowed: outcome, mc_k2" in str(e.value)
+    assert "gradient_tests.controls.mc_k2: the name is taken by an arm" in str(e.value)
