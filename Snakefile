@@ -46,11 +46,17 @@ localrules:
     tables,
 
 
+if GRADIENT_CONFIG:
+
+    include: "rules/gradients.smk"
+
+
 rule all:
     default_target: True
     input:
         FIGURES,
         TABLES,
+        PREDICTION_TARGETS,
 
 
 # Everything downstream of the run Parquet files: snakemake analysis --config analysis_only=True
@@ -58,3 +64,4 @@ rule analysis:
     input:
         FIGURES,
         TABLES,
+        PREDICTION_TARGETS,

@@ -115,3 +115,9 @@ TABLE_NAMES = ("prereg", "contrasts", "equal_bases", "pass_at_k", "budget_share"
                "drift", "extrapolation")
 FIGURES = [f"{R}/figures/{name}.png" for name in FIGURE_NAMES]
 TABLES = [f"{R}/tables/{name}.{ext}" for name in TABLE_NAMES for ext in ("csv", "md", "html")]
+
+# The gradient tests and their prediction table and figure, when the study has them.
+GRADIENT_CONFIG = study_config.gradient_tests_config(config)
+GRADIENT_TESTS = [f"{R}/analysis/gradient_tests.parquet"] if GRADIENT_CONFIG else []
+PREDICTION_TARGETS = ([f"{R}/figures/prediction.png"] + [f"{R}/tables/{name}.{ext}" for name in ("efficiency", "prediction")
+                                                          for ext in ("csv", "md", "html")]) if GRADIENT_CONFIG else []

@@ -18,6 +18,7 @@ use rule drift as contrasts with:
 
 use rule drift as curves with:
     input:
+        GRADIENT_TESTS,  # the extrapolation reads the measured per-token efficiency
         run_files("evals.parquet"),
         run_files("samples.parquet"),
         budget=BUDGET,

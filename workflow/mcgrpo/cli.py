@@ -211,6 +211,21 @@ def train(args) -> None:
     }, out / "run.json")
 
 
+def gradient_tests(args) -> None:
+    """The gradient tests at the initial policy: one row per arm, batch and measure."""
+    import torch
+    from mcgrpo import data
+    from mcgrpo.train import gradients, models
+    run = json.loads(args.run_json)
+    torch.set_num_threads(run["recipe"]["threads"])
+    pool, _ = data.read(args.data, [])
+    model, tokenizer = models.load(args.model)
+    table = gradients.run(run, model, tokenizer, pool)
+    store.write_parquet(table, args.out, study_config.config_hash(run))
+    means = table.pivot_table(index="arm", columns="measure", values="value", sort=False)
+    print(means[["alignment", "share_outside_v", "projection_residual", "cos_full", "tokens"]].to_string())
+
+
 def _step(name: str):
     """The verb of one analysis rule: mcgrpo.analysis.steps.<name>_step on the study config and results folder."""
     def verb(args) -> None:
@@ -263,8 +278,10 @@ def _contrast_arguments(v: argparse.ArgumentParser) -> None:
 
 
 VERBS = {"data": data_summary, "verify": verify, "prepare-data": prepare_data, "resolve-model": resolve_model, "warm-start": warm_start, "calibrate": calibrate, "train": train,
+         "gradient-tests": gradient_tests,
          "prereg-lock": prereg_lock, "contrast": contrast,
-         **{name: _step(name) for name in ("drift", "contrasts", "curves", "breakdown", "figures", "tables")}}
+         **{name: _step(name) for name in ("drift", "contrasts", "curves", "breakdown", "figures", "tables",
+                                         "prediction")}}
 
 
 def parser() -> argparse.ArgumentParser:
@@ -276,7 +293,8 @@ def parser() -> argparse.ArgumentParser:
             "resolve-model": ("--model-json", "the study's model: block"),
             "warm-start": ("--model-json", "the study's model: and task: blocks"),
             "calibrate": ("--run-json", "the calibration run's effective config"),
-            "train": ("--run-json", "the run's effective config (mcgrpo.core.config.run_config)")}
+            "train": ("--run-json", "the run's effective config (mcgrpo.core.config.run_config)"),
+            "gradient-tests": ("--run-json", "what the stage reads (mcgrpo.core.config.gradient_tests_config)")}
     for name in VERBS:
         v = sub.add_parser(name)
         if name in spec:

@@ -202,3 +202,33 @@ def drift(drift_df: pd.DataFrame, gap: float, path: str | Path, eval_set: str) -
            ylabel="acc_default - acc_strict (fraction)")
     ax.legend(loc="best", fontsize="small")
     return _save(fig, path)
+
+
+def prediction(prediction_df: pd.DataFrame, line: tuple[np.ndarray, np.ndarray] | None, margin: float,
+               path: str | Path, rho: dict[str, float]) -> Path:
+    """The paper's Figure 2: (a) per-update efficiency against the equal-updates difference, (b) per-token
+    efficiency against the equal-tokens difference with the extrapolation line; 95% intervals both ways."""
+    fig = Figure(figsize=(11, 4.6))
+    FigureCanvasAgg(fig)
+    panels = (("per_update", "updates", "a  Per update: gradient efficiency vs training at equal updates"),
+              ("per_token", "tokens", "b  Per generated token: efficiency vs training at equal tokens"))
+    for k, (measure, basis, title) in enumerate(panels):
+        ax = fig.add_subplot(1, 2, k + 1)
+        _margin_band(ax, margin)
+        for i, r in enumerate(prediction_df.itertuples()):
+            x, y = getattr(r, measure), getattr(r, f"diff_{basis}")
+            xerr = [[x - getattr(r, f"{measure}_low")], [getattr(r, f"{measure}_high") - x]]
+            yerr = [[y - getattr(r, f"diff_{basis}_low")], [getattr(r, f"diff_{basis}_high") - y]]
+            ax.errorbar(x, y, xerr=xerr, yerr=None if np.isnan(yerr).any() else yerr, fmt="o", color=f"C{i}",
+                        capsize=3, label=r.arm)
+        if basis == "tokens" and line is not None:
+            ax.plot(*line, "k--", linewidth=1, label="extrapolation: base read at e x tokens")
+        ax.axvline(1.0, color="grey", linewidth=0.8)
+        ax.set_xscale("log")
+        spearman = rho.get(f"spearman_{measure}", np.nan)
+        ax.set(title=f"{title}\nSpearman rho = {spearman:.2f}" if np.isfinite(spearman) else
+               f"{title}\n(Spearman needs three arms)", xlabel=f"efficiency {measure.replace('_', ' ')}, "
+               "relative to outcome-only (log)", ylabel="A minus outcome-only (fraction; 0.01 = 1 point)")
+        ax.title.set_fontsize("small")
+        ax.legend(loc="best", fontsize="x-small")
+    return _save(fig, path)

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-from mcgrpo.analysis import breakdown, contrasts, curves, drift, figures, prereg, runs, tables
+from mcgrpo.analysis import breakdown, contrasts, curves, drift, efficiency, figures, prereg, runs, tables
 from mcgrpo.core import store
 from mcgrpo.core import config as study_config
 from mcgrpo.analysis.plan import keys
@@ -56,11 +57,59 @@ def curves_step(cfg: dict, results: Path) -> None:
     diffs = [curves.differences(loaded, x, y, m, s) for x, y, m, s in grid]
     shares = [curves.budget_share(loaded, x, y, m, s, B, axis, a["resamples"], a["bootstrap_seed"])
               for x, y, m, s in grid for axis in curves.AXES]
-    extra = [curves.extrapolation(loaded, x, y, m, s, B, a["efficiency"][x])
-             for x, y, m, s in grid if x in a["efficiency"]]
+    measured = _efficiency(cfg, results)
+    rates = {**(efficiency.measured_per_token(measured) if measured is not None else {}), **a["efficiency"]}
+    extra = [curves.extrapolation(loaded, x, y, m, s, B, rates[x]) for x, y, m, s in grid if x in rates]
     _write(pd.concat(diffs, ignore_index=True) if diffs else pd.DataFrame(), results, "differences", cfg)
     _write(pd.DataFrame(shares), results, "budget_share", cfg)
     _write(pd.DataFrame(extra, columns=curves.EXTRAPOLATION_COLUMNS), results, "extrapolation", cfg)
+
+
+def _efficiency(cfg: dict, results: Path) -> pd.DataFrame | None:
+    """The gradient tests' efficiencies, when the study has them (analysis/gradient_tests.parquet)."""
+    path = Path(results) / "analysis" / "gradient_tests.parquet"
+    if not study_config.gradient_tests_config(cfg) or not path.exists():
+        return None
+    return efficiency.efficiency_table(store.read_parquet(path), cfg["gradient_tests"]["resamples"],
+                                       cfg["gradient_tests"]["seed"])
+
+
+def prediction_step(cfg: dict, results: Path) -> None:
+    """Efficiencies with intervals, and whether they predict training (the paper's Figure 2): table and figure."""
+    results, a = Path(results), cfg["analysis"]
+    measured = _efficiency(cfg, results)
+    metric, eval_set, base = a["metrics"][0], cfg["evaluation"]["sets"][0], a["base"] or "outcome"
+    trained = measured[measured["arm"].isin([efficiency.BASE, *cfg["arms"]])]
+    table = efficiency.prediction_table(trained, _read(results, "contrasts", "contrasts"), base, metric, eval_set,
+                                        _read(results, "extrapolation"))
+    rho = efficiency.rank_agreement(table)
+    _write(measured, results, "efficiency", cfg)
+    _write(table.assign(**rho), results, "prediction", cfg)
+    tables.write_table(measured, results / "tables" / "efficiency", title="Gradient efficiency relative to "
+                       "outcome-only GRPO (per update and per generated token, 95% bootstrap CIs over batches)",
+                       note="Alignment: cos(P_perp u, P_perp h); share_outside_v: ||P_perp u|| / ||u||; "
+                            "projection_residual: the projector's numerical check; inner_se: E<u,h> in standard errors.")
+    tables.write_table(table.assign(**rho), results / "tables" / "prediction",
+                       title="Does the gradient test predict training? (exploratory)",
+                       note=f"{metric} on {eval_set}: per-update efficiency beside the equal-updates difference, "
+                            f"per-token beside the equal-tokens difference, observed minus extrapolated accuracy; "
+                            f"Spearman over the trained arms.")
+    figures.prediction(table, _extrapolation_line(cfg, results, base, metric, eval_set), a["margin"],
+                       results / "figures" / "prediction.png", rho)
+
+
+def _extrapolation_line(cfg: dict, results: Path, base: str, metric: str, eval_set: str):
+    """Efficiency e -> the base's mean accuracy at e x B minus at B (what a reward of efficiency e is supposed
+    to reach at B), on e in [0.05, 1] where the base's runs reach."""
+    B = budget(results)
+    evals = runs.evals_frame(_runs(cfg, results, samples=False))
+    mine = evals[(evals["arm"] == base) & (evals["eval_set"] == eval_set)]
+    if mine.empty or metric not in mine:
+        return None
+    e = np.geomspace(0.05, 1.0, 40)
+    mean, _, _ = curves.mean_curve(mine, "tokens_total", e * B, metric)
+    at_b, _, _ = curves.mean_curve(mine, "tokens_total", np.array([B]), metric)
+    return e, mean - at_b[0]
 
 
 def breakdown_step(cfg: dict, results: Path) -> None:

@@ -151,6 +151,16 @@ def calibration_config(cfg: dict) -> dict[str, Any]:
     return run_config({**cfg, "arms": {"calibration": arm}}, "calibration", cfg["seeds"][0])
 
 
+def gradient_tests_config(cfg: dict) -> dict[str, Any] | None:
+    """What the gradient-test stage reads (None when the study has none): editing anything else never reruns it."""
+    tests = cfg.get("gradient_tests")
+    if not tests or not tests["enabled"]:
+        return None
+    keys = ("study", "task", "model", "engine", "recipe", "gradient_tests")
+    return {**{k: copy.deepcopy(cfg[k]) for k in keys},
+            "arms": {arm: copy.deepcopy(cfg["arms"][arm]) for arm in tests["arms"]}}
+
+
 def train_runtime(cfg: dict, budget: int | None) -> int:
     """Minutes to ask for one training job: the configured value, else B over the throughput with 50% slack."""
     spec = cfg["resources"]["train"]

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from mcgrpo.train.batching import padded
+from mcgrpo.train.loss import token_logprobs
 
 
 @torch.no_grad()
@@ -30,6 +31,25 @@ def prefix_features(model, sequences: Sequence[Sequence[int]], ends: Sequence[Se
 def prompt_features(model, prompts: Sequence[Sequence[int]], pad_id: int) -> np.ndarray:
     """The last layer's hidden state at each prompt's final token (one prefill pass)."""
     return np.stack([f[0] for f in prefix_features(model, prompts, [[len(p)] for p in prompts], pad_id)])
+
+
+def frozen(model) -> torch.nn.Module:
+    """A copy of `model` that no optimizer moves: the reference policy of an implicit reward."""
+    import copy
+    reference = copy.deepcopy(model).eval()
+    for p in reference.parameters():
+        p.requires_grad_(False)
+    return reference
+
+
+def log_ratio(model, reference, pad_id: int):
+    """(contexts, completions) -> log pi_model - log pi_reference per completion token (no gradient)."""
+    @torch.no_grad()
+    def ratio(contexts, completions) -> list[np.ndarray]:
+        now, mask = token_logprobs(model, contexts, completions, pad_id)
+        ref, _ = token_logprobs(reference, contexts, completions, pad_id)
+        return [(a - b)[m].double().cpu().numpy() for a, b, m in zip(now, ref, mask)]
+    return ratio
 
 
 @dataclass

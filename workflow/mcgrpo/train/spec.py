@@ -20,10 +20,30 @@ def problems(cfg: dict) -> list[str]:
                              f"candidates ({rule['candidates']})")
     credits = {f"arms.{arm}.credit": spec.get("credit", {}) for arm, spec in cfg["arms"].items()}
     credits["budget.calibration_credit"] = cfg["budget"]["calibration_credit"]
+    tests = cfg.get("gradient_tests") or {}
+    credits.update({f"gradient_tests.controls.{name}": c for name, c in tests.get("controls", {}).items()})
+    found += gradient_test_problems(cfg, tests)
     found += [p for key, credit in credits.items() for p in credit_problems(key, credit, recipe, cfg["task"])]
     batch = recipe["prompts_per_iteration"] * recipe["group_size"]
     for arm, spec in cfg["arms"].items():
         if (spec.get("update") or {}).get("minibatches", 1) > batch:
             found.append(f"config key arms.{arm}.update.minibatches: {spec['update']['minibatches']} minibatches "
                          f"cannot be cut from {batch} completions; allowed: at most {batch}")
+    return found
+
+
+def gradient_test_problems(cfg: dict, tests: dict) -> list[str]:
+    """The gradient tests measure arms by their credit rule on fixed batches: named arms must exist and differ
+    from the controls' names, and an arm that selects its prompts has no credit of its own to measure."""
+    arms, found = cfg["arms"], []
+    for i, arm in enumerate(tests.get("arms", [])):
+        if arm not in arms:
+            found.append(f"config key gradient_tests.arms[{i}]: {arm!r} is not an arm; allowed: {', '.join(arms)}")
+        elif arms[arm].get("selection"):
+            found.append(f"config key gradient_tests.arms[{i}]: arm {arm!r} selects prompts, which fixed batches "
+                         f"cannot measure; allowed: arms without a selection block")
+    for name in tests.get("controls", {}):
+        if name in arms or name == "outcome":
+            found.append(f"config key gradient_tests.controls.{name}: the name is taken by an arm; "
+                         f"allowed: a name that is not an arm's")
     return found

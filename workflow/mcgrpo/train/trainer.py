@@ -23,7 +23,7 @@ from mcgrpo.core.seeds import stable_seed
 from mcgrpo.core.errors import Interrupted
 from mcgrpo.train.evaluation import Evaluator, eval_due
 from mcgrpo.train.loss import backward_policy_loss
-from mcgrpo.train.policy import PolicyView
+from mcgrpo.train.policy import PolicyView, frozen, log_ratio
 from mcgrpo.train.rollout import Prompter, sample_groups
 
 
@@ -57,6 +57,9 @@ class Trainer:
         self.credit = credit_rules.build(cfg["arm_config"].get("credit", {}), pool, cfg["arm"])
         self.problems = pool.to_dict("records")
         self.selector = selection.build(cfg["arm_config"], len(pool), self.seed, r["prompts_per_iteration"])
+        # the implicit reward's pi_ref: the initial policy, kept only when the arm's rule asks for it
+        self.log_ratio = (log_ratio(model, frozen(model), self.pad_id)
+                          if getattr(self.credit, "needs_reference", False) else None)
         self.view = PolicyView(model, self.prompter, self.problems, self.pad_id, r["microbatch_size"])
         ev = cfg["evaluation"]
         self.evaluator = Evaluator(self.engine, self.prompter, eval_sets, ev["samples"],
@@ -82,7 +85,7 @@ class Trainer:
         with self.clock.stage("credit"):
             ctx = CreditContext(engine=self.engine, prompter=self.prompter, limit=r["completion_limit"],
                                 verifier=r["reward_verifier"], advantage_eps=r["advantage_eps"], seed=(self.seed, i),
-                                features=self.view.prefix_features)
+                                features=self.view.prefix_features, log_ratio=self.log_ratio)
             credit = self.credit(batch, ctx)
         self.tokens["rollout"] += batch.n_tokens
         self.tokens["continuation"] += credit.tokens_generated

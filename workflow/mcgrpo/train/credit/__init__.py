@@ -28,6 +28,8 @@ class CreditContext:
     # the policy's last hidden state at prefix ends: (sequences, prefix lengths per sequence) -> one
     # [prefixes, hidden] array per sequence (a prefill pass; what critics regress on)
     features: Callable[[Sequence[Sequence[int]], Sequence[Sequence[int]]], list[np.ndarray]] | None = None
+    # log pi_theta - log pi_ref per token of (contexts, completions), pi_ref the initial policy (implicit reward)
+    log_ratio: Callable[[Sequence[Sequence[int]], Sequence[Sequence[int]]], list[np.ndarray]] | None = None
 
     @property
     def iteration(self) -> int:
@@ -92,13 +94,15 @@ def summary(credit: Credit) -> dict[str, float]:
 
 
 def _rules() -> dict[str, Callable[..., CreditRule]]:
+    from mcgrpo.train.credit.controls import Implicit, Shuffled
     from mcgrpo.train.credit.critic import Critic
     from mcgrpo.train.credit.length import Length
     from mcgrpo.train.credit.monte_carlo import MonteCarlo
     from mcgrpo.train.credit.path_penalty import PathPenalty
     from mcgrpo.train.credit.process import Process
     return {"outcome": lambda: outcome, "rloo": lambda: rloo, "monte_carlo": MonteCarlo, "critic": Critic,
-            "length": Length, "process": Process, "path_penalty": PathPenalty}
+            "length": Length, "process": Process, "path_penalty": PathPenalty, "implicit": Implicit,
+            "shuffled": lambda **inner: Shuffled(build(inner))}
 
 
 def build(spec: dict, pool=None, arm: str = "") -> CreditRule:
@@ -121,6 +125,8 @@ def build(spec: dict, pool=None, arm: str = "") -> CreditRule:
 def problems(key: str, spec: dict, recipe: dict, task: dict) -> list[str]:
     """What a `credit:` block at config key `key` asks that the rest of the config cannot give."""
     (name, options), = (spec or {"outcome": {}}).items()
+    if name == "shuffled":
+        return problems(f"{key}.shuffled", options, recipe, task)
     options, limit, out = options or {}, recipe["completion_limit"], []
     where = f"config key {key}.{name}"
     if "cuts" in options and options["cuts"] >= limit:

@@ -1,0 +1,185 @@
+"""Gradient tests (paper 2.4, A, H.3): each arm's update direction against a reference gradient, on fixed
+batches at one policy, before any training.
+
+For a batch of rollouts and an arm's credit rule, u is the gradient of the recipe's loss (train/loss.py, the
+arm's own credit, its extra sequences included) with its sign flipped: the direction the trainer's step
+follows before clipping and Adam. The reference h estimates the gradient of expected accuracy J from
+separately sampled continuations (H.3): three interior cuts and the endpoint, each segment credited with
+the change in success rate across it, p_0 = a success prior of 0.5 (the Monte-Carlo rule in its value-difference
+form, so the estimate is unbiased: the prior is a baseline and each p_s is unbiased for the prefix's value).
+Its continuations have their own seeds: they are the paper's half A, and a Monte-Carlo arm's own draws give
+the disjoint candidate of half B. The paper's continuations stop at 200 tokens; ours may use the rest of the
+completion limit, so h estimates the gradient of J at that limit itself.
+
+V is the span of the per-completion score vectors s_n = grad sum_t log pi(a_n,t); every update that weights
+whole completions lies in V (Proposition 1). P_perp x = x - S^T c with c the least-squares solution of
+S^T c = x. Per arm and batch: alignment cos(P_perp u, P_perp h), the share of the update outside V
+||P_perp u|| / ||u|| (outcome-only's is the projection's residual, ~0), the projection's numerical
+orthogonality, the full cosine, <u, h>, ||u||^2 and the generated tokens the update consumes, from which
+analysis/efficiency.py forms (E<u, h>)^2 / E||u||^2 relative to outcome-only, per update and per token.
+
+Parameter space: every parameter (the tiny model), or LoRA adapters (rank and target modules from the config,
+injected with peft) for large models, as the paper's probes did. With peft's zero-initialized B matrices the
+gradient at the initial policy lies in the B factors alone.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+from mcgrpo.core.seeds import stable_seed
+from mcgrpo.train import credit as credit_rules
+from mcgrpo.train import engines, updates
+from mcgrpo.train.credit import Credit, CreditContext
+from mcgrpo.train.credit.monte_carlo import MonteCarlo
+from mcgrpo.train.loss import backward_policy_loss
+from mcgrpo.train.policy import PolicyView, frozen, log_ratio
+from mcgrpo.train.rollout import Prompter, Rollouts, sample_groups
+
+INSIDE_V = 1e-5  # ||P_perp u|| / ||u|| below this is the projection's float32 noise: the update lies in V
+MEASURES = ("inner", "sq_norm", "alignment", "share_outside_v", "projection_residual", "cos_full", "tokens",
+            "tokens_continuation")
+
+
+def parameter_space(model, space: str, lora: dict | None = None) -> list[torch.nn.Parameter]:
+    """The parameters the gradients live in: all of them, or LoRA adapters injected into `model` in place
+    (its forward signature unchanged, so the engine and the loss run it as before)."""
+    if space == "full":
+        return [p for p in model.parameters() if p.requires_grad]
+    from peft import LoraConfig, inject_adapter_in_model
+    lora = lora or {}
+    config = LoraConfig(r=lora.get("rank", 16), lora_alpha=lora.get("alpha", 32), lora_dropout=0.0,
+                        target_modules=list(lora.get("targets", ["q_proj", "v_proj"])))
+    inject_adapter_in_model(config, model)
+    for name, p in model.named_parameters():
+        p.requires_grad_("lora_" in name)
+    return [p for p in model.parameters() if p.requires_grad]
+
+
+def direction(model, params: Sequence[torch.nn.Parameter], batch: updates.Batch, pad_id: int,
+              microbatch_size: int) -> torch.Tensor:
+    """-grad of the recipe's loss on `batch` (float64, flattened over `params`): the update direction."""
+    for p in params:
+        p.grad = None
+    backward_policy_loss(model, batch.contexts, batch.tokens, batch.credit, pad_id, microbatch_size)
+    return -torch.cat([p.grad.reshape(-1).double() for p in params])
+
+
+def score_vectors(model, params, rollouts: Rollouts, pad_id: int, microbatch_size: int) -> torch.Tensor:
+    """[completions, parameters]: row n is grad sum_t log pi(a_n,t) (one backward pass per completion)."""
+    n = len(rollouts.completions)
+    rows = []
+    for r, c in enumerate(rollouts.completions):
+        credit = [np.ones(len(c)) if q == r else np.zeros(len(x)) for q, x in enumerate(rollouts.completions)]
+        rows.append(n * direction(model, params, updates.training_batch(rollouts, Credit(credit)), pad_id,
+                                  microbatch_size))
+    return torch.stack(rows)
+
+
+def project_out(scores: torch.Tensor, vectors: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """P_perp of each row of `vectors` (least squares against the span of the rows of `scores`), and each
+    projection's numerical residual max_n |<s_n, P_perp x>| / (max_n ||s_n|| ||x||) (0 in exact arithmetic)."""
+    basis = scores.T  # [parameters, completions]
+    # SVD-based: repeated completions make the scores rank-deficient, where gelsy (the CPU default) fails
+    coefficients = torch.linalg.lstsq(basis.cpu(), vectors.T.cpu(), driver="gelsd").solution.to(basis.device)
+    outside = vectors - (basis @ coefficients).T
+    scale = scores.norm(dim=1).max() * vectors.norm(dim=1)
+    residual = (scores @ outside.T).abs().max(dim=0).values / scale.clamp(min=torch.finfo(scale.dtype).tiny)
+    return outside, residual
+
+
+def _cos(a: torch.Tensor, b: torch.Tensor) -> float:
+    denominator = float(a.norm() * b.norm())
+    return float(a @ b) / denominator if denominator > 0 else np.nan
+
+
+def measures(u: torch.Tensor, h: torch.Tensor, u_out: torch.Tensor, h_out: torch.Tensor) -> dict[str, float]:
+    """One arm's numbers on one batch, from its update, the reference and their parts outside V."""
+    norm = float(u.norm())
+    # an update numerically inside V (outcome-only) has nothing outside it to align: NaN, not noise
+    alignment = _cos(u_out, h_out) if float(u_out.norm()) > INSIDE_V * norm else np.nan
+    return {"inner": float(u @ h), "sq_norm": norm ** 2, "alignment": alignment,
+            "share_outside_v": float(u_out.norm()) / norm if norm > 0 else np.nan, "cos_full": _cos(u, h)}
+
+
+def reference_rule(spec: dict) -> MonteCarlo:
+    """The reference gradient's credit (H.3): value differences from `cuts` interior cuts and the endpoint,
+    p_0 = the success prior."""
+    return MonteCarlo(k=spec["k"], cuts=spec["cuts"], form="vineppo", prompt_value=spec["prior"])
+
+
+def fixed_batches(pool_size: int, batches: int, prompts: int, seed: int) -> list[np.ndarray]:
+    """`batches` disjoint sets of pool indices (drawn once from `seed`; with replacement across batches only
+    when the pool is smaller than batches x prompts)."""
+    rng = np.random.default_rng(stable_seed(seed, "gradient-batches"))
+    need = batches * prompts
+    order = rng.permutation(pool_size) if need <= pool_size else rng.integers(0, pool_size, need)
+    return [order[b * prompts:(b + 1) * prompts] for b in range(batches)]
+
+
+def probe(model, tokenizer, problems: list[dict], recipe: dict, rules: dict[str, Callable], reference,
+          batches: Sequence[np.ndarray], seed: int, engine, prompter, params, log_ratio_fn=None,
+          log: Callable[[str], None] = lambda line: None) -> pd.DataFrame:
+    """The long table (arm, batch, measure, value) of every rule on every batch, at the model as it is."""
+    r, pad_id = recipe, tokenizer.pad_token_id
+    view = PolicyView(model, prompter, problems, pad_id, r["microbatch_size"])
+    rows = []
+    for b, indices in enumerate(batches):
+        seeds = [stable_seed(seed, "gradient-rollout", b, k) for k in range(len(indices) * r["group_size"])]
+        batch = sample_groups(engine, prompter, [problems[j] for j in indices], r["group_size"],
+                              r["completion_limit"], seeds, r["reward_verifier"])
+
+        def context(tag: str) -> CreditContext:
+            return CreditContext(engine=engine, prompter=prompter, limit=r["completion_limit"],
+                                 verifier=r["reward_verifier"], advantage_eps=r["advantage_eps"],
+                                 seed=(seed, f"gradient-{tag}", b), features=view.prefix_features,
+                                 log_ratio=log_ratio_fn)
+
+        def grad(credit: Credit) -> torch.Tensor:
+            return direction(model, params, updates.training_batch(batch, credit), pad_id, r["microbatch_size"])
+
+        h = grad(reference(batch, context("reference")))
+        credits = {arm: rule(batch, context("arm")) for arm, rule in rules.items()}
+        us = {arm: grad(c) for arm, c in credits.items()}
+        scores = score_vectors(model, params, batch, pad_id, r["microbatch_size"])
+        outside, residual = project_out(scores, torch.stack([h, *us.values()]))
+        del scores
+        for i, (arm, u) in enumerate(us.items(), start=1):
+            values = {**measures(u, h, outside[i], outside[0]), "projection_residual": float(residual[i]),
+                      "tokens": batch.n_tokens + credits[arm].tokens_generated,
+                      "tokens_continuation": credits[arm].tokens_generated}
+            rows += [{"arm": arm, "batch": b, "measure": m, "value": float(values[m])} for m in MEASURES]
+        log(f"batch {b}: " + ", ".join(
+            f"{arm} align {measures(u, h, outside[i + 1], outside[0])['alignment']:+.3f}"
+            for i, (arm, u) in enumerate(us.items())))
+    return pd.DataFrame(rows, columns=["arm", "batch", "measure", "value"])
+
+
+def arm_rules(cfg: dict, pool=None) -> dict[str, Callable]:
+    """outcome-only first (the base every efficiency is relative to), then the measured arms and controls."""
+    spec = cfg["gradient_tests"]
+    credits = {"outcome": {}}
+    credits.update({arm: cfg["arms"][arm].get("credit", {}) for arm in spec["arms"]})
+    credits.update(spec["controls"])
+    return {name: credit_rules.build(c, pool, name) for name, c in credits.items()}
+
+
+def run(cfg: dict, model, tokenizer, pool: pd.DataFrame, log: Callable[[str], None] = print) -> pd.DataFrame:
+    """The study's gradient tests at the initial policy: `gradient_tests.batches` fixed batches of the recipe's
+    shape (prompts_per_iteration x group_size), every arm on the same rollouts."""
+    spec, r = cfg["gradient_tests"], cfg["recipe"]
+    rules = arm_rules(cfg, pool)
+    reference_policy = frozen(model) if any(getattr(x, "needs_reference", False) for x in rules.values()) else None
+    params = parameter_space(model, spec["space"], spec["lora"])
+    prompter = Prompter(tokenizer, cfg["task"].get("prompt", "{question}"))
+    engine = engines.build(cfg["engine"]["name"], model, tokenizer, temperature=r["temperature"], top_p=r["top_p"],
+                           **{k: v for k, v in cfg["engine"].items() if k != "name"})
+    batches = fixed_batches(len(pool), spec["batches"], r["prompts_per_iteration"], spec["seed"])
+    ratio = log_ratio(model, reference_policy, tokenizer.pad_token_id) if reference_policy is not None else None
+    table = probe(model, tokenizer, pool.to_dict("records"), r, rules, reference_rule(spec["reference"]), batches,
+                  spec["seed"], engine, prompter, params, ratio, log)
+    return table.assign(policy="initial", space=spec["space"])
