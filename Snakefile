@@ -15,7 +15,7 @@ if not workflow.overwrite_configfiles:
 include: "rules/common.smk"
 
 
-report: "workflow/report/workflow.rst"
+report: REPORT_TEXT
 
 
 # Every rule that writes a run's Parquet files (or what they depend on). `--config analysis_only=True`
@@ -40,6 +40,7 @@ rule all:
     input:
         FIGURES,
         TABLES,
+        SUMMARY,
 
 
 # Everything downstream of the run Parquet files: snakemake analysis --config analysis_only=True
@@ -47,3 +48,10 @@ rule analysis:
     input:
         FIGURES,
         TABLES,
+        SUMMARY,
+
+
+# The results, the last thing a run prints (a run that did not reach the summary prints nothing here).
+onsuccess:
+    if Path(SUMMARY).exists():
+        print("\n" + Path(SUMMARY).read_text(), file=sys.stderr)

@@ -94,3 +94,6 @@ TABLE_NAMES = ("prereg", "contrasts", "equal_bases", "pass_at_k", "budget_share"
                "drift", "extrapolation")
 FIGURES = [f"{R}/figures/{name}.png" for name in FIGURE_NAMES]
 TABLES = [f"{R}/tables/{name}.{ext}" for name in TABLE_NAMES for ext in ("csv", "md", "html")]
+SUMMARY, SUMMARY_RST = f"{R}/summary.md", f"{R}/summary.rst"
+# The report opens with the results summary once there is one (else with the study's description alone).
+REPORT_TEXT = str(Path(SUMMARY_RST).resolve()) if Path(SUMMARY_RST).exists() else "workflow/report/workflow.rst"

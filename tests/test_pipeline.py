@@ -121,7 +121,7 @@ def test_analysis_only_never_trains_rebuilds_the_analysis_and_reports(finished_s
     assert "train" in jobs(snakemake(work, "-n", repo=repo))  # the normal target would retrain
     done = snakemake(work, "analysis", "--config", "analysis_only=True", repo=repo)
     assert done.returncode == 0, done.stderr[-4000:]
-    assert jobs(done) == {"drift", "contrasts", "curves", "breakdown", "figures", "tables", "analysis"}
+    assert jobs(done) == {"drift", "contrasts", "curves", "breakdown", "figures", "tables", "summary", "analysis"}
     assert {p: p.stat().st_mtime_ns for p in runs} == runs
     assert all(p.stat().st_mtime_ns > t for p, t in outputs.items())
     prereg_table = (r / "tables" / "prereg.md").read_text()
@@ -137,6 +137,8 @@ def test_analysis_only_never_trains_rebuilds_the_analysis_and_reports(finished_s
                  "stage_seconds", "drift"):
         assert f"{name}.png" in html
     assert "prereg.html" in html and "contrasts.html" in html
+    assert "Study mini: results" in html and "T1 (primary" in html  # the summary is the first page
+    assert "T1 (primary" in done.stderr  # and the run printed it at its end
 
     study["seeds"].append(3)  # a seed never trained
     (work / "study.yaml").write_text(yaml.safe_dump(study))

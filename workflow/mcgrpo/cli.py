@@ -198,7 +198,8 @@ def _contrast_arguments(v: argparse.ArgumentParser) -> None:
 
 VERBS = {"data": data_summary, "prepare-data": prepare_data, "resolve-model": resolve_model, "warm-start": warm_start, "calibrate": calibrate, "train": train,
          "prereg-lock": prereg_lock, "contrast": contrast,
-         **{name: _step(name) for name in ("drift", "contrasts", "curves", "breakdown", "figures", "tables")}}
+         **{name: _step(name) for name in ("drift", "contrasts", "curves", "breakdown", "figures", "tables",
+                                                 "summary")}}
 
 
 def parser() -> argparse.ArgumentParser:

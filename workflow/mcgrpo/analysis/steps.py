@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from mcgrpo.analysis import breakdown, contrasts, curves, drift, figures, prereg, runs, tables
+from mcgrpo.analysis import breakdown, contrasts, curves, drift, figures, prereg, runs, summary, tables
 from mcgrpo.core import store
 from mcgrpo.core import config as study_config
 from mcgrpo.analysis.plan import keys, planned_keys
@@ -111,6 +111,17 @@ def tables_step(cfg: dict, results: Path) -> None:
             _read(results, "groups"), _read(results, "budget_share"), _read(results, "extrapolation"),
             cfg["analysis"]["drift_gap"]).items():
         tables.write_table(df, out / name, title=title, note=note)
+
+
+def summary_step(cfg: dict, results: Path) -> None:
+    """summary.md (printed at the end of a run) and summary.rst (the report's first page)."""
+    results = Path(results)
+    status = store.read_json(results / "analysis" / "prereg.json")
+    text = summary.lines(cfg["study"], _read(results, "contrasts", "contrasts"), tables.prereg_note(status),
+                         str(results))
+    store.write_text(summary.markdown(text), results / "summary.md")
+    store.write_text(summary.rst(text, summary.DESCRIPTION.read_text()), results / "summary.rst")
+    print(summary.markdown(text), end="")
 
 
 def _shared_seeds(results: Path, arms: set[str]) -> list[int]:
