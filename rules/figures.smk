@@ -10,6 +10,7 @@ use rule drift as figures with:
         budget=BUDGET,
     output:
         [reported(path, "figure") for path in FIGURES],
+        FIGURE_PDFS,
     params:
         **analysis_step("figures"),
     log:

@@ -53,9 +53,10 @@ def test_every_step_writes_its_outputs(results):
         assert len(read_contract(root / "analysis" / f"{kind}.parquet", kind)) > 0
     for name in ("differences", "budget_share", "extrapolation", "stages", "groups"):
         assert len(read_parquet(root / "analysis" / f"{name}.parquet")) > 0
-    for name in ("accuracy_vs_tokens", "accuracy_vs_time", "difference_from_base", "per_seed", "tokens_vs_time",
-                 "stage_seconds", "drift"):
+    for name in ("accuracy_vs_tokens", "accuracy_vs_time", "difference_from_base", "per_seed", "stage_seconds",
+                 "drift"):
         assert (root / "figures" / f"{name}.png").stat().st_size > 1000
+        assert (root / "figures" / f"{name}.pdf").stat().st_size > 1000
     for name in ("prereg", "contrasts", "equal_bases", "pass_at_k", "budget_share", "stage_seconds", "groups",
                  "drift", "extrapolation"):
         for ext in ("csv", "md", "html"):

@@ -9,6 +9,12 @@ BASIS_WORDS = {"tokens": "equal tokens", "updates": "equal updates", "time": "eq
                "time_c": "equal time (T_c)"}
 
 
+def metric_words(metric: str) -> str:
+    """'acc_strict' -> 'accuracy (strict verifier)', 'pass@8_default' -> 'pass@8 (default verifier)'."""
+    measure, _, verifier = metric.rpartition("_")
+    return f"{'accuracy' if measure == 'acc' else measure} ({verifier} verifier)" if measure else metric
+
+
 def _missing(value) -> bool:
     return value is None or (isinstance(value, (float, np.floating)) and not np.isfinite(value))
 
