@@ -15,7 +15,7 @@ if not workflow.overwrite_configfiles:
 include: "rules/common.smk"
 
 
-report: "workflow/report/workflow.rst"
+report: REPORT_TEXT
 
 
 # Every rule that writes a run's Parquet files (or what they depend on). `--config analysis_only=True`
@@ -57,6 +57,7 @@ rule all:
         FIGURES,
         TABLES,
         PREDICTION_TARGETS,
+        SUMMARY,
 
 
 # Everything downstream of the run Parquet files: snakemake analysis --config analysis_only=True
@@ -65,3 +66,11 @@ rule analysis:
         FIGURES,
         TABLES,
         PREDICTION_TARGETS,
+        SUMMARY,
+
+
+# The results, the last thing a run prints (a run that did not reach the summary prints nothing here).
+onsuccess:
+    if Path(SUMMARY).exists():
+        print(file=sys.stderr)
+        print(Path(SUMMARY).read_text(), file=sys.stderr)

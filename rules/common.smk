@@ -34,6 +34,8 @@ ENV = "../workflow/envs/mcgrpo.yaml"
 # one. In a container or a conda env, that env's own `python`.
 PYTHON = ("python" if workflow.deployment_settings.deployment_method & {DeploymentMethod.APPTAINER, DeploymentMethod.CONDA}
           else shlex.quote(sys.executable))
+# As the shell variable $PYTHON of every rule (Snakemake's own prefix, `set -euo pipefail`, kept).
+shell.prefix(f"set -euo pipefail; PYTHON={PYTHON}; ")
 # Inside a SLURM job Snakemake runs twice more: the jobstep executor in the batch step and, under srun, the one
 # that runs the rule. SLURM's --signal and `scancel --signal` reach every process of the step, and SIGUSR1's
 # default action would end that Snakemake, then the step and the trainer with it, before the trainer checkpoints
@@ -103,17 +105,18 @@ LOCK_INPUT = [LOCK] if not config["analysis_only"] or Path(LOCK).exists() else [
 
 
 def analysis_step(verb):
-    """The params of analysis rule `verb` (rules/drift.smk's template runs `{PYTHON} -m mcgrpo <verb>`); the
+    """The params of analysis rule `verb` (rules/drift.smk's template runs `$PYTHON -m mcgrpo <verb>`); the
     study's JSON is a function, since it holds braces that are never wildcards."""
     return dict(verb=verb, study=lambda wildcards: STUDY_JSON, results=folder_of("budget", 1))
 
 
 # The targets: figures and tables of the study, each marked for `snakemake --report report.html`.
-FIGURE_NAMES = ("accuracy_vs_tokens", "accuracy_vs_time", "difference_from_base", "per_seed", "tokens_vs_time",
-                "stage_seconds", "drift")
+FIGURE_NAMES = ("accuracy_vs_tokens", "accuracy_vs_time", "difference_from_base", "per_seed", "stage_seconds",
+                "drift")
 TABLE_NAMES = ("prereg", "contrasts", "equal_bases", "pass_at_k", "budget_share", "stage_seconds", "groups",
                "drift", "extrapolation")
 FIGURES = [f"{R}/figures/{name}.png" for name in FIGURE_NAMES]
+FIGURE_PDFS = [f"{R}/figures/{name}.pdf" for name in FIGURE_NAMES]  # vector copies, for papers
 TABLES = [f"{R}/tables/{name}.{ext}" for name in TABLE_NAMES for ext in ("csv", "md", "html")]
 
 # The gradient tests and their prediction table and figure, when the study has them.
@@ -121,3 +124,6 @@ GRADIENT_CONFIG = study_config.gradient_tests_config(config)
 GRADIENT_TESTS = [f"{R}/analysis/gradient_tests.parquet"] if GRADIENT_CONFIG else []
 PREDICTION_TARGETS = ([f"{R}/figures/prediction.png"] + [f"{R}/tables/{name}.{ext}" for name in ("efficiency", "prediction")
                                                           for ext in ("csv", "md", "html")]) if GRADIENT_CONFIG else []
+SUMMARY, SUMMARY_RST = f"{R}/summary.md", f"{R}/summary.rst"
+# The report opens with the results summary once there is one (else with the study's description alone).
+REPORT_TEXT = str(Path(SUMMARY_RST).resolve()) if Path(SUMMARY_RST).exists() else "workflow/report/workflow.rst"

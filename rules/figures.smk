@@ -10,6 +10,7 @@ use rule drift as figures with:
         budget=BUDGET,
     output:
         [reported(path, "figure") for path in FIGURES],
+        FIGURE_PDFS,
     params:
         **analysis_step("figures"),
     log:
@@ -29,3 +30,19 @@ use rule drift as tables with:
         **analysis_step("tables"),
     log:
         f"{R}/logs/tables.log",
+
+
+# The results summary: printed when a run ends (the Snakefile's onsuccess), the first page of the report.
+use rule drift as summary with:
+    input:
+        FIGURES,
+        TABLES,
+        rules.contrasts.output,
+        budget=BUDGET,
+    output:
+        SUMMARY,
+        SUMMARY_RST,
+    params:
+        **analysis_step("summary"),
+    log:
+        f"{R}/logs/summary.log",

@@ -25,7 +25,7 @@ if not config["analysis_only"]:
         log:
             f"{R}/logs/gradient_tests.log",
         shell:
-            "python -m mcgrpo gradient-tests --run-json {params.run:q} --model {input.model} "
+            "$PYTHON -m mcgrpo gradient-tests --run-json {params.run:q} --model {input.model} "
             "--data {params.data} --out {output} > {log} 2>&1"
 
 

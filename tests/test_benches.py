@@ -58,7 +58,7 @@ def test_iteration_profile_of_a_study_arm(tmp_path):
 BENCH_PYTHON = ROOT / ".venv-bench" / "bin" / "python"
 
 
-@pytest.mark.skipif(not BENCH_PYTHON.exists(),
+@pytest.mark.skipif(not (ROOT / ".venv-bench" / ".installed").exists(),
                     reason="TRL lives in .venv-bench only (`make bench-env`; .ci/run builds it)")
 def test_trainer_against_trl():
     out = _bench("trainer_vs_trl.py", "--warmup", "0", "--iterations", "1", "--limit", "8",

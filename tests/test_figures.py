@@ -15,7 +15,7 @@ def curves(eval_set="test"):
     rows = [("a", 0, [0, 10], [0, 50], [0.0, 1.0]),
             ("a", 1, [0, 5, 12], [0, 30, 60], [0.2, 0.2, 0.6]),
             ("b", 0, [0, 6, 11], [0, 40, 80], [0.1, 0.3, 0.4])]
-    return pd.concat([pd.DataFrame({"arm": arm, "seed": seed, "tokens_total": tok,
+    return pd.concat([pd.DataFrame({"arm": arm, "seed": seed, "eval_index": range(len(tok)), "tokens_total": tok,
                                     "train_seconds": np.asarray(sec, float), "acc_default": acc,
                                     "eval_set": eval_set})
                       for arm, seed, tok, sec, acc in rows], ignore_index=True)
@@ -95,7 +95,6 @@ PAIRED = pd.DataFrame({"contrast": np.repeat(CONTRASTS["contrast"], 3), "basis":
 
 @pytest.mark.parametrize("draw", [
     lambda p: figures.per_seed(PAIRED, CONTRASTS, 0.02, p),
-    lambda p: figures.bases_bars(CONTRASTS, 0.02, p),
     lambda p: figures.difference_from_base(pd.DataFrame({
         "contrast": "a-vs-b", "metric": "acc_default", "eval_set": "test", "eval_index": [0, 1, 2],
         "tokens": [0, 50, 100], "n": 3, "mean": [0, 0.01, 0.02], "ci_low": [0, -0.01, 0], "ci_high": [0, 0.03, 0.04]}),
@@ -107,6 +106,23 @@ PAIRED = pd.DataFrame({"contrast": np.repeat(CONTRASTS["contrast"], 3), "basis":
                             0.1, p, "test"),
     lambda p: figures.per_seed(PAIRED.iloc[:0], CONTRASTS.iloc[:0], 0.02, p),  # nothing to show: says so
 ])
-def test_every_figure_writes_a_png(tmp_path, draw):
+def test_every_figure_writes_a_png_and_a_pdf(tmp_path, draw):
     path = draw(tmp_path / "figures" / "f.png")
     assert path.read_bytes()[:8] == PNG and path.stat().st_size > 1000
+    assert path.with_suffix(".pdf").read_bytes()[:5] == b"%PDF-"
+
+
+def test_curves_are_drawn_at_evaluations_only_so_the_band_never_bulges_between_them():
+    """Arm a: evaluations 0, 1 at tokens (0, 0) and (10, 5), evaluation 2 only past the end: the grid is the
+    mean position of each evaluation (0, 7.5) and the end (10), not an even grid between them."""
+    a = curves().query("arm == 'a'")
+    np.testing.assert_allclose(figures.evaluation_grid(a, "tokens_total", 10.0), [0.0, 7.5, 10.0])
+    np.testing.assert_allclose(figures.evaluation_grid(a, "tokens_total", 7.5), [0.0, 7.5])
+
+
+def test_one_colour_per_arm_in_the_study_order_and_axes_in_words():
+    assert figures.arm_colours(["outcome", "mc_k4", "filter"]) == {"outcome": "C0", "mc_k4": "C1", "filter": "C2"}
+    assert figures.time_label("training time (minutes)", "CPU (x86_64), 2 threads") == (
+        "training time (minutes): wall time of the training stages on CPU (x86_64), 2 threads")
+    assert figures.metric_words("acc_strict") == "accuracy (strict verifier)"
+    assert figures.metric_words("pass@8_default") == "pass@8 (default verifier)"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -11,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from conftest import ROOT
+from conftest import ROOT, SMALL_STUDY
 
 
 def _dry_run(*args) -> str:
@@ -63,14 +64,21 @@ def test_slurm_cpu_profile_asks_for_no_gpu_on_the_cpu_partition(tmp_path):
     assert train["slurm_extra"] == "--signal=USR1@300"
 
 
-def test_rules_call_the_interpreter_the_workflow_runs_with():
-    out = _dry_run("--forceall", "-p")
-    commands = [line.removeprefix("Shell command: ") for line in out.splitlines() if " -m mcgrpo " in line]
-    assert len(commands) > 5
-    assert all(line.split(" -m mcgrpo ")[0].split()[-1] == sys.executable for line in commands), commands[0]
+def test_rules_call_the_interpreter_the_workflow_runs_with(tmp_path):
+    """A job runs with the interpreter Snakemake runs with, even where PATH holds no `python` (a SLURM job's)."""
+    (tmp_path / "study.yaml").write_text(yaml.safe_dump(SMALL_STUDY))
+    env = {**os.environ, "PATH": "/usr/bin:/bin"}
+    if shutil.which("python", path=env["PATH"]):
+        pytest.skip("this machine has a `python` on the system PATH: a bare `python` would pass too")
+    done = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory",
+                           str(tmp_path), "--configfile", str(tmp_path / "study.yaml"), "--cores", "1",
+                           "results/mini/data/pool.parquet"], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert (tmp_path / "results" / "mini" / "data" / "pool.parquet").exists()
     # the trainer is the job step's process, and a retry appends to the log of the attempts before it
-    train = next(line for line in commands if " -m mcgrpo train " in line)
-    assert train.split()[:2] == ["exec", sys.executable] and " >> results/default/logs/train/" in train
+    out = _dry_run("--forceall", "-p")
+    train = next(line.removeprefix("Shell command: ") for line in out.splitlines() if " -m mcgrpo train " in line)
+    assert train.split()[:2] == ["exec", "$PYTHON"] and " >> results/default/logs/train/" in train
 
 
 def test_sbatch_command_of_a_train_job_asks_for_gpus_memory_and_time(tmp_path):

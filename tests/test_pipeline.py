@@ -121,7 +121,7 @@ def test_analysis_only_never_trains_rebuilds_the_analysis_and_reports(finished_s
     assert "train" in jobs(snakemake(work, "-n", repo=repo))  # the normal target would retrain
     done = snakemake(work, "analysis", "--config", "analysis_only=True", repo=repo)
     assert done.returncode == 0, done.stderr[-4000:]
-    assert jobs(done) == {"drift", "contrasts", "curves", "breakdown", "figures", "tables", "analysis"}
+    assert jobs(done) == {"drift", "contrasts", "curves", "breakdown", "figures", "tables", "summary", "analysis"}
     assert {p: p.stat().st_mtime_ns for p in runs} == runs
     assert all(p.stat().st_mtime_ns > t for p, t in outputs.items())
     prereg_table = (r / "tables" / "prereg.md").read_text()
@@ -133,10 +133,12 @@ def test_analysis_only_never_trains_rebuilds_the_analysis_and_reports(finished_s
     report = snakemake(work, "--report", str(tmp_path / "report.html"), "--config", "analysis_only=True", repo=repo)
     assert report.returncode == 0, report.stderr[-4000:]
     html = (tmp_path / "report.html").read_text()
-    for name in ("accuracy_vs_tokens", "accuracy_vs_time", "difference_from_base", "per_seed", "tokens_vs_time",
-                 "stage_seconds", "drift"):
+    for name in ("accuracy_vs_tokens", "accuracy_vs_time", "difference_from_base", "per_seed", "stage_seconds",
+                 "drift"):
         assert f"{name}.png" in html
     assert "prereg.html" in html and "contrasts.html" in html
+    assert "Study mini: results" in html and "T1 (primary" in html  # the summary is the first page
+    assert "T1 (primary" in done.stderr  # and the run printed it at its end
 
     study["seeds"].append(3)  # a seed never trained
     (work / "study.yaml").write_text(yaml.safe_dump(study))

@@ -42,7 +42,7 @@ def results(tmp_path_factory):
                                     for c in COLUMNS["iterations"]}), folder / "iterations.parquet")
         write_json({"started": "2025-01-02T00:00:00+00:00", "config": study_config.run_config(cfg, arm, seed)},
                    folder / "run.json")
-    for name in ("drift", "contrasts", "curves", "breakdown", "figures", "tables"):
+    for name in ("drift", "contrasts", "curves", "breakdown", "figures", "tables", "summary"):
         assert main([name, "--config-json", json.dumps(cfg), "--results", str(root)]) == 0
     return cfg, root
 
@@ -53,9 +53,10 @@ def test_every_step_writes_its_outputs(results):
         assert len(read_contract(root / "analysis" / f"{kind}.parquet", kind)) > 0
     for name in ("differences", "budget_share", "extrapolation", "stages", "groups"):
         assert len(read_parquet(root / "analysis" / f"{name}.parquet")) > 0
-    for name in ("accuracy_vs_tokens", "accuracy_vs_time", "difference_from_base", "per_seed", "tokens_vs_time",
-                 "stage_seconds", "drift"):
+    for name in ("accuracy_vs_tokens", "accuracy_vs_time", "difference_from_base", "per_seed", "stage_seconds",
+                 "drift"):
         assert (root / "figures" / f"{name}.png").stat().st_size > 1000
+        assert (root / "figures" / f"{name}.pdf").stat().st_size > 1000
     for name in ("prereg", "contrasts", "equal_bases", "pass_at_k", "budget_share", "stage_seconds", "groups",
                  "drift", "extrapolation"):
         for ext in ("csv", "md", "html"):
@@ -122,3 +123,15 @@ def test_tables_read_back_as_the_analysis_parquet_says(results):
 
 def test_budget_is_read_from_the_calibration_table(results):
     assert steps.budget(results[1]) == B
+
+
+def test_summary_states_every_planned_contrast_and_the_report_opens_with_it(results):
+    cfg, root = results
+    text = (root / "summary.md").read_text()
+    table = read_contract(root / "analysis" / "contrasts.parquet", "contrasts").set_index("id")
+    t1 = table.loc["T1"]
+    assert (f"- T1 (primary, family H): mc_k2 trails outcome at equal tokens: "
+            f"{100 * t1['mean']:+.1f} [{100 * t1['ci_low']:+.1f}, {100 * t1['ci_high']:+.1f}] points") in text
+    assert [line[2:4] for line in text.splitlines() if line[:3] in ("- T", "- S")] == ["T1", "T2", "S1"]
+    page = (root / "summary.rst").read_text()
+    assert page.startswith("Study mini: results\n") and "GRPO interventions compared at matched compute" in page

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import platform
 import sys
@@ -12,13 +13,48 @@ from pathlib import Path
 from mcgrpo import __version__
 from mcgrpo.core import config as study_config, store
 from mcgrpo import studies
-from mcgrpo.core.errors import CheckpointMismatch, Interrupted
+from mcgrpo.core.errors import CheckpointMismatch, ConfigError, Interrupted
 
 
 def _config(args) -> dict:
-    if args.config_json:
+    if getattr(args, "config_json", None):
         return studies.validate(json.loads(args.config_json))
-    return studies.load(args.config)
+    return _study(args.config)
+
+
+def _study(path: str) -> dict:
+    """The study config at `path`; a path that is not there names the studies that are (nearest first)."""
+    if not Path(path).exists():
+        here = Path(path).parent if Path(path).parent.is_dir() else Path(".")
+        found = sorted({str(p) for folder in (here, Path("config"), Path("config/studies"), Path("config/studies/paper"))
+                        for p in folder.glob("*.yaml")})
+        near = difflib.get_close_matches(str(path), found, n=1, cutoff=0.6)
+        listed = [f for f in found if "paper/" not in f]
+        raise ConfigError(f"{path}: no such study config" + (f"; did you mean {near[0]}?" if near else "")
+                          + (f" Studies: {', '.join(listed)}" if listed else "")
+                          + (f" and {len(found) - len(listed)} under config/studies/paper/" if len(found) > len(listed)
+                             else ""))
+    return studies.load(path)
+
+
+def _training_run(args) -> tuple[dict, dict[str, str]]:
+    """The run's effective config and files: from the rule (--run-json and every file), or by hand
+    (--config STUDY.yaml --arm A --seed N, files defaulting to where rules/common.smk puts them)."""
+    given = {k: getattr(args, k) for k in ("model", "data", "budget", "out")}
+    if args.run_json:
+        missing = [f"--{k}" for k, v in given.items() if v is None]
+        if missing:
+            raise ConfigError(f"train --run-json also needs {', '.join(missing)}")
+        return json.loads(args.run_json), given
+    if args.arm is None or args.seed is None:
+        raise ConfigError("train --config names the run with --arm A --seed N")
+    cfg = _study(args.config)
+    run = study_config.run_config(cfg, args.arm, args.seed)
+    root = Path(cfg["results_dir"]) / cfg["study"]
+    model = root / "models" / (cfg["model"]["name"] + ("" if cfg["model"]["source"] is None else ".json"))
+    defaults = {"model": model, "data": root / "data", "budget": root / "calibration" / "budget.parquet",
+                "out": root / "runs" / args.arm / f"seed{args.seed}"}
+    return run, {k: str(default if given[k] is None else given[k]) for k, default in defaults.items()}
 
 
 def prepare_data(args) -> None:
@@ -152,6 +188,9 @@ def calibrate(args) -> None:
 def train(args) -> None:
     """One run (arm, seed): resume from its newest checkpoint, train to the budget, write its Parquet.
 
+    By hand: `mcgrpo train --config STUDY.yaml --arm A --seed N` trains the run where the workflow would
+    (once `snakemake` has built the study's data, model and budget); --out puts it elsewhere.
+
     SIGTERM or SIGUSR1 (what SLURM sends before a time limit or a preemption) makes the trainer checkpoint
     at the next iteration boundary and exit with status 75, so that Snakemake's retry resumes the run. The
     final checkpoint stays (the workflow removes it once Snakemake has the outputs): a run ended by its job
@@ -174,17 +213,17 @@ def train(args) -> None:
     from mcgrpo import data
     from mcgrpo.data.checks import check_run_data
     from mcgrpo.train.trainer import Trainer
-    run = json.loads(args.run_json)
+    run, files = _training_run(args)
     cfg_hash = study_config.config_hash(run)
-    out = Path(args.out)
+    out = Path(files["out"])
     history = attempts.start(out / "checkpoints")
     for entry in history[:-1]:
         print(f"earlier: {attempts.describe(entry)}", file=sys.stderr)
     torch.set_num_threads(run["recipe"]["threads"])
-    B = int(store.read_contract(args.budget, "budget")["B"].iloc[0])
-    pool, evals = data.read(args.data, run["evaluation"]["sets"])
-    check_run_data(pool, evals, run, args.data)
-    model, tokenizer = models.load(args.model)
+    B = int(store.read_contract(files["budget"], "budget")["B"].iloc[0])
+    pool, evals = data.read(files["data"], run["evaluation"]["sets"])
+    check_run_data(pool, evals, run, files["data"])
+    model, tokenizer = models.load(files["model"])
     trainer = Trainer(run, model, tokenizer, pool, evals, B, checkpoint_dir=out / "checkpoints",
                       config_hash=cfg_hash)
     trainer.stop_requested = bool(signals)
@@ -226,12 +265,22 @@ def gradient_tests(args) -> None:
     print(means[["alignment", "share_outside_v", "projection_residual", "cos_full", "tokens"]].to_string())
 
 
+STEPS = {"drift": "verifier drift (default minus strict accuracy) per run and evaluation",
+         "contrasts": "every contrast with its statistics, labelled against the preregistration lock",
+         "curves": "differences at every evaluation, the share of B to reach the base, the extrapolation",
+         "breakdown": "training seconds per stage and group composition before B",
+         "figures": "the study's figures (PNG and PDF) from the analysis tables",
+         "tables": "the study's tables (CSV, markdown, HTML)",
+         "summary": "the results summary: summary.md (printed when a run ends) and summary.rst (the report's "
+                    "first page)"}
+
+
 def _step(name: str):
     """The verb of one analysis rule: mcgrpo.analysis.steps.<name>_step on the study config and results folder."""
     def verb(args) -> None:
         from mcgrpo.analysis import steps
         getattr(steps, f"{name}_step")(_config(args), Path(args.results))
-    verb.__doc__ = f"analysis: the {name} step (mcgrpo.analysis.steps.{name}_step)"
+    verb.__doc__ = f"Analysis: {STEPS[name]}."
     return verb
 
 
@@ -280,32 +329,66 @@ def _contrast_arguments(v: argparse.ArgumentParser) -> None:
 VERBS = {"data": data_summary, "verify": verify, "prepare-data": prepare_data, "resolve-model": resolve_model, "warm-start": warm_start, "calibrate": calibrate, "train": train,
          "gradient-tests": gradient_tests,
          "prereg-lock": prereg_lock, "contrast": contrast,
-         **{name: _step(name) for name in ("drift", "contrasts", "curves", "breakdown", "figures", "tables",
-                                         "prediction")}}
+         **{name: _step(name) for name in STEPS}}
+
+
+# Each stage gets only the part of the config that can change its output, so that editing, say, the
+# analysis margin never makes Snakemake rerun training.
+JSON_INPUT = {"prepare-data": ("--task-json", "the study's task: block as JSON"),
+              "resolve-model": ("--model-json", "the study's model: block as JSON"),
+              "warm-start": ("--model-json", "the study's model: and task: blocks as JSON"),
+              "calibrate": ("--run-json", "the calibration run's effective config as JSON"),
+              "gradient-tests": ("--run-json", "what the stage reads (mcgrpo.core.config.gradient_tests_config)")}
+# The files each verb reads and writes (the rules name them; by hand, see `train --config`).
+FILES = {"prepare-data": {"--out": "the data folder to write"},
+         "resolve-model": {"--out": "the reference file to write"},
+         "warm-start": {"--data": "the study's data folder", "--out": "the model folder to write"},
+         "calibrate": {"--model": "the model folder or reference file", "--data": "the study's data folder",
+                       "--out": "budget.parquet to write"},
+         "train": {"--model": "the model (default: the study's, under results/<study>/models/)",
+                   "--data": "the data folder (default: results/<study>/data)",
+                   "--budget": "budget.parquet (default: results/<study>/calibration/budget.parquet)",
+                   "--out": "the run folder (default: results/<study>/runs/<arm>/seed<N>)"},
+         "prereg-lock": {"--out": "the lock file to write"},
+         "contrast": {"--results": "the study's results folder (results/<study>)",
+                      "--out": "the Parquet file to write (default: under results/<study>/analysis/contrast/)"}}
+REQUIRED = {("--out", name) for name in FILES if name not in ("train", "contrast")} | {("--results", "contrast")}
+
+
+def _study_source(v: argparse.ArgumentParser) -> None:
+    src = v.add_mutually_exclusive_group(required=True)
+    src.add_argument("--config", metavar="STUDY.yaml", help="study config YAML")
+    src.add_argument("--config-json", help="the validated study config as JSON (what the rules pass)")
+
+
+def _train_arguments(v: argparse.ArgumentParser) -> None:
+    src = v.add_mutually_exclusive_group(required=True)
+    src.add_argument("--run-json", help="the run's effective config as JSON (what the rule passes)")
+    src.add_argument("--config", metavar="STUDY.yaml", help="by hand: the study config; with --arm and --seed")
+    v.add_argument("--arm", help="with --config: the arm to train")
+    v.add_argument("--seed", type=int, help="with --config: the seed")
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m mcgrpo", description=__doc__)
-    sub = p.add_subparsers(dest="verb", required=True)
-    # Each stage gets only the part of the config that can change its output, so that editing, say, the
-    # analysis margin never makes Snakemake rerun training.
-    spec = {"prepare-data": ("--task-json", "the study's task: block"),
-            "resolve-model": ("--model-json", "the study's model: block"),
-            "warm-start": ("--model-json", "the study's model: and task: blocks"),
-            "calibrate": ("--run-json", "the calibration run's effective config"),
-            "train": ("--run-json", "the run's effective config (mcgrpo.core.config.run_config)"),
-            "gradient-tests": ("--run-json", "what the stage reads (mcgrpo.core.config.gradient_tests_config)")}
-    for name in VERBS:
-        v = sub.add_parser(name)
-        if name in spec:
-            v.add_argument(spec[name][0], required=True, help=spec[name][1])
+    p.add_argument("--version", action="version", version=f"mcgrpo {__version__}")
+    sub = p.add_subparsers(dest="verb", required=True, metavar="VERB")
+    for name, verb in VERBS.items():
+        doc = (verb.__doc__ or "").strip()
+        v = sub.add_parser(name, help=doc.splitlines()[0] if doc else None, description=doc,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        if name in JSON_INPUT:
+            v.add_argument(JSON_INPUT[name][0], required=True, help=JSON_INPUT[name][1])
+        elif name == "train":
+            _train_arguments(v)
         elif name not in ("data", "verify", "contrast"):
-            src = v.add_mutually_exclusive_group(required=True)
-            src.add_argument("--config", help="study config YAML")
-            src.add_argument("--config-json", help="the validated study config as JSON")
-        for opt in ("--out", "--pool", "--model", "--data", "--budget", "--results"):
-            v.add_argument(opt)
-        v.add_argument("--threads", type=int, default=1)
+            _study_source(v)
+        if name in STEPS:
+            v.add_argument("--results", required=True, help="the study's results folder (results/<study>)")
+        for opt, text in FILES.get(name, {}).items():
+            v.add_argument(opt, help=text, required=(opt, name) in REQUIRED)
+        if name == "warm-start":
+            v.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     _data_arguments(sub.choices["data"])
     _verify_arguments(sub.choices["verify"])
     _contrast_arguments(sub.choices["contrast"])

@@ -1,8 +1,9 @@
-"""The study's figures (PNG), each readable without a caption: titles say what is plotted,
-axes carry units, legends name arms, seeds and intervals.
+"""The study's figures, each readable without a caption and fit for a paper: titles in words, units on
+every axis, one colour per arm across every figure, markers where runs were evaluated, clamped or
+undefined readings marked. Each is saved as PNG (the report) and PDF (vector, for papers).
 
-Accuracy is drawn as a fraction (0.01 is one percentage point), differences as A minus the base,
-and the equivalence margin as a grey band around zero.
+Accuracy is drawn in percent and differences in points (A minus the base; 1 point = 0.01 accuracy); the
+equivalence margin is a grey band around zero.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from mcgrpo.analysis.curves import mean_curve
+from mcgrpo.analysis.formats import BASIS_WORDS, metric_words
 from mcgrpo.core.clock import STAGES
 from mcgrpo.core.store import atomic
 
@@ -22,22 +24,36 @@ from mcgrpo.core.store import atomic
 AXES = {"tokens_total": ("generated tokens",
                          ((1e9, "billions"), (1e6, "millions"), (1e3, "thousands"), (1, ""))),
         "train_seconds": ("training time", ((3600, "hours"), (60, "minutes"), (1, "seconds")))}
-BASIS_NAMES = {"tokens": "equal tokens (at B)", "updates": "equal updates", "time": "equal time (T*)",
-               "time_c": "equal time (T_c)"}
+BASIS_MARKERS = {"tokens": "D", "updates": "s", "time": "^", "time_c": "v"}
+PALETTE = [f"C{i}" for i in range(10)]
+# Stages are not arms: their own colours, from a palette the arms never use.
+STAGE_COLOURS = dict(zip(STAGES, ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3")))
 
 
-def _figure(width: float = 7, height: float = 4.5):
+def arm_colours(arms: list[str]) -> dict[str, str]:
+    """One colour per arm, by the study's order of arms, the same in every figure."""
+    return {arm: PALETTE[i % len(PALETTE)] for i, arm in enumerate(arms)}
+
+
+def _colours(colours: dict[str, str] | None, arms) -> dict[str, str]:
+    return colours if colours is not None else arm_colours(sorted(set(arms)))
+
+
+def _figure(width: float = 7, height: float = 4.5, ncols: int = 1, sharey: bool = False):
     fig = Figure(figsize=(width, height))
     FigureCanvasAgg(fig)
-    return fig, fig.add_subplot()
+    axes = fig.subplots(1, ncols, sharey=sharey, squeeze=False)[0]
+    return fig, (axes[0] if ncols == 1 else axes)
 
 
 def _save(fig: Figure, path: str | Path, bottom: float = 0.0) -> Path:
-    """Save at 120 dpi, leaving `bottom` (a fraction of the height) free for a figure legend."""
+    """Save as PNG at 150 dpi and as PDF beside it, leaving `bottom` (a fraction of the height) for a legend."""
     fig.tight_layout(rect=(0, bottom, 1, 1))
-    with atomic(path) as tmp:
-        fig.savefig(tmp, dpi=120, format=Path(path).suffix.lstrip("."))
-    return Path(path)
+    path = Path(path)
+    for out in (path, path.with_suffix(".pdf")):
+        with atomic(out) as tmp:
+            fig.savefig(tmp, dpi=150, format=out.suffix.lstrip("."))
+    return path
 
 
 def _empty(path: str | Path, title: str, why: str) -> Path:
@@ -56,21 +72,30 @@ def _unit(x: str, top: float) -> tuple[float, str]:
     return scale, f"{name} ({unit})" if unit else name
 
 
+def time_label(label: str, hardware: str | None) -> str:
+    """A time axis says what was timed and where: wall time of the training stages, evaluation excluded."""
+    return f"{label}: wall time of the training stages" + (f" on {hardware}" if hardware else "")
+
+
 def _margin_band(ax, margin: float, vertical: bool = False) -> None:
     span = ax.axvspan if vertical else ax.axhspan
     line = ax.axvline if vertical else ax.axhline
-    span(-margin, margin, color="grey", alpha=0.15, linewidth=0, label=f"±margin ({margin:g})")
+    span(-100 * margin, 100 * margin, color="grey", alpha=0.15, linewidth=0,
+         label=f"±margin ({100 * margin:g} points)")
     line(0, color="black", linewidth=0.8)
 
 
-def _grid_end(run_ends: pd.Series, x: str, B: int) -> float:
-    """Tokens: the budget. Time: the shortest run, so every seed covers the whole grid."""
-    return float(B) if x == "tokens_total" else float(run_ends.min())
+def evaluation_grid(runs: pd.DataFrame, x: str, end: float) -> np.ndarray:
+    """Where an arm's curve is drawn: each evaluation's mean position over seeds, up to `end` (which is
+    added). Mean and band are computed there only, so the band never bulges between evaluations."""
+    points = runs.groupby("eval_index")[x].mean().to_numpy()
+    return np.unique(np.append(points[points < end], end))
 
 
-def accuracy_curves(evals: pd.DataFrame, x: str, B: int, path: str | Path,
-                    metric: str = "acc_default", eval_set: str | None = None) -> Path:
-    """Save a PNG of `metric` against `x` ("tokens_total" or "train_seconds"), one line per arm."""
+def accuracy_curves(evals: pd.DataFrame, x: str, B: int, path: str | Path, metric: str = "acc_default",
+                    eval_set: str | None = None, colours: dict[str, str] | None = None,
+                    hardware: str | None = None) -> Path:
+    """`metric` against `x` ("tokens_total" or "train_seconds"), one line per arm with its 95% band."""
     if x not in AXES:
         raise ValueError(f"x {x!r}: expected one of {', '.join(AXES)}")
     sets = sorted(evals["eval_set"].unique())
@@ -78,128 +103,149 @@ def accuracy_curves(evals: pd.DataFrame, x: str, B: int, path: str | Path,
         raise ValueError(f"evals hold eval sets {', '.join(sets)}: choose one with eval_set")
     eval_set = eval_set or sets[0]
     evals = evals[evals["eval_set"] == eval_set]
-    ends = {arm: _grid_end(runs.groupby("seed")[x].max(), x, B) for arm, runs in evals.groupby("arm")}
+    colours = _colours(colours, evals["arm"])
+    # Tokens: up to B. Time: up to the arm's shortest run, so that no seed is read past its end (clamped).
+    ends = {arm: float(B) if x == "tokens_total" else float(runs.groupby("seed")[x].max().min())
+            for arm, runs in evals.groupby("arm")}
     scale, xlabel = _unit(x, max(ends.values()))
     fig, ax = _figure()
-    for arm, runs in evals.groupby("arm"):
-        grid = np.linspace(0.0, ends[arm], 101)
+    for arm, runs in sorted(evals.groupby("arm"), key=lambda item: list(colours).index(item[0])):
+        grid = evaluation_grid(runs, x, ends[arm])
         mean, low, high = mean_curve(runs, x, grid, metric)
-        (line,) = ax.plot(grid / scale, mean, label=f"{arm} (n={runs['seed'].nunique()})")
-        ax.fill_between(grid / scale, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
+        ax.plot(grid / scale, 100 * mean, marker="o", markersize=3.5, color=colours[arm],
+                label=f"{arm} (n={runs['seed'].nunique()} seeds)")
+        # An accuracy lies in [0, 100]%: the t band (symmetric, few seeds) is cut there.
+        ax.fill_between(grid / scale, np.clip(100 * low, 0, 100), np.clip(100 * high, 0, 100), color=colours[arm],
+                        alpha=0.18, linewidth=0)
     if x == "tokens_total":
         ax.axvline(B / scale, color="grey", linestyle="--", label="budget B")
-    ax.set(title=f"{metric} on {eval_set} by {AXES[x][0]}\n(mean over seeds, shaded: 95% t interval)",
-           xlabel=xlabel, ylabel=f"accuracy ({metric}, fraction correct)")
+    else:
+        xlabel = time_label(xlabel, hardware)
+    ax.set(title=f"{metric_words(metric).capitalize()} on {eval_set} against {AXES[x][0]}\n"
+                 f"(mean over seeds at each evaluation, shaded: 95% t interval)",
+           xlabel=xlabel, ylabel="accuracy (%)")
     ax.legend(loc="best", fontsize="small")
     return _save(fig, path)
 
 
-def difference_from_base(differences: pd.DataFrame, B: int, margin: float, path: str | Path) -> Path:
-    """A minus the base at every evaluation (paired by seed), one line per contrast, margin band."""
+def _arm_a(contrast: str) -> str:
+    return contrast.split("-vs-")[0]
+
+
+def difference_from_base(differences: pd.DataFrame, B: int, margin: float, path: str | Path,
+                         colours: dict[str, str] | None = None) -> Path:
+    """A minus the base at every evaluation (paired by seed): one small panel per contrast, margin band."""
     title = "Accuracy difference from the base at every evaluation"
     if differences.empty:
         return _empty(path, title, "no contrast to show")
+    names = list(dict.fromkeys(differences["contrast"]))
+    colours = _colours(colours, [_arm_a(c) for c in names])
     scale, xlabel = _unit("tokens_total", float(differences["tokens"].max()))
-    fig, ax = _figure()
-    _margin_band(ax, margin)
-    for contrast, d in differences.groupby("contrast"):
-        (line,) = ax.plot(d["tokens"] / scale, d["mean"], marker="o", markersize=3,
-                          label=f"{contrast} (n={int(d['n'].max())})")
-        ax.fill_between(d["tokens"] / scale, d["ci_low"], d["ci_high"], color=line.get_color(), alpha=0.2,
+    fig, axes = _figure(max(7, 3.2 * len(names)), 4.2, ncols=len(names), sharey=True)
+    for ax, contrast in zip(np.atleast_1d(axes), names):
+        d = differences[differences["contrast"] == contrast]
+        colour = colours.get(_arm_a(contrast), "C0")
+        _margin_band(ax, margin)
+        ax.plot(d["tokens"] / scale, 100 * d["mean"], marker="o", markersize=3.5, color=colour, label="mean")
+        ax.fill_between(d["tokens"] / scale, 100 * d["ci_low"], 100 * d["ci_high"], color=colour, alpha=0.18,
                         linewidth=0)
-    ax.axvline(B / scale, color="grey", linestyle="--", label="budget B")
+        undefined = d[d["ci_low"].isna() & d["mean"].notna()]  # one seed, or no variation: no interval
+        ax.scatter(undefined["tokens"] / scale, 100 * undefined["mean"], s=28, facecolors="white",
+                   edgecolors=colour, zorder=3, label="no interval (undefined)" if len(undefined) else None)
+        ax.axvline(B / scale, color="grey", linestyle="--", label="budget B")
+        ax.set(title=f"{contrast.replace('-vs-', ' minus ')}\n(n={int(d['n'].max())} seeds)", xlabel=xlabel)
+    first_ax = np.atleast_1d(axes)[0]
+    first_ax.set_ylabel("A minus base (points)")
+    first_ax.legend(loc="best", fontsize="x-small")
     first = differences.iloc[0]
-    ax.set(title=f"{title}\n({first['metric']} on {first['eval_set']}; mean over seeds, shaded: 95% t interval)",
-           xlabel=f"{xlabel}, mean of the two arms", ylabel="A minus base (fraction; 0.01 = 1 point)")
-    ax.legend(loc="best", fontsize="small")
+    fig.suptitle(f"{title}\n({metric_words(first['metric'])} on {first['eval_set']}; shaded: 95% t interval)",
+                 fontsize="medium")
     return _save(fig, path)
 
 
-def per_seed(paired: pd.DataFrame, contrasts: pd.DataFrame, margin: float, path: str | Path) -> Path:
-    """Per contrast and basis: each seed's difference (dots), the mean and its 95% paired-t CI."""
-    title = "Per-seed differences, mean and 95% paired-t CI per contrast and basis"
+def per_seed(paired: pd.DataFrame, contrasts: pd.DataFrame, margin: float, path: str | Path,
+             colours: dict[str, str] | None = None) -> Path:
+    """Per contrast and basis: each seed's difference (dots; hollow: clamped), the mean and its 95% paired-t CI.
+
+    This is also the figure of equal tokens against equal time: every basis sits side by side.
+    """
+    title = "Per-seed differences from the base at each basis"
     if contrasts.empty:
         return _empty(path, title, "no contrast to show")
     names, bases = list(dict.fromkeys(contrasts["contrast"])), list(dict.fromkeys(contrasts["basis"]))
+    colours = _colours(colours, [_arm_a(c) for c in names])
     width = 0.8 / len(bases)
-    fig, ax = _figure(max(7, 1.6 * len(names) * len(bases) ** 0.5), 4.8)
+    fig, ax = _figure(max(7, 1.8 * len(names) * len(bases) ** 0.5), 4.8)
     _margin_band(ax, margin)
     rng = np.random.default_rng(0)
-    for j, basis in enumerate(bases):
-        color = f"C{j}"
-        for i, c in enumerate(names):
+    clamped_any = False
+    for i, c in enumerate(names):
+        colour = colours.get(_arm_a(c), "C0")
+        for j, basis in enumerate(bases):
             x = i - 0.4 + width * (j + 0.5)
-            seeds = paired[(paired["contrast"] == c) & (paired["basis"] == basis)]["diff"]
-            ax.scatter(x + rng.uniform(-width / 4, width / 4, len(seeds)), seeds, s=12, color=color, alpha=0.5)
+            seeds = paired[(paired["contrast"] == c) & (paired["basis"] == basis)]
+            clamped = seeds["clamped"].astype(bool).to_numpy() if "clamped" in seeds else np.zeros(len(seeds), bool)
+            clamped_any |= bool(clamped.any())
+            jitter = x + rng.uniform(-width / 4, width / 4, len(seeds))
+            ax.scatter(jitter[~clamped], 100 * seeds["diff"].to_numpy()[~clamped], s=12, color=colour, alpha=0.6)
+            ax.scatter(jitter[clamped], 100 * seeds["diff"].to_numpy()[clamped], s=16, facecolors="white",
+                       edgecolors=colour)
             row = contrasts[(contrasts["contrast"] == c) & (contrasts["basis"] == basis)]
             if len(row):
                 r = row.iloc[0]
-                ax.errorbar(x, r["mean"], yerr=[[r["mean"] - r["ci_low"]], [r["ci_high"] - r["mean"]]],
-                            fmt="D", color=color, capsize=4, markersize=6,
-                            label=BASIS_NAMES.get(basis, basis) if i == 0 else None)
-    ax.set_xticks(range(len(names)), [f"{c}\n(n={int(contrasts[contrasts['contrast'] == c]['n'].max())})"
+                err = None if np.isnan(r["ci_low"]) else [[100 * (r["mean"] - r["ci_low"])],
+                                                          [100 * (r["ci_high"] - r["mean"])]]
+                ax.errorbar(x, 100 * r["mean"], yerr=err, fmt=BASIS_MARKERS.get(basis, "o"), color=colour,
+                            capsize=4, markersize=6, markerfacecolor=colour if err else "white")
+    for basis in bases:  # the legend: one entry per basis, in black (the colours are the arms)
+        ax.errorbar([], [], yerr=[], fmt=BASIS_MARKERS.get(basis, "o"), color="black", capsize=3,
+                    label=BASIS_WORDS.get(basis, basis))
+    if clamped_any:
+        ax.scatter([], [], s=16, facecolors="white", edgecolors="black", label="seed read past its last evaluation")
+    ax.set_xticks(range(len(names)), [f"{c.replace('-vs-', ' minus ')}\n(n={int(contrasts[contrasts['contrast'] == c]['n'].max())} seeds)"
                                       for c in names], fontsize="small")
     first = contrasts.iloc[0]
-    ax.set(title=f"{title}\n({first['metric']} on {first['eval_set']}; dots: seeds)",
-           ylabel="A minus base (fraction; 0.01 = 1 point)")
+    ax.set(title=f"{title}\n({metric_words(first['metric'])} on {first['eval_set']}; dots: seeds; "
+                 f"bars: mean, 95% paired-t CI)", ylabel="A minus base (points)")
     ax.legend(loc="best", fontsize="small")
     return _save(fig, path)
 
 
-def bases_bars(contrasts: pd.DataFrame, margin: float, path: str | Path) -> Path:
-    """Equal tokens against equal time (and updates) per contrast: mean and 95% CI bars."""
-    title = "The same contrasts at equal tokens and at equal training time"
-    if contrasts.empty:
-        return _empty(path, title, "no contrast to show")
-    names, bases = list(dict.fromkeys(contrasts["contrast"])), list(dict.fromkeys(contrasts["basis"]))
-    width = 0.8 / len(bases)
-    fig, ax = _figure(max(7, 1.4 * len(names)), 4.5)
-    _margin_band(ax, margin)
-    for j, basis in enumerate(bases):
-        rows = contrasts[contrasts["basis"] == basis].set_index("contrast").reindex(names)
-        x = np.arange(len(names)) - 0.4 + width * (j + 0.5)
-        ax.bar(x, rows["mean"], width, yerr=[rows["mean"] - rows["ci_low"], rows["ci_high"] - rows["mean"]],
-               capsize=3, label=BASIS_NAMES.get(basis, basis), color=f"C{j}")
-    ax.set_xticks(range(len(names)), names, fontsize="small")
-    first = contrasts.iloc[0]
-    ax.set(title=f"{title}\n({first['metric']} on {first['eval_set']}; bars: mean over seeds, 95% paired-t CI)",
-           ylabel="A minus base (fraction; 0.01 = 1 point)")
-    ax.legend(loc="best", fontsize="small")
-    return _save(fig, path)
-
-
-def stage_seconds(stages: pd.DataFrame, path: str | Path) -> Path:
+def stage_seconds(stages: pd.DataFrame, path: str | Path, hardware: str | None = None) -> Path:
     """Stacked bars: mean training seconds per stage before B, per arm."""
-    height = 1.9 + 0.6 * len(stages)
+    height = 2.1 + 0.6 * len(stages)
     fig, ax = _figure(7, height)
     scale, label = _unit("train_seconds", float(stages["total"].max()) if len(stages) else 1.0)
     left = np.zeros(len(stages))
-    for j, stage in enumerate(STAGES):
-        ax.barh(stages["arm"], stages[stage] / scale, left=left, color=f"C{j}", label=stage)
+    for stage in STAGES:
+        ax.barh(stages["arm"], stages[stage] / scale, left=left, color=STAGE_COLOURS[stage], label=stage)
         left += stages[stage].to_numpy() / scale
     for y, (total, n) in enumerate(zip(stages["total"], stages["seeds"])):
-        ax.text(total / scale, y, f" {total / scale:.3g} (n={n})", va="center", fontsize="small")
-    ax.set(title="Training time per stage before B (mean over seeds)", xlabel=label)
-    ax.set_xlim(0, left.max() * 1.25 if len(stages) else 1)
+        ax.text(total / scale, y, f" {total / scale:.3g} (n={n} seeds)", va="center", fontsize="small")
+    ax.set(title="Training time per stage before B (mean over seeds; evaluation excluded)",
+           xlabel=time_label(label, hardware))
+    ax.set_xlim(0, left.max() * 1.3 if len(stages) else 1)
     fig.legend(*ax.get_legend_handles_labels(), loc="lower center", ncol=len(STAGES), fontsize="small",
                frameon=False)
     return _save(fig, path, bottom=0.35 / height)
 
 
-def drift(drift_df: pd.DataFrame, gap: float, path: str | Path, eval_set: str) -> Path:
-    """Default minus strict accuracy over evaluations: each seed thin, the arm's mean thick."""
+def drift(drift_df: pd.DataFrame, gap: float, path: str | Path, eval_set: str,
+          colours: dict[str, str] | None = None) -> Path:
+    """Default minus strict accuracy over evaluations: each seed thin, the arm's mean thick with markers."""
     fig, ax = _figure()
     d = drift_df[drift_df["eval_set"] == eval_set]
-    for j, (arm, runs) in enumerate(d.groupby("arm")):
+    colours = _colours(colours, d["arm"])
+    for arm, runs in sorted(d.groupby("arm"), key=lambda item: list(colours).index(item[0])):
         for _, run in runs.groupby("seed"):
-            ax.plot(run["eval_index"], run["gap"], color=f"C{j}", alpha=0.25, linewidth=0.8)
+            ax.plot(run["eval_index"], 100 * run["gap"], color=colours[arm], alpha=0.25, linewidth=0.8)
         mean = runs.groupby("eval_index")["gap"].mean()
-        ax.plot(mean.index, mean, color=f"C{j}", linewidth=2,
+        ax.plot(mean.index, 100 * mean, color=colours[arm], linewidth=2, marker="o", markersize=3.5,
                 label=f"{arm}: {int(runs['drifted'].sum())} of {len(runs)} evaluations drifted")
-    ax.axhline(gap, color="red", linestyle="--", label=f"drift threshold ({gap:g})")
-    ax.set(title=f"Verifier drift on {eval_set}: default minus strict accuracy\n(thin: seeds, thick: mean)",
+    ax.axhline(100 * gap, color="red", linestyle="--", label=f"drift threshold ({100 * gap:g} points)")
+    ax.set(title=f"Verifier drift on {eval_set}: default minus strict accuracy\n(thin: seeds, thick: mean over seeds)",
            xlabel="evaluation (0 = start; evaluations at equal steps of B)",
-           ylabel="acc_default - acc_strict (fraction)")
+           ylabel="default minus strict accuracy (points)")
     ax.legend(loc="best", fontsize="small")
     return _save(fig, path)
 

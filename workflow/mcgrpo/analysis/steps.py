@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from mcgrpo.analysis import breakdown, contrasts, curves, drift, efficiency, figures, prereg, runs, tables
+from mcgrpo.analysis import breakdown, contrasts, curves, drift, efficiency, figures, prereg, runs, summary, tables
 from mcgrpo.core import store
 from mcgrpo.core import config as study_config
 from mcgrpo.analysis.plan import keys
@@ -131,23 +131,37 @@ def _headline(cfg: dict) -> tuple[str, str]:
     return cfg["analysis"]["metrics"][0], cfg["evaluation"]["sets"][0]
 
 
+def hardware(cfg: dict, results: Path) -> str | None:
+    """Where the runs were timed, from their run.json: 'NVIDIA H100' or 'CPU (x86_64), 2 threads' (every
+    distinct one, in run order); None where no run records it."""
+    seen = []
+    for arm, seed in study_config.runs(cfg):
+        path = Path(results) / "runs" / arm / f"seed{seed}" / "run.json"
+        h = store.read_json(path).get("hardware") if path.exists() else None
+        if h:
+            threads = f"{h['threads']} thread{'s' if h['threads'] != 1 else ''}"
+            seen.append(h["gpu"] or f"CPU ({h['cpu']}), {threads}")
+    return "; ".join(dict.fromkeys(seen)) or None
+
+
 def figures_step(cfg: dict, results: Path) -> None:
     results, B, margin = Path(results), budget(results), cfg["analysis"]["margin"]
     metric, eval_set = _headline(cfg)
-    out = results / "figures"
+    out, colours, where = results / "figures", figures.arm_colours(list(cfg["arms"])), hardware(cfg, results)
     evals = runs.evals_frame(_runs(cfg, results, samples=False))
-    figures.accuracy_curves(evals, "tokens_total", B, out / "accuracy_vs_tokens.png", metric, eval_set)
-    figures.accuracy_curves(evals, "train_seconds", B, out / "accuracy_vs_time.png", metric, eval_set)
+    figures.accuracy_curves(evals, "tokens_total", B, out / "accuracy_vs_tokens.png", metric, eval_set, colours)
+    figures.accuracy_curves(evals, "train_seconds", B, out / "accuracy_vs_time.png", metric, eval_set, colours,
+                            where)
     diffs = _read(results, "differences")
     figures.difference_from_base(diffs[(diffs["metric"] == metric) & (diffs["eval_set"] == eval_set)]
-                                 if len(diffs) else diffs, B, margin, out / "difference_from_base.png")
+                                 if len(diffs) else diffs, B, margin, out / "difference_from_base.png", colours)
     table, paired = _read(results, "contrasts", "contrasts"), _read(results, "paired", "paired")
     table = table[(table["metric"] == metric) & (table["eval_set"] == eval_set)]
     paired = paired[(paired["metric"] == metric) & (paired["eval_set"] == eval_set)]
-    figures.per_seed(paired, table, margin, out / "per_seed.png")
-    figures.bases_bars(table, margin, out / "tokens_vs_time.png")
-    figures.stage_seconds(_read(results, "stages"), out / "stage_seconds.png")
-    figures.drift(_read(results, "drift", "drift"), cfg["analysis"]["drift_gap"], out / "drift.png", eval_set)
+    figures.per_seed(paired, table, margin, out / "per_seed.png", colours)
+    figures.stage_seconds(_read(results, "stages"), out / "stage_seconds.png", where)
+    figures.drift(_read(results, "drift", "drift"), cfg["analysis"]["drift_gap"], out / "drift.png", eval_set,
+                  colours)
 
 
 def tables_step(cfg: dict, results: Path) -> None:
@@ -160,3 +174,14 @@ def tables_step(cfg: dict, results: Path) -> None:
             _read(results, "groups"), _read(results, "budget_share"), _read(results, "extrapolation"),
             cfg["analysis"]["drift_gap"]).items():
         tables.write_table(df, out / name, title=title, note=note)
+
+
+def summary_step(cfg: dict, results: Path) -> None:
+    """summary.md (printed at the end of a run) and summary.rst (the report's first page)."""
+    results = Path(results)
+    status = store.read_json(results / "analysis" / "prereg.json")
+    text = summary.lines(cfg["study"], _read(results, "contrasts", "contrasts"), tables.prereg_note(status),
+                         str(results))
+    store.write_text(summary.markdown(text), results / "summary.md")
+    store.write_text(summary.rst(text, summary.DESCRIPTION.read_text()), results / "summary.rst")
+    print(summary.markdown(text), end="")

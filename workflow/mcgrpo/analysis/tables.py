@@ -74,7 +74,7 @@ CONTRAST_COLUMNS = ["id", "label", "family", "direction", "contrast", "basis", "
                     "higher_in", "confirmed", "note"]
 
 
-def _prereg_note(status: dict) -> str:
+def prereg_note(status: dict) -> str:
     """One line on the plan against its lock, and a warning line for stale runs."""
     state = status["state"]
     line = {"missing": "No preregistration lock: every contrast is exploratory.",
@@ -154,10 +154,10 @@ def study_tables(contrasts: pd.DataFrame, paired: pd.DataFrame, status: dict, dr
                  stages: pd.DataFrame, groups: pd.DataFrame, shares: pd.DataFrame,
                  extrapolation: pd.DataFrame, gap: float) -> dict[str, tuple[pd.DataFrame, str, str]]:
     """name -> (table, title, note) of every table of the study."""
-    prereg_note = _prereg_note(status)
+    plan_note = prereg_note(status)
     return {
         "contrasts": (_contrasts(contrasts), "Every contrast (A minus base, paired by seed)",
-                      f"{prereg_note}\nmean, 95% paired-t CI (ci_low, ci_high), two-sided p; p_holm: Holm within "
+                      f"{plan_note}\nmean, 95% paired-t CI (ci_low, ci_high), two-sided p; p_holm: Holm within "
                       f"the primary family; tost_p: equivalence within ±margin; noninferior: lower 90% bound > "
                       f"-margin; crossed: 95% seed-by-problem bootstrap.\n{BASIS_NOTE}"),
         "equal_bases": (_bases(contrasts), "Equal tokens against equal time (and equal updates)",
@@ -182,5 +182,5 @@ def study_tables(contrasts: pd.DataFrame, paired: pd.DataFrame, status: dict, dr
                           "An arm of efficiency e is supposed to reach after t tokens what the base reaches after "
                           "e*t; mean: observed minus extrapolated, over evaluations up to B, then seeds [95% CI]. "
                           "Empty without analysis.efficiency."),
-        "prereg": (_prereg(contrasts, status), "Preregistered contrasts: planned and reported labels", prereg_note),
+        "prereg": (_prereg(contrasts, status), "Preregistered contrasts: planned and reported labels", plan_note),
     }

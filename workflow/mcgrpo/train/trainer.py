@@ -17,6 +17,7 @@ import torch
 from mcgrpo.train import checkpoint
 from mcgrpo.train import credit as credit_rules
 from mcgrpo.train import engines, selection, updates
+from mcgrpo.core import progress
 from mcgrpo.core.clock import StageClock
 from mcgrpo.train.credit import CreditContext
 from mcgrpo.core.seeds import stable_seed
@@ -70,6 +71,7 @@ class Trainer:
         self.next_iteration, self.stop_requested, self.trained_prompts = 0, False, set()
         self.resumed_at = None  # the iterations a resumed run had done
         self.checkpoint_dir, self.config_hash = checkpoint_dir, config_hash
+        self.shown = None  # the progress bar, while run() runs
 
     @property
     def tokens_total(self) -> int:
@@ -145,22 +147,41 @@ class Trainer:
     def run(self, max_iterations: int | None = None) -> RunLog:
         """Train until the budget (or `max_iterations`), evaluating on schedule; resume if checkpointed."""
         stop = None if self.budget is None else self.cfg["budget"]["horizon"] * self.budget
-        if not self.resume():
-            self.evaluate()
-        while (stop is None or self.tokens_total < stop) and (max_iterations is None
-                                                               or self.next_iteration < max_iterations):
-            before = self.tokens_total
-            self.iteration(self.next_iteration)
-            self.next_iteration += 1
-            if self.budget is not None and (eval_due(before, self.tokens_total, self.budget,
-                                                     self.cfg["evaluation"]["per_budget"])
-                                            or self.tokens_total >= stop):
+        resumed = self.resume()
+        with self._progress(stop, max_iterations) as self.shown:
+            if not resumed:
                 self.evaluate()
-            elif self.stop_requested:
-                self.save_checkpoint()
-            if self.stop_requested:
-                raise Interrupted(f"stopped on request after iteration {self.next_iteration - 1}")
+            while (stop is None or self.tokens_total < stop) and (max_iterations is None
+                                                                   or self.next_iteration < max_iterations):
+                before = self.tokens_total
+                row = self.iteration(self.next_iteration)
+                self.next_iteration += 1
+                self._show(row, self.tokens_total - before if stop is not None else 1)
+                if self.budget is not None and (eval_due(before, self.tokens_total, self.budget,
+                                                         self.cfg["evaluation"]["per_budget"])
+                                                or self.tokens_total >= stop):
+                    self.evaluate()
+                elif self.stop_requested:
+                    self.save_checkpoint()
+                if self.stop_requested:
+                    raise Interrupted(f"stopped on request after iteration {self.next_iteration - 1}")
         return self.log
+
+    def _progress(self, stop: int | None, max_iterations: int | None):
+        """Generated tokens against horizon x B (iterations when calibrating without a budget)."""
+        if stop is None:
+            return progress.bar("calibration", total=max_iterations, unit="it", initial=self.next_iteration)
+        return progress.bar(f"train {self.cfg['arm']} seed {self.seed}", total=stop, unit="tok",
+                            initial=self.tokens_total)
+
+    def _show(self, row: dict, advance: int) -> None:
+        last = self.log.evals[-1] if self.log.evals else None
+        self.shown.set_postfix_str(
+            f"iteration {row['iteration']}, {self.updates} updates, reward {row['reward_default']:.2f}"
+            + (f", last eval {last['acc_default']:.3f}" if last else ""), refresh=False)
+        # The last iteration ends past horizon x B: the bar ends full, at the tokens generated.
+        self.shown.total = max(self.shown.total, self.shown.n + advance)
+        self.shown.update(advance)
 
     def state_dict(self) -> dict:
         """Everything a resumed run needs to continue exactly where this one is."""
@@ -207,6 +228,9 @@ class Trainer:
                  "train_seconds": self.train_seconds}
         self.log.evals += [{**state, **s} for s in summaries]
         self.log.samples.append(samples)
+        progress.note(self.shown, f"evaluation {index} at {self.tokens_total} tokens, {self.updates} updates: "
+                      + ", ".join(f"{s['eval_set']} acc_default {s['acc_default']:.3f} ({s['eval_seconds']:.1f} s)"
+                                  for s in summaries))
         self.save_checkpoint()
 
     def _record(self, i: int, chosen, batch, groups: np.ndarray, loss: float, grad_norm: float,

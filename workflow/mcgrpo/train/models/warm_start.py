@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from mcgrpo.core import progress
 from mcgrpo.train.models.tiny import build_model, build_tokenizer
 from mcgrpo.train.rollout import Prompter
 
@@ -73,12 +74,15 @@ def warm_start(corpus: pd.DataFrame, tiny: dict, steps: int, batch_size: int, lr
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=lr, total_steps=max(steps, 1),
                                                    pct_start=0.05)
     model.train()
-    for _ in range(steps):
-        batch = [data[j] for j in rng.integers(len(data), size=batch_size)]
-        loss = sft_step(model, batch, tokenizer.pad_token_id)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
+    with progress.bar("warm start", total=steps, unit="step") as shown:
+        for _ in range(steps):
+            batch = [data[j] for j in rng.integers(len(data), size=batch_size)]
+            loss = sft_step(model, batch, tokenizer.pad_token_id)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            schedule.step()
+            shown.set_postfix_str(f"loss {loss.item():.3f}", refresh=False)
+            shown.update()
     return model, tokenizer

@@ -1,0 +1,64 @@
+"""The command line: one description per verb, only the options each uses, --version, training one run by hand."""
+
+import pytest
+import yaml
+
+from conftest import ROOT, SMALL_STUDY
+from mcgrpo import __version__, cli
+from mcgrpo.core import config as study_config
+
+
+def test_version_and_a_description_per_verb(capsys):
+    with pytest.raises(SystemExit):
+        cli.parser().parse_args(["--version"])
+    assert capsys.readouterr().out.strip() == f"mcgrpo {__version__}"
+    sub = cli.parser()._subparsers._group_actions[0]
+    helps = {a.dest: a.help for a in sub._choices_actions}
+    assert set(helps) == set(cli.VERBS) and all(helps.values())
+    assert helps["figures"].startswith("Analysis: the study's figures")
+
+
+def options(verb: str) -> set[str]:
+    return {o for a in cli.parser()._subparsers._group_actions[0].choices[verb]._actions
+            for o in a.option_strings} - {"-h", "--help"}
+
+
+def test_each_verb_takes_only_the_options_it_uses():
+    assert options("figures") == {"--config", "--config-json", "--results"}
+    assert options("prepare-data") == {"--task-json", "--out"}
+    assert options("warm-start") == {"--model-json", "--data", "--out", "--threads"}
+    assert options("train") == {"--run-json", "--config", "--arm", "--seed", "--model", "--data", "--budget", "--out"}
+    with pytest.raises(SystemExit):
+        cli.parser().parse_args(["figures", "--config", "x.yaml", "--results", "r", "--budget", "b"])
+
+
+def test_train_by_hand_is_the_run_the_workflow_would_train(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "study.yaml").write_text(yaml.safe_dump(SMALL_STUDY))
+    args = cli.parser().parse_args(["train", "--config", "study.yaml", "--arm", "mc_k2", "--seed", "2"])
+    run, files = cli._training_run(args)
+    assert run == study_config.run_config(cli._study("study.yaml"), "mc_k2", 2)
+    assert files == {"model": "results/mini/models/tiny", "data": "results/mini/data",
+                     "budget": "results/mini/calibration/budget.parquet", "out": "results/mini/runs/mc_k2/seed2"}
+    elsewhere = cli.parser().parse_args(["train", "--config", "study.yaml", "--arm", "mc_k2", "--seed", "2",
+                                         "--out", "elsewhere"])
+    assert cli._training_run(elsewhere)[1]["out"] == "elsewhere"
+
+
+def test_train_by_hand_names_what_is_missing_or_unknown(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "study.yaml").write_text(yaml.safe_dump(SMALL_STUDY))
+    assert cli.main(["train", "--config", "study.yaml", "--arm", "mc_k2"]) == 2
+    assert "train --config names the run with --arm A --seed N" in capsys.readouterr().err
+    assert cli.main(["train", "--config", "study.yaml", "--arm", "mc_k9", "--seed", "1"]) == 2
+    assert "unknown arm 'mc_k9'; allowed: mc_k2, outcome" in capsys.readouterr().err
+    assert cli.main(["train", "--run-json", "{}"]) == 2
+    assert "train --run-json also needs --model, --data, --budget, --out" in capsys.readouterr().err
+
+
+def test_a_typo_in_a_study_name_says_which_studies_exist(monkeypatch, capsys):
+    monkeypatch.chdir(ROOT)
+    assert cli.main(["figures", "--config", "config/studies/selectoin.yaml", "--results", "r"]) == 2
+    err = capsys.readouterr().err
+    assert "config/studies/selectoin.yaml: no such study config; did you mean config/studies/selection.yaml?" in err
+    assert "Studies: config/config.yaml, config/studies/dense.yaml" in err

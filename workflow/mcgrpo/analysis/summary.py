@@ -1,0 +1,86 @@
+"""The results summary: each preregistered contrast in one sentence (prediction, difference in points with its
+95% interval, p, verdict), and where the tables, figures and report are.
+
+Snakemake prints it at the end of a run (the Snakefile's onsuccess) and the HTML report opens with it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from mcgrpo.analysis import formats
+
+PREDICTIONS = {"less": "{a} trails {b}", "greater": "{a} beats {b}", "two-sided": "{a} differs from {b}",
+               "equivalent": "{a} matches {b} within ±{margin} points",
+               "noninferior": "{a} is no worse than {b} by more than {margin} points"}
+# The report's description of the study, which follows the summary on its first page.
+DESCRIPTION = Path(__file__).resolve().parents[2] / "report" / "workflow.rst"
+
+
+def verdict(row) -> str:
+    """'confirmed' where the planned test passed in the predicted direction, else 'not confirmed';
+    a contrast the plan no longer covers (changed without amendment) is 'exploratory'."""
+    if pd.isna(row["confirmed"]):
+        return "exploratory"
+    return "confirmed" if bool(row["confirmed"]) else "not confirmed"
+
+
+def sentence(row) -> str:
+    """'T1 (primary, family H1): mc_k4 trails outcome at equal tokens: -6.1 points [-11.4, -0.7],
+    p = 0.012 (Holm 0.012), 4 seeds: confirmed'."""
+    claim = PREDICTIONS.get(row["direction"], PREDICTIONS["two-sided"]).format(
+        a=row["a"], b=row["b"], margin=f"{100 * row['margin']:g}")
+    family = f", family {row['family']}" if row["label"] == "primary" and row["family"] else ""
+    holm = f" (Holm {formats.p_value(row['p_holm'])})" if row["label"] == "primary" else ""
+    return (f"{row['id']} ({row['label']}{family}): {claim} at {formats.BASIS_WORDS.get(row['basis'], row['basis'])}: "
+            f"{formats.interval(row['mean'], row['ci_low'], row['ci_high'])} points, "
+            f"p = {formats.p_value(row['p'])}{holm}, {int(row['n'])} seeds: {verdict(row)}")
+
+
+def planned(contrasts: pd.DataFrame) -> pd.DataFrame:
+    """The preregistered contrasts (those with a plan id), in plan order."""
+    return contrasts[contrasts["id"] != ""].sort_values("id", key=lambda ids: ids.map(_plan_order), kind="stable")
+
+
+def _plan_order(plan_id: str) -> tuple[int, str]:
+    return ("T" != plan_id[:1], plan_id)
+
+
+def lines(study: str, contrasts: pd.DataFrame, prereg_note: str, results: str) -> list[str]:
+    """The summary as markdown lines: the contrasts, then where everything is."""
+    rows = planned(contrasts)
+    out = [f"# Study {study}: results", "", prereg_note, ""]
+    if rows.empty:
+        out += ["The plan names no contrast: see tables/contrasts.md for every exploratory contrast.", ""]
+    else:
+        first = rows.iloc[0]
+        out += [f"Preregistered contrasts ({first['metric']} on {first['eval_set']}, A minus base, "
+                f"mean over paired seeds [95% paired-t interval]; 1 point = 0.01 accuracy):", ""]
+        out += [f"- {sentence(r)}" for _, r in rows.iterrows()] + [""]
+    out += [f"- tables: {results}/tables/ (headline.md, then contrasts.md for every contrast)",
+            f"- figures: {results}/figures/ (PNG, and PDF for papers)",
+            f"- report: snakemake --report {results}/report.html (with the study's --configfile, if any), "
+            f"then open it in a browser",
+            f"- logs: {results}/logs/"]
+    return out
+
+
+def markdown(lines_: list[str]) -> str:
+    return "\n".join(lines_) + "\n"
+
+
+def rst(lines_: list[str], description: str) -> str:
+    """The summary in reStructuredText (the report's first page), followed by the study's description."""
+    title, *body = lines_
+    heading = title.lstrip("# ")
+    text = "\n".join(_rst_escape(line) for line in body)
+    return f"{heading}\n{'=' * len(heading)}\n{text}\n\n{description}"
+
+
+def _rst_escape(line: str) -> str:
+    """Characters reStructuredText reads as markup (and braces, which Snakemake's Jinja would)."""
+    for char in ("\\", "*", "`", "_", "|"):
+        line = line.replace(char, "\\" + char)
+    return line.replace("{", "(").replace("}", ")")
