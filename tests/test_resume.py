@@ -155,6 +155,9 @@ def test_a_killed_writer_never_leaves_a_partial_file(tmp_path):
     seen = 0
     for attempt in range(4):
         proc = subprocess.Popen([sys.executable, "-c", WRITER, str(target)], env=ENV)
+        started = time.time()  # on a busy machine the writer's imports alone can take seconds
+        while not target.exists() and time.time() < started + 120:
+            time.sleep(0.05)
         stop = time.time() + 1.5 + random.Random(attempt).uniform(0, 1)
         while time.time() < stop:
             if target.exists():
