@@ -9,7 +9,10 @@ sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 from mcgrpo.core import config as study_config  # noqa: E402
 from mcgrpo import studies
 
-# Before any job: the schema (one line per error, naming the key) and the cross-references it cannot express.
+# Before any job: each config file read again strictly (Snakemake's YAML loader keeps the last of a key
+# given twice), then the schema (one line per error, naming the key) and the cross-references.
+for path in workflow.configfiles:
+    study_config.read(path)
 studies.validate(config)
 
 R = f"{config['results_dir']}/{config['study']}"

@@ -137,8 +137,8 @@ def test_planned_keys_default_to_the_first_evaluation_set(planned):
     (lambda p: p.setdefault("amendments", []).append({"date": "2025-01-01", "note": "x", "ids": ["T7"]}),
      "config key plan.amendments[0].ids: 'T7' not in the plan; allowed: S1, T1, T2"),
     (lambda p: p.setdefault("amendments", []).append({"date": "1 March", "note": "x"}),
-     "config key plan.amendments[0].date: '1 March' does not match"),
-    (lambda p: p["primary"][0].update(metric="accuracy"), "config key plan.primary[0].metric: 'accuracy' does not match"),
+     "config key plan.amendments[0].date: '1 March' is not allowed; allowed: a real calendar date"),
+    (lambda p: p["primary"][0].update(metric="accuracy"), "config key plan.primary[0].metric: 'accuracy' is not allowed; allowed: acc_<verifier>"),
     (lambda p: p["primary"][0].update(direction="up"), "config key plan.primary[0].direction: 'up' is not one of"),
 ])
 def test_a_bad_plan_fails_validation_naming_the_key(study, edit, message):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import platform
 import sys
 import time
@@ -13,19 +14,38 @@ from pathlib import Path
 from mcgrpo import __version__
 from mcgrpo.core import config as study_config, store
 from mcgrpo import studies
-from mcgrpo.core.errors import CheckpointMismatch, Interrupted
+from mcgrpo.core.errors import ConfigError, DataError, Interrupted, McgrpoError
+
+
+def _json(text: str, option: str, required: tuple[str, ...] = ()) -> dict:
+    """The JSON object an option carries (what a rule passes), with the keys the verb reads."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{option}: not valid JSON ({e.msg} at column {e.colno})") from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"{option}: expected a JSON object, got {type(value).__name__}")
+    missing = [k for k in required if k not in value]
+    if missing:
+        raise ConfigError(f"{option}: missing key(s) {', '.join(missing)}; allowed: the object the workflow's "
+                          f"rule passes (a run's: mcgrpo.core.config.run_config)")
+    return value
+
+
+def _run(args) -> dict:
+    return _json(args.run_json, "--run-json", study_config.RUN_KEYS)
 
 
 def _config(args) -> dict:
     if args.config_json:
-        return studies.validate(json.loads(args.config_json))
+        return studies.validate(_json(args.config_json, "--config-json"))
     return studies.load(args.config)
 
 
 def prepare_data(args) -> None:
     """The pool and evaluation sets, and the log of what filtering and deduplication removed."""
     from mcgrpo import data
-    task = json.loads(args.task_json)
+    task = _json(args.task_json, "--task-json", ("name", "seed", "pool", "eval_sets"))
     prepared = data.prepare(task)
     data.write(prepared.pool, prepared.evals, args.out, study_config.config_hash(task), prepared.removed)
     print("\n".join(prepared.lines()))
@@ -38,7 +58,7 @@ def data_summary(args) -> None:
     try:
         s = summary.summarize(args.path, args.format, args.against or [], args.math_verify)
     except ImportError as e:
-        raise ValueError(str(e)) from None
+        raise DataError(str(e)) from None
     print(json.dumps(s, sort_keys=True) if args.json else summary.render(s))
 
 
@@ -55,7 +75,7 @@ def _data_arguments(v: argparse.ArgumentParser) -> None:
 def resolve_model(args) -> None:
     """The reference file that training loads a model with a source from (checked to be there)."""
     from mcgrpo.train.models import sources
-    model = json.loads(args.model_json)
+    model = _json(args.model_json, "--model-json", ("name", "source"))
     where = sources.resolve(model["source"])
     store.write_json({"name": model["name"], "source": model["source"], "resolved": where}, args.out)
     print(f"model {model['name']}: {where['location']}" + (f" ({where['gguf_file']})" if where["gguf_file"] else ""))
@@ -67,7 +87,7 @@ def warm_start(args) -> None:
     from mcgrpo import data
     from mcgrpo.train import models
     from mcgrpo.train.models.warm_start import warm_start as run_warm_start
-    spec = json.loads(args.model_json)
+    spec = _json(args.model_json, "--model-json", ("model", "task"))
     torch.set_num_threads(args.threads)
     ws = dict(spec["model"]["warm_start"])
     corpus = data.warm_start_corpus(spec["task"], ws.pop("problems"), ws.pop("levels"), ws["seed"], args.data)
@@ -82,14 +102,16 @@ def calibrate(args) -> None:
     from mcgrpo import data
     from mcgrpo.train import models
     from mcgrpo.train.trainer import Trainer
-    run = json.loads(args.run_json)
+    from mcgrpo.data.checks import check_run_data
+    run = _run(args)
     b = run["budget"]
+    pool, _ = data.read(args.data, [])
+    check_run_data(pool, {}, run, args.data)  # a pool too small for one iteration fails here, before any run
     if b["tokens"] is not None:
         table = budget_rules.budget_table(run["model"]["name"], [], b["tokens"], "config")
     else:
         torch.set_num_threads(run["recipe"]["threads"])
         model, tokenizer = models.load(args.model)
-        pool, _ = data.read(args.data, [])
         log = Trainer(run, model, tokenizer, pool, None, None).run(max_iterations=b["calibration_iterations"])
         totals = [row["tokens_total"] for row in log.iterations]
         per_iteration = [t - s for t, s in zip(totals, [0] + totals[:-1])]
@@ -113,17 +135,20 @@ def train(args) -> None:
     from mcgrpo import data
     from mcgrpo.data.checks import check_run_data
     from mcgrpo.train.trainer import Trainer
-    run = json.loads(args.run_json)
+    run = _run(args)
     cfg_hash = study_config.config_hash(run)
     torch.set_num_threads(run["recipe"]["threads"])
     B = int(store.read_contract(args.budget, "budget")["B"].iloc[0])
+    identity = study_config.run_identity(run, B)  # checkpoints of another B never resume into this run
     pool, evals = data.read(args.data, run["evaluation"]["sets"])
     check_run_data(pool, evals, run, args.data)
     model, tokenizer = models.load(args.model)
     out = Path(args.out)
+    for folder in (out, out / "checkpoints"):
+        store.remove_orphans(folder)
     started = datetime.now(timezone.utc).isoformat()
     trainer = Trainer(run, model, tokenizer, pool, evals, B, checkpoint_dir=out / "checkpoints",
-                      config_hash=cfg_hash)
+                      config_hash=identity)
 
     def request_stop(signum, frame):
         trainer.stop_requested = True
@@ -132,9 +157,9 @@ def train(args) -> None:
         signal.signal(sig, request_stop)
     log = trainer.run()
     for name, frame in log.frames().items():
-        store.write_parquet(frame, out / f"{name}.parquet", cfg_hash)
+        store.write_parquet(frame, out / f"{name}.parquet", identity)
     store.write_json({
-        "config": run, "config_hash": cfg_hash, "B": B, "finished": True,
+        "config": run, "config_hash": cfg_hash, "identity": identity, "B": B, "finished": True,
         "started": started, "ended": datetime.now(timezone.utc).isoformat(),
         "versions": {"mcgrpo": __version__, "torch": torch.__version__,
                      "transformers": transformers.__version__, "python": platform.python_version()},
@@ -143,6 +168,13 @@ def train(args) -> None:
         "git_sha": store.git_sha(),
     }, out / "run.json")
     checkpoint.clear(out / "checkpoints")
+
+
+def check(args) -> None:
+    """Validate a study file as the workflow does (strict YAML, the schema, every domain's checks); no job runs."""
+    cfg = _config(args)
+    print(f"{args.config or 'the config'}: valid; study {cfg['study']!r}, {len(study_config.runs(cfg))} training "
+          f"runs ({len(cfg['arms'])} arms x {len(cfg['seeds'])} seeds) into {cfg['results_dir']}/{cfg['study']}/")
 
 
 def _step(name: str):
@@ -159,7 +191,7 @@ def prereg_lock(args) -> None:
     from mcgrpo.analysis import prereg
     out = Path(args.out)
     if out.exists():
-        raise ValueError(f"{out}: the study is locked already; a changed plan needs a dated "
+        raise DataError(f"{out}: the study is locked already; a changed plan needs a dated "
                          f"plan.amendments entry, not a new lock")
     lock = prereg.make_lock(_config(args))
     store.write_json(lock, out)
@@ -184,7 +216,19 @@ def contrast(args) -> None:
     print(f"written: {out}")
 
 
+def _positive(text: str) -> int:
+    """An argparse type: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not allowed; allowed: an integer of at least 1")
+    return value
+
+
 def _contrast_arguments(v: argparse.ArgumentParser) -> None:
+    v.add_argument("--results", required=True, help="the study's results folder (<results_dir>/<study>)")
     v.add_argument("--a", required=True, help="the arm under test")
     v.add_argument("--b", required=True, help="the arm it is compared with (the base)")
     v.add_argument("--basis", default="tokens", help="tokens, updates, time or time_c (default tokens)")
@@ -192,12 +236,12 @@ def _contrast_arguments(v: argparse.ArgumentParser) -> None:
                    help="acc_<verifier> or pass@<k>_<verifier>, e.g. acc_strict, pass@8_default")
     v.add_argument("--eval-set", help="the evaluation set (default: the only one)")
     v.add_argument("--margin", type=float, help="equivalence margin (default: the lock's, else 0.02)")
-    v.add_argument("--resamples", type=int, default=10_000, help="crossed-bootstrap resamples")
+    v.add_argument("--resamples", type=_positive, default=10_000, help="crossed-bootstrap resamples")
     v.add_argument("--bootstrap-seed", type=int, default=0)
 
 
 VERBS = {"data": data_summary, "prepare-data": prepare_data, "resolve-model": resolve_model, "warm-start": warm_start, "calibrate": calibrate, "train": train,
-         "prereg-lock": prereg_lock, "contrast": contrast,
+         "prereg-lock": prereg_lock, "contrast": contrast, "check": check,
          **{name: _step(name) for name in ("drift", "contrasts", "curves", "breakdown", "figures", "tables")}}
 
 
@@ -220,7 +264,8 @@ def parser() -> argparse.ArgumentParser:
             src.add_argument("--config", help="study config YAML")
             src.add_argument("--config-json", help="the validated study config as JSON")
         for opt in ("--out", "--pool", "--model", "--data", "--budget", "--results"):
-            v.add_argument(opt)
+            if not (name == "contrast" and opt == "--results"):
+                v.add_argument(opt)
         v.add_argument("--threads", type=int, default=1)
     _data_arguments(sub.choices["data"])
     _contrast_arguments(sub.choices["contrast"])
@@ -228,15 +273,17 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Exit 0, 2 on a user error (a message naming the key, file or line; the train rule does not retry it),
+    75 on a preemption (the retry resumes); anything else is a bug and keeps its traceback (exit 1)."""
     args = parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format=f"mcgrpo {args.verb}: %(message)s", stream=sys.stderr)
     start = time.perf_counter()
     try:
         VERBS[args.verb](args)
     except Interrupted as e:
         print(f"mcgrpo {args.verb}: {e}; checkpoint written, rerun to resume", file=sys.stderr)
         return 75  # EX_TEMPFAIL: Snakemake's retry resumes from the checkpoint
-    except (study_config.ConfigError, store.SchemaError, FileNotFoundError, ValueError,
-            CheckpointMismatch) as e:
+    except McgrpoError as e:
         print(f"mcgrpo {args.verb}: error: {e}", file=sys.stderr)
         return 2
     # On stderr, so that what a verb prints (`data --json`) can be piped as it is.
