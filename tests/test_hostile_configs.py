@@ -4,8 +4,8 @@ Every case is a study file a careless or hostile user could write. All of them a
 (`mcgrpo.dryrun`) in a working directory that already holds a finished-looking study folder: each must stop
 before any job with a message naming the key (or the file and line), and the folder must survive them all.
 The command-line cases (data files, options) must end in a message and exit status 2, never a traceback.
-Before issue 15, 48 of these 68 study files were accepted silently (model.name '..' then deletes the study
-folder), 3 ended in a traceback and 17 were refused.
+Before issue 15, 49 of these 70 study files were accepted silently (model.name '..' then deletes the study
+folder), 4 ended in a traceback and 17 were refused.
 """
 
 from __future__ import annotations
@@ -95,6 +95,7 @@ CASES: dict[str, dict[str, Case]] = {
         "command": edit("config key results_dir", results_dir="results;touch pwned"),
         "newline": edit("config key results_dir", results_dir="results\n"),
         "code folder": edit(("config key results_dir", "workflow"), results_dir="workflow"),
+        "trailing slash": edit("config key results_dir", results_dir="results/"),
     },
     "yaml": {
         "seeds twice": raw(("study.yaml:3", "'seeds'", "line 1"),
@@ -136,6 +137,7 @@ CASES: dict[str, dict[str, Case]] = {
         "group_size true": edit("config key recipe.group_size", recipe__group_size=True),
         "tokens float": edit("config key budget.tokens", budget__tokens=1.0e18),
         "tokens 1e18": edit(("config key budget.tokens", "maximum"), budget__tokens=10 ** 18),
+        "tokens of 400 digits": edit(("config key budget.tokens", "maximum"), budget__tokens=10 ** 400),
         "runtime a year": edit(("config key resources.train.runtime", "maximum"),
                                resources={"train": {"runtime": 525600}}),
         "horizon 1e6": edit("config key budget.horizon", budget__horizon=1.0e6),

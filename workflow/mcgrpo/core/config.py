@@ -33,7 +33,7 @@ _NAME = re.compile(r"(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_]{0,63}")  # arms and eval sets: also regex alternatives
 _METRIC = re.compile(rf"(?:acc|pass@[1-9][0-9]{{0,3}})_(?:{'|'.join(VERIFIERS)})")
 _PART = r"[A-Za-z0-9_][A-Za-z0-9_.+-]*"
-_RESULTS_DIR = re.compile(rf"/?{_PART}(?:/{_PART})*/?")
+_RESULTS_DIR = re.compile(rf"/?{_PART}(?:/{_PART})*")
 # Folders of the workflow itself: a results_dir there would write outputs (and deletions) into the code.
 _RESERVED = frozenset({"workflow", "rules", "config", "tests", "profiles", "containers", "bench", "slurm"})
 FORMATS = {  # format name -> (check, what is allowed), the schema's `format:` values
@@ -70,7 +70,7 @@ def _is_integer(checker, value) -> bool:
 
 def _is_number(checker, value) -> bool:
     """Numbers are finite: .inf and .nan train to garbage or give NaN statistics with exit 0."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return not isinstance(value, bool) and (isinstance(value, int) or isinstance(value, float) and math.isfinite(value))
 
 
 @functools.cache
