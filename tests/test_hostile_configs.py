@@ -4,8 +4,8 @@ Every case is a study file a careless or hostile user could write. All of them a
 (`mcgrpo.dryrun`) in a working directory that already holds a finished-looking study folder: each must stop
 before any job with a message naming the key (or the file and line), and the folder must survive them all.
 The command-line cases (data files, options) must end in a message and exit status 2, never a traceback.
-Before issue 15, 49 of these 70 study files were accepted silently (model.name '..' then deletes the study
-folder), 4 ended in a traceback and 17 were refused.
+Before issue 15, 49 of these 73 study files were accepted silently (model.name '..' then deletes the study
+folder), 5 ended in a traceback and 19 were refused.
 """
 
 from __future__ import annotations
@@ -77,6 +77,8 @@ CASES: dict[str, dict[str, Case]] = {
         "arm newline": edit("config key arms", arms={"outcome\n": {}, **ARMS}),
         "arm regex": edit("config key arms", arms={"a|b": {}, **ARMS}),
         "arm dot": edit("config key arms", arms={"a.b": {}, **ARMS}),
+        "arm number": edit(("config key arms", "5 is not of type 'string'"), arms={5: {}, **ARMS}),
+        "study number": edit(("config key study", "not of type 'string'"), study=5),
         "eval set up": edit("config key task.eval_sets", task__eval_sets={"../x": {"size": 6}}),
         "eval set space": edit("config key task.eval_sets", task__eval_sets={"held out": {"size": 6}}),
         "plan id newline": edit("config key plan.primary[0].id",
@@ -157,6 +159,8 @@ CASES: dict[str, dict[str, Case]] = {
                                    plan={"amendments": [{"date": "2025-13-45", "note": "x"}]}),
         "amendment 30 February": edit("config key plan.amendments[0].date",
                                       plan={"amendments": [{"date": "2025-02-30", "note": "x"}]}),
+        "amendment date a number": edit("config key plan.amendments[0].date",
+                                        plan={"amendments": [{"date": 20250101, "note": "x"}]}),
         "pool below one iteration": edit(("config key task.pool.size", "recipe.prompts_per_iteration"),
                                          task__pool__size=8, recipe__prompts_per_iteration=16),
         "filter candidates above the pool": edit(("config key arms.f.selection.critic_filter.candidates", "pool"),

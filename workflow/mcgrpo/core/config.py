@@ -70,7 +70,9 @@ def _is_integer(checker, value) -> bool:
 
 def _is_number(checker, value) -> bool:
     """Numbers are finite: .inf and .nan train to garbage or give NaN statistics with exit 0."""
-    return not isinstance(value, bool) and (isinstance(value, int) or isinstance(value, float) and math.isfinite(value))
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or isinstance(value, float) and math.isfinite(value)
 
 
 @functools.cache
@@ -78,8 +80,8 @@ def _validator() -> jsonschema.Validator:
     base = jsonschema.Draft202012Validator
     types = base.TYPE_CHECKER.redefine_many({"integer": _is_integer, "number": _is_number})
     formats = jsonschema.FormatChecker(formats=())
-    for name, (check, _) in FORMATS.items():
-        formats.checks(name)(check)
+    for name, (check, _) in FORMATS.items():  # a format constrains strings; `type` reports anything else
+        formats.checks(name)(lambda value, check=check: not isinstance(value, str) or check(value))
     strict = jsonschema.validators.extend(base, type_checker=types)
     return _with_defaults(strict)(schema(), format_checker=formats)
 
