@@ -69,8 +69,11 @@ rule analysis:
         SUMMARY,
 
 
-# The results, the last thing a run prints (a run that did not reach the summary prints nothing here).
+# Once every job has succeeded: finished runs drop their checkpoints (rules/train.smk), and the results are the
+# last thing a run prints (a run that did not reach the summary prints nothing here).
 onsuccess:
+    if not config["analysis_only"]:
+        clear_finished_checkpoints()
     if Path(SUMMARY).exists():
         print(file=sys.stderr)
         print(Path(SUMMARY).read_text(), file=sys.stderr)

@@ -20,5 +20,5 @@ rule calibrate:
     log:
         f"{R}/logs/calibrate.log",
     shell:
-        "$PYTHON -m mcgrpo calibrate --run-json {params.run:q} --model {input.model} "
-        "--data {params.data} --out {output} > {log} 2>&1"
+        "$PYTHON -m mcgrpo calibrate --run-json {params.run:q} --model {input.model:q} "
+        "--data {params.data:q} --out {output:q} > {log:q} 2>&1"

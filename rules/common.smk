@@ -13,7 +13,10 @@ from mcgrpo.core import config as study_config  # noqa: E402
 from mcgrpo import studies
 from snakemake.settings.types import DeploymentMethod
 
-# Before any job: the schema (one line per error, naming the key) and the cross-references it cannot express.
+# Before any job: each config file read again strictly (Snakemake's YAML loader keeps the last of a key
+# given twice), then the schema (one line per error, naming the key) and the cross-references.
+for path in workflow.configfiles:
+    study_config.read(path)
 studies.validate(config)
 
 R = f"{config['results_dir']}/{config['study']}"
@@ -127,3 +130,14 @@ PREDICTION_TARGETS = ([f"{R}/figures/prediction.png"] + [f"{R}/tables/{name}.{ex
 SUMMARY, SUMMARY_RST = f"{R}/summary.md", f"{R}/summary.rst"
 # The report opens with the results summary once there is one (else with the study's description alone).
 REPORT_TEXT = str(Path(SUMMARY_RST).resolve()) if Path(SUMMARY_RST).exists() else "workflow/report/workflow.rst"
+
+
+def clear_finished_checkpoints():
+    """Called once every job has succeeded (the Snakefile's onsuccess). A finished run keeps its checkpoint until
+    Snakemake has accepted its outputs: if SLURM ends a job just after the trainer wrote them (a time limit inside
+    the kill grace), Snakemake deletes them and the retry writes them again from the final checkpoint instead of
+    training from zero."""
+    for arm, seed in study_config.runs(config):
+        run = Path(RUN.format(arm=arm, seed=seed))
+        if all((run / name).exists() for name in RUN_FILES):
+            shutil.rmtree(run / "checkpoints", ignore_errors=True)

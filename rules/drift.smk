@@ -17,4 +17,4 @@ rule drift:
     log:
         f"{R}/logs/drift.log",
     shell:
-        "$PYTHON -m mcgrpo {params.verb} --config-json {params.study:q} --results {params.results} > {log} 2>&1"
+        "$PYTHON -m mcgrpo {params.verb:q} --config-json {params.study:q} --results {params.results:q} > {log:q} 2>&1"

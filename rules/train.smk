@@ -11,10 +11,12 @@ rule train:
         run=run_json,
         data=folder_of("pool"),
         out=lambda wildcards, output: str(Path(output[0]).parent),
+        failed=lambda wildcards, output: str(Path(output[0]).parent / ".failed.log"),
     threads: config["recipe"]["threads"]
     # A preempted or timed-out run exits 75 after checkpointing, and the retry resumes it as a new job. Inside a
     # SLURM job Snakemake runs with --retries 0, which a rule's own count would override: the retry would then
-    # restart in the allocation that is about to end.
+    # restart in the allocation that is about to end. A user error (exit 2) or a bug (1) would fail the same way
+    # again: the trainer leaves its error beside the run, and the retry reports it and fails at once.
     retries: 0 if workflow.remote_exec else 2
     resources:
         gpu=TRAIN_RESOURCES["gpu"],
@@ -22,6 +24,7 @@ rule train:
         mem_mb=TRAIN_RESOURCES["mem_mb"],
         runtime=train_runtime,
         slurm_extra=train_signal,
+        attempt=lambda wildcards, attempt: attempt,
     container:
         config["containers"]["train"]
     conda:
@@ -31,15 +34,9 @@ rule train:
     # exec: the trainer is the step's process, so that SLURM's signal reaches it and no shell in between dies
     # of it; >>: a retry appends to the log of the attempts before it.
     shell:
-        "exec $PYTHON -m mcgrpo train --run-json {params.run:q} --model {input.model} --data {params.data} "
-        "--budget {input.budget} --out {params.out} >> {log} 2>&1"
+        "if [ {resources.attempt} -gt 1 ] && [ -e {params.failed:q} ]; then cat {params.failed:q} >> {log:q}; "
+        "echo 'not retried: the failure above is not a preemption' >> {log:q}; exit 2; fi; "
+        "rm -f {params.failed:q}; "
+        "exec $PYTHON -m mcgrpo train --run-json {params.run:q} --model {input.model:q} --data {params.data:q} "
+        "--budget {input.budget:q} --out {params.out:q} --failed-log {params.failed:q} >> {log:q} 2>&1"
 
-
-# A finished run keeps its checkpoint until Snakemake has accepted its outputs: if SLURM ends a job just after the
-# trainer wrote them (a time limit inside the kill grace), Snakemake deletes them and the retry writes them again
-# from the final checkpoint instead of training from zero. Once every job has succeeded, the checkpoints go.
-onsuccess:
-    for arm, seed in study_config.runs(config):
-        run = Path(RUN.format(arm=arm, seed=seed))
-        if all((run / name).exists() for name in RUN_FILES):
-            shutil.rmtree(run / "checkpoints", ignore_errors=True)

@@ -27,7 +27,8 @@ def test_each_verb_takes_only_the_options_it_uses():
     assert options("figures") == {"--config", "--config-json", "--results"}
     assert options("prepare-data") == {"--task-json", "--out"}
     assert options("warm-start") == {"--model-json", "--data", "--out", "--threads"}
-    assert options("train") == {"--run-json", "--config", "--arm", "--seed", "--model", "--data", "--budget", "--out"}
+    assert options("train") == {"--run-json", "--config", "--arm", "--seed", "--model", "--data", "--budget", "--out",
+                                "--failed-log"}
     with pytest.raises(SystemExit):
         cli.parser().parse_args(["figures", "--config", "x.yaml", "--results", "r", "--budget", "b"])
 
@@ -60,5 +61,5 @@ def test_a_typo_in_a_study_name_says_which_studies_exist(monkeypatch, capsys):
     monkeypatch.chdir(ROOT)
     assert cli.main(["figures", "--config", "config/studies/selectoin.yaml", "--results", "r"]) == 2
     err = capsys.readouterr().err
-    assert "config/studies/selectoin.yaml: no such study config; did you mean config/studies/selection.yaml?" in err
+    assert "config/studies/selectoin.yaml: config file not found; did you mean config/studies/selection.yaml?" in err
     assert "Studies: config/config.yaml, config/studies/dense.yaml" in err

@@ -45,7 +45,7 @@ def _with(**changes):
     ({"task__pool__levels": [6]}, "config key task.pool.levels[0]: 6 is greater than the maximum of 5"),
     ({"budget__tokens": 0}, "config key budget.tokens: 0 is less than the minimum of 1"),
     ({"evaluation__samples": 0}, "config key evaluation.samples: 0 is less than the minimum of 1"),
-    ({"study": "my study"}, "config key study: 'my study' does not match"),
+    ({"study": "my study"}, "config key study: 'my study' is not allowed; allowed: letters"),
     ({"arms": {}}, "config key arms: {} should be non-empty"),
     ({"recipe__reward_verifier": "lenient"}, "config key recipe.reward_verifier: 'lenient' is not one of ['default', 'strict']"),
     ({"model__tiny__hidden_size": 33}, "config key model.tiny.hidden_size: 33 is not divisible by model.tiny.num_heads (2)"),
@@ -84,7 +84,30 @@ def test_run_config_holds_only_what_changes_a_run(study):
     assert run["arm"] == "mc_k2" and run["seed"] == 2 and "analysis" not in run and "arms" not in run
     other = copy.deepcopy(study)
     other["analysis"]["margin"] = 0.05
-    other["arms"]["outcome"]["description"] = "edited"
+    other["arms"]["mc_k2"]["description"] = "edited"
+    other["seeds"] = other["seeds"][::-1]
     assert study_config.config_hash(study_config.run_config(other, "mc_k2", 2)) == study_config.config_hash(run)
+    assert study_config.calibration_config(other) == study_config.calibration_config(study)
     with pytest.raises(ConfigError, match="unknown arm 'x'"):
         study_config.run_config(study, "x", 1)
+
+
+def test_calibration_seed_is_explicit_or_the_smallest_seed(study):
+    """Not seeds[0]: reordering the seeds list must not recalibrate B (and so retrain every run)."""
+    study["seeds"] = [5, 2, 9]
+    assert study_config.calibration_config(study)["seed"] == 2
+    study["budget"]["calibration_seed"] = 9
+    assert study_config.calibration_config(study)["seed"] == 9
+
+
+def test_a_run_identity_covers_its_budget(study):
+    run = study_config.run_config(study, "mc_k2", 1)
+    assert study_config.run_identity(run, 1000) != study_config.run_identity(run, 2000)
+    assert study_config.run_identity(run, 1000) == study_config.run_identity(copy.deepcopy(run), 1000)
+
+
+def test_runtimes_are_capped_at_the_longest_job_the_cluster_allows(study):
+    study["resources"]["train"].update(tokens_per_second=0.001, max_runtime=2880)
+    assert study_config.train_runtime(study, 10 ** 9) == 2880
+    study["resources"]["train"]["runtime"] = 10000
+    assert study_config.train_runtime(study, None) == 2880

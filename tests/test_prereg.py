@@ -44,6 +44,21 @@ def test_an_unchanged_plan_keeps_its_labels(planned):
     assert labels[("mc_k2-vs-outcome", "tokens", "acc_strict", "heldout")]["family"] == "secondary"
 
 
+def test_descriptions_and_seed_order_are_not_changes(planned):
+    """Editing an arm's free text or reordering seeds changes no contrast: nothing is demoted (also against
+    a lock written before descriptions were left out of the material); a changed arm still is a change."""
+    planned["arms"]["mc_k2"]["description"] = "as locked"
+    lock = prereg.make_lock(planned, LOCKED_AT)
+    old_lock = {**lock, "material": {**lock["material"], "arms": copy.deepcopy(planned["arms"])}}
+    now = changed(planned, lambda c: (c["arms"]["mc_k2"].update(description="reworded"),
+                                      c.update(seeds=c["seeds"][::-1])))
+    for locked in (lock, old_lock):
+        status = prereg.compare(now, locked)
+        assert status["state"] == "matches" and not status["demoted"] and not status["changes"]
+    arm = changed(planned, lambda c: c["arms"]["mc_k2"]["credit"]["monte_carlo"].update(k=4))
+    assert prereg.compare(arm, lock)["demoted"] == ["T1", "T2", "S1"]
+
+
 def test_a_changed_contrast_without_amendment_is_demoted_and_said_so(planned):
     lock = prereg.make_lock(planned, LOCKED_AT)
     now = changed(planned, lambda c: c["plan"]["primary"][1].update(direction="greater"))
@@ -137,8 +152,8 @@ def test_planned_keys_default_to_the_first_evaluation_set(planned):
     (lambda p: p.setdefault("amendments", []).append({"date": "2025-01-01", "note": "x", "ids": ["T7"]}),
      "config key plan.amendments[0].ids: 'T7' not in the plan; allowed: S1, T1, T2"),
     (lambda p: p.setdefault("amendments", []).append({"date": "1 March", "note": "x"}),
-     "config key plan.amendments[0].date: '1 March' does not match"),
-    (lambda p: p["primary"][0].update(metric="accuracy"), "config key plan.primary[0].metric: 'accuracy' does not match"),
+     "config key plan.amendments[0].date: '1 March' is not allowed; allowed: a real calendar date"),
+    (lambda p: p["primary"][0].update(metric="accuracy"), "config key plan.primary[0].metric: 'accuracy' is not allowed; allowed: acc_<verifier>"),
     (lambda p: p["primary"][0].update(direction="up"), "config key plan.primary[0].direction: 'up' is not one of"),
 ])
 def test_a_bad_plan_fails_validation_naming_the_key(study, edit, message):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import random
@@ -36,21 +37,22 @@ def inputs(tmp_path_factory):
     from conftest import SMALL_STUDY
     root = tmp_path_factory.mktemp("resume")
     cfg = studies.validate({**json.loads(json.dumps(SMALL_STUDY)), "budget": {"tokens": 6000},
-                                 "evaluation": {"samples": 2, "per_budget": 12}})
+                            "evaluation": {"samples": 2, "per_budget": 12}})
+    cfg["arms"]["mc_k2"]["description"] = "Monte-Carlo credit, k = 2"
     data.write(*data.build(cfg["task"]), root / "data", "")
     from mcgrpo.train.models.tiny import build_tokenizer
     tokenizer = build_tokenizer()
     models.save(build_model(tokenizer, 32, 1, 2, 64, 96, seed=0), tokenizer, root / "model")
     store.write_parquet(budget_table("tiny", [], 6000, "config"), root / "budget.parquet")
-    run = json.dumps(study_config.run_config(cfg, "mc_k2", 1))
 
-    def command(out):
+    def command(out, config=cfg, budget=root / "budget.parquet"):
+        run = json.dumps(study_config.run_config(config, "mc_k2", 1))
         return [sys.executable, "-m", "mcgrpo", "train", "--run-json", run, "--model", str(root / "model"),
-                "--data", str(root / "data"), "--budget", str(root / "budget.parquet"), "--out", str(out)]
+                "--data", str(root / "data"), "--budget", str(budget), "--out", str(out)]
     reference = root / "uninterrupted"
     done = subprocess.run(command(reference), env=ENV, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    return command, reference
+    return command, reference, cfg
 
 
 def _frames(run_dir):
@@ -80,13 +82,20 @@ def _interrupt(command, out, sig) -> int:
 
 @pytest.mark.parametrize("sig, status", [(signal.SIGKILL, -signal.SIGKILL), (signal.SIGTERM, 75)])
 def test_interrupted_run_resumes_to_the_same_parquet(inputs, tmp_path, sig, status):
-    command, reference = inputs
+    """Resumed under a config whose seeds were reordered and whose arm description was edited: neither
+    changes what the run trains, so it resumes (logged) to the uninterrupted run's Parquet."""
+    command, reference, cfg = inputs
     out = tmp_path / "run"
     assert _interrupt(command, out, sig) == status
     assert not (out / "run.json").exists()
     assert list((out / "checkpoints").glob("ckpt-*.pt"))
-    resumed = subprocess.run(command(out), env=ENV, capture_output=True, text=True, timeout=600)
+    edited = copy.deepcopy(cfg)
+    edited["seeds"] = edited["seeds"][::-1]
+    edited["arms"]["mc_k2"]["description"] = "edited after the run started"
+    assert study_config.calibration_config(edited) == study_config.calibration_config(cfg)
+    resumed = subprocess.run(command(out, edited), env=ENV, capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resuming from" in resumed.stderr and "ckpt-" in resumed.stderr
     _assert_same_run(reference, out)
     first, second = json.loads((out / "run.json").read_text())["attempts"]
     if sig == signal.SIGKILL:
@@ -100,7 +109,7 @@ def test_interrupted_run_resumes_to_the_same_parquet(inputs, tmp_path, sig, stat
 def test_a_finished_run_ended_by_its_job_is_written_again_not_trained_again(inputs, tmp_path):
     """SLURM may end a job (TIMEOUT) just after the trainer wrote its outputs; Snakemake then deletes them and
     retries. The final checkpoint is kept, so the retry rewrites the same files without a single iteration."""
-    command, reference = inputs
+    command, reference, _ = inputs
     out = tmp_path / "run"
     shutil.copytree(reference, out)
     for name in ("iterations", "evals", "samples", "prompts"):  # what Snakemake removes after a failed job
@@ -116,6 +125,20 @@ def test_a_finished_run_ended_by_its_job_is_written_again_not_trained_again(inpu
     assert attempts[1]["resumed_at"] == attempts[1]["iterations"] == attempts[0]["iterations"]
 
 
+def test_an_interrupted_run_whose_budget_changed_never_resumes(inputs, tmp_path):
+    """A recalibrated B under an interrupted run: resuming would train a hybrid of two budgets, so the run
+    refuses (exit 2, which the train rule does not retry), naming the folder to delete."""
+    command, _, _ = inputs
+    out = tmp_path / "run"
+    assert _interrupt(command, out, signal.SIGTERM) == 75
+    store.write_parquet(budget_table("tiny", [], 7000, "config"), tmp_path / "recalibrated.parquet")
+    done = subprocess.run(command(out, budget=tmp_path / "recalibrated.parquet"), env=ENV, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "budget B changed" in done.stderr and f"Delete {out / 'checkpoints'}" in done.stderr
+    assert "Traceback" not in done.stderr and not (out / "run.json").exists()
+
+
 def _trainer(study, world, tmp_path, config_hash="h1", budget=900):
     tokenizer = __import__("mcgrpo.train.models.tiny", fromlist=["x"]).build_tokenizer()
     model = build_model(tokenizer, 32, 1, 2, 64, 96, seed=0)
@@ -124,20 +147,29 @@ def _trainer(study, world, tmp_path, config_hash="h1", budget=900):
                    checkpoint_dir=tmp_path / "ckpt", config_hash=config_hash)
 
 
-def test_a_damaged_checkpoint_falls_back_to_the_previous_one(study, world, tmp_path):
+def test_a_damaged_checkpoint_falls_back_to_the_previous_one(study, world, tmp_path, caplog):
     torch.set_num_threads(1)
     _trainer(study, world, tmp_path).run(max_iterations=3)
     manifests = sorted((tmp_path / "ckpt").glob("ckpt-*.json"))
     assert len(manifests) == checkpoint.KEEP
     newest = tmp_path / "ckpt" / store.read_json(manifests[-1])["file"]
     newest.write_bytes(newest.read_bytes()[:-100])  # a torn write
-    state = checkpoint.latest(tmp_path / "ckpt", "h1")
+    with caplog.at_level("INFO", logger="mcgrpo"):
+        state = checkpoint.latest(tmp_path / "ckpt", "h1")
     assert state["next_iteration"] == store.read_json(manifests[0])["iteration"]
+    assert f"checkpoint {newest} skipped: {newest.name} does not match its sha256" in caplog.text
+    assert f"resuming from {tmp_path / 'ckpt' / store.read_json(manifests[0])['file']}" in caplog.text
+    for manifest in manifests:  # every checkpoint damaged: a logged restart from scratch
+        (tmp_path / "ckpt" / store.read_json(manifest)["file"]).write_bytes(b"")
+    caplog.clear()
+    with caplog.at_level("INFO", logger="mcgrpo"):
+        assert checkpoint.latest(tmp_path / "ckpt", "h1") is None
+    assert "every checkpoint in" in caplog.text and "restarting the run from scratch" in caplog.text
 
 
 def test_a_checkpoint_of_another_config_is_refused(study, world, tmp_path):
     _trainer(study, world, tmp_path).run(max_iterations=2)
-    with pytest.raises(CheckpointMismatch, match="resuming would mix two configurations"):
+    with pytest.raises(CheckpointMismatch, match="resuming would mix two runs"):
         _trainer(study, world, tmp_path, config_hash="h2").run()
 
 
@@ -151,15 +183,18 @@ while True:
 
 
 def test_a_killed_writer_never_leaves_a_partial_file(tmp_path):
+    """Killed mid-write, the writer leaves the last whole file (and an orphan temporary file, which
+    remove_orphans clears); the output is readable by others (0644 under umask 022)."""
     target = tmp_path / "evals.parquet"
     seen = 0
     for attempt in range(4):
         proc = subprocess.Popen([sys.executable, "-c", WRITER, str(target)], env=ENV)
-        started = time.time()  # on a busy machine the writer's imports alone can take seconds
-        while not target.exists() and time.time() < started + 120:
-            time.sleep(0.05)
-        stop = time.time() + 1.5 + random.Random(attempt).uniform(0, 1)
-        while time.time() < stop:
+        deadline = time.time() + 120  # the interpreter's start is slow on a loaded machine
+        while not list(tmp_path.glob(".evals.parquet.*.tmp")) and not target.exists():
+            assert time.time() < deadline and proc.poll() is None
+            time.sleep(0.005)
+        stop = time.time() + 0.5 + random.Random(attempt).uniform(0, 1)
+        while time.time() < stop or (not seen and time.time() < deadline):
             if target.exists():
                 try:
                     frame = store.read_parquet(target)
@@ -171,7 +206,15 @@ def test_a_killed_writer_never_leaves_a_partial_file(tmp_path):
         proc.wait()
         if target.exists():
             assert len(store.read_parquet(target)) == 400_000
+        store.remove_orphans(tmp_path)
+        assert [p.name for p in tmp_path.iterdir()] == ["evals.parquet"]
     assert seen > 0
+    old_mask = os.umask(0o022)
+    try:
+        store.write_json({}, tmp_path / "run.json")
+    finally:
+        os.umask(old_mask)
+    assert (tmp_path / "run.json").stat().st_mode & 0o777 == 0o644
 
 
 def test_readers_name_the_file_and_the_missing_column(tmp_path):
@@ -181,3 +224,29 @@ def test_readers_name_the_file_and_the_missing_column(tmp_path):
     pd.DataFrame({"a": [1]}).to_parquet(tmp_path / "foreign.parquet")
     with pytest.raises(store.SchemaError, match="foreign.parquet: schema_version 'missing'"):
         store.read_parquet(tmp_path / "foreign.parquet")
+
+
+@pytest.mark.slow
+def test_a_user_error_in_training_is_not_retried(tmp_path):
+    """Snakemake retries every failed job; the train rule's retry of a user error (exit 2) restores the
+    failed attempt's log and stops at once, while a preemption (exit 75) would resume."""
+    import yaml
+    from conftest import SMALL_STUDY
+    (tmp_path / "study.yaml").write_text(yaml.safe_dump(SMALL_STUDY))
+    env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}"}
+
+    def snakemake(*args):
+        return subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory",
+                               str(tmp_path), "--configfile", str(tmp_path / "study.yaml"), "--cores", "1",
+                               "--retries", "2", *args], capture_output=True, text=True, env=env, timeout=900)
+    assert snakemake("--until", "prepare_data").returncode == 0
+    evals = tmp_path / "results" / "mini" / "data" / "eval_heldout.parquet"
+    store.write_parquet(store.read_parquet(evals).head(1), evals)  # fewer problems than the set's size
+    run = tmp_path / "results" / "mini" / "runs" / "outcome" / "seed1"
+    done = snakemake("results/mini/runs/outcome/seed1/run.json")
+    assert done.returncode != 0
+    log = (tmp_path / "results" / "mini" / "logs" / "train" / "outcome" / "seed1.log").read_text()
+    assert "eval_heldout.parquet holds 1 problems; task.eval_sets.heldout.size asks for 6" in log
+    assert log.rstrip().endswith("not retried: the failure above is not a preemption")
+    assert "Traceback" not in log and (run / ".failed.log").exists()
+    assert (done.stdout + done.stderr).count("Trying to restart job") == 2  # Snakemake's retries, both at once

@@ -5,20 +5,45 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import logging
 import platform
 import sys
 import time
+import traceback
 from pathlib import Path
 
 from mcgrpo import __version__
 from mcgrpo.core import config as study_config, store
 from mcgrpo import studies
-from mcgrpo.core.errors import CheckpointMismatch, ConfigError, Interrupted
+from mcgrpo.core.errors import ConfigError, DataError, Interrupted, McgrpoError
+
+
+def _json(text: str, option: str, required: tuple[str, ...] = ()) -> dict:
+    """The JSON object an option carries (what a rule passes), with the keys the verb reads."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{option}: not valid JSON ({e.msg} at column {e.colno})") from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"{option}: expected a JSON object, got {type(value).__name__}")
+    return _require(value, option, required)
+
+
+def _require(value: dict, option: str, required: tuple[str, ...]) -> dict:
+    missing = [k for k in required if k not in value]
+    if missing:
+        raise ConfigError(f"{option}: missing key(s) {', '.join(missing)}; allowed: the object the workflow's "
+                          f"rule passes (a run's: mcgrpo.core.config.run_config)")
+    return value
+
+
+def _run(args) -> dict:
+    return _json(args.run_json, "--run-json", study_config.RUN_KEYS)
 
 
 def _config(args) -> dict:
     if getattr(args, "config_json", None):
-        return studies.validate(json.loads(args.config_json))
+        return studies.validate(_json(args.config_json, "--config-json"))
     return _study(args.config)
 
 
@@ -30,7 +55,7 @@ def _study(path: str) -> dict:
                         for p in folder.glob("*.yaml")})
         near = difflib.get_close_matches(str(path), found, n=1, cutoff=0.6)
         listed = [f for f in found if "paper/" not in f]
-        raise ConfigError(f"{path}: no such study config" + (f"; did you mean {near[0]}?" if near else "")
+        raise ConfigError(f"{path}: config file not found" + (f"; did you mean {near[0]}?" if near else "")
                           + (f" Studies: {', '.join(listed)}" if listed else "")
                           + (f" and {len(found) - len(listed)} under config/studies/paper/" if len(found) > len(listed)
                              else ""))
@@ -42,10 +67,17 @@ def _training_run(args) -> tuple[dict, dict[str, str]]:
     (--config STUDY.yaml --arm A --seed N, files defaulting to where rules/common.smk puts them)."""
     given = {k: getattr(args, k) for k in ("model", "data", "budget", "out")}
     if args.run_json:
+        run, problems = _json(args.run_json, "--run-json"), []
+        try:
+            _require(run, "--run-json", study_config.RUN_KEYS)
+        except ConfigError as e:
+            problems.append(str(e))
         missing = [f"--{k}" for k, v in given.items() if v is None]
         if missing:
-            raise ConfigError(f"train --run-json also needs {', '.join(missing)}")
-        return json.loads(args.run_json), given
+            problems.append(f"train --run-json also needs {', '.join(missing)}")
+        if problems:
+            raise ConfigError("\n".join(problems))
+        return run, given
     if args.arm is None or args.seed is None:
         raise ConfigError("train --config names the run with --arm A --seed N")
     cfg = _study(args.config)
@@ -60,7 +92,7 @@ def _training_run(args) -> tuple[dict, dict[str, str]]:
 def prepare_data(args) -> None:
     """The pool and evaluation sets, and the log of what filtering and deduplication removed."""
     from mcgrpo import data
-    task = json.loads(args.task_json)
+    task = _json(args.task_json, "--task-json", ("name", "seed", "pool", "eval_sets"))
     prepared = data.prepare(task)
     data.write(prepared.pool, prepared.evals, args.out, study_config.config_hash(task), prepared.removed)
     print("\n".join(prepared.lines()))
@@ -73,7 +105,7 @@ def data_summary(args) -> None:
     try:
         s = summary.summarize(args.path, args.format, args.against or [], args.math_verify)
     except ImportError as e:
-        raise ValueError(str(e)) from None
+        raise DataError(str(e)) from None
     print(json.dumps(s, sort_keys=True) if args.json else summary.render(s))
 
 
@@ -110,10 +142,10 @@ def verify(args) -> None:
 def _verify_inputs(args):
     """(where, text, reference) from TEXT and --reference, or from each line of --file."""
     if (args.text is None) == (args.file is None):
-        raise ValueError("give either TEXT with --reference, or --file FILE (one JSON object per line)")
+        raise ConfigError("give either TEXT with --reference, or --file FILE (one JSON object per line)")
     if args.text is not None:
         if args.reference is None:
-            raise ValueError("TEXT needs --reference, the answer it is checked against")
+            raise ConfigError("TEXT needs --reference, the answer it is checked against")
         yield "text", args.text, args.reference
         return
     with open(args.file, encoding="utf-8") as f:
@@ -123,10 +155,10 @@ def _verify_inputs(args):
             try:
                 item = json.loads(line)
             except json.JSONDecodeError as e:
-                raise ValueError(f"{args.file} line {n}: not JSON ({e.msg})") from None
+                raise DataError(f"{args.file} line {n}: not JSON ({e.msg})") from None
             if not (isinstance(item, dict) and isinstance(item.get("text"), str)
                     and isinstance(item.get("reference"), (str, int, float))):
-                raise ValueError(f"{args.file} line {n}: needs an object with string 'text' and 'reference'")
+                raise DataError(f"{args.file} line {n}: needs an object with string 'text' and 'reference'")
             yield f"{args.file} line {n}", item["text"], str(item["reference"])
 
 
@@ -141,7 +173,7 @@ def _verify_arguments(v: argparse.ArgumentParser) -> None:
 def resolve_model(args) -> None:
     """The reference file that training loads a model with a source from (checked to be there)."""
     from mcgrpo.train.models import sources
-    model = json.loads(args.model_json)
+    model = _json(args.model_json, "--model-json", ("name", "source"))
     where = sources.resolve(model["source"])
     store.write_json({"name": model["name"], "source": model["source"], "resolved": where}, args.out)
     print(f"model {model['name']}: {where['location']}" + (f" ({where['gguf_file']})" if where["gguf_file"] else ""))
@@ -153,7 +185,7 @@ def warm_start(args) -> None:
     from mcgrpo import data
     from mcgrpo.train import models
     from mcgrpo.train.models.warm_start import warm_start as run_warm_start
-    spec = json.loads(args.model_json)
+    spec = _json(args.model_json, "--model-json", ("model", "task"))
     torch.set_num_threads(args.threads)
     ws = dict(spec["model"]["warm_start"])
     corpus = data.warm_start_corpus(spec["task"], ws.pop("problems"), ws.pop("levels"), ws["seed"], args.data)
@@ -168,14 +200,16 @@ def calibrate(args) -> None:
     from mcgrpo import data
     from mcgrpo.train import models
     from mcgrpo.train.trainer import Trainer
-    run = json.loads(args.run_json)
+    from mcgrpo.data.checks import check_run_data
+    run = _run(args)
     b = run["budget"]
+    pool, _ = data.read(args.data, [])
+    check_run_data(pool, {}, run, args.data)  # a pool too small for one iteration fails here, before any run
     if b["tokens"] is not None:
         table = budget_rules.budget_table(run["model"]["name"], [], b["tokens"], "config")
     else:
         torch.set_num_threads(run["recipe"]["threads"])
         model, tokenizer = models.load(args.model)
-        pool, _ = data.read(args.data, [])
         log = Trainer(run, model, tokenizer, pool, None, None).run(max_iterations=b["calibration_iterations"])
         totals = [row["tokens_total"] for row in log.iterations]
         per_iteration = [t - s for t, s in zip(totals, [0] + totals[:-1])]
@@ -186,6 +220,23 @@ def calibrate(args) -> None:
 
 
 def train(args) -> None:
+    """One run (arm, seed): resume from its newest checkpoint, train to the budget, write its Parquet.
+
+    A failure that is not a preemption (a user error's message, a bug's traceback) is left in --failed-log, if
+    given: the train rule's retry then reports it and stops instead of failing the same way again.
+    """
+    try:
+        _train(args)
+    except Interrupted:
+        raise
+    except Exception as e:
+        if args.failed_log:
+            store.write_text(f"mcgrpo train: error: {e}\n" if isinstance(e, McgrpoError) else traceback.format_exc(),
+                             args.failed_log)
+        raise
+
+
+def _train(args) -> None:
     """One run (arm, seed): resume from its newest checkpoint, train to the budget, write its Parquet.
 
     By hand: `mcgrpo train --config STUDY.yaml --arm A --seed N` trains the run where the workflow would
@@ -221,11 +272,14 @@ def train(args) -> None:
         print(f"earlier: {attempts.describe(entry)}", file=sys.stderr)
     torch.set_num_threads(run["recipe"]["threads"])
     B = int(store.read_contract(files["budget"], "budget")["B"].iloc[0])
+    identity = study_config.run_identity(run, B)  # checkpoints of another B never resume into this run
     pool, evals = data.read(files["data"], run["evaluation"]["sets"])
     check_run_data(pool, evals, run, files["data"])
     model, tokenizer = models.load(files["model"])
+    for folder in (out, out / "checkpoints"):
+        store.remove_orphans(folder)
     trainer = Trainer(run, model, tokenizer, pool, evals, B, checkpoint_dir=out / "checkpoints",
-                      config_hash=cfg_hash)
+                      config_hash=identity)
     trainer.stop_requested = bool(signals)
     try:
         log = trainer.run()
@@ -235,12 +289,12 @@ def train(args) -> None:
         print(attempts.describe(history[-1]), file=sys.stderr)
         raise
     for name, frame in log.frames().items():
-        store.write_parquet(frame, out / f"{name}.parquet", cfg_hash)
+        store.write_parquet(frame, out / f"{name}.parquet", identity)
     attempts.end(out / "checkpoints", history, "finished", resumed_at=trainer.resumed_at,
                  iterations=trainer.next_iteration)
     print(attempts.describe(history[-1]), file=sys.stderr)
     store.write_json({
-        "config": run, "config_hash": cfg_hash, "B": B, "finished": True,
+        "config": run, "config_hash": cfg_hash, "identity": identity, "B": B, "finished": True,
         "started": history[0]["started"], "ended": history[-1]["ended"], "attempts": history,
         "versions": {"mcgrpo": __version__, "torch": torch.__version__,
                      "transformers": transformers.__version__, "python": platform.python_version()},
@@ -250,12 +304,19 @@ def train(args) -> None:
     }, out / "run.json")
 
 
+def check(args) -> None:
+    """Validate a study file as the workflow does (strict YAML, the schema, every domain's checks); no job runs."""
+    cfg = _config(args)
+    print(f"{args.config or 'the config'}: valid; study {cfg['study']!r}, {len(study_config.runs(cfg))} training "
+          f"runs ({len(cfg['arms'])} arms x {len(cfg['seeds'])} seeds) into {cfg['results_dir']}/{cfg['study']}/")
+
+
 def gradient_tests(args) -> None:
     """The gradient tests at the initial policy: one row per arm, batch and measure."""
     import torch
     from mcgrpo import data
     from mcgrpo.train import gradients, models
-    run = json.loads(args.run_json)
+    run = _json(args.run_json, "--run-json")
     torch.set_num_threads(run["recipe"]["threads"])
     pool, _ = data.read(args.data, [])
     model, tokenizer = models.load(args.model)
@@ -289,7 +350,7 @@ def prereg_lock(args) -> None:
     from mcgrpo.analysis import prereg
     out = Path(args.out)
     if out.exists():
-        raise ValueError(f"{out}: the study is locked already; a changed plan needs a dated "
+        raise DataError(f"{out}: the study is locked already; a changed plan needs a dated "
                          f"plan.amendments entry, not a new lock")
     lock = prereg.make_lock(_config(args))
     store.write_json(lock, out)
@@ -314,6 +375,17 @@ def contrast(args) -> None:
     print(f"written: {out}")
 
 
+def _positive(text: str) -> int:
+    """An argparse type: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not allowed; allowed: an integer of at least 1")
+    return value
+
+
 def _contrast_arguments(v: argparse.ArgumentParser) -> None:
     v.add_argument("--a", required=True, help="the arm under test")
     v.add_argument("--b", required=True, help="the arm it is compared with (the base)")
@@ -322,13 +394,13 @@ def _contrast_arguments(v: argparse.ArgumentParser) -> None:
                    help="acc_<verifier> or pass@<k>_<verifier>, e.g. acc_strict, pass@8_default")
     v.add_argument("--eval-set", help="the evaluation set (default: the only one)")
     v.add_argument("--margin", type=float, help="equivalence margin (default: the lock's, else 0.02)")
-    v.add_argument("--resamples", type=int, default=10_000, help="crossed-bootstrap resamples")
+    v.add_argument("--resamples", type=_positive, default=10_000, help="crossed-bootstrap resamples")
     v.add_argument("--bootstrap-seed", type=int, default=0)
 
 
 VERBS = {"data": data_summary, "verify": verify, "prepare-data": prepare_data, "resolve-model": resolve_model, "warm-start": warm_start, "calibrate": calibrate, "train": train,
          "gradient-tests": gradient_tests,
-         "prereg-lock": prereg_lock, "contrast": contrast,
+         "prereg-lock": prereg_lock, "contrast": contrast, "check": check,
          **{name: _step(name) for name in STEPS}}
 
 
@@ -348,7 +420,8 @@ FILES = {"prepare-data": {"--out": "the data folder to write"},
          "train": {"--model": "the model (default: the study's, under results/<study>/models/)",
                    "--data": "the data folder (default: results/<study>/data)",
                    "--budget": "budget.parquet (default: results/<study>/calibration/budget.parquet)",
-                   "--out": "the run folder (default: results/<study>/runs/<arm>/seed<N>)"},
+                   "--out": "the run folder (default: results/<study>/runs/<arm>/seed<N>)",
+                   "--failed-log": "where a failure that is not a preemption leaves its traceback (the rule's)"},
          "prereg-lock": {"--out": "the lock file to write"},
          "contrast": {"--results": "the study's results folder (results/<study>)",
                       "--out": "the Parquet file to write (default: under results/<study>/analysis/contrast/)"}}
@@ -396,15 +469,17 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Exit 0, 2 on a user error (a message naming the key, file or line; the train rule does not retry it),
+    75 on a preemption (the retry resumes); anything else is a bug and keeps its traceback (exit 1)."""
     args = parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format=f"mcgrpo {args.verb}: %(message)s", stream=sys.stderr)
     start = time.perf_counter()
     try:
         VERBS[args.verb](args)
     except Interrupted as e:
         print(f"mcgrpo {args.verb}: {e}; checkpoint written, rerun to resume", file=sys.stderr)
         return 75  # EX_TEMPFAIL: Snakemake's retry resumes from the checkpoint
-    except (study_config.ConfigError, store.SchemaError, FileNotFoundError, ValueError,
-            CheckpointMismatch) as e:
+    except McgrpoError as e:
         print(f"mcgrpo {args.verb}: error: {e}", file=sys.stderr)
         return 2
     # On stderr, so that what a verb prints (`data --json`) can be piped as it is.

@@ -22,8 +22,8 @@ class DryRun:
     error: str | None = None
 
 
-def dry_run(studies: list[Path], root: Path = ROOT) -> dict[Path, DryRun]:
-    """Build each study's DAG and dry-run it against the files under `root`."""
+def dry_run(studies: list[Path], root: Path = ROOT, workdir: Path | None = None) -> dict[Path, DryRun]:
+    """Build each study's DAG and dry-run it against the files under `workdir` (default `root`)."""
     from snakemake.api import SnakemakeApi
     from snakemake.settings.enums import Quietness
     from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
@@ -36,7 +36,7 @@ def dry_run(studies: list[Path], root: Path = ROOT) -> dict[Path, DryRun]:
                 with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
                     workflow = api.workflow(resource_settings=ResourceSettings(cores=1),
                                             config_settings=ConfigSettings(configfiles=[Path(study)]),
-                                            snakefile=root / "Snakefile", workdir=root)
+                                            snakefile=root / "Snakefile", workdir=workdir or root)
                     workflow.dag().execute_workflow(executor="dryrun", updated_files=updated)
             except Exception as e:  # one study's error does not stop the others
                 results[study] = DryRun(error=f"{type(e).__name__}: {e}")

@@ -16,6 +16,7 @@ import pandas as pd
 
 from mcgrpo.analysis.runs import Run
 from mcgrpo.analysis.stats import RESAMPLES, crossed_bootstrap, holm, paired_summary
+from mcgrpo.core.errors import ConfigError, DataError
 
 BASES = ("tokens", "updates", "time", "time_c")
 KEY = ["contrast", "basis", "metric", "eval_set"]
@@ -40,7 +41,7 @@ def budget_row(run: Run, B: int) -> int:
     tokens = run.coords("tokens_total")
     reached = np.flatnonzero(tokens >= B)
     if not reached.size:
-        raise ValueError(f"run {run.name} never reached B={B} tokens on {run.eval_set} "
+        raise DataError(f"run {run.name} never reached B={B} tokens on {run.eval_set} "
                          f"(max tokens_total {int(tokens.max())})")
     return int(reached[0])
 
@@ -67,7 +68,7 @@ def positions(basis: str, a: Run, b: Run, B: int) -> tuple[str, float, int, floa
     past B up to the base's time at B.
     """
     if basis not in BASES:
-        raise ValueError(f"basis {basis!r}: expected one of {', '.join(BASES)}")
+        raise ConfigError(f"basis {basis!r}: expected one of {', '.join(BASES)}")
     end_a, end_b = budget_row(a, B) + 1, budget_row(b, B) + 1
     if basis == "tokens":
         column = "tokens_total"
@@ -81,7 +82,7 @@ def positions(basis: str, a: Run, b: Run, B: int) -> tuple[str, float, int, floa
         return "train_seconds", at, end_a, at, end_b
     at = time_b[end_b - 1]
     if time_a[-1] < at:
-        raise ValueError(f"run {a.name} ends at {time_a[-1]:.1f} s of training, before T_c = {at:.1f} s "
+        raise DataError(f"run {a.name} ends at {time_a[-1]:.1f} s of training, before T_c = {at:.1f} s "
                          f"({b.name} at B): train it past B (budget.horizon) or leave out basis time_c")
     return "train_seconds", at, len(time_a), at, end_b
 
@@ -99,7 +100,7 @@ def paired(runs: dict[tuple[str, int, str], Run], a: str, b: str, basis: str, me
         column, at_a, end_a, at_b, end_b = positions(basis, run_a, run_b, B)
         (score_a, per_problem), (score_b, _) = run_a.scores(metric), run_b.scores(metric)
         if per_problem and not np.array_equal(run_a.problems, run_b.problems):
-            raise ValueError(f"runs {run_a.name} and {run_b.name} scored different problems on {eval_set}")
+            raise DataError(f"runs {run_a.name} and {run_b.name} scored different problems on {eval_set}")
         va, clamped_a = read_at(run_a.coords(column)[:end_a], score_a[:end_a], at_a)
         vb, clamped_b = read_at(run_b.coords(column)[:end_b], score_b[:end_b], at_b)
         rows.append({"contrast": name(a, b), "basis": basis, "metric": metric, "eval_set": eval_set,
@@ -109,7 +110,7 @@ def paired(runs: dict[tuple[str, int, str], Run], a: str, b: str, basis: str, me
         tables.append(va - vb if per_problem else None)
     table = np.vstack(tables) if tables and all(t is not None for t in tables) else None
     if table is not None and len({t.shape for t in tables}) != 1:
-        raise ValueError(f"{name(a, b)}: seeds scored different numbers of problems on {eval_set}")
+        raise DataError(f"{name(a, b)}: seeds scored different numbers of problems on {eval_set}")
     return pd.DataFrame(rows, columns=PAIRED_COLUMNS), table
 
 

@@ -47,6 +47,11 @@ def planned_keys(cfg: dict) -> list[tuple[str, str, str, str, str]]:
     return [key(e, cfg) for e in entries(cfg["plan"]).values()]
 
 
+def _pass_k(metric: str) -> int:
+    """k of pass@k (1 for accuracy); the schema checked the metric's form."""
+    return int(metric.split("_")[0].removeprefix("pass@")) if metric.startswith("pass@") else 1
+
+
 def problems(cfg: dict) -> list[str]:
     """The analysis block's and the plan's references: arms, eval sets, unique ids, amendments' ids."""
     arms, sets, plan = list(cfg["arms"]), cfg["evaluation"]["sets"], cfg["plan"]
@@ -66,6 +71,13 @@ def problems(cfg: dict) -> list[str]:
                 found.append(f"{where}: an arm cannot be contrasted with itself ({e['a']!r})")
             if e["eval_set"] is not None and e["eval_set"] not in sets:
                 found.append(f"{where}.eval_set: {e['eval_set']!r} is not evaluated; allowed: {', '.join(sets)}")
+    samples = cfg["evaluation"]["samples"]
+    metrics = [(f"analysis.metrics[{i}]", m) for i, m in enumerate(cfg["analysis"]["metrics"])]
+    metrics += [(f"plan.{label}[{i}].metric", e["metric"]) for label in ("primary", "secondary")
+                for i, e in enumerate(plan[label])]
+    found += [f"config key {where}: {m!r} needs {k} samples per problem, evaluation.samples is {samples}; "
+              f"allowed: pass@k with k <= {samples}, or acc_<verifier>"
+              for where, m in metrics if (k := _pass_k(m)) > samples]
     for i, amendment in enumerate(plan["amendments"]):
         unknown = sorted(set(amendment["ids"]) - seen)
         if unknown:

@@ -22,10 +22,22 @@ GLOBAL = ("margin", "eval_sets", "arms", "seeds", "budget")  # a change here tou
 
 
 def material(cfg: dict) -> dict:
-    """What the lock fixes: the plan, and the margin, eval sets, arms, seeds and budget it is read with."""
+    """What the lock fixes: the plan, and the margin, eval sets, arms, seeds and budget it is read with.
+
+    Arms without their free-text descriptions and seeds as a set: editing a description or reordering the
+    seeds changes no contrast, so it must not demote one."""
     return {"study": cfg["study"], "plan": cfg["plan"], "margin": cfg["analysis"]["margin"],
-            "eval_sets": cfg["evaluation"]["sets"], "arms": cfg["arms"], "seeds": cfg["seeds"],
+            "eval_sets": cfg["evaluation"]["sets"], "arms": _arms(cfg["arms"]), "seeds": sorted(cfg["seeds"]),
             "budget": cfg["budget"]}
+
+
+def _arms(arms: dict) -> dict:
+    return {name: {k: v for k, v in spec.items() if k != "description"} for name, spec in arms.items()}
+
+
+def _comparable(m: dict) -> dict:
+    """A lock's material as material() writes it now (locks written before descriptions were left out)."""
+    return {**m, "arms": _arms(m["arms"]), "seeds": sorted(m["seeds"])}
 
 
 def locked_config(lock: dict) -> dict:
@@ -100,7 +112,7 @@ def compare(cfg: dict, lock: dict | None, started: str | None = None) -> dict:
     if why:
         touched, rest, amendments = dict.fromkeys(now, why), [why], []
     else:
-        touched, rest = _changes(material(cfg), lock["material"])
+        touched, rest = _changes(material(cfg), _comparable(lock["material"]))
         amendments = _new_amendments(cfg["plan"]["amendments"], lock["material"]["plan"]["amendments"],
                                      lock["locked_at"])
     status = {"sha256_now": study_config.config_hash(material(cfg)), "sha256_lock": lock and lock["sha256"],

@@ -11,6 +11,7 @@ from mcgrpo.analysis import contrasts, prereg, runs
 from mcgrpo.analysis.plan import planned_keys
 from mcgrpo.analysis.steps import budget
 from mcgrpo.core import store
+from mcgrpo.core.errors import ConfigError, DataError
 
 
 def _shared_seeds(results: Path, arms: set[str]) -> list[int]:
@@ -19,11 +20,11 @@ def _shared_seeds(results: Path, arms: set[str]) -> list[int]:
     seeds = []
     for arm in sorted(arms):
         if arm not in present:
-            raise ValueError(f"arm {arm!r}: no runs/{arm}/ in {results}; allowed: {', '.join(present) or 'none'}")
+            raise DataError(f"arm {arm!r}: no runs/{arm}/ in {results}; allowed: {', '.join(present) or 'none'}")
         seeds.append({int(p.name[4:]) for p in (results / "runs" / arm).glob("seed*") if p.name[4:].isdigit()})
     shared = sorted(set.intersection(*seeds))
     if not shared:
-        raise ValueError(f"arms {', '.join(sorted(arms))} share no seed under {results / 'runs'}")
+        raise DataError(f"arms {', '.join(sorted(arms))} share no seed under {results / 'runs'}")
     return shared
 
 
@@ -56,10 +57,10 @@ def contrast(results: Path, a: str, b: str, basis: str, metric: str, eval_set: s
     seeds = _shared_seeds(results, {a, b})
     sets = sorted(runs.read_evals(results / "runs" / a / f"seed{seeds[0]}" / "evals.parquet")["eval_set"].unique())
     if eval_set is None and len(sets) != 1:
-        raise ValueError(f"runs hold eval sets {', '.join(sets)}: choose one with --eval-set")
+        raise ConfigError(f"runs hold eval sets {', '.join(sets)}: choose one with --eval-set")
     eval_set = eval_set or sets[0]
     if eval_set not in sets:
-        raise ValueError(f"--eval-set {eval_set!r}: not evaluated; allowed: {', '.join(sets)}")
+        raise ConfigError(f"--eval-set {eval_set!r}: not evaluated; allowed: {', '.join(sets)}")
     locked, plan = _locked_plan(results)
     wanted = (a, b, basis, metric, eval_set)
     chosen = [wanted, *_family(wanted, plan, planned_keys(locked) if locked else [])]

@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 
 from mcgrpo.analysis.stats import pass_at_k
 from mcgrpo.core.store import COLUMNS, read_arrow, read_contract
+from mcgrpo.core.errors import ConfigError, DataError
 
 EVAL_METRICS = {c for c in COLUMNS["evals"] if c.startswith("acc_")}  # readable without samples.parquet
 _METRIC = re.compile(r"^(?:acc|pass@(?P<k>[1-9][0-9]*))_(?P<verifier>[A-Za-z0-9]+)$")
@@ -30,7 +31,7 @@ def parse_metric(metric: str) -> tuple[str, int]:
     """(verifier, k) of `acc_<verifier>` (k = 1) or `pass@<k>_<verifier>`."""
     m = _METRIC.match(metric)
     if not m:
-        raise ValueError(f"metric {metric!r}: expected acc_<verifier> or pass@<k>_<verifier>, "
+        raise ConfigError(f"metric {metric!r}: expected acc_<verifier> or pass@<k>_<verifier>, "
                          f"e.g. acc_default, acc_strict, pass@8_default")
     return m["verifier"], int(m["k"] or 1)
 
@@ -78,12 +79,12 @@ class Run:
         verifier, k = parse_metric(metric)
         if verifier in self.correct:
             if k > self.samples.min():
-                raise ValueError(f"metric {metric!r}: {self.name} has only {int(self.samples.min())} "
+                raise DataError(f"metric {metric!r}: {self.name} has only {int(self.samples.min())} "
                                  f"samples per problem; allowed: {', '.join(self.metrics())}")
             return pass_at_k(self.samples, self.correct[verifier], k), True
         if k == 1 and metric in self.evals.columns:
             return self.evals[metric].to_numpy(dtype=float)[:, None], False
-        raise ValueError(f"metric {metric!r} is not recorded for {self.name} ({self.eval_set}); "
+        raise DataError(f"metric {metric!r} is not recorded for {self.name} ({self.eval_set}); "
                          f"allowed: {', '.join(self.metrics())}")
 
 
@@ -113,7 +114,7 @@ def _counts(samples: pa.Table, verifiers: list[str], path: Path):
         n = np.bincount(cell, minlength=size).reshape(len(evals), len(present))
         if (n == 0).any():
             i, j = map(int, np.argwhere(n == 0)[0])
-            raise ValueError(f"{path}: evaluation {evals[i]} of {eval_set} has no sample of problem "
+            raise DataError(f"{path}: evaluation {evals[i]} of {eval_set} has no sample of problem "
                              f"{problem_ids[present[j]]!r}; every evaluation must score every problem")
         correct = {v: np.bincount(cell, weights=f[rows], minlength=size).reshape(n.shape) for v, f in flags.items()}
         out[eval_set] = (evals, problem_ids[present], n, correct)
@@ -152,18 +153,18 @@ def read_runs(run_dir: str | Path, arm: str, seed: int, eval_sets: list[str],
         on_set = evals["eval_set"].to_numpy() == eval_set
         ev = evals if on_set.all() else evals[on_set].reset_index(drop=True)
         if ev.empty:
-            raise ValueError(f"{run_dir / 'evals.parquet'}: no evaluation on set {eval_set!r}; "
+            raise DataError(f"{run_dir / 'evals.parquet'}: no evaluation on set {eval_set!r}; "
                              f"it holds {', '.join(sorted(evals['eval_set'].unique()))}")
         if not samples:
             out.append(Run(arm, seed, eval_set, ev))
             continue
         if eval_set not in by_set:
-            raise ValueError(f"{run_dir / 'samples.parquet'}: no sample on set {eval_set!r}")
+            raise DataError(f"{run_dir / 'samples.parquet'}: no sample on set {eval_set!r}")
         indices, problems, n, correct = by_set[eval_set]
         position = {int(e): i for i, e in enumerate(indices)}
         missing = [int(e) for e in ev["eval_index"] if e not in position]
         if missing:
-            raise ValueError(f"{run_dir / 'samples.parquet'}: evaluation(s) {missing} of {eval_set} "
+            raise DataError(f"{run_dir / 'samples.parquet'}: evaluation(s) {missing} of {eval_set} "
                              f"in evals.parquet have no samples")
         rows = [position[int(e)] for e in ev["eval_index"]]
         out.append(Run(arm, seed, eval_set, ev, problems, n[rows], {v: c[rows] for v, c in correct.items()}))

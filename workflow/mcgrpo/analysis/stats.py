@@ -15,6 +15,8 @@ from scipy import stats
 from scipy.special import comb
 from statsmodels.stats.weightstats import DescrStatsW
 
+from mcgrpo.core.errors import DataError
+
 RESAMPLES = 10_000
 
 
@@ -71,7 +73,7 @@ def pass_at_k(n: np.ndarray, c: np.ndarray, k: int) -> np.ndarray:
     """Chen et al.'s unbiased pass@k from n samples of which c are correct: 1 - C(n-c, k) / C(n, k)."""
     n, c = np.asarray(n), np.asarray(c)
     if k < 1 or (n < k).any():
-        raise ValueError(f"pass@{k} needs 1 <= k <= samples per problem (fewest here: {n.min()})")
+        raise DataError(f"pass@{k} needs 1 <= k <= samples per problem (fewest here: {n.min()})")
     if k == 1:  # the same, without the binomials: the fraction correct
         return c / n
     return 1.0 - comb(n - c, k) / comb(n, k)

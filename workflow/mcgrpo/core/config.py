@@ -9,10 +9,12 @@ Every error names the key path, the value given and what is allowed.
 from __future__ import annotations
 
 import copy
+import datetime
 import functools
 import hashlib
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -20,19 +22,68 @@ import jsonschema
 import yaml
 
 from mcgrpo.core.errors import ConfigError
+from mcgrpo.core.verify import VERIFIERS
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "config.schema.yaml"  # package data
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+# Names become folder names, wildcard values and shell words: one strict pattern (fullmatch, so a
+# trailing newline never passes as `$` would let it), with no dot-only or dot-leading name and no `..`.
+_NAME = re.compile(r"(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_]{0,63}")  # arms and eval sets: also regex alternatives
+_METRIC = re.compile(rf"(?:acc|pass@[1-9][0-9]{{0,3}})_(?:{'|'.join(VERIFIERS)})")
+_PART = r"[A-Za-z0-9_][A-Za-z0-9_.+-]*"
+_RESULTS_DIR = re.compile(rf"/?{_PART}(?:/{_PART})*")
+# Folders of the workflow itself: a results_dir there would write outputs (and deletions) into the code.
+_RESERVED = frozenset({"workflow", "rules", "config", "tests", "profiles", "containers", "bench", "slurm"})
+FORMATS = {  # format name -> (check, what is allowed), the schema's `format:` values
+    "name": (lambda s: bool(_NAME.fullmatch(s)),
+             "letters, digits, '_', '.' and '-' (at most 64), starting with a letter or digit, no '..'"),
+    "key": (lambda s: bool(_KEY.fullmatch(s)), "letters, digits and '_' (at most 64), starting with a letter or digit"),
+    "results-dir": (lambda s: bool(_RESULTS_DIR.fullmatch(s)) and Path(s).parts[0] not in _RESERVED,
+                    "a relative folder inside the working directory (or an absolute one) of names made of "
+                    "letters, digits, '_', '.', '+' and '-', none starting with '.', and not one of the "
+                    f"workflow's own folders ({', '.join(sorted(_RESERVED))})"),
+    "date": (lambda s: _is_date(s), "a real calendar date YYYY-MM-DD"),
+    "metric": (lambda s: bool(_METRIC.fullmatch(s)),
+               f"acc_<verifier> or pass@<k>_<verifier>, verifier one of {', '.join(VERIFIERS)}"),
+}
+
+
+def _is_date(s: str) -> bool:
+    try:
+        return bool(re.fullmatch(r"\d{4}-\d{2}-\d{2}", s)) and bool(datetime.date.fromisoformat(s))
+    except ValueError:
+        return False
 
 
 @functools.cache
 def schema() -> dict:
     """The parsed study schema, read once per process (a dry-run of many studies parses it once). Read-only."""
-    return yaml.load(SCHEMA_PATH.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    return yaml.load(SCHEMA_PATH.read_text(), Loader=_LOADER)
+
+
+def _is_integer(checker, value) -> bool:
+    """Integers are written as integers: 8.0 is a number, not a group size (JSON Schema would accept it)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(checker, value) -> bool:
+    """Numbers are finite: .inf and .nan train to garbage or give NaN statistics with exit 0."""
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or isinstance(value, float) and math.isfinite(value)
 
 
 @functools.cache
 def _validator() -> jsonschema.Validator:
-    return _with_defaults(jsonschema.Draft202012Validator)(schema())
+    base = jsonschema.Draft202012Validator
+    types = base.TYPE_CHECKER.redefine_many({"integer": _is_integer, "number": _is_number})
+    formats = jsonschema.FormatChecker(formats=())
+    for name, (check, _) in FORMATS.items():  # a format constrains strings; `type` reports anything else
+        formats.checks(name)(lambda value, check=check: not isinstance(value, str) or check(value))
+    strict = jsonschema.validators.extend(base, type_checker=types)
+    return _with_defaults(strict)(schema(), format_checker=formats)
 
 
 def _with_defaults(validator_class):
@@ -56,12 +107,21 @@ def _key_path(error: jsonschema.ValidationError) -> str:
 
 def _describe(error: jsonschema.ValidationError) -> str:
     """One line naming the key path, the value given and what is allowed."""
-    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+    where, value = f"config key {_key_path(error)}", error.instance
+    if error.validator == "additionalProperties" and isinstance(value, dict):
         allowed = sorted(error.schema.get("properties", {}))
-        unknown = sorted(set(error.instance) - set(allowed))
-        return (f"config key {_key_path(error)}: unknown key(s) {', '.join(map(repr, unknown))}; "
-                f"allowed: {', '.join(allowed)}")
-    return f"config key {_key_path(error)}: {error.message}"
+        unknown = sorted(set(value) - set(allowed))
+        return f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; allowed: {', '.join(allowed)}"
+    if error.validator == "propertyNames":
+        return f"{where}: {error.message}"
+    if error.validator == "format":
+        return f"{where}: {value!r} is not allowed; allowed: {FORMATS[error.validator_value][1]}"
+    if error.validator == "type" and isinstance(value, float):
+        if not math.isfinite(value):
+            return f"{where}: {value} is not allowed; allowed: a finite number"
+        if "integer" in error.validator_value:
+            return f"{where}: {value!r} is not allowed; allowed: an integer (written without a decimal point)"
+    return f"{where}: {error.message}"
 
 
 def validate_schema(cfg: dict) -> dict:
@@ -105,16 +165,56 @@ def _check_sizes(cfg: dict) -> None:
                           f"cannot fit in budget.tokens = {tokens}; allowed: at most {tokens}")
 
 
-def read(path: str | Path) -> dict:
-    """The YAML study config at `path`, parsed but not validated."""
+class _Duplicate(yaml.YAMLError):
+    def __init__(self, line: int, message: str):
+        super().__init__(message)
+        self.line = line
+
+
+class _StrictLoader(_LOADER):
+    """YAML's safe loader, but a key given twice in one mapping is an error (YAML would keep the last)."""
+
+    def construct_mapping(self, node, deep=False):
+        first: dict = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                if key in first:
+                    raise _Duplicate(line, f"key {key!r} is given twice (first at line {first[key]}); "
+                                           f"allowed: each key once per block")
+            except TypeError:  # an unhashable key: the constructor below says so
+                break
+            first[key] = line
+        return super().construct_mapping(node, deep)
+
+
+def text(path: str | Path) -> str:
+    """A text file's content; an error naming the file and line where it is missing or not UTF-8."""
     path = Path(path)
-    if not path.exists():
+    if not path.is_file():
         raise ConfigError(f"{path}: config file not found")
+    raw = path.read_bytes()
     try:
-        cfg = yaml.safe_load(path.read_text())
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        column = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
+        raise ConfigError(f"{path}:{line}: byte 0x{raw[e.start]:02x} at column {column} is not UTF-8 text; "
+                          f"allowed: a file saved as UTF-8") from None
+
+
+def read(path: str | Path) -> dict:
+    """The YAML study config at `path`, parsed (strictly: no key twice) but not validated."""
+    loader = _StrictLoader(text(path))
+    try:
+        return loader.get_single_data()
+    except _Duplicate as e:
+        raise ConfigError(f"{path}:{e.line}: {e}") from None
     except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from e
-    return cfg
+        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    finally:
+        loader.dispose()
 
 
 def pairs(cfg: dict) -> list[tuple[str, str]]:
@@ -130,12 +230,16 @@ def runs(cfg: dict) -> list[tuple[str, int]]:
     return [(arm, seed) for arm in cfg["arms"] for seed in cfg["seeds"]]
 
 
+RUN_KEYS = ("study", "task", "model", "engine", "budget", "evaluation", "recipe", "arm", "seed", "arm_config")
+
+
 def run_config(cfg: dict, arm: str, seed: int) -> dict[str, Any]:
     """The effective config of one run: everything that can change what it trains."""
     if arm not in cfg["arms"]:
         raise ConfigError(f"unknown arm {arm!r}; allowed: {', '.join(cfg['arms'])}")
     keys = ("study", "task", "model", "engine", "budget", "evaluation")
     spec = copy.deepcopy(cfg["arms"][arm])
+    spec.pop("description", None)  # free text: editing it must not retrain the arm
     return {**{k: copy.deepcopy(cfg[k]) for k in keys}, "recipe": {**cfg["recipe"], **spec.get("recipe", {})},
             "arm": arm, "seed": seed, "arm_config": spec}
 
@@ -145,10 +249,24 @@ def config_hash(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
 
 
+def run_identity(run: dict, budget: int) -> str:
+    """What a run's checkpoints and outputs belong to: its effective config and the B it trains to.
+
+    B lives in budget.parquet, not in the config, so a recalibrated B must be part of the identity or an
+    interrupted run would resume into a hybrid of two budgets."""
+    return config_hash({"run": run, "B": int(budget)})
+
+
+def calibration_seed(cfg: dict) -> int:
+    """budget.calibration_seed, else the smallest seed: reordering the seeds list never recalibrates."""
+    seed = cfg["budget"].get("calibration_seed")
+    return min(cfg["seeds"]) if seed is None else seed
+
+
 def calibration_config(cfg: dict) -> dict[str, Any]:
-    """The run config of budget calibration: the calibration credit rule on the first seed."""
-    arm = {"description": "budget calibration", "credit": cfg["budget"]["calibration_credit"]}
-    return run_config({**cfg, "arms": {"calibration": arm}}, "calibration", cfg["seeds"][0])
+    """The run config of budget calibration: the calibration credit rule on the calibration seed."""
+    arm = {"credit": cfg["budget"]["calibration_credit"]}
+    return run_config({**cfg, "arms": {"calibration": arm}}, "calibration", calibration_seed(cfg))
 
 
 def gradient_tests_config(cfg: dict) -> dict[str, Any] | None:
@@ -162,9 +280,11 @@ def gradient_tests_config(cfg: dict) -> dict[str, Any] | None:
 
 
 def train_runtime(cfg: dict, budget: int | None) -> int:
-    """Minutes to ask for one training job: the configured value, else B over the throughput with 50% slack."""
+    """Minutes to ask for one training job: the configured value, else B over the throughput with 50% slack;
+    never more than resources.train.max_runtime (a longer run is signalled before the limit, checkpoints
+    and resumes on the retry)."""
     spec = cfg["resources"]["train"]
     if spec["runtime"]:
-        return spec["runtime"]
+        return min(spec["runtime"], spec["max_runtime"])
     tokens = cfg["budget"]["horizon"] * (budget or cfg["budget"]["tokens"] or spec["budget_guess"])
-    return math.ceil(1.5 * tokens / spec["tokens_per_second"] / 60) + 10
+    return min(math.ceil(1.5 * tokens / spec["tokens_per_second"] / 60) + 10, spec["max_runtime"])

@@ -22,6 +22,10 @@ class DataError(McgrpoError, ValueError):
     """A data file or results folder that cannot serve the request (missing, malformed, too small)."""
 
 
+class MissingFile(DataError, FileNotFoundError):
+    """A file or folder the request needs is not there (the message names it and what makes it)."""
+
+
 class CheckpointMismatch(McgrpoError, RuntimeError):
     """A checkpoint written under a different effective config: resuming would mix two runs."""
 

@@ -8,6 +8,7 @@ without retraining; a killed job must never leave a half-written file behind.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -23,9 +24,10 @@ import pyarrow.parquet as pq
 
 from mcgrpo import __version__
 from mcgrpo.core.clock import STAGES
-from mcgrpo.core.errors import SchemaError
+from mcgrpo.core.errors import DataError, MissingFile, SchemaError
 
 SCHEMA_VERSION = "1"
+log = logging.getLogger("mcgrpo")
 
 
 @lru_cache(maxsize=1)
@@ -39,20 +41,33 @@ def git_sha() -> str:
         return ""
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 @contextmanager
 def atomic(path: str | Path, directory: bool = False) -> Iterator[Path]:
     """A temporary file (or folder) beside `path` to write into; renamed onto `path` when the block
-    succeeds and removed in any case, so a killed job never leaves a half-written output behind."""
+    succeeds and removed in any case, so a killed job never leaves a half-written output behind (one
+    killed with SIGKILL leaves a `.<name>.*.tmp` that `remove_orphans` clears). The output gets the
+    permissions the umask gives a new file (0644 under 022), not the temporary file's private 0600."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if directory:
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-    else:
-        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        os.close(fd)
-        tmp = Path(name)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if directory:
+            tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+        else:
+            fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            os.close(fd)
+            tmp = Path(name)
+    except OSError as e:  # read-only, a file in the folder's place, a full disk: the user's to fix
+        raise DataError(f"{path.parent}: cannot write {path.name} here ({e.strerror}); allowed: a folder "
+                        f"this user can write") from None
     try:
         yield tmp
+        os.chmod(tmp, (0o777 if directory else 0o666) & ~_umask())
         if directory and path.exists():
             shutil.rmtree(path)
         os.replace(tmp, path)
@@ -61,6 +76,16 @@ def atomic(path: str | Path, directory: bool = False) -> Iterator[Path]:
             shutil.rmtree(tmp, ignore_errors=True)
         else:
             tmp.unlink(missing_ok=True)
+
+
+def remove_orphans(directory: str | Path) -> list[Path]:
+    """Remove the temporary files and folders `atomic` left in `directory` when its writer was killed."""
+    directory, removed = Path(directory), []
+    for tmp in sorted(directory.glob(".*.tmp")) if directory.is_dir() else []:
+        shutil.rmtree(tmp) if tmp.is_dir() else tmp.unlink(missing_ok=True)
+        removed.append(tmp)
+        log.info(f"removed {tmp}, left by a writer that was killed")
+    return removed
 
 
 def write_text(text: str, path: str | Path) -> Path:
@@ -86,7 +111,7 @@ def write_parquet(df: pd.DataFrame, path: str | Path, config_hash: str = "") -> 
 def _checked_schema(path: Path, required: Iterable[str]) -> pa.Schema:
     """The file's schema, once its existence, schema version and required columns are checked."""
     if not path.exists():
-        raise FileNotFoundError(f"{path}: file not found")
+        raise MissingFile(f"{path}: file not found")
     schema = pq.read_schema(path)
     version = (schema.metadata or {}).get(b"schema_version", b"").decode()
     if version != SCHEMA_VERSION:
@@ -129,7 +154,7 @@ def write_json(obj: Any, path: str | Path) -> Path:
 def read_json(path: str | Path) -> Any:
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"{path}: file not found")
+        raise MissingFile(f"{path}: file not found")
     return json.loads(path.read_text())
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from mcgrpo.core import store
+from mcgrpo.core.errors import ConfigError, DataError
 
 
 def prepare(task: dict):
@@ -35,7 +36,7 @@ def warm_start_corpus(task: dict, size: int, levels: list[int], seed: int, data_
     from mcgrpo.data import arith
 
     if task["name"] != "arith":
-        raise ValueError(f"the embedded tiny model is warm-started on the arith task, not {task['name']!r}; "
+        raise ConfigError(f"the embedded tiny model is warm-started on the arith task, not {task['name']!r}; "
                          f"give model.source to train a real model on it")
     corpus = arith.corpus(seed, size, levels)
     arith.check_disjoint(corpus, read(data_dir, list(task["eval_sets"]))[1])
@@ -57,5 +58,5 @@ def read(data_dir: str | Path, eval_names: list[str]) -> tuple[pd.DataFrame, dic
     data_dir = Path(data_dir)
     pool = store.read_contract(data_dir / "pool.parquet", "problems")
     if pool.empty:
-        raise ValueError(f"{data_dir / 'pool.parquet'}: the training pool is empty")
+        raise DataError(f"{data_dir / 'pool.parquet'}: the training pool is empty")
     return pool, {n: store.read_contract(data_dir / f"eval_{n}.parquet", "problems") for n in eval_names}

@@ -18,6 +18,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from mcgrpo.core.errors import ConfigError, DataError
+
 LEVELS = (1, 2, 3, 4, 5)
 MAX_SOLUTION_CHARS = 60
 MAX_ANSWER = 9999
@@ -195,7 +197,7 @@ def _draw(seed: int, name: str, size: int, levels: Sequence[int], for_eval: bool
     """One set, levels spread round-robin; its own random stream keeps it independent of the
     other sets' sizes."""
     if size and not levels:
-        raise ValueError(f"set '{name}' has {size} problems but no levels")
+        raise ConfigError(f"set '{name}' has {size} problems but no levels")
     plan = [levels[i % len(levels)] for i in range(size)]
     rng = np.random.default_rng([seed, _hash(name)])
     by_level = {level: iter(_fresh(rng, level, wanted, name, for_eval, used))
@@ -214,7 +216,7 @@ def build(seed: int, pool_size: int, pool_levels: list[int],
     """The training pool and the evaluation sets (drawn in order, each excluding the earlier
     ones), every question distinct across all of them."""
     if "pool" in eval_sets:
-        raise ValueError("evaluation set name 'pool' is reserved for the training pool")
+        raise ConfigError("evaluation set name 'pool' is reserved for the training pool")
     used: set[str] = set()
     evals = {name: _draw(seed, name, spec["size"], spec["levels"], True, used)
              for name, spec in eval_sets.items()}
@@ -227,7 +229,7 @@ def check_disjoint(pool: pd.DataFrame, eval_sets: dict[str, pd.DataFrame]) -> No
     for name, frame in {"pool": pool, **eval_sets}.items():
         for question in set(map(_normalize, frame["question"])):
             if question in owner:
-                raise ValueError(f"sets '{owner[question]}' and '{name}' share questions, "
+                raise DataError(f"sets '{owner[question]}' and '{name}' share questions, "
                                  f"e.g. {question!r}")
             owner[question] = name
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from mcgrpo.core.errors import DataError
+
 N = 8
 THRESHOLD = 0.6
 REMOVED_COLUMNS = ("problem_id", "set", "reason", "match_set", "match_id", "similarity", "question")
@@ -105,6 +107,6 @@ def check_disjoint(sets: dict[str, pd.DataFrame]) -> None:
     for name, frame in sets.items():
         for text in {normalize(q) for q in frame["question"]}:
             if text in owner:
-                raise ValueError(f"sets '{owner[text]}' and '{name}' share a problem after normalization, "
+                raise DataError(f"sets '{owner[text]}' and '{name}' share a problem after normalization, "
                                  f"e.g. {text[:80]!r}")
             owner[text] = name

@@ -8,6 +8,7 @@ import pandas as pd
 
 from mcgrpo.data import records
 from mcgrpo.data.records import NO_LEVEL
+from mcgrpo.core.errors import DataError
 
 NEEDS = "a GSM8K record needs fields question, answer (a worked solution ending in '#### <number>')"
 _OPEN, _CLOSE, _FINAL = "<<", ">>", "####"
@@ -17,7 +18,7 @@ def final_answer(solution: str, where: str) -> str:
     """The text after the last `####`."""
     marker = solution.rfind(_FINAL)
     if marker < 0:
-        raise ValueError(f"{where}: field 'answer' has no final '#### <number>' line; {NEEDS}")
+        raise DataError(f"{where}: field 'answer' has no final '#### <number>' line; {NEEDS}")
     return solution[marker + len(_FINAL):].strip()
 
 

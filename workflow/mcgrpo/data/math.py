@@ -16,6 +16,7 @@ import pandas as pd
 from mcgrpo.core.verify import all_boxed, answers_match, boxed_content
 from mcgrpo.data import records
 from mcgrpo.data.records import NO_LEVEL
+from mcgrpo.core.errors import DataError
 
 NEEDS = "a MATH record needs fields problem, solution (level, type or subject optional)"
 
@@ -27,7 +28,7 @@ def level_of(value, where: str) -> int:
     text = str(value).strip().removeprefix("Level").strip()
     if text.isdigit() and 1 <= int(text) <= 5:
         return int(text)
-    raise ValueError(f"{where}: field 'level' is {value!r}; allowed: 1-5, 'Level 1'-'Level 5' or 'Level ?'")
+    raise DataError(f"{where}: field 'level' is {value!r}; allowed: 1-5, 'Level 1'-'Level 5' or 'Level ?'")
 
 
 _DISOWNED = re.compile(r"not\s+boxed", re.IGNORECASE)  # "I have not boxed the correct answer"

@@ -19,11 +19,11 @@ _UNITS = ("\\text", "\\mbox", "\\circ", "%", "\\$", "dollar", "cent")
 
 def classify(answer: str | None) -> tuple[str | None, str]:
     """(canonical number, "numeric") for a plain number, else (None, the reason it is dropped)."""
-    number = plain_number(answer) if answer else None
+    if not isinstance(answer, str) or not answer.strip():  # no closed \boxed: None, or NaN from a frame
+        return None, "no_answer"
+    number = plain_number(answer)
     if number is not None:
         return number, KEPT
-    if answer is None or not answer.strip():
-        return None, "no_answer"
     if number_value(answer) is not None:
         return None, "fraction"
     if "," in answer.replace("{,}", ""):

@@ -22,6 +22,7 @@ import pandas as pd
 from mcgrpo.data import dedup, gsm8k, math, numeric
 from mcgrpo.data.spec import source as source_of
 from mcgrpo.core.seeds import stable_seed
+from mcgrpo.core.errors import ConfigError
 
 LOADERS = {"math": math.load, "gsm8k": gsm8k.load}
 LEVELED = {"math"}
@@ -68,7 +69,7 @@ def _candidates(src: dict, levels: list[int] | None, cache: dict, report: dict) 
 
 def _draw(problems: pd.DataFrame, size: int, seed: int, name: str, key: str) -> pd.DataFrame:
     if size > len(problems):
-        raise ValueError(f"config key {key}.size: {size} problems asked for set '{name}', but only "
+        raise ConfigError(f"config key {key}.size: {size} problems asked for set '{name}', but only "
                          f"{len(problems)} qualify (numeric answer, levels, no duplicates)")
     chosen = np.random.default_rng(stable_seed("draw", seed, name)).choice(len(problems), size, replace=False)
     return problems.iloc[np.sort(chosen)].reset_index(drop=True)
@@ -106,7 +107,7 @@ class _Builder:
         else:
             problems = _draw(problems, spec["size"], self.task["seed"], name, f"task.eval_sets.{name}")
         if problems.empty:
-            raise ValueError(f"config key task.eval_sets.{name}: no problem qualifies for this set")
+            raise ConfigError(f"config key task.eval_sets.{name}: no problem qualifies for this set")
         self.report[name]["final"] = len(problems)
         self.protected.add(problems, name)
         return problems

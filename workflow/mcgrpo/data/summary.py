@@ -13,6 +13,7 @@ import pandas as pd
 from mcgrpo.core import store
 from mcgrpo.data import dedup, gsm8k, math, numeric, records
 from mcgrpo.core.verify import verify
+from mcgrpo.core.errors import DataError
 
 ROWS = {"math": math.row, "gsm8k": gsm8k.row}
 FORMATS = (*ROWS, "problems")
@@ -27,7 +28,7 @@ def detect(record: records.Record) -> str:
         return "math"
     if {"question", "answer"} <= fields.keys():
         return "gsm8k"
-    raise ValueError(f"{record.where}: unknown record fields {', '.join(sorted(fields))}; expected MATH "
+    raise DataError(f"{record.where}: unknown record fields {', '.join(sorted(fields))}; expected MATH "
                      f"(problem, solution, level, type), GSM8K (question, answer) or a stored problems file "
                      f"(problem_id, question, answer, ...)")
 
@@ -36,12 +37,15 @@ def load(path: str, fmt: str | None = None) -> tuple[pd.DataFrame, str]:
     """(problems with the numeric filter applied, format) of any file the pipeline reads."""
     source = {"path": path}
     recs = records.read(source)
+    if not recs:
+        raise DataError(f"{path}: no records in this file; allowed: one problem per line (.jsonl), a list "
+                        f"of problems (.json), rows (.parquet) or a folder of per-problem .json files")
     fmt = fmt or detect(recs[0])
     if fmt == "problems":
         frame = pd.DataFrame([r.fields for r in recs])
         missing = [c for c in store.COLUMNS["problems"] if c not in frame.columns]
         if missing:
-            raise ValueError(f"{path}: missing field(s) {', '.join(missing)} of a stored problems file")
+            raise DataError(f"{path}: missing field(s) {', '.join(missing)} of a stored problems file")
         if "solution" not in frame:
             frame["solution"] = ""
     else:

@@ -1,13 +1,15 @@
 """Training checkpoints that survive preemption: written atomically, verified before use.
 
 A checkpoint is a torch file plus a JSON manifest written after it (the manifest is the commit marker)
-holding the file's sha256, the iteration and the run's config hash. Loading takes the newest checkpoint
-whose file matches its manifest, so a file damaged by a kill or a full disk falls back to the previous one.
+holding the file's sha256, the iteration and the run's identity (its config and B). Loading takes the newest
+checkpoint whose file matches its manifest, so a file damaged by a kill or a full disk falls back to the
+previous one; every fallback, resume and restart is logged.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import random
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ from mcgrpo.core.errors import CheckpointMismatch
 from mcgrpo.core.store import atomic, read_json, write_json
 
 KEEP = 2  # the newest checkpoints kept; older ones are removed after each save
+log = logging.getLogger("mcgrpo")
 
 
 def rng_state() -> dict[str, Any]:
@@ -47,7 +50,6 @@ def _sha256(path: Path) -> str:
 def save(state: dict[str, Any], directory: str | Path, iteration: int, config_hash: str) -> Path:
     """Write `state` as checkpoint `iteration` of `directory` and keep only the newest KEEP."""
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"ckpt-{iteration:08d}.pt"
     with atomic(path) as tmp:
         torch.save(state, tmp)
@@ -64,24 +66,40 @@ def _manifests(directory: Path) -> list[Path]:
     return sorted(directory.glob("ckpt-*.json"), reverse=True)
 
 
+def _damage(manifest_path: Path) -> tuple[dict | None, str]:
+    """(the manifest, '') of an intact checkpoint, else (None, what is wrong with it)."""
+    try:
+        manifest = read_json(manifest_path)
+        path = manifest_path.parent / manifest["file"]
+    except (ValueError, KeyError, TypeError, OSError) as e:
+        return None, f"unreadable manifest ({type(e).__name__})"
+    if not path.exists():
+        return None, f"{path.name} is missing"
+    if _sha256(path) != manifest["sha256"]:
+        return None, f"{path.name} does not match its sha256 (truncated or damaged)"
+    return manifest, ""
+
+
 def latest(directory: str | Path, config_hash: str) -> dict[str, Any] | None:
-    """The newest intact checkpoint's state, or None; refuse one written under another config."""
+    """The newest intact checkpoint's state, or None; refuse one written under another identity
+    (config or B)."""
     directory = Path(directory)
-    if not directory.is_dir():
-        return None
-    for manifest_path in _manifests(directory):
-        try:
-            manifest = read_json(manifest_path)
-            path = directory / manifest["file"]
-            if not path.exists() or _sha256(path) != manifest["sha256"]:
-                continue
-        except (ValueError, KeyError, OSError):
+    manifests = _manifests(directory) if directory.is_dir() else []
+    for manifest_path in manifests:
+        manifest, damage = _damage(manifest_path)
+        if manifest is None:
+            log.warning(f"checkpoint {manifest_path.with_suffix('.pt')} skipped: {damage}")
             continue
+        path = directory / manifest["file"]
         if manifest["config_hash"] != config_hash:
             raise CheckpointMismatch(
-                f"{path}: written by a run with config hash {manifest['config_hash'][:12]}, this run's is "
-                f"{config_hash[:12]}; resuming would mix two configurations. Delete {directory} to start over.")
+                f"{path}: written by a run with identity {manifest['config_hash'][:12]}, this run's is "
+                f"{config_hash[:12]} (its config or its budget B changed); resuming would mix two runs. "
+                f"Delete {directory} to start this run over.")
+        log.info(f"resuming from {path} (iteration {manifest['iteration']})")
         return torch.load(path, weights_only=False)
+    if manifests:
+        log.warning(f"every checkpoint in {directory} is damaged; restarting the run from scratch")
     return None
 
 

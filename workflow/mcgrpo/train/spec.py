@@ -12,12 +12,16 @@ def problems(cfg: dict) -> list[str]:
     if tiny["hidden_size"] % tiny["num_heads"]:
         found.append(f"config key model.tiny.hidden_size: {tiny['hidden_size']} is not divisible by "
                      f"model.tiny.num_heads ({tiny['num_heads']})")
+    pool = cfg["task"]["pool"]["size"]  # None: every qualifying problem of a file, counted by prepare-data
     for arm, spec in cfg["arms"].items():
         for name, rule in (spec.get("selection") or {}).items():
             if "candidates" in rule and not rule["keep"] <= recipe["prompts_per_iteration"] <= rule["candidates"]:
                 found.append(f"config key arms.{arm}.selection.{name}: needs keep ({rule['keep']}) <= "
                              f"recipe.prompts_per_iteration ({recipe['prompts_per_iteration']}) <= "
                              f"candidates ({rule['candidates']})")
+            elif pool is not None and rule.get("candidates", 0) > pool:
+                found.append(f"config key arms.{arm}.selection.{name}.candidates: {rule['candidates']} candidates "
+                             f"cannot be drawn from a pool of {pool} (task.pool.size); allowed: at most {pool}")
     credits = {f"arms.{arm}.credit": spec.get("credit", {}) for arm, spec in cfg["arms"].items()}
     credits["budget.calibration_credit"] = cfg["budget"]["calibration_credit"]
     tests = cfg.get("gradient_tests") or {}

@@ -21,7 +21,7 @@ from mcgrpo.core import progress
 from mcgrpo.core.clock import StageClock
 from mcgrpo.train.credit import CreditContext
 from mcgrpo.core.seeds import stable_seed
-from mcgrpo.core.errors import Interrupted
+from mcgrpo.core.errors import ConfigError, Interrupted
 from mcgrpo.train.evaluation import Evaluator, eval_due
 from mcgrpo.train.loss import backward_policy_loss
 from mcgrpo.train.policy import PolicyView, frozen, log_ratio
@@ -132,7 +132,7 @@ class Trainer:
     def _step(self, data: updates.Batch, clip: float | None) -> tuple[float, float]:
         """One optimizer step on `data` (gradient accumulated over microbatches), clipped if asked."""
         if clip and any(b is None for b in data.behaviour):
-            raise ValueError(f"arms.{self.cfg['arm']}.update: clipped steps need the behaviour log-probs "
+            raise ConfigError(f"arms.{self.cfg['arm']}.update: clipped steps need the behaviour log-probs "
                              f"recorded at generation, which engine {self.cfg['engine']['name']!r} did not record")
         for group in self.optimizer.param_groups:
             group["lr"] = self.learning_rate()

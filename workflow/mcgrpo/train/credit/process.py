@@ -19,6 +19,7 @@ import numpy as np
 from mcgrpo.train.credit import Credit, CreditContext, group_advantages, per_token
 from mcgrpo.core.claims import claims
 from mcgrpo.train.rollout import Rollouts
+from mcgrpo.core.errors import DataError
 
 
 def reference_values(steps) -> list[float]:
@@ -58,10 +59,10 @@ class Process:
     def check_pool(self, pool, where: str) -> None:
         """Refuse, before training, a pool whose problems lack reference steps."""
         if "steps" not in pool.columns:
-            raise ValueError(f"{where}: the process reward needs reference steps, but the pool has no "
+            raise DataError(f"{where}: the process reward needs reference steps, but the pool has no "
                              f"'steps' column (columns: {', '.join(map(str, pool.columns))})")
         if not any(len(reference_values(s)) for s in pool["steps"]):
-            raise ValueError(f"{where}: the process reward needs reference steps, but none of the "
+            raise DataError(f"{where}: the process reward needs reference steps, but none of the "
                              f"{len(pool)} pool problems has any in column 'steps'")
 
     def __call__(self, rollouts: Rollouts, ctx: CreditContext) -> Credit:

@@ -4,6 +4,7 @@ a model reference), and build the tiny one."""
 from __future__ import annotations
 
 from pathlib import Path
+from mcgrpo.core.errors import MissingFile
 
 # torch and transformers are imported where used: config validation imports models.sources,
 # and must stay light enough for every Snakemake parse.
@@ -25,7 +26,7 @@ def load(path: str | Path, on=None):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
     if not (path / "config.json").exists():
-        raise FileNotFoundError(f"{path}: no model here (config.json missing); was the warm_start rule run?")
+        raise MissingFile(f"{path}: no model here (config.json missing); was the warm_start rule run?")
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(on or device())
     return model, tokenizer

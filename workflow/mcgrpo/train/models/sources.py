@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from mcgrpo.core.errors import ConfigError, MissingFile
 
 GGUF = ".gguf"
 GGUF_NEEDS = ("gguf", "accelerate")
@@ -38,17 +39,17 @@ def resolve(source: dict) -> dict:
     if source.get("package"):
         spec = importlib.util.find_spec(source["package"])
         if spec is None or not spec.submodule_search_locations:
-            raise FileNotFoundError(f"model.source.package: Python package {source['package']!r} is not installed")
+            raise MissingFile(f"model.source.package: Python package {source['package']!r} is not installed")
         path = Path(spec.submodule_search_locations[0]) / path
     if not path.exists():
-        raise FileNotFoundError(f"{path}: model not found (model.source.path)")
+        raise MissingFile(f"{path}: model not found (model.source.path)")
     if path.suffix == GGUF:
         missing = [m for m in GGUF_NEEDS if importlib.util.find_spec(m) is None]
         if missing:
-            raise ValueError(f"{path}: loading a GGUF file needs {' and '.join(missing)}: pip install 'mcgrpo[gguf]'")
+            raise ConfigError(f"{path}: loading a GGUF file needs {' and '.join(missing)}: pip install 'mcgrpo[gguf]'")
         return {"location": str(path.parent.resolve()), "gguf_file": path.name, "revision": None}
     if not (path / "config.json").exists():
-        raise FileNotFoundError(f"{path}: no model here (config.json missing); expected a Hugging Face folder "
+        raise MissingFile(f"{path}: no model here (config.json missing); expected a Hugging Face folder "
                                 f"or a .gguf file")
     return {"location": str(path.resolve()), "gguf_file": None, "revision": None}
 

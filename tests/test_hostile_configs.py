@@ -1,0 +1,317 @@
+"""Hostile configs: nothing a study file can say deletes data, runs a hybrid, or fails after training.
+
+Every case is a study file a careless or hostile user could write. All of them are dry-run in one process
+(`mcgrpo.dryrun`) in a working directory that already holds a finished-looking study folder: each must stop
+before any job with a message naming the key (or the file and line), and the folder must survive them all.
+The command-line cases (data files, options) must end in a message and exit status 2, never a traceback.
+Before issue 15, 49 of these 73 study files were accepted silently (model.name '..' then deletes the study
+folder), 5 ended in a traceback and 19 were refused.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import SMALL_STUDY
+from mcgrpo import cli
+from mcgrpo.dryrun import dry_run
+
+
+@dataclass(frozen=True)
+class Case:
+    """A study file (a config to dump, or raw YAML text or bytes) and what its message must name.
+
+    `snakemake_loads`: Snakemake's own loader refuses the file before the Snakefile runs (it is missing, not
+    UTF-8, not YAML or not a mapping), so no job runs but the message is Snakemake's; the project's reader
+    (`mcgrpo.studies.load`, behind every `--config` option) must then name the file and line."""
+    names: tuple[str, ...]
+    config: dict | None = None
+    text: str | bytes | None = None
+    snakemake_loads: bool = False
+
+
+def edit(names: str | tuple[str, ...], **changes) -> Case:
+    """SMALL_STUDY with `key__sub=value` changes (the value None deletes nothing; use a lambda for that)."""
+    cfg = copy.deepcopy(SMALL_STUDY)
+    for dotted, value in changes.items():
+        *parents, last = dotted.split("__")
+        node = cfg
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[last] = value(node.get(last)) if callable(value) else value
+    return Case((names,) if isinstance(names, str) else names, config=cfg)
+
+
+def raw(names: str | tuple[str, ...], text: str | bytes | None, snakemake_loads: bool = False) -> Case:
+    return Case((names,) if isinstance(names, str) else names, text=text, snakemake_loads=snakemake_loads)
+
+
+SMALL_YAML = yaml.safe_dump(SMALL_STUDY, sort_keys=False)
+ARMS = SMALL_STUDY["arms"]
+INF, NAN = float("inf"), float("nan")
+
+CASES: dict[str, dict[str, Case]] = {
+    "name": {
+        "study '..'": edit(("config key study", "'..'"), study=".."),
+        "study '.'": edit("config key study", study="."),
+        "study hidden": edit("config key study", study=".hidden"),
+        "study slash": edit("config key study", study="a/b"),
+        "study absolute": edit("config key study", study="/tmp"),
+        "study space": edit("config key study", study="my study"),
+        "study semicolon": edit("config key study", study="x;touch pwned"),
+        "study newline": edit(("config key study", "'ok\\n'"), study="ok\n"),
+        "study empty": edit("config key study", study=""),
+        "study too long": edit("config key study", study="s" * 65),
+        "model '..'": edit("config key model.name", model__name=".."),
+        "model up": edit("config key model.name", model__name="../../x"),
+        "model newline": edit("config key model.name", model__name="tiny\n"),
+        "model subst": edit("config key model.name", model__name="$(touch pwned)"),
+        "arm newline": edit("config key arms", arms={"outcome\n": {}, **ARMS}),
+        "arm regex": edit("config key arms", arms={"a|b": {}, **ARMS}),
+        "arm dot": edit("config key arms", arms={"a.b": {}, **ARMS}),
+        "arm number": edit(("config key arms", "5 is not of type 'string'"), arms={5: {}, **ARMS}),
+        "study number": edit(("config key study", "not of type 'string'"), study=5),
+        "eval set up": edit("config key task.eval_sets", task__eval_sets={"../x": {"size": 6}}),
+        "eval set space": edit("config key task.eval_sets", task__eval_sets={"held out": {"size": 6}}),
+        "plan id newline": edit("config key plan.primary[0].id",
+                                plan={"primary": [{"id": "T1\n", "a": "mc_k2", "b": "outcome"}]}),
+    },
+    "results_dir": {
+        "empty": edit("config key results_dir", results_dir=""),
+        "root": edit("config key results_dir", results_dir="/"),
+        "dot": edit("config key results_dir", results_dir="."),
+        "parent": edit("config key results_dir", results_dir=".."),
+        "outside": edit("config key results_dir", results_dir="../elsewhere"),
+        "climbs back": edit("config key results_dir", results_dir="results/../.."),
+        "hidden": edit("config key results_dir", results_dir=".cache"),
+        "home": edit("config key results_dir", results_dir="~/results"),
+        "space": edit("config key results_dir", results_dir="my results"),
+        "command": edit("config key results_dir", results_dir="results;touch pwned"),
+        "newline": edit("config key results_dir", results_dir="results\n"),
+        "code folder": edit(("config key results_dir", "workflow"), results_dir="workflow"),
+        "trailing slash": edit("config key results_dir", results_dir="results/"),
+    },
+    "yaml": {
+        "seeds twice": raw(("study.yaml:3", "'seeds'", "line 1"),
+                           "seeds: [1, 2]\nstudy: dup\nseeds: [3]\narms: {outcome: {}}\n"),
+        "outcome block twice": raw(("study.yaml:6", "'outcome'", "line 4"),
+                                   "study: dup\nseeds: [1]\narms:\n  outcome: {}\n  mc: {credit: {monte_carlo: {k: 2}}}\n"
+                                   "  outcome: {credit: {monte_carlo: {k: 4}}}\n"),
+        "credit twice in an arm": raw(("study.yaml:6", "'credit'", "line 5"),
+                                      "study: dup\nseeds: [1]\narms:\n  mc:\n    credit: {outcome: {}}\n"
+                                      "    credit: {monte_carlo: {k: 2}}\n"),
+        "nested key twice": raw(("study.yaml:6", "'lr'", "line 5"),
+                                "study: dup\nseeds: [1]\narms: {outcome: {}}\nrecipe:\n  lr: 1.0e-4\n  lr: 1.0\n"),
+        "flow mapping twice": raw(("study.yaml:4", "'k'"),
+                                  "study: dup\nseeds: [1]\narms:\n  mc: {credit: {monte_carlo: {k: 2, k: 8}}}\n"),
+        "eval set twice": raw(("study.yaml:7", "'heldout'", "line 6"),
+                              "study: dup\nseeds: [1]\narms: {outcome: {}}\ntask:\n  eval_sets:\n"
+                              "    heldout: {size: 6}\n    heldout: {size: 60}\n"),
+        "not UTF-8": raw(("study.yaml:2", "0xe9", "column 6", "UTF-8"),
+                         b"study: dup\n# caf\xe9\nseeds: [1]\narms: {outcome: {}}\n", True),
+        "not YAML": raw(("study.yaml", "not valid YAML", "line 2"), "study: dup\n  seeds: [1\n", True),
+        "not a mapping": raw(("must be a mapping",), "- study\n- seeds\n", True),
+        "file missing": raw(("nowhere.yaml", "config file not found"), None, True),
+    },
+    "number": {
+        "lr inf": edit(("config key recipe.lr", "finite"), recipe__lr=INF),
+        "temperature nan": edit(("config key recipe.temperature", "finite"), recipe__temperature=NAN),
+        "grad_clip nan": edit(("config key recipe.grad_clip", "finite"), recipe__grad_clip=NAN),
+        "margin nan": edit(("config key analysis.margin", "finite"), analysis__margin=NAN),
+        "drift_gap nan": edit(("config key analysis.drift_gap", "finite"), analysis__drift_gap=NAN),
+        "warm-start lr -inf": edit("config key model.warm_start.lr", model__warm_start__lr=-INF),
+        "adam beta nan": edit("config key recipe.adam_betas[0]", recipe__adam_betas=[NAN, 0.999]),
+        "efficiency inf": edit("config key analysis.efficiency.mc_k2", analysis__efficiency={"mc_k2": INF}),
+        "prompt_value nan": edit("config key arms.mc_k2.credit.monte_carlo.prompt_value",
+                                 arms__mc_k2__credit={"monte_carlo": {"k": 2, "prompt_value": NAN}}),
+        "tokens_per_second inf": edit("config key resources.train.tokens_per_second",
+                                      resources={"train": {"tokens_per_second": INF}}),
+        "group_size 8.0": edit(("config key recipe.group_size", "an integer"), recipe__group_size=8.0),
+        "seed 1.0": edit("config key seeds[0]", seeds=[1.0, 2]),
+        "group_size true": edit("config key recipe.group_size", recipe__group_size=True),
+        "tokens float": edit("config key budget.tokens", budget__tokens=1.0e18),
+        "tokens 1e18": edit(("config key budget.tokens", "maximum"), budget__tokens=10 ** 18),
+        "tokens of 400 digits": edit(("config key budget.tokens", "maximum"), budget__tokens=10 ** 400),
+        "runtime a year": edit(("config key resources.train.runtime", "maximum"),
+                               resources={"train": {"runtime": 525600}}),
+        "horizon 1e6": edit("config key budget.horizon", budget__horizon=1.0e6),
+        "calibration seed negative": edit("config key budget.calibration_seed", budget__calibration_seed=-1),
+    },
+    "before training": {
+        "plan metric verifier": edit(("config key plan.primary[0].metric", "acc_lenient"),
+                                     plan={"primary": [{"id": "T1", "a": "mc_k2", "b": "outcome",
+                                                        "metric": "acc_lenient"}]}),
+        "analysis metric verifier": edit("config key analysis.metrics[0]", analysis__metrics=["pass@2_lenient"]),
+        "plan pass@k over samples": edit(("config key plan.secondary[0].metric", "pass@4_default", "samples"),
+                                         plan={"secondary": [{"id": "S1", "a": "mc_k2", "b": "outcome",
+                                                              "metric": "pass@4_default"}]}),
+        "analysis pass@k over samples": edit("config key analysis.metrics[1]",
+                                             analysis__metrics=["acc_default", "pass@8_strict"]),
+        "amendment month 13": edit(("config key plan.amendments[0].date", "2025-13-45"),
+                                   plan={"amendments": [{"date": "2025-13-45", "note": "x"}]}),
+        "amendment 30 February": edit("config key plan.amendments[0].date",
+                                      plan={"amendments": [{"date": "2025-02-30", "note": "x"}]}),
+        "amendment date a number": edit("config key plan.amendments[0].date",
+                                        plan={"amendments": [{"date": 20250101, "note": "x"}]}),
+        "pool below one iteration": edit(("config key task.pool.size", "recipe.prompts_per_iteration"),
+                                         task__pool__size=8, recipe__prompts_per_iteration=16),
+        "filter candidates above the pool": edit(("config key arms.f.selection.critic_filter.candidates", "pool"),
+                                                 task__pool__size=8,
+                                                 arms={**ARMS, "f": {"selection": {"critic_filter": {
+                                                     "candidates": 24, "keep": 1}}}}),
+    },
+}
+FLAT = {f"{kind}: {name}": case for kind, cases in CASES.items() for name, case in cases.items()}
+
+
+def _write(case: Case, path: Path) -> Path:
+    if case.config is not None:
+        path.write_text(yaml.safe_dump(case.config))
+    elif isinstance(case.text, bytes):
+        path.write_bytes(case.text)
+    elif case.text is not None:
+        path.write_text(case.text)
+    else:
+        return path.with_name("nowhere.yaml")
+    return path
+
+
+def _tree(root: Path) -> dict[str, str]:
+    """Every file under `root` but Snakemake's own folder, with its sha256."""
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file() and ".snakemake" not in p.parts}
+
+
+@pytest.fixture(scope="module")
+def dry_runs(tmp_path_factory):
+    """(every case's dry-run, the valid study's, the working directory's files before and after)."""
+    files = tmp_path_factory.mktemp("configs")
+    work = tmp_path_factory.mktemp("work")
+    for name in ("runs/outcome/seed1/evals.parquet", "models/tiny/config.json", "prereg.lock.json"):
+        (work / "results" / "mini" / name).parent.mkdir(parents=True, exist_ok=True)
+        (work / "results" / "mini" / name).write_text(f"weeks of GPU time: {name}\n")
+    before = _tree(work)
+    paths = {key: _write(case, files / f"{i:03d}" / "study.yaml")
+             for i, (key, case) in enumerate(FLAT.items()) if (files / f"{i:03d}").mkdir() is None}
+    valid = files / "valid.yaml"
+    valid.write_text(SMALL_YAML)
+    results = dry_run([valid, *paths.values()], workdir=work)
+    return {key: (results[path], path) for key, path in paths.items()}, results[valid], before, _tree(work)
+
+
+def test_there_are_at_least_sixty_distinct_cases():
+    assert len(FLAT) >= 60 and len({json.dumps(c.config, default=str) if c.config else c.text
+                                    for c in FLAT.values()}) == len(FLAT)
+
+
+def test_the_valid_study_plans_its_jobs(dry_runs):
+    """The harness can see jobs: the unedited study dry-runs to every train job (so 'no job' below means it)."""
+    valid = dry_runs[1]
+    assert valid.error is None and valid.runs == sorted((a, s) for a in ARMS for s in SMALL_STUDY["seeds"])
+
+
+@pytest.mark.parametrize("key", FLAT)
+def test_a_hostile_config_stops_before_any_job_naming_the_key(dry_runs, key, capsys):
+    result, path = dry_runs[0][key]
+    assert result.runs == [] and result.error is not None, f"{key}: accepted"
+    message = result.error
+    if FLAT[key].snakemake_loads:  # the project's reader: `python -m mcgrpo check --config <file>`
+        status, message = _cli(["check", "--config", str(path)], capsys)
+        assert status == 2 and "Traceback" not in message
+    else:
+        assert result.error.startswith("ConfigError: ")
+    for name in FLAT[key].names:
+        assert name in message, f"{key}: {message}"
+
+
+def test_the_study_folder_survives_every_case(dry_runs):
+    *_, before, after = dry_runs
+    assert after == before  # nothing deleted, changed or added (a '..' name once deleted the study folder)
+
+
+# Command-line cases: each was a traceback; each must be one message naming the file, line or option.
+MATH_UNCLOSED = ('{"problem": "1+1?", "solution": "so \\\\boxed{2", "level": "Level 1", "type": "Algebra"}\n'
+                 '{"problem": "2+2?", "solution": "\\\\boxed{4}", "level": "Level 1", "type": "Algebra"}\n'
+                 '{"problem": "3+3?", "solution": "\\\\boxed{6}", "level": "Level 1", "type": "Algebra"}\n')
+
+
+def _cli(argv: list[str], capsys) -> tuple[int, str]:
+    """(exit status, what the verb printed on stdout and stderr)."""
+    status = cli.main(argv)
+    printed = capsys.readouterr()
+    return status, printed.out + printed.err
+
+
+def test_a_math_solution_without_a_closed_box_is_dropped_not_a_traceback(tmp_path, capsys):
+    (tmp_path / "math.jsonl").write_text(MATH_UNCLOSED)
+    task = {"name": "math", "seed": 1, "prompt": "{question}", "pool": {"path": str(tmp_path / "math.jsonl")},
+            "eval_sets": {"heldout": {"size": 1}}}
+    status, err = _cli(["prepare-data", "--task-json", json.dumps(task), "--out", str(tmp_path / "data")], capsys)
+    assert status == 0 and (tmp_path / "data" / "pool.parquet").exists(), err
+    status, printed = _cli(["data", str(tmp_path / "math.jsonl")], capsys)
+    assert status == 0 and "dropped: no_answer 1" in printed, printed
+
+
+@pytest.mark.parametrize("name, content, names", [
+    ("empty.jsonl", b"", ("empty.jsonl", "no records")),
+    ("latin1.jsonl", b'{"question": "2+2", "answer": "#### 4"}\n{"question": "caf\xe9", "answer": "#### 3"}\n',
+     ("latin1.jsonl:2", "0xe9", "column 18", "UTF-8")),
+    ("bad.jsonl", b'{"question": "2+2", "answer": "#### 4"}\n{"question": \n', ("bad.jsonl:2", "not valid JSON")),
+])
+def test_a_bad_data_file_is_a_message_naming_file_and_line(tmp_path, capsys, name, content, names):
+    (tmp_path / name).write_bytes(content)
+    status, err = _cli(["data", str(tmp_path / name)], capsys)
+    assert status == 2 and "Traceback" not in err
+    for word in names:
+        assert word in err, err
+
+
+@pytest.mark.parametrize("argv, names", [
+    (["train", "--run-json", "{}", "--out", "OUT"], ("--run-json", "missing key(s) study")),
+    (["train", "--run-json", "{not json", "--out", "OUT"], ("--run-json", "not valid JSON")),
+    (["calibrate", "--run-json", "[1]", "--out", "OUT"], ("--run-json", "expected a JSON object")),
+    (["prepare-data", "--task-json", '{"name": "arith"}', "--out", "OUT"], ("--task-json", "missing key(s) seed")),
+    (["drift", "--config", "nowhere.yaml", "--results", "OUT"], ("nowhere.yaml", "config file not found")),
+])
+def test_a_bad_option_value_is_a_message_and_exit_2(tmp_path, capsys, argv, names):
+    argv = [str(tmp_path / a) if a in ("OUT", "nowhere.yaml") else a for a in argv]
+    status, err = _cli(argv, capsys)
+    assert status == 2 and "Traceback" not in err
+    for word in names:
+        assert word in err, err
+    assert not (tmp_path / "OUT").exists()
+
+
+@pytest.mark.parametrize("argv, names", [
+    (["contrast", "--a", "x", "--b", "y"], ("--results", "required")),
+    (["contrast", "--results", ".", "--a", "x", "--b", "y", "--resamples", "0"], ("--resamples", "at least 1")),
+])
+def test_contrast_options_are_checked_by_the_parser(capsys, argv, names):
+    with pytest.raises(SystemExit) as done:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and "Traceback" not in err
+    for word in names:
+        assert word in err, err
+
+
+def test_an_unwritable_output_folder_is_a_message_not_a_retried_traceback(tmp_path):
+    """A folder that cannot be written (read-only, or a file in its place; root ignores read-only bits, so the
+    file stands in for it) is a user error naming the folder: exit 2, which the train rule never retries."""
+    from mcgrpo.core import store
+    from mcgrpo.core.errors import DataError
+    (tmp_path / "checkpoints").write_text("a file where the folder should be")
+    with pytest.raises(DataError, match=r"checkpoints: cannot write ckpt-00000001.pt here"):
+        store.write_text("x", tmp_path / "checkpoints" / "ckpt-00000001.pt")
+    if os.geteuid() != 0:
+        (tmp_path / "ro").mkdir(mode=0o555)
+        with pytest.raises(DataError, match=r"ro: cannot write"):
+            store.write_text("x", tmp_path / "ro" / "file.json")
