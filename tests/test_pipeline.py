@@ -80,6 +80,19 @@ def test_a_finished_study_has_nothing_left_to_do(finished_study):
     assert dry.returncode == 0 and "Nothing to be done" in dry.stdout + dry.stderr
 
 
+def test_a_reworded_description_or_reordered_seeds_retrains_nothing(finished_study, tmp_path):
+    """Neither changes what a run trains (nor B: calibration runs on the smallest seed, not the first)."""
+    work = tmp_path / "work"
+    shutil.copytree(finished_study.parent.parent, work, symlinks=True)
+    study = yaml.safe_load((work / "study.yaml").read_text())
+    study["seeds"] = study["seeds"][::-1]
+    study["arms"]["mc_k2"]["description"] = "reworded after training"
+    (work / "study.yaml").write_text(yaml.safe_dump(study))
+    dry = snakemake(work, "-n")
+    assert dry.returncode == 0, dry.stderr[-4000:]
+    assert not jobs(dry) & {"prepare_data", "warm_start", "calibrate", "prereg_lock", "train"}, jobs(dry)
+
+
 def test_a_bad_config_fails_before_any_job_naming_the_key(tmp_path):
     (tmp_path / "study.yaml").write_text(yaml.safe_dump({**SMALL_STUDY, "recipe": {"group_sise": 4}}))
     done = snakemake(tmp_path, "-n")
