@@ -99,9 +99,12 @@ def budget_share(runs: dict[tuple[str, int, str], Run], a: str, b: str, metric: 
     common = min(len(r.evals) for r in run_a)  # evaluation indices every seed reached
     xs = np.array([r.coords(column)[:common] for r in run_a])
     ys = np.array([r.scores(metric)[0].mean(axis=1)[:common] for r in run_a])
-    point = first_crossing(xs.mean(axis=0), ys.mean(axis=0), target.mean())[0] / scale.mean()
+    # A mean curve already at the target at its first evaluation (tokens 0) needs no share of the
+    # budget: the share is not defined, rather than a 0.00 that reads as a measurement
+    defined = bool(ys.mean(axis=0)[0] < target.mean())
+    point = first_crossing(xs.mean(axis=0), ys.mean(axis=0), target.mean())[0] / scale.mean() if defined else np.nan
     low = high = reached = np.nan
-    if len(seeds) >= 2:
+    if len(seeds) >= 2 and defined:
         w = resample_counts(len(seeds), resamples, seed, 2).astype(float) / len(seeds)
         shares = first_crossing(w @ xs, w @ ys, w @ target) / (w @ scale)
         shares = np.where(np.isnan(shares), np.inf, shares)
@@ -109,7 +112,7 @@ def budget_share(runs: dict[tuple[str, int, str], Run], a: str, b: str, metric: 
         reached = float(np.isfinite(shares).mean())
     return {"contrast": name(a, b), "metric": metric, "eval_set": eval_set, "axis": axis, "n": len(seeds),
             "target": float(target.mean()), "scale": float(scale.mean()), "share": float(point),
-            "reached": bool(np.isfinite(point)), "share_low": float(low), "share_high": float(high),
+            "defined": defined, "reached": bool(np.isfinite(point)), "share_low": float(low), "share_high": float(high),
             "resamples_reached": reached, "curve_end": float(xs[:, -1].mean() / scale.mean())}
 
 

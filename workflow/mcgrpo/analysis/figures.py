@@ -115,6 +115,16 @@ def difference_from_base(differences: pd.DataFrame, B: int, margin: float, path:
     return _save(fig, path)
 
 
+def _mark_readings(ax, row, x: float) -> None:
+    """Say on the plot where a bar or point is not a plain reading at B: not defined (no number is
+    drawn), or, at equal updates, A read at the base's update count."""
+    if np.isnan(row["mean"]):
+        ax.annotate("not defined", (x, 0), rotation=90, fontsize="x-small", ha="center", va="bottom")
+    elif row["basis"] == "updates" and str(row.get("read", "")).startswith("A at"):
+        ax.annotate("A at base's updates", (x, row["ci_high"] if np.isfinite(row["ci_high"]) else row["mean"]),
+                    rotation=90, fontsize="x-small", ha="center", va="bottom")
+
+
 def per_seed(paired: pd.DataFrame, contrasts: pd.DataFrame, margin: float, path: str | Path) -> Path:
     """Per contrast and basis: each seed's difference (dots), the mean and its 95% paired-t CI."""
     title = "Per-seed differences, mean and 95% paired-t CI per contrast and basis"
@@ -137,6 +147,7 @@ def per_seed(paired: pd.DataFrame, contrasts: pd.DataFrame, margin: float, path:
                 ax.errorbar(x, r["mean"], yerr=[[r["mean"] - r["ci_low"]], [r["ci_high"] - r["mean"]]],
                             fmt="D", color=color, capsize=4, markersize=6,
                             label=BASIS_NAMES.get(basis, basis) if i == 0 else None)
+                _mark_readings(ax, r, x)
     ax.set_xticks(range(len(names)), [f"{c}\n(n={int(contrasts[contrasts['contrast'] == c]['n'].max())})"
                                       for c in names], fontsize="small")
     first = contrasts.iloc[0]
@@ -160,6 +171,9 @@ def bases_bars(contrasts: pd.DataFrame, margin: float, path: str | Path) -> Path
         x = np.arange(len(names)) - 0.4 + width * (j + 0.5)
         ax.bar(x, rows["mean"], width, yerr=[rows["mean"] - rows["ci_low"], rows["ci_high"] - rows["mean"]],
                capsize=3, label=BASIS_NAMES.get(basis, basis), color=f"C{j}")
+        for xi, (_, r) in zip(x, rows.reset_index().iterrows()):
+            if not pd.isna(r.get("basis")):
+                _mark_readings(ax, r, xi)
     ax.set_xticks(range(len(names)), names, fontsize="small")
     first = contrasts.iloc[0]
     ax.set(title=f"{title}\n({first['metric']} on {first['eval_set']}; bars: mean over seeds, 95% paired-t CI)",
