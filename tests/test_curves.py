@@ -85,3 +85,13 @@ def test_budget_share_is_not_defined_where_a_starts_at_the_target():
     assert not out["defined"] and np.isnan(out["share"]) and np.isnan(out["share_low"])
     assert _budget_share(pd.DataFrame([out]))["share"].iloc[0] == "not defined (A starts at or above the target)"
     assert budget_share(SHARE, "a", "base", "acc_default", "test", B, "tokens", resamples=50)["defined"]
+
+
+def test_curves_whose_indices_skip_a_point_are_refused():
+    skipped = make_run("a", 0, [0, 50, 100, 150], [0, 1, 2, 3], [0, 5, 10, 15], [2, 6, 8, 9])
+    skipped.evals["eval_index"] = [0, 1, 3, 4]  # an old trainer: one iteration crossed points 2 and 3
+    runs = {**SHARE, ("a", 0, "test"): skipped}
+    with pytest.raises(ValueError, match=r"run a/seed0 on test: evaluation indices \[0, 1, 3, 4\] are not 0, 1, 2"):
+        differences(runs, "a", "base", "acc_default", "test")
+    with pytest.raises(ValueError, match="cannot be paired by index"):
+        budget_share(runs, "a", "base", "acc_default", "test", B, "tokens", resamples=50)
