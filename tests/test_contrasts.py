@@ -41,14 +41,15 @@ HAND = runs_of(
 )
 
 
-@pytest.mark.parametrize("basis, value_a, value_b, at, at_b, clamped", [
-    ("tokens", [0.5, 0.7], [0.6, 0.6], [105, 120], [110, 110], [False, False]),
-    # base at A's updates 8 -> 0.4 + 3/5 * 0.2; at 12 it is clamped to its B-evaluation, 0.6, not 0.72
-    ("updates", [0.5, 0.7], [0.52, 0.6], [8, 12], [8, 12], [False, True]),
+@pytest.mark.parametrize("basis, value_a, value_b, at, at_b, moved", [
+    ("tokens", [0.5, 0.7], [0.6, 0.6], [105, 120], [110, 110], ["", ""]),
+    # seed 0: the base at A's 8 updates -> 0.4 + 3/5 * 0.2. Seed 1: A made 12 updates, the base only 10 by B,
+    # so A is read at 10 (0.3 + 4/6 * 0.4) against the base at B, never the base clamped at its B (0.6 vs 0.7)
+    ("updates", [0.5, 0.3 + 4 / 6 * 0.4], [0.52, 0.6], [8, 10], [8, 10], ["b", "a"]),
     # T* = min(20, 16) = 16 -> A: 0.3 + 6/10 * 0.2; seed 1: min(30, 16) -> 0.3 + 6/20 * 0.4
-    ("time", [0.42, 0.42], [0.6, 0.6], [16, 16], [16, 16], [False, False]),
+    ("time", [0.42, 0.42], [0.6, 0.6], [16, 16], [16, 16], ["a", "a"]),
 ])
-def test_paired_hand_cases_pair_common_seeds_only(basis, value_a, value_b, at, at_b, clamped):
+def test_paired_hand_cases_pair_common_seeds_only(basis, value_a, value_b, at, at_b, moved):
     out, table = paired(HAND, "a", "base", basis, "acc_default", "test", B)
     assert set(COLUMNS["paired"]) <= set(out.columns)
     assert out["seed"].tolist() == [0, 1]
@@ -57,7 +58,7 @@ def test_paired_hand_cases_pair_common_seeds_only(basis, value_a, value_b, at, a
     np.testing.assert_allclose(out["diff"], np.subtract(value_a, value_b))
     np.testing.assert_allclose(out["at"], at)
     np.testing.assert_allclose(out["at_b"], at_b)
-    assert out["clamped"].tolist() == clamped
+    assert out["moved"].tolist() == moved and not out["clamped"].any()
     assert set(out["contrast"]) == {"a-vs-base"} and set(out["basis"]) == {basis}
     np.testing.assert_allclose(table.mean(axis=1), out["diff"])
 
@@ -84,7 +85,24 @@ def test_read_at_exact_first_of_ties_interpolated_and_clamped():
     assert read_at(x, table, 5.0) == ([1.0], False)  # the first evaluation at that position
     row, clamped = read_at(x, table, 7.5)
     assert row[0] == pytest.approx(3.0) and not clamped
-    assert read_at(x, table, 12.0) == ([4.0], True) and read_at(x, table, -1.0) == ([0.0], True)
+    for outside in (12.0, -1.0):  # beyond the curve: not defined, never its end value
+        row, undefined = read_at(x, table, outside)
+        assert undefined and np.isnan(row).all()
+
+
+def test_equal_updates_say_which_arm_was_read_where():
+    table, _ = build(HAND, [("a", "base", "updates", "acc_default", "test")], B, 0.02, resamples=200)
+    assert table["read"].iloc[0] == "A at the base's position (seeds 1); base at A's position (seeds 0)"
+    tokens, _ = build(HAND, [("a", "base", "tokens", "acc_default", "test")], B, 0.02, resamples=200)
+    assert tokens["read"].iloc[0] == "each at its own B"
+
+
+def test_a_contrast_with_an_undefined_reading_is_not_defined():
+    from mcgrpo.analysis.contrasts import summary
+    pairs = pd.DataFrame({"diff": [0.1, np.nan, 0.2]})
+    out = summary(pairs, None, 0.02)
+    assert out["n"] == 3 and not out["noninferior"]
+    assert all(np.isnan(out[k]) for k in ("mean", "ci_low", "ci_high", "p", "tost_p", "seeds_higher"))
 
 
 def test_paired_rejects_unknown_basis_and_unknown_metric():
@@ -170,3 +188,11 @@ def test_apply_plan_holm_within_primary_families_on_the_planned_test():
 def test_build_of_nothing_is_an_empty_table_with_the_contract():
     table, pairs = build({}, [], B, 0.02)
     assert list(table.columns) == CONTRAST_COLUMNS and table.empty and pairs.empty
+
+
+def test_the_equal_bases_table_marks_where_a_was_read_at_the_bases_count():
+    from mcgrpo.analysis.tables import _bases
+    keys = [("a", "base", basis, "acc_default", "test") for basis in ("tokens", "updates")]
+    table, _ = build(HAND, keys, B, 0.02, resamples=200)
+    row = _bases(table).iloc[0]
+    assert row["updates"].endswith(" (A read at the base's count)") and "read" not in row["tokens"]

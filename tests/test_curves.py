@@ -1,4 +1,5 @@
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats
 
@@ -71,3 +72,26 @@ def test_extrapolation_uses_only_evaluations_inside_the_base_run():
     # efficiency 2: e*t = 200 and 300 at B and past it lie beyond the base's last evaluation (150)
     out = extrapolation(SHARE, "a", "base", "acc_default", "test", B, 2.0)
     assert out["evaluations_used"] == 2 and np.isnan(out["extrapolated_at_B"])
+
+
+def test_budget_share_is_not_defined_where_a_starts_at_the_target():
+    """The base at B no better than A at tokens 0 (strict-verifier rows): no share of the budget is
+    needed, so the share is not defined, rather than 0.00 [0.00, 0.00]."""
+    from mcgrpo.analysis.tables import _budget_share
+    flat = runs_of(make_run("base", 0, [0, 50, 100], [0, 1, 2], [0, 5, 10], [2, 2, 2]),
+                   make_run("base", 1, [0, 50, 100], [0, 1, 2], [0, 5, 10], [2, 2, 1]),
+                   *(r for r in SHARE.values() if r.arm == "a"))
+    out = budget_share(flat, "a", "base", "acc_default", "test", B, "tokens", resamples=200)
+    assert not out["defined"] and np.isnan(out["share"]) and np.isnan(out["share_low"])
+    assert _budget_share(pd.DataFrame([out]))["share"].iloc[0] == "not defined (A starts at or above the target)"
+    assert budget_share(SHARE, "a", "base", "acc_default", "test", B, "tokens", resamples=50)["defined"]
+
+
+def test_curves_whose_indices_skip_a_point_are_refused():
+    skipped = make_run("a", 0, [0, 50, 100, 150], [0, 1, 2, 3], [0, 5, 10, 15], [2, 6, 8, 9])
+    skipped.evals["eval_index"] = [0, 1, 3, 4]  # an old trainer: one iteration crossed points 2 and 3
+    runs = {**SHARE, ("a", 0, "test"): skipped}
+    with pytest.raises(ValueError, match=r"run a/seed0 on test: evaluation indices \[0, 1, 3, 4\] are not 0, 1, 2"):
+        differences(runs, "a", "base", "acc_default", "test")
+    with pytest.raises(ValueError, match="cannot be paired by index"):
+        budget_share(runs, "a", "base", "acc_default", "test", B, "tokens", resamples=50)

@@ -12,7 +12,7 @@ from mcgrpo import studies
 from mcgrpo.train import credit as credit_rules
 from mcgrpo.train.credit import CreditContext, group_advantages, summary
 from mcgrpo.core.claims import claims
-from mcgrpo.train.credit.path_penalty import char_ends
+from mcgrpo.train.credit.path_penalty import char_ends, line_signal, normalize_within_groups
 from mcgrpo.train.credit.process import process_reward
 from mcgrpo.train.rollout import Prompter
 
@@ -96,11 +96,58 @@ def test_path_penalty_by_hand(tiny):
     _, credit = _credit(tokenizer, {"path_penalty": {"lambda": 0.5, "beta": 0.25}}, [problem], texts, 2)
     np.testing.assert_allclose(credit.tokens[0], -1 + path[0])
     np.testing.assert_allclose(credit.tokens[1], 1 + path[1])
-    assert credit.stats == {"path_mean": pytest.approx(0.0), "path_false_share": pytest.approx(1 / 3)}
+    assert credit.stats == {"path_mean": pytest.approx(0.0), "path_false_share": pytest.approx(1 / 3),
+                            "path_weight": 1.0}
     _, alone = _credit(tokenizer, {"path_penalty": {"lambda": 0.5, "beta": 0.25, "outcome": False}}, [problem],
                        texts, 2)
     for got, want in zip(alone.tokens, path):
         np.testing.assert_allclose(got, want)
+
+
+def _signal(text, **options):
+    """The path channel per character (one token per character)."""
+    return line_signal(text, np.arange(1, len(text) + 1), 0.5, 0.25, **options)[0]
+
+
+def test_fulfilled_credit_pays_a_step_once_and_only_when_it_is_used():
+    padded = "0+72=72 0+72=72 0+72=72 \\boxed{72}"
+    every, once = _signal(padded), _signal(padded, credit="fulfilled")
+    assert np.count_nonzero(every) == 3 * 7 and np.count_nonzero(once) == 7  # repeats earn nothing
+    assert once[:7].tolist() == [0.25] * 7
+    unused = "2+2=4, 3*5=15 \\boxed{15}"  # 4 is never used again; 15 is the answer
+    assert np.flatnonzero(_signal(unused, credit="fulfilled")).tolist() == list(range(7, 13))
+    assert np.count_nonzero(_signal(unused, credit="fulfilled", reference=[4.0])) == 5 + 6  # a reference step
+    wrong = "2+2=5, 5*3=15 \\boxed{15}"
+    assert _signal(wrong, credit="fulfilled")[:5].tolist() == [-0.5] * 5  # a violation is penalized either way
+
+
+def test_gated_credit_withholds_the_reward_but_not_the_penalty():
+    text = "2+3=5,5*2=11 \\boxed{11}"
+    gated = _signal(text, paid=False)
+    assert gated[:5].tolist() == [0] * 5 and gated[6:12].tolist() == [-0.5] * 6
+
+
+def test_batch_normalization_scales_each_channel_over_the_batch():
+    channel = [np.array([1.0, 0, 0, 0]), np.array([1.0, 1.0])]
+    by_group = normalize_within_groups(channel, 1)
+    assert by_group[0].tolist() == [4, 0, 0, 0] and by_group[1].tolist() == [1, 1]
+    by_batch = normalize_within_groups(channel, len(channel))  # 6 tokens, 3 marked
+    assert by_batch[0].tolist() == [2, 0, 0, 0] and by_batch[1].tolist() == [2, 2]
+
+
+def test_the_path_channel_anneals_once_violations_fall_below_the_threshold(tiny):
+    _, tokenizer = tiny
+    rule = credit_rules.build({"path_penalty": {"anneal_below": 0.5, "anneal_rate": 0.5, "normalize": "batch",
+                                                "credit": "fulfilled", "credit_gate": "outcome"}})
+    texts = ["2+3=5 \\boxed{5}", "2+3=5,5*2=11 \\boxed{11}"]  # 1 false claim of 3: violation rate 1/3
+    batch = fx.rollouts(tokenizer, [{**ARITH, "answer": "5"}], texts, 2)
+    ctx = CreditContext(engine=None, prompter=Prompter(tokenizer), limit=20, verifier="default",
+                        advantage_eps=0.0, seed=(1, 0))
+    weights = [rule(batch, ctx).stats["path_weight"] for _ in range(4)]
+    assert weights == [1.0, 1.0, 0.5, 0.25]  # below 1/2 at the first iteration: decays from the second on
+    restored = credit_rules.build({"path_penalty": {"anneal_below": 0.5}})
+    restored.load_state_dict(rule.state_dict())
+    assert restored.weight == rule.weight and restored.annealing
 
 
 def test_char_ends_are_exact_when_tokens_merge_on_decoding():

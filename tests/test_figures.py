@@ -83,7 +83,7 @@ def test_write_table_title_and_note_head_the_readable_copies(tmp_path):
 
 def test_interval_cells():
     assert interval(0.0123, -0.001, 0.0256) == "+0.012 [-0.001, +0.026]"
-    assert interval(-0.5, np.nan, np.nan) == "-0.500" and interval(np.nan, 0, 1) == "NaN"
+    assert interval(-0.5, np.nan, np.nan) == "-0.500" and interval(np.nan, 0, 1) == "not defined"
 
 
 CONTRASTS = pd.DataFrame({"contrast": ["a-vs-b", "a-vs-b", "c-vs-b", "c-vs-b"], "basis": ["tokens", "time"] * 2,
@@ -126,3 +126,16 @@ def test_one_colour_per_arm_in_the_study_order_and_axes_in_words():
         "training time (minutes): wall time of the training stages on CPU (x86_64), 2 threads")
     assert figures.metric_words("acc_strict") == "accuracy (strict verifier)"
     assert figures.metric_words("pass@8_default") == "pass@8 (default verifier)"
+
+
+def test_figures_mark_undefined_readings_and_a_read_at_the_bases_updates():
+    from matplotlib.figure import Figure
+
+    from mcgrpo.analysis.figures import _mark_readings
+    ax = Figure().add_subplot()
+    _mark_readings(ax, pd.Series({"mean": np.nan, "basis": "tokens", "read": "", "ci_high": np.nan}), 0)
+    _mark_readings(ax, pd.Series({"mean": 0.1, "basis": "updates", "read": "A at the base's position",
+                                  "ci_high": 0.2}), 1)
+    _mark_readings(ax, pd.Series({"mean": 0.1, "basis": "updates", "read": "base at A's position",
+                                  "ci_high": 0.2}), 2)
+    assert [t.get_text() for t in ax.texts] == ["not defined", "A at base's updates"]

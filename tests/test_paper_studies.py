@@ -39,3 +39,10 @@ def test_study_dry_runs_with_one_train_job_per_arm_and_seed(dry_runs, study):
     assert result.error is None, f"{study.relative_to(ROOT)}: {result.error}"
     cfg = _load(study)
     assert result.runs == sorted((arm, seed) for arm in cfg["arms"] for seed in cfg["seeds"])
+
+
+def test_the_miniature_lr_decay_arm_decays_from_twice_the_rate_as_s32():
+    """S32 decays from 2x the base rate to 0 at B (mean = the base rate); the miniature arm must too."""
+    mini = yaml.safe_load((ROOT / "config" / "studies" / "selection.yaml").read_text())["arms"]["lr_decay"]
+    s32 = yaml.safe_load((ROOT / "config" / "studies" / "paper" / "s32_lr_decay_qwen2.5-1.5b.yaml").read_text())
+    assert mini["lr"] == s32["arms"]["outcome_decay"]["lr"] == {"scale": 2.0, "schedule": "linear_decay"}

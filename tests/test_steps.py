@@ -74,6 +74,10 @@ def test_contrasts_cover_every_pair_basis_metric_and_label_from_the_lock(results
     assert read_json(root / "analysis" / "prereg.json")["state"] == "matches"
     md = (root / "tables" / "prereg.md").read_text()
     assert "The plan matches its lock of 2025-01-01T00:00:00+00:00." in md
+    # the secondary contrast's family reads the same in every table
+    families = [pd.read_csv(root / "tables" / f"{name}.csv", keep_default_na=False).set_index("id").loc["S1", "family"]
+                for name in ("prereg", "contrasts")]
+    assert families == ["secondary", "secondary"]
 
 
 @pytest.mark.parametrize("basis, metric", [("tokens", "acc_default"), ("time", "acc_default"),

@@ -7,19 +7,19 @@ import pytest
 
 from mcgrpo.core import config as study_config
 from mcgrpo.core.budget import budget_from_tokens, budget_table
-from mcgrpo.train.evaluation import eval_due
+from mcgrpo.train.evaluation import eval_points
 from mcgrpo.train.models.tiny import build_model
 from mcgrpo.core.store import COLUMNS
 from mcgrpo.train.trainer import Trainer
 
 
-def test_eval_due_at_first_boundary_at_or_after_each_multiple():
+def test_eval_points_are_every_multiple_an_iteration_crossed():
     B, n = 1600, 16  # multiples every 100 tokens
-    assert eval_due(0, 100, B, n)
-    assert not eval_due(0, 99, B, n)
-    assert eval_due(99, 101, B, n)
-    assert not eval_due(100, 199, B, n)  # 100 was evaluated already
-    assert eval_due(150, 420, B, n)      # one evaluation covers every multiple crossed
+    assert list(eval_points(0, 100, B, n)) == [1]
+    assert list(eval_points(0, 99, B, n)) == []
+    assert list(eval_points(99, 101, B, n)) == [1]
+    assert list(eval_points(100, 199, B, n)) == []       # 100 was evaluated already
+    assert list(eval_points(150, 420, B, n)) == [2, 3, 4]  # one iteration crossed three multiples
 
 
 def test_budget_is_multiplier_times_mean_rounded_up():
@@ -53,13 +53,30 @@ def test_evaluations_follow_the_schedule(study, tiny, world):
     assert evals["eval_index"].tolist() == list(range(len(evals)))
     assert evals["tokens_total"].iloc[0] == 0 and evals["train_seconds"].iloc[0] == 0
     step = 600 / 4
-    before = np.concatenate([[0], its["tokens_total"].to_numpy()[:-1]])
-    due = its[(its["tokens_total"] // step > before // step)]
-    assert evals["tokens_total"].iloc[1:].tolist() == due["tokens_total"].tolist()
-    assert evals["tokens_total"].iloc[-1] >= 600
+    for k in range(1, len(evals)):  # evaluation k: the first boundary at or after k B / per_budget
+        assert evals["tokens_total"].iloc[k] == its["tokens_total"][its["tokens_total"] >= k * step].iloc[0]
+    assert evals["tokens_total"].iloc[-1] >= 600 and len(evals) == 4 + 1
     # evaluation time is not training time
     assert its["train_seconds"].iloc[-1] == pytest.approx(
         its[["t_select", "t_generate", "t_credit", "t_update", "t_sync"]].to_numpy().sum())
+
+
+def test_an_iteration_that_crosses_several_points_records_each_of_them(study, tiny, world):
+    """Monte-Carlo iterations spend many tokens: with 16 points per B, one iteration crosses several.
+    Every point keeps its own index, so index k is the same position in every arm."""
+    study = {**study, "evaluation": {**study["evaluation"], "per_budget": 16}}
+    frames = _trainer(study, tiny, world, arm="mc_k2").run().frames()
+    evals, its, samples = frames["evals"], frames["iterations"], frames["samples"]
+    assert evals["eval_index"].tolist() == list(range(17))
+    step = 600 / 16
+    reading = [its["tokens_total"][its["tokens_total"] >= k * step].iloc[0] for k in range(1, 17)]
+    assert evals["tokens_total"].iloc[1:].tolist() == reading
+    assert len(set(reading)) < len(reading)  # some boundary was the first after two points
+    twice = evals[evals["tokens_total"].duplicated(keep=False) & (evals["tokens_total"] > 0)]
+    first, second = twice["eval_index"].iloc[:2]
+    a, b = (samples[samples["eval_index"] == i].drop(columns="eval_index").reset_index(drop=True) for i in (first, second))
+    assert a.equals(b)  # evaluated once, recorded for both points
+    assert twice["eval_seconds"].iloc[0] == 0.0
 
 
 def test_logged_frames_hold_their_contracts(study, tiny, world):

@@ -177,8 +177,9 @@ def test_drifted_custom_gap():
     ("#### 1,000", "1,000"),
     ("#### $18.50", "18.50"),
     ("#### -3", "-3"),
-    ("so 12 apples\n#### 72\n\nQuestion: a farmer has 9 cows", "72"),  # text after the answer does not count
-    ("#### 5 then #### 7 and 9", "7"),                                  # the last marker, its first number
+    ("so 12 apples\n#### 72\n\nQuestion: a farmer has 9 cows", "9"),  # the last number after the marker
+    ("#### 5 then #### 7 and 9", "9"),                                  # the last marker, its last number
+    ("#### 72 dollars", "72"),
     ("####\nthe total is 8", "8"),                                      # a bare marker: last number
     ("#### 72 \\boxed{70}", "70"),                                      # a box beats the marker
 ])

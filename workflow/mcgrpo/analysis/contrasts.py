@@ -2,11 +2,15 @@
 
 Every arm gets the same generated-token budget B, so the primary comparison reads each run at
 its first evaluation at or past B. The other bases re-read the same runs elsewhere:
-- updates: the base interpolated linearly in updates to A's update count at B;
+- updates: the base interpolated linearly in updates to A's update count at B, as the paper does; where A
+  made more updates than the base (which cannot be read past its own B), A interpolated to the base's
+  count at B instead (the paper is silent there); `read` says which arm was moved;
 - time: both at T*, the shorter of the two runs' training times at B, interpolated in time;
 - time_c: both at T_c, the base's training time at B, for runs trained past B (the paper's S35).
 Each seed gives one difference; each problem's scores are read at the same positions, so the
-crossed bootstrap can resample problems too.
+crossed bootstrap can resample problems too. A reading that would need a curve beyond its end is
+not defined (NaN), and so is every statistic of a contrast with such a seed: never a clamped value
+that looks like a measurement.
 """
 
 from __future__ import annotations
@@ -20,10 +24,11 @@ from mcgrpo.core.errors import ConfigError, DataError
 
 BASES = ("tokens", "updates", "time", "time_c")
 KEY = ["contrast", "basis", "metric", "eval_set"]
-PAIRED_COLUMNS = [*KEY, "seed", "value_a", "value_b", "diff", "at", "at_b", "clamped"]
+PAIRED_COLUMNS = [*KEY, "seed", "value_a", "value_b", "diff", "at", "at_b", "moved", "clamped"]
 CONTRAST_COLUMNS = ["contrast", "a", "b", "id", "family", "label", "direction", "basis", "metric", "eval_set",
                     "n", "mean", "ci_low", "ci_high", "p", "p_holm", "tost_p", "margin", "ni_low", "ni_p",
-                    "noninferior", "crossed_low", "crossed_high", "seeds_higher", "confirmed", "note"]
+                    "noninferior", "crossed_low", "crossed_high", "seeds_higher", "confirmed", "read", "note"]
+MOVED = {"": "each at its own B", "a": "A at the base's position", "b": "base at A's position"}
 
 
 def name(a: str, b: str) -> str:
@@ -47,22 +52,23 @@ def budget_row(run: Run, B: int) -> int:
 
 
 def read_at(x: np.ndarray, table: np.ndarray, at: float) -> tuple[np.ndarray, bool]:
-    """The row of `table` at position `at` along non-decreasing `x`, and whether it was clamped.
+    """The row of `table` at position `at` along non-decreasing `x`, and whether it is undefined.
 
     The first row exactly at `at` if there is one, else linear between its neighbours; outside
-    the range, the end row (clamped: the run was never evaluated there).
+    the range, NaN (undefined: the run was never evaluated there).
     """
     i = int(np.searchsorted(x, at, side="left"))
     if i < len(x) and x[i] == at:
         return table[i], False
     if i == 0 or i == len(x):
-        return table[min(i, len(x) - 1)], True
+        return np.full(np.shape(table[0]), np.nan), True
     w = (at - x[i - 1]) / (x[i] - x[i - 1])
     return (1 - w) * table[i - 1] + w * table[i], False
 
 
-def positions(basis: str, a: Run, b: Run, B: int) -> tuple[str, float, int, float, int]:
-    """(column, A's position, A's usable evaluations, the base's position, its usable evaluations).
+def positions(basis: str, a: Run, b: Run, B: int) -> tuple[str, float, int, float, int, str]:
+    """(column, A's position, A's usable evaluations, the base's position, its usable evaluations,
+    the arm read away from its own B evaluation: "a", "b", "both" or "").
 
     Usable evaluations end at the run's B-evaluation, except A's under time_c, which may read
     past B up to the base's time at B.
@@ -72,19 +78,20 @@ def positions(basis: str, a: Run, b: Run, B: int) -> tuple[str, float, int, floa
     end_a, end_b = budget_row(a, B) + 1, budget_row(b, B) + 1
     if basis == "tokens":
         column = "tokens_total"
-        return column, a.coords(column)[end_a - 1], end_a, b.coords(column)[end_b - 1], end_b
+        return column, a.coords(column)[end_a - 1], end_a, b.coords(column)[end_b - 1], end_b, ""
     if basis == "updates":
-        at = a.coords("updates")[end_a - 1]
-        return "updates", at, end_a, at, end_b
+        ua, ub = a.coords("updates")[end_a - 1], b.coords("updates")[end_b - 1]
+        at = min(ua, ub)  # the base at A's count where it reaches it, else A at the base's count
+        return "updates", at, end_a, at, end_b, "b" if ua <= ub else "a"
     time_a, time_b = a.coords("train_seconds"), b.coords("train_seconds")
     if basis == "time":
         at = min(time_a[end_a - 1], time_b[end_b - 1])
-        return "train_seconds", at, end_a, at, end_b
+        return "train_seconds", at, end_a, at, end_b, "b" if time_a[end_a - 1] <= time_b[end_b - 1] else "a"
     at = time_b[end_b - 1]
     if time_a[-1] < at:
         raise DataError(f"run {a.name} ends at {time_a[-1]:.1f} s of training, before T_c = {at:.1f} s "
                          f"({b.name} at B): train it past B (budget.horizon) or leave out basis time_c")
-    return "train_seconds", at, len(time_a), at, end_b
+    return "train_seconds", at, len(time_a), at, end_b, "a"
 
 
 def paired(runs: dict[tuple[str, int, str], Run], a: str, b: str, basis: str, metric: str,
@@ -97,7 +104,7 @@ def paired(runs: dict[tuple[str, int, str], Run], a: str, b: str, basis: str, me
     rows, tables = [], []
     for seed in seeds:
         run_a, run_b = runs[a, seed, eval_set], runs[b, seed, eval_set]
-        column, at_a, end_a, at_b, end_b = positions(basis, run_a, run_b, B)
+        column, at_a, end_a, at_b, end_b, moved = positions(basis, run_a, run_b, B)
         (score_a, per_problem), (score_b, _) = run_a.scores(metric), run_b.scores(metric)
         if per_problem and not np.array_equal(run_a.problems, run_b.problems):
             raise DataError(f"runs {run_a.name} and {run_b.name} scored different problems on {eval_set}")
@@ -106,7 +113,7 @@ def paired(runs: dict[tuple[str, int, str], Run], a: str, b: str, basis: str, me
         rows.append({"contrast": name(a, b), "basis": basis, "metric": metric, "eval_set": eval_set,
                      "seed": int(seed), "value_a": va.mean(), "value_b": vb.mean(),
                      "diff": va.mean() - vb.mean(), "at": float(at_a), "at_b": float(at_b),
-                     "clamped": clamped_a or clamped_b})
+                     "moved": moved, "clamped": clamped_a or clamped_b})
         tables.append(va - vb if per_problem else None)
     table = np.vstack(tables) if tables and all(t is not None for t in tables) else None
     if table is not None and len({t.shape for t in tables}) != 1:
@@ -114,10 +121,24 @@ def paired(runs: dict[tuple[str, int, str], Run], a: str, b: str, basis: str, me
     return pd.DataFrame(rows, columns=PAIRED_COLUMNS), table
 
 
+def read(pairs: pd.DataFrame) -> str:
+    """Which arm each seed's reading moved away from its own B evaluation, in words."""
+    groups = pairs.groupby("moved", sort=True)["seed"].apply(list)
+    if len(groups) == 1:
+        return MOVED[groups.index[0]]
+    return "; ".join(f"{MOVED[m]} (seeds {', '.join(map(str, seeds))})" for m, seeds in groups.items())
+
+
 def summary(pairs: pd.DataFrame, table: np.ndarray | None, margin: float,
             resamples: int = RESAMPLES, seed: int = 0) -> dict:
-    """Paired statistics of one contrast and its crossed seed-by-problem bootstrap interval."""
-    out = paired_summary(pairs["diff"].to_numpy(), margin)
+    """Paired statistics of one contrast and its crossed seed-by-problem bootstrap interval; all
+    NaN (not defined) where a seed's reading is."""
+    diffs = pairs["diff"].to_numpy(dtype=float)
+    if np.isnan(diffs).any():
+        undefined = {k: np.nan for k in ("mean", "ci_low", "ci_high", "p", "tost_p", "ni_low", "ni_p",
+                                          "crossed_low", "crossed_high", "seeds_higher")}
+        return {**undefined, "n": len(diffs), "margin": float(margin), "noninferior": False}
+    out = paired_summary(diffs, margin)
     low, high = crossed_bootstrap(table, resamples, seed) if table is not None else (np.nan, np.nan)
     return {**out, "margin": float(margin), "crossed_low": low, "crossed_high": high,
             "noninferior": bool(out["ni_low"] > -margin)}
@@ -163,7 +184,8 @@ def build(runs: dict[tuple[str, int, str], Run], keys: list[tuple[str, str, str,
         pairs, table = paired(runs, a, b, basis, metric, eval_set, B)
         pieces.append(pairs)
         rows.append({"contrast": name(a, b), "a": a, "b": b, "basis": basis, "metric": metric,
-                     "eval_set": eval_set, **summary(pairs, table, margin, resamples, seed)})
+                     "eval_set": eval_set, "read": read(pairs) if len(pairs) else "",
+                     **summary(pairs, table, margin, resamples, seed)})
     contrasts = apply_plan(pd.DataFrame(rows), plan or {}, alpha) if rows else pd.DataFrame(
         columns=CONTRAST_COLUMNS)
     paired_df = pd.concat(pieces, ignore_index=True) if pieces else pd.DataFrame(columns=PAIRED_COLUMNS)

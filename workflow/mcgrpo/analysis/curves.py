@@ -2,7 +2,8 @@
 
 - mean curves over seeds (each seed interpolated onto a common grid);
 - the difference from the base at every evaluation, paired by seed and evaluation index
-  (evaluations are scheduled at the same multiples of B in every arm);
+  (evaluation k is the k-th multiple of B / per_budget in every arm; runs whose indices skip a
+  point are refused);
 - the share of B (or of the base's training time at B) at which an arm's mean curve (over
   evaluation indices) first reaches the base's mean accuracy at B, with a seed bootstrap;
 - the heuristic extrapolation: an arm with per-token efficiency e reaches after t tokens what
@@ -44,16 +45,29 @@ def _common_seeds(runs: dict, a: str, b: str, eval_set: str) -> list[int]:
                   & {s for arm, s, e in runs if arm == b and e == eval_set})
 
 
+def check_indices(*runs: Run) -> int:
+    """The number of evaluation indices all `runs` share, once it is checked that each run's
+    indices are 0, 1, 2, ...: evaluation k is the k-th point of B / per_budget in every arm, so
+    curves can be paired by index. Runs from a trainer that skipped points are refused."""
+    for run in runs:
+        index = run.evals["eval_index"].to_numpy()
+        if not np.array_equal(index, np.arange(len(index))):
+            raise ValueError(f"run {run.name} on {run.eval_set}: evaluation indices {index.tolist()[:12]} are not "
+                             f"0, 1, 2, ...: its curve cannot be paired by index with another run's (retrain it "
+                             f"with this version, which records every evaluation point)")
+    return min(len(r.evals) for r in runs)
+
+
 def differences(runs: dict[tuple[str, int, str], Run], a: str, b: str, metric: str,
                 eval_set: str) -> pd.DataFrame:
     """A minus the base at every evaluation index both reached, paired by seed: mean and 95% t CI."""
     by_index: dict[int, list[tuple[float, float]]] = {}
     for seed in _common_seeds(runs, a, b, eval_set):
         ra, rb = runs[a, seed, eval_set], runs[b, seed, eval_set]
-        both, ia, ib = np.intersect1d(ra.evals["eval_index"], rb.evals["eval_index"], return_indices=True)
-        diff = ra.scores(metric)[0].mean(axis=1)[ia] - rb.scores(metric)[0].mean(axis=1)[ib]
-        tokens = (ra.coords("tokens_total")[ia] + rb.coords("tokens_total")[ib]) / 2
-        for i, d, t in zip(both, diff, tokens):
+        n = check_indices(ra, rb)
+        diff = ra.scores(metric)[0].mean(axis=1)[:n] - rb.scores(metric)[0].mean(axis=1)[:n]
+        tokens = (ra.coords("tokens_total")[:n] + rb.coords("tokens_total")[:n]) / 2
+        for i, d, t in zip(range(n), diff, tokens):
             by_index.setdefault(int(i), []).append((d, t))
     rows = [{"contrast": name(a, b), "metric": metric, "eval_set": eval_set, "eval_index": i,
              "tokens": float(np.mean([t for _, t in v])), **mean_ci(np.array([d for d, _ in v]))}
@@ -96,12 +110,15 @@ def budget_share(runs: dict[tuple[str, int, str], Run], a: str, b: str, metric: 
     target = np.array([r.scores(metric)[0].mean(axis=1)[i] for r, i in zip(run_b, at_b)])
     scale = np.full(len(seeds), float(B)) if axis == "tokens" else np.array(
         [r.coords(column)[i] for r, i in zip(run_b, at_b)])
-    common = min(len(r.evals) for r in run_a)  # evaluation indices every seed reached
+    common = check_indices(*run_a)  # evaluation indices every seed reached
     xs = np.array([r.coords(column)[:common] for r in run_a])
     ys = np.array([r.scores(metric)[0].mean(axis=1)[:common] for r in run_a])
-    point = first_crossing(xs.mean(axis=0), ys.mean(axis=0), target.mean())[0] / scale.mean()
+    # A mean curve already at the target at its first evaluation (tokens 0) needs no share of the
+    # budget: the share is not defined, rather than a 0.00 that reads as a measurement
+    defined = bool(ys.mean(axis=0)[0] < target.mean())
+    point = first_crossing(xs.mean(axis=0), ys.mean(axis=0), target.mean())[0] / scale.mean() if defined else np.nan
     low = high = reached = np.nan
-    if len(seeds) >= 2:
+    if len(seeds) >= 2 and defined:
         w = resample_counts(len(seeds), resamples, seed, 2).astype(float) / len(seeds)
         shares = first_crossing(w @ xs, w @ ys, w @ target) / (w @ scale)
         shares = np.where(np.isnan(shares), np.inf, shares)
@@ -109,7 +126,7 @@ def budget_share(runs: dict[tuple[str, int, str], Run], a: str, b: str, metric: 
         reached = float(np.isfinite(shares).mean())
     return {"contrast": name(a, b), "metric": metric, "eval_set": eval_set, "axis": axis, "n": len(seeds),
             "target": float(target.mean()), "scale": float(scale.mean()), "share": float(point),
-            "reached": bool(np.isfinite(point)), "share_low": float(low), "share_high": float(high),
+            "defined": defined, "reached": bool(np.isfinite(point)), "share_low": float(low), "share_high": float(high),
             "resamples_reached": reached, "curve_end": float(xs[:, -1].mean() / scale.mean())}
 
 

@@ -163,6 +163,17 @@ def difference_from_base(differences: pd.DataFrame, B: int, margin: float, path:
     return _save(fig, path)
 
 
+def _mark_readings(ax, row, x: float, scale: float = 1.0) -> None:
+    """Say on the plot where a bar or point is not a plain reading at B: not defined (no number is
+    drawn), or, at equal updates, A read at the base's update count (`scale`: the plot's units per fraction)."""
+    if np.isnan(row["mean"]):
+        ax.annotate("not defined", (x, 0), rotation=90, fontsize="x-small", ha="center", va="bottom")
+    elif row["basis"] == "updates" and str(row.get("read", "")).startswith("A at"):
+        top = row["ci_high"] if np.isfinite(row["ci_high"]) else row["mean"]
+        ax.annotate("A at base's updates", (x, scale * top), rotation=90, fontsize="x-small", ha="center",
+                    va="bottom")
+
+
 def per_seed(paired: pd.DataFrame, contrasts: pd.DataFrame, margin: float, path: str | Path,
              colours: dict[str, str] | None = None) -> Path:
     """Per contrast and basis: each seed's difference (dots; hollow: clamped), the mean and its 95% paired-t CI.
@@ -197,6 +208,7 @@ def per_seed(paired: pd.DataFrame, contrasts: pd.DataFrame, margin: float, path:
                                                           [100 * (r["ci_high"] - r["mean"])]]
                 ax.errorbar(x, 100 * r["mean"], yerr=err, fmt=BASIS_MARKERS.get(basis, "o"), color=colour,
                             capsize=4, markersize=6, markerfacecolor=colour if err else "white")
+                _mark_readings(ax, r, x, scale=100)
     for basis in bases:  # the legend: one entry per basis, in black (the colours are the arms)
         ax.errorbar([], [], yerr=[], fmt=BASIS_MARKERS.get(basis, "o"), color="black", capsize=3,
                     label=BASIS_WORDS.get(basis, basis))

@@ -32,8 +32,11 @@ def keys(cfg: dict) -> list[tuple[str, str, str, str, str]]:
 
 
 def entries(plan: dict) -> dict[str, dict]:
-    """Planned contrasts by id, each with its label (primary or secondary)."""
-    return {e["id"]: {**e, "label": label} for label in ("primary", "secondary") for e in plan[label]}
+    """Planned contrasts by id, each with its label (primary or secondary). Families are Holm's
+    and only primary contrasts are adjusted, so every secondary one is in family "secondary",
+    whatever its entry says: one name in every table."""
+    return {e["id"]: {**e, "label": label, "family": e["family"] if label == "primary" else "secondary"}
+            for label in ("primary", "secondary") for e in plan[label]}
 
 
 def key(entry: dict, cfg: dict) -> tuple[str, str, str, str, str]:

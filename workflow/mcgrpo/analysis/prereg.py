@@ -140,7 +140,7 @@ def compare(cfg: dict, lock: dict | None, started: str | None = None) -> dict:
 def labels(cfg: dict, status: dict) -> dict[tuple, dict]:
     """(contrast, basis, metric, eval_set) -> id, label, family, direction, note, for apply_plan."""
     return {label_key(key(e, cfg)): {"id": i, "label": e["reported"], "direction": e["direction"],
-                                     "family": e["family"] if e["label"] == "primary" else "secondary",
+                                     "family": e["family"],
                                      "note": e["note"]}
             for i, e in status["labels"].items()}
 

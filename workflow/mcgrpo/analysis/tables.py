@@ -57,21 +57,27 @@ def write_table(df: pd.DataFrame, stem: Path, columns: list[str] | None = None, 
             write_text(to_html(df, title, note), stem.parent / f"{stem.name}.html"))
 
 
+NOT_DEFINED = "not defined"
+
+
 def interval(mean: float, low: float, high: float) -> str:
-    """'mean [low, high]' to 3 decimals (accuracy differences as fractions), or the mean alone."""
+    """'mean [low, high]' to 3 decimals (accuracy differences as fractions), or the mean alone;
+    'not defined' where a reading would need a curve beyond its end."""
     if np.isnan(mean):
-        return "NaN"
+        return NOT_DEFINED
     if np.isnan(low) or np.isnan(high):
         return f"{mean:+.3f}"
     return f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]"
 
 
 BASIS_NOTE = ("Bases: tokens = each run at its first evaluation at or after B; updates = the base interpolated "
-              "to A's update count at B; time = both at T*, the shorter of the two runs' training times at B; "
-              "time_c = both at T_c, the base's training time at B.")
+              "to A's update count at B, or, where A made more updates than the base by B, A interpolated to the "
+              "base's count (column read says which, per seed); time = both at T*, the shorter of the two runs' "
+              "training times at B; time_c = both at T_c, the base's training time at B. not defined: the "
+              "reading would need a curve beyond its end.")
 CONTRAST_COLUMNS = ["id", "label", "family", "direction", "contrast", "basis", "metric", "eval_set", "n", "mean",
                     "ci_low", "ci_high", "p", "p_holm", "tost_p", "noninferior", "crossed_low", "crossed_high",
-                    "higher_in", "confirmed", "note"]
+                    "higher_in", "confirmed", "read", "note"]
 
 
 def prereg_note(status: dict) -> str:
@@ -90,14 +96,17 @@ def prereg_note(status: dict) -> str:
 
 
 def _contrasts(contrasts: pd.DataFrame) -> pd.DataFrame:
-    return contrasts.assign(higher_in=[f"{k} of {n}" for k, n in zip(contrasts["seeds_higher"], contrasts["n"])])[
-        CONTRAST_COLUMNS]
+    higher = [NOT_DEFINED if pd.isna(k) else f"{int(k)} of {n}" for k, n in zip(contrasts["seeds_higher"], contrasts["n"])]
+    return contrasts.assign(higher_in=higher)[CONTRAST_COLUMNS]
 
 
 def _bases(contrasts: pd.DataFrame) -> pd.DataFrame:
     """One row per contrast, metric and eval set; one 'mean [95% CI]' column per basis."""
-    cells = contrasts.assign(cell=[interval(m, lo, hi) for m, lo, hi in
-                                   zip(contrasts["mean"], contrasts["ci_low"], contrasts["ci_high"])])
+    moved_a = contrasts["read"].str.startswith("A at") if "read" in contrasts else False
+    cells = contrasts.assign(cell=[interval(m, lo, hi) + (" (A read at the base's count)" if a and basis == "updates"
+                                                          else "")
+                                   for m, lo, hi, a, basis in zip(contrasts["mean"], contrasts["ci_low"],
+                                                                  contrasts["ci_high"], moved_a, contrasts["basis"])])
     wide = cells.pivot_table(index=["contrast", "metric", "eval_set"], columns="basis", values="cell",
                              aggfunc="first", sort=False)
     order = [b for b in ("tokens", "updates", "time", "time_c") if b in wide.columns]
@@ -120,7 +129,10 @@ def _pass_at_k(contrasts: pd.DataFrame, paired: pd.DataFrame) -> pd.DataFrame:
                         ).sort_values(["contrast", "eval_set", "k"], kind="stable")
 
 
-def _share(value: float, low: float, high: float) -> str:
+def _share(value: float, low: float, high: float, defined: bool = True) -> str:
+    if not defined:
+        return f"{NOT_DEFINED} (A starts at or above the target)"
+
     def one(v):
         return "not reached" if not np.isfinite(v) else f"{v:.2f}"
     return f"{one(value)} [{one(low)}, {one(high)}]"
@@ -129,7 +141,9 @@ def _share(value: float, low: float, high: float) -> str:
 def _budget_share(shares: pd.DataFrame) -> pd.DataFrame:
     if shares.empty:
         return pd.DataFrame(columns=["contrast", "metric", "eval_set", "axis", "n", "target", "share"])
-    return shares.assign(share=[_share(*v) for v in zip(shares["share"], shares["share_low"], shares["share_high"])],
+    defined = shares["defined"] if "defined" in shares else [True] * len(shares)
+    return shares.assign(share=[_share(*v) for v in zip(shares["share"], shares["share_low"], shares["share_high"],
+                                                        defined)],
                          curve_end=shares["curve_end"].round(3))[
         ["contrast", "metric", "eval_set", "axis", "n", "target", "share", "resamples_reached", "curve_end"]]
 
@@ -172,7 +186,10 @@ def study_tables(contrasts: pd.DataFrame, paired: pd.DataFrame, status: dict, dr
         "budget_share": (_budget_share(shares), "Share of the budget at which A's mean curve reaches the base at B",
                          "axis tokens: share of B; axis time: share of the base's training time at B. "
                          "[95% interval over seed resamples, pairs kept together; not reached: the "
-                         "curve never gets there]. curve_end: where A's shortest run ends, on the same scale."),
+                         "curve never gets there]. not defined: A's mean curve already reaches the target at "
+                         "its first evaluation (tokens 0), so no share of the budget is needed. curve_end: the "
+                         "mean position of A's last evaluation that every seed reached, on the same scale "
+                         "(share of B, or of the base's time at B): shares beyond it cannot be observed."),
         "groups": (groups, "Group composition before B (share of groups trained on)",
                    "mixed_low, mixed_high: 95% t interval over seeds of the mixed share. cand_pred_mean, "
                    "chosen_pred_mean: the critic's mean predicted success of the candidates and of the prompts "

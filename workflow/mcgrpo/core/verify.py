@@ -191,21 +191,6 @@ def _last_number(text: str) -> str | None:
     return tail[0].group() if tail else None
 
 
-def _first_number(text: str) -> str | None:
-    """The first number: the mirror image of `_last_number`."""
-    text = _unspace(text)
-    found = [i for i in (text.find(d) for d in _DIGITS) if i >= 0]
-    if not found:
-        return None
-    first = min(found)
-    window = text[first:first + MAX_ANSWER_CHARS + 1]
-    stop = first + len(window) - len(window.lstrip(_RUN))
-    if stop - first > MAX_ANSWER_CHARS:
-        return None
-    number = _NUMBER.search(text, max(first - 2, 0), stop)  # `-.5`: two characters before the digit
-    return number.group() if number else None
-
-
 def _parse(text: str) -> tuple[str | None, str | None]:
     """(text after thinking, content of its final box): scanned once per completion."""
     body = strip_think(text)
@@ -213,12 +198,12 @@ def _parse(text: str) -> tuple[str | None, str | None]:
 
 
 def _after_hashes(body: str) -> str | None:
-    """The number right after the last `####` (GSM8K's `#### 42`), or None. The first number
-    after the marker, not the last: text a model appends after its answer must not count."""
+    """The last number after the last `####` (GSM8K's `#### 42`), or None: the paper's default
+    verifier reads the last number of an unboxed completion, and the marker only narrows where."""
     marker = body.rfind(_HASHES)
     if marker < 0:
         return None
-    return _first_number(body[marker + len(_HASHES):])
+    return _last_number(body[marker + len(_HASHES):])
 
 
 def _answer(body: str | None, box: str | None, strict: bool) -> str | None:

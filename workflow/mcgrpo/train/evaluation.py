@@ -15,9 +15,14 @@ from mcgrpo.core.seeds import stable_seed
 from mcgrpo.train.rollout import Prompter, score
 
 
-def eval_due(tokens_before: int, tokens_after: int, budget: int, per_budget: int) -> bool:
-    """True at the first iteration boundary at or after a multiple of B / per_budget."""
-    return tokens_after * per_budget // budget > tokens_before * per_budget // budget
+def eval_points(tokens_before: int, tokens_after: int, budget: int, per_budget: int) -> range:
+    """The evaluation points an iteration crossed: every k with k B / per_budget in (before, after].
+
+    Evaluation k is read at the first iteration boundary at or after k B / per_budget. One iteration
+    can cross several points (a Monte-Carlo iteration spends many tokens); each gets its own record,
+    so that evaluation index k means the same position in every arm.
+    """
+    return range(tokens_before * per_budget // budget + 1, tokens_after * per_budget // budget + 1)
 
 
 class Evaluator:

@@ -9,7 +9,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from mcgrpo.train.batching import padded
+from mcgrpo.train.batching import autocast, padded
 from mcgrpo.train.loss import token_logprobs
 
 
@@ -17,13 +17,16 @@ from mcgrpo.train.loss import token_logprobs
 def prefix_features(model, sequences: Sequence[Sequence[int]], ends: Sequence[Sequence[int]], pad_id: int,
                     microbatch_size: int | None = None) -> list[np.ndarray]:
     """The last layer's hidden state at the final token of prefixes of each sequence (`ends[r]`: their
-    lengths), as one [prefixes, hidden] array per sequence: what critics regress on."""
+    lengths), as one [prefixes, hidden] array per sequence: what critics regress on. Under bf16
+    autocast on a GPU, as generation and the update run, so that the critic's and the filter's
+    measured time is not inflated by an fp32 pass the other stages do not pay."""
     device, step = model.device, microbatch_size or len(sequences)
     out: list[np.ndarray] = []
     for start in range(0, len(sequences), step):
         chunk = sequences[start:start + step]
         ids, mask = padded(chunk, pad_id, device)
-        hidden = model(input_ids=ids, attention_mask=mask.long(), output_hidden_states=True).hidden_states[-1]
+        with autocast(device):
+            hidden = model(input_ids=ids, attention_mask=mask.long(), output_hidden_states=True).hidden_states[-1]
         out += [hidden[r, [e - 1 for e in ends[start + r]]].float().cpu().numpy() for r in range(len(chunk))]
     return out
 

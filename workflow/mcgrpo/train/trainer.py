@@ -2,7 +2,8 @@
 
 A run ends at the first iteration boundary where every token it generated (rollouts, continuations,
 discarded groups) reaches horizon x B. It is evaluated at tokens 0 and at the first boundary at or after
-each multiple of B / per_budget; evaluation time is excluded from training time. It checkpoints after
+each multiple of B / per_budget (evaluation k for the k-th multiple, one record per multiple even when an
+iteration crosses several); evaluation time is excluded from training time. It checkpoints after
 every evaluation and when asked to stop (a preemption signal), and resumes from its newest checkpoint.
 """
 
@@ -22,7 +23,7 @@ from mcgrpo.core.clock import StageClock
 from mcgrpo.train.credit import CreditContext
 from mcgrpo.core.seeds import stable_seed
 from mcgrpo.core.errors import ConfigError, Interrupted
-from mcgrpo.train.evaluation import Evaluator, eval_due
+from mcgrpo.train.evaluation import Evaluator, eval_points
 from mcgrpo.train.loss import backward_policy_loss
 from mcgrpo.train.policy import PolicyView, frozen, log_ratio
 from mcgrpo.train.rollout import Prompter, sample_groups
@@ -148,6 +149,7 @@ class Trainer:
         """Train until the budget (or `max_iterations`), evaluating on schedule; resume if checkpointed."""
         stop = None if self.budget is None else self.cfg["budget"]["horizon"] * self.budget
         resumed = self.resume()
+        per_budget = self.cfg["evaluation"]["per_budget"]
         with self._progress(stop, max_iterations) as self.shown:
             if not resumed:
                 self.evaluate()
@@ -157,10 +159,11 @@ class Trainer:
                 row = self.iteration(self.next_iteration)
                 self.next_iteration += 1
                 self._show(row, self.tokens_total - before if stop is not None else 1)
-                if self.budget is not None and (eval_due(before, self.tokens_total, self.budget,
-                                                         self.cfg["evaluation"]["per_budget"])
-                                                or self.tokens_total >= stop):
-                    self.evaluate()
+                points = [] if self.budget is None else [  # none past the horizon: every arm has the same indices
+                    k for k in eval_points(before, self.tokens_total, self.budget, per_budget)
+                    if k <= self.cfg["budget"]["horizon"] * per_budget]
+                if points or (stop is not None and self.tokens_total >= stop):
+                    self.evaluate(points)
                 elif self.stop_requested:
                     self.save_checkpoint()
                 if self.stop_requested:
@@ -218,17 +221,25 @@ class Trainer:
         self.resumed_at = self.next_iteration
         return True
 
-    def evaluate(self) -> None:
-        """Evaluate every held-out set at the current iteration boundary, then checkpoint."""
+    def evaluate(self, indices: list[int] | None = None) -> None:
+        """Evaluate every held-out set at the current iteration boundary, then checkpoint.
+
+        `indices`: the evaluation points this boundary is the first at or after (default: the next
+        index). The sets are evaluated once, with the draws of the last point, and recorded under
+        every index, the earlier copies with no evaluation time of their own.
+        """
         if self.evaluator is None:
             return
-        index = len({row["eval_index"] for row in self.log.evals})
-        summaries, samples = self.evaluator(index)
+        indices = indices or [max((row["eval_index"] for row in self.log.evals), default=-1) + 1]
+        summaries, samples = self.evaluator(indices[-1])
         state = {"tokens_total": self.tokens_total, "iteration": self.next_iteration, "updates": self.updates,
                  "train_seconds": self.train_seconds}
-        self.log.evals += [{**state, **s} for s in summaries]
-        self.log.samples.append(samples)
-        progress.note(self.shown, f"evaluation {index} at {self.tokens_total} tokens, {self.updates} updates: "
+        for index in indices:
+            extra = {"eval_index": index} if index == indices[-1] else {"eval_index": index, "eval_seconds": 0.0}
+            self.log.evals += [{**state, **s, **extra} for s in summaries]
+            self.log.samples.append(samples.assign(eval_index=index))
+        progress.note(self.shown, f"evaluation {', '.join(map(str, indices))} at {self.tokens_total} tokens, "
+                      f"{self.updates} updates: "
                       + ", ".join(f"{s['eval_set']} acc_default {s['acc_default']:.3f} ({s['eval_seconds']:.1f} s)"
                                   for s in summaries))
         self.save_checkpoint()
