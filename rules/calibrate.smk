@@ -20,5 +20,5 @@ rule calibrate:
     log:
         f"{R}/logs/calibrate.log",
     shell:
-        "{PYTHON} -m mcgrpo calibrate --run-json {params.run:q} --model {input.model} "
+        "python -m mcgrpo calibrate --run-json {params.run:q} --model {input.model} "
         "--data {params.data} --out {output} > {log} 2>&1"

@@ -1,7 +1,7 @@
 # Shared paths and helpers. The package does the work; rules only wire files together.
 import contextlib
 import json
-import shlex
+import os
 import shutil
 import signal
 import sys
@@ -13,7 +13,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 from mcgrpo.core import config as study_config  # noqa: E402
 from mcgrpo import studies
-from snakemake.settings.types import DeploymentMethod
 
 # Before any job: the schema (one line per error, naming the key) and the cross-references it cannot express.
 studies.validate(config)
@@ -32,10 +31,14 @@ LOCK = f"{R}/prereg.lock.json"
 # The analysis reads the whole study config, less the switch saying how Snakemake was invoked.
 STUDY_JSON = json.dumps({k: v for k, v in config.items() if k != "analysis_only"}, sort_keys=True)
 ENV = "../workflow/envs/mcgrpo.yaml"
-# Rules call the interpreter this workflow runs with: a SLURM job's PATH need not hold a `python`, or the right
-# one. In a container or a conda env, that env's own `python`.
-PYTHON = ("python" if workflow.deployment_settings.deployment_method & {DeploymentMethod.APPTAINER, DeploymentMethod.CONDA}
-          else shlex.quote(sys.executable))
+# Rules call `python`: the interpreter this workflow runs with, whose folder goes first on PATH here, and so in
+# every job (a SLURM job's own Snakemake reads this file too); without it a job finds whatever `python` its PATH
+# holds, or none. A conda env or a container puts its own first.
+envvars:
+    "PATH",
+
+
+os.environ.update(PATH=os.pathsep.join([os.path.dirname(sys.executable), os.environ["PATH"]]))
 # Inside a SLURM job Snakemake runs twice more: the jobstep executor in the batch step and, under srun, the one
 # that runs the rule. SLURM's --signal and `scancel --signal` reach only that second Snakemake, the step's task
 # (seen with proctrack/cgroup), and SIGUSR1's default action would end it, the step and the trainer with it.
@@ -113,7 +116,7 @@ LOCK_INPUT = [LOCK] if not config["analysis_only"] or Path(LOCK).exists() else [
 
 
 def analysis_step(verb):
-    """The params of analysis rule `verb` (rules/drift.smk's template runs `{PYTHON} -m mcgrpo <verb>`); the
+    """The params of analysis rule `verb` (rules/drift.smk's template runs `python -m mcgrpo <verb>`); the
     study's JSON is a function, since it holds braces that are never wildcards."""
     return dict(verb=verb, study=lambda wildcards: STUDY_JSON, results=folder_of("budget", 1))
 

@@ -17,4 +17,4 @@ rule prepare_data:
     log:
         f"{R}/logs/prepare_data.log",
     shell:
-        "{PYTHON} -m mcgrpo prepare-data --task-json {params.task:q} --out {params.out} > {log} 2>&1"
+        "python -m mcgrpo prepare-data --task-json {params.task:q} --out {params.out} > {log} 2>&1"

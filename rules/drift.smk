@@ -17,4 +17,4 @@ rule drift:
     log:
         f"{R}/logs/drift.log",
     shell:
-        "{PYTHON} -m mcgrpo {params.verb} --config-json {params.study:q} --results {params.results} > {log} 2>&1"
+        "python -m mcgrpo {params.verb} --config-json {params.study:q} --results {params.results} > {log} 2>&1"

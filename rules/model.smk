@@ -22,7 +22,7 @@ if config["model"]["source"] is None:
         log:
             f"{R}/logs/warm_start.log",
         shell:
-            "{PYTHON} -m mcgrpo warm-start --model-json {params.spec:q} --data {params.data} "
+            "python -m mcgrpo warm-start --model-json {params.spec:q} --data {params.data} "
             "--threads {threads} --out {output} > {log} 2>&1"
 
 else:
@@ -42,4 +42,4 @@ else:
         log:
             f"{R}/logs/resolve_model.log",
         shell:
-            "{PYTHON} -m mcgrpo resolve-model --model-json {params.spec:q} --out {output} > {log} 2>&1"
+            "python -m mcgrpo resolve-model --model-json {params.spec:q} --out {output} > {log} 2>&1"

@@ -31,7 +31,7 @@ rule train:
     # exec: the trainer is the step's process, so that SLURM's signal reaches it and no shell in between dies
     # of it; >>: a retry appends to the log of the attempts before it.
     shell:
-        "exec {PYTHON} -m mcgrpo train --run-json {params.run:q} --model {input.model} --data {params.data} "
+        "exec python -m mcgrpo train --run-json {params.run:q} --model {input.model} --data {params.data} "
         "--budget {input.budget} --out {params.out} >> {log} 2>&1"
 
 
