@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 CORES  ?= 2
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: run test env dry-run lint analysis clean check-containers vllm-env test-vllm bench-env bench-trl
+.PHONY: run test env dry-run lint analysis clean check-containers vllm-env test-vllm bench-env bench-trl test-slurm
 
 env: $(VENV)/.installed
 
@@ -20,6 +20,13 @@ run: env
 
 test: env
 	$(BIN)/python -m pytest -q
+
+# A one-node SLURM cluster on this machine (as root, Debian packages: tests/slurm/cluster.sh), then a small study
+# through `snakemake --profile slurm` on it, preempted and time-limited, checked against a local run.
+# `tests/slurm/cluster.sh down` stops it again.
+test-slurm: env
+	tests/slurm/cluster.sh up
+	$(BIN)/python -m pytest -q tests/test_slurm.py
 
 dry-run: env
 	$(BIN)/snakemake -n

@@ -1,4 +1,5 @@
 # Shared paths and helpers. The package does the work; rules only wire files together.
+import contextlib
 import json
 import shlex
 import shutil
@@ -6,12 +7,13 @@ import signal
 import sys
 
 import pandas as pd
+import psutil
 from pathlib import Path
+from snakemake.settings.types import DeploymentMethod
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 from mcgrpo.core import config as study_config  # noqa: E402
 from mcgrpo import studies
-from snakemake.settings.types import DeploymentMethod
 
 # Before any job: each config file read again strictly (Snakemake's YAML loader keeps the last of a key
 # given twice), then the schema (one line per error, naming the key) and the cross-references.
@@ -40,11 +42,19 @@ PYTHON = ("python" if workflow.deployment_settings.deployment_method & {Deployme
 # As the shell variable $PYTHON of every rule (Snakemake's own prefix, `set -euo pipefail`, kept).
 shell.prefix(f"set -euo pipefail; PYTHON={PYTHON}; ")
 # Inside a SLURM job Snakemake runs twice more: the jobstep executor in the batch step and, under srun, the one
-# that runs the rule. SLURM's --signal and `scancel --signal` reach every process of the step, and SIGUSR1's
-# default action would end that Snakemake, then the step and the trainer with it, before the trainer checkpoints
-# (and nobody would see its exit 75). Here it does nothing; the trainer, exec'd by the rule, handles it.
+# that runs the rule. SLURM's --signal and `scancel --signal` reach only that second Snakemake, the step's task
+# (seen with proctrack/cgroup), and SIGUSR1's default action would end it, the step and the trainer with it.
+# Here it passes the signal on to the processes it started: the trainer, which the rule execs, checkpoints.
+
+
+def pass_on(signum, frame):
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            child.send_signal(signum)
+
+
 if workflow.remote_exec:
-    signal.signal(signal.SIGUSR1, lambda signum, frame: None)
+    signal.signal(signal.SIGUSR1, pass_on)
 
 
 def run_files(name):

@@ -13,11 +13,11 @@ rule train:
         out=lambda wildcards, output: str(Path(output[0]).parent),
         failed=lambda wildcards, output: str(Path(output[0]).parent / ".failed.log"),
     threads: config["recipe"]["threads"]
-    # A preempted or timed-out run exits 75 after checkpointing, and the retry resumes it as a new job. Inside a
-    # SLURM job Snakemake runs with --retries 0, which a rule's own count would override: the retry would then
-    # restart in the allocation that is about to end. A user error (exit 2) or a bug (1) would fail the same way
-    # again: the trainer leaves its error beside the run, and the retry reports it and fails at once.
-    retries: 0 if workflow.remote_exec else 2
+    # A preempted or timed-out run exits 75 after checkpointing, and the retry resumes it as a new job: the
+    # profile's `retries` (or --retries), at the submitting level only. No `retries:` here, since Snakemake inside
+    # a SLURM job runs with --retries 0 and a rule's own count would override it: the retry would then restart in
+    # the allocation that is about to end. A user error (exit 2) or a bug (1) would fail the same way again: the
+    # trainer leaves its error beside the run, and the retry reports it and fails at once.
     resources:
         gpu=TRAIN_RESOURCES["gpu"],
         cpus_per_gpu=TRAIN_RESOURCES["cpus_per_gpu"],

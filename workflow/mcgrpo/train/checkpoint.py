@@ -102,11 +102,3 @@ def latest(directory: str | Path, config_hash: str) -> dict[str, Any] | None:
         log.warning(f"every checkpoint in {directory} is damaged; restarting the run from scratch")
     return None
 
-
-def clear(directory: str | Path) -> None:
-    """Remove every checkpoint of a finished run (the run's Parquet files are its record)."""
-    directory = Path(directory)
-    if directory.is_dir():
-        for f in directory.iterdir():
-            f.unlink()
-        directory.rmdir()

@@ -1,0 +1,156 @@
+"""A small study through `snakemake --profile slurm` on a real SLURM cluster (tests/slurm/cluster.sh up), against the
+same study run locally: identical Parquet (wall-time columns aside). One training job is preempted with
+`scancel --signal=USR1`; another has its time limit cut short while it trains, so that SLURM itself sends the
+train rule's `--signal=USR1@<lead>`. Skipped where no cluster is up; `make test-slurm` brings one up and runs it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from conftest import ROOT, SMALL_STUDY
+from mcgrpo.core.store import read_parquet
+
+CLUSTER = ROOT / "tests" / "slurm" / "cluster.sh"
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
+    shutil.which("sbatch") is None or os.geteuid() != 0
+    or subprocess.run([str(CLUSTER), "status"], capture_output=True).returncode != 0,
+    reason="no SLURM cluster up (tests/slurm/cluster.sh up, as root)")]
+
+# Training long enough (outcome: some 500 iterations, half a minute or more) for a signal to land mid-run. Train
+# jobs ask for 50 minutes, so the signal leads the limit by 5 minutes (the profile's rule).
+STUDY = {**SMALL_STUDY, "study": "slurm", "seeds": [1], "budget": {"tokens": 80000},
+         "resources": {"train": {"mem_mb": 1000, "cpus_per_gpu": 1, "runtime": 50}, "cpu": {"mem_mb": 1000}}}
+PREEMPTED, LIMITED = "mc_k2", "outcome"  # scancel --signal=USR1; a time limit cut to 2-3 minutes from now
+WALL_TIME = {"t_select", "t_generate", "t_credit", "t_update", "t_sync", "train_seconds", "eval_seconds"}
+ENV = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}",
+       "PYTHONPATH": str(ROOT / "workflow")}
+
+
+def _snakemake(workdir: Path, *args) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
+           "--configfile", str(workdir / "study.yaml"), *args]
+    return subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=open(workdir / "snakemake.out", "w"),
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def _jobs(workdir: Path, rule: str) -> list[str]:
+    """SLURM job ids of `rule`, oldest first, from the plugin's logs (kept: slurm-keep-successful-logs)."""
+    logs = (workdir / ".snakemake" / "slurm_logs").glob(f"rule_{rule}/**/*.log")
+    return sorted((p.stem for p in logs), key=int)
+
+
+def _sacct(job: str) -> dict:
+    line = subprocess.run(["sacct", "-n", "-X", "-P", "-j", job, "-o", "Partition,State,ExitCode"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    return dict(zip(("partition", "state", "exit"), line.split("|")))
+
+
+def _first_job_once(workdir: Path, snakemake: subprocess.Popen, arm: str, checkpoint: str) -> str:
+    """The run's first SLURM job, once it has written a checkpoint matching `checkpoint`."""
+    checkpoints = workdir / "results" / "slurm" / "runs" / arm / "seed1" / "checkpoints"
+    deadline = time.time() + 900
+    while not list(checkpoints.glob(checkpoint)):
+        assert snakemake.poll() is None and time.time() < deadline, (workdir / "snakemake.out").read_text()[-3000:]
+        time.sleep(0.1)
+    return _jobs(workdir, f"train/{arm}_1")[0]
+
+
+def _cut_time_limit(job: str) -> None:
+    """Leave the job 2-3 minutes (limits are whole minutes): less than the 5-minute lead, so slurmctld sends the
+    signal at its next time-limit check, as it would near the end of a real limit."""
+    elapsed = subprocess.run(["squeue", "-h", "-j", job, "-o", "%M"], capture_output=True, text=True,
+                             check=True).stdout.strip()
+    seconds = sum(int(x) * 60 ** i for i, x in enumerate(reversed(elapsed.split("-")[-1].split(":"))))
+    subprocess.run(["scontrol", "update", f"JobId={job}", f"TimeLimit={math.ceil(seconds / 60) + 2}"], check=True)
+
+
+@pytest.fixture(scope="module")
+def studies(tmp_path_factory):
+    """(SLURM workdir, local workdir, the job preempted, the job time-limited): one study run twice."""
+    slurm, local = tmp_path_factory.mktemp("slurm"), tmp_path_factory.mktemp("local")
+    for workdir in (slurm, local):
+        (workdir / "study.yaml").write_text(yaml.safe_dump(STUDY))
+    on_slurm = _snakemake(slurm, "--profile", "slurm", "--retries", "6",
+                          "--slurm-init-seconds-before-status-checks", "2", "--seconds-between-status-checks", "2")
+    at_home = _snakemake(local, "--cores", "1")
+    limited = _first_job_once(slurm, on_slurm, LIMITED, "ckpt-00000000.json")  # about to train
+    _cut_time_limit(limited)
+    preempted = _first_job_once(slurm, on_slurm, PREEMPTED, "ckpt-0*[1-9]*.json")  # past its first evaluation
+    subprocess.run(["scancel", "--signal=USR1", preempted], check=True)
+    for workdir, proc in ((slurm, on_slurm), (local, at_home)):
+        assert proc.wait(timeout=1200) == 0, (workdir / "snakemake.out").read_text()[-4000:]
+    return slurm, local, preempted, limited
+
+
+def _parquet(workdir: Path) -> dict[str, Path]:
+    results = workdir / "results" / "slurm"
+    return {str(p.relative_to(results)): p for p in sorted(results.glob("**/*.parquet"))}
+
+
+def test_slurm_run_writes_the_same_parquet_as_a_local_run(studies):
+    slurm, local, *_ = studies
+    a, b = _parquet(slurm), _parquet(local)
+    assert a.keys() == b.keys() and any(k.startswith("runs/") for k in a)
+    for name in a:
+        fa, fb = read_parquet(a[name]), read_parquet(b[name])
+        if name.startswith("analysis/") and "basis" in fa.columns:  # the time basis rests on wall time
+            fa, fb = (f[f["basis"] != "time"].reset_index(drop=True) for f in (fa, fb))
+        keep = [c for c in fa.columns if c not in WALL_TIME and not c.startswith("share_")
+                and c not in ("select", "generate", "credit", "update", "sync", "total", "seconds_per_iteration")]
+        if name.startswith(("analysis/stages", "analysis/budget_share", "analysis/extrapolation")):
+            continue  # stage seconds, and shares of the time axis
+        pd.testing.assert_frame_equal(fa[keep], fb[keep], check_exact=True, obj=name)
+
+
+def test_train_jobs_run_on_the_gpu_partition_and_the_rest_on_the_cpu_one(studies):
+    slurm, *_ = studies
+    for rule, partition in (("prepare_data", "cpu"), ("warm_start", "cpu"), ("calibrate", "gpu"), ("train", "gpu")):
+        jobs = _jobs(slurm, rule)
+        assert jobs and {_sacct(job)["partition"] for job in jobs} == {partition}, rule
+    for rule in ("drift", "contrasts", "figures", "tables", "prereg_lock"):
+        assert not _jobs(slurm, rule)  # run in the submitting Snakemake
+
+
+def test_a_signalled_job_checkpoints_and_a_new_job_resumes_it(studies):
+    slurm, _, preempted, _ = studies
+    run = slurm / "results" / "slurm" / "runs" / PREEMPTED / "seed1"
+    attempts = json.loads((run / "run.json").read_text())["attempts"]
+    assert attempts[0]["slurm_job_id"] == preempted and attempts[0]["outcome"] == "interrupted"
+    assert attempts[0]["signal"] == "SIGUSR1" and attempts[-1]["outcome"] == "finished"
+    assert attempts[1]["resumed_at"] == attempts[0]["iterations"] > 0
+    jobs = [a["slurm_job_id"] for a in attempts]
+    assert len(set(jobs)) == len(jobs)  # every retry is a job of its own, not a restart in the dying one
+    assert _sacct(preempted)["state"] == "FAILED"
+    log = (slurm / "results" / "slurm" / "logs" / "train" / PREEMPTED / "seed1.log").read_text()
+    assert f"attempt 1 (SLURM job {preempted}) on" in log and "interrupted by SIGUSR1 after" in log
+    assert not (run / "checkpoints").exists()  # gone once Snakemake had the outputs
+
+
+def test_a_job_near_its_time_limit_checkpoints_and_a_new_job_resumes_it(studies):
+    slurm, _, _, limited = studies
+    run = slurm / "results" / "slurm" / "runs" / LIMITED / "seed1"
+    attempts = json.loads((run / "run.json").read_text())["attempts"]
+    assert attempts[0]["slurm_job_id"] == limited and attempts[0]["outcome"] == "interrupted"
+    assert attempts[0]["signal"] == "SIGUSR1" and attempts[-1]["outcome"] == "finished"
+    assert attempts[1]["resumed_at"] == attempts[0]["iterations"] > 0
+    assert _sacct(limited)["state"] == "FAILED"  # exit 75 inside the limit, not TIMEOUT
+
+
+def test_a_finished_study_schedules_nothing(studies):
+    slurm, *_ = studies
+    done = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--profile", "slurm", "-s", str(ROOT / "Snakefile"),
+                           "--directory", str(slurm), "--configfile", str(slurm / "study.yaml")],
+                          cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "Nothing to be done" in done.stdout + done.stderr
