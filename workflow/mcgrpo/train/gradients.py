@@ -159,12 +159,18 @@ def probe(model, tokenizer, problems: list[dict], recipe: dict, rules: dict[str,
     return pd.DataFrame(rows, columns=["arm", "batch", "measure", "value"])
 
 
+SWEEP = "sweep_k"  # the k sweep's rules are named sweep_k1, sweep_k2, ... (analysis/efficiency.py reads k back)
+
+
 def arm_rules(cfg: dict, pool=None) -> dict[str, Callable]:
-    """outcome-only first (the base every efficiency is relative to), then the measured arms and controls."""
+    """outcome-only first (the base every efficiency is relative to), then the measured arms, the controls, and
+    the k sweep (C.3.2): the first measured Monte-Carlo arm's rule at each k, on the same batches."""
     spec = cfg["gradient_tests"]
     credits = {"outcome": {}}
     credits.update({arm: cfg["arms"][arm].get("credit", {}) for arm in spec["arms"]})
     credits.update(spec["controls"])
+    template = next((c["monte_carlo"] for c in credits.values() if "monte_carlo" in (c or {})), {})
+    credits.update({f"{SWEEP}{k}": {"monte_carlo": {**template, "k": k}} for k in spec["k_sweep"]})
     return {name: credit_rules.build(c, pool, name) for name, c in credits.items()}
 
 
