@@ -112,6 +112,25 @@ def reference_rule(spec: dict) -> MonteCarlo:
     return MonteCarlo(k=spec["k"], cuts=spec["cuts"], form="vineppo", prompt_value=spec["prior"])
 
 
+class Memo:
+    """An engine that samples each (prompt, limit, seed) request once per batch: a request's tokens depend on its
+    seed alone (the engine contract), so a control that reuses an arm's draws (shuffled) costs no new tokens here,
+    while its credit still counts them as the tokens its update would consume."""
+
+    def __init__(self, engine):
+        self.engine, self.done = engine, {}
+
+    def generate(self, prompts, max_new_tokens, seeds):
+        keys = [(tuple(p), int(n), int(s)) for p, n, s in zip(prompts, max_new_tokens, seeds)]
+        missing = list(dict.fromkeys(k for k in keys if k not in self.done))
+        if missing:
+            self.done.update(zip(missing, self.engine.generate(*(list(x) for x in zip(*missing)))))
+        return [self.done[k] for k in keys]
+
+    def sync(self, model) -> None:
+        self.engine.sync(model)
+
+
 def fixed_batches(pool_size: int, batches: int, prompts: int, seed: int) -> list[np.ndarray]:
     """`batches` disjoint sets of pool indices (drawn once from `seed`; with replacement across batches only
     when the pool is smaller than batches x prompts)."""
@@ -133,8 +152,10 @@ def probe(model, tokenizer, problems: list[dict], recipe: dict, rules: dict[str,
         batch = sample_groups(engine, prompter, [problems[j] for j in indices], r["group_size"],
                               r["completion_limit"], seeds, r["reward_verifier"])
 
+        memo = Memo(engine)
+
         def context(tag: str) -> CreditContext:
-            return CreditContext(engine=engine, prompter=prompter, limit=r["completion_limit"],
+            return CreditContext(engine=memo, prompter=prompter, limit=r["completion_limit"],
                                  verifier=r["reward_verifier"], advantage_eps=r["advantage_eps"],
                                  seed=(seed, f"gradient-{tag}", b), features=view.prefix_features,
                                  log_ratio=log_ratio_fn)
