@@ -169,14 +169,14 @@ def probe(model, tokenizer, problems: list[dict], recipe: dict, rules: dict[str,
         scores = score_vectors(model, params, batch, pad_id, r["microbatch_size"])
         outside, residual = project_out(scores, torch.stack([h, *us.values()]))
         del scores
+        line = []
         for i, (arm, u) in enumerate(us.items(), start=1):
             values = {**measures(u, h, outside[i], outside[0]), "projection_residual": float(residual[i]),
                       "tokens": batch.n_tokens + credits[arm].tokens_generated,
                       "tokens_continuation": credits[arm].tokens_generated}
             rows += [{"arm": arm, "batch": b, "measure": m, "value": float(values[m])} for m in MEASURES]
-        log(f"batch {b}: " + ", ".join(
-            f"{arm} align {measures(u, h, outside[i + 1], outside[0])['alignment']:+.3f}"
-            for i, (arm, u) in enumerate(us.items())))
+            line.append(f"{arm} align {values['alignment']:+.3f} outside V {values['share_outside_v']:.3f}")
+        log(f"batch {b}: " + ", ".join(line))
     return pd.DataFrame(rows, columns=["arm", "batch", "measure", "value"])
 
 
