@@ -83,3 +83,17 @@ def test_prediction_table_pairs_each_efficiency_with_its_basis_and_ranks_them():
     rho = efficiency.rank_agreement(table)
     assert rho["spearman_per_update"] == pytest.approx(1.0) and rho["spearman_per_token"] == pytest.approx(1.0)
     assert np.isnan(efficiency.rank_agreement(table.head(2))["spearman_per_token"])  # two points rank nothing
+
+
+def test_second_moment_fit_recovers_a_plus_b_over_k():
+    # E||u_k||^2 = 3 + 1/k exactly on every batch (times a batch factor): the share at k is (1/k) / (3 + 1/k)
+    rng = np.random.default_rng(2)
+    factor = 1 + rng.random(5)
+    values = {f"sweep_k{k}": arm([1.0] * 5, list((3 + 1 / k) * factor), [10] * 5) for k in (1, 2, 4, 8, 16)}
+    fit = efficiency.second_moment_fit(table({"outcome": arm([1.0] * 5, [1.0] * 5, [10] * 5), **values}), resamples=200)
+    assert list(fit["k"]) == [1, 2, 4, 8, 16]
+    expected = [(1 / k) / (3 + 1 / k) for k in (1, 2, 4, 8, 16)]
+    np.testing.assert_allclose(fit["continuation_share"], expected)
+    np.testing.assert_allclose(fit["share_low"], expected)  # the same shape on every batch: no spread
+    assert fit["b"].iloc[0] / fit["a"].iloc[0] == pytest.approx(1 / 3)
+    assert efficiency.second_moment_fit(table({"outcome": arm([1.0] * 4, [1.0] * 4, [1] * 4)})).empty

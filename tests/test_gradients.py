@@ -219,3 +219,28 @@ def test_gradient_tests_block_defaults_and_errors(study):
         studies.validate(bad)
     assert "gradient_tests.arms[0]: 'nope' is not an arm; allowed: outcome, mc_k2" in str(e.value)
     assert "gradient_tests.controls.mc_k2: the name is taken by an arm" in str(e.value)
+
+
+def test_arm_rules_put_outcome_first_and_sweep_the_first_monte_carlo_arm(study):
+    import copy
+    from mcgrpo import studies
+    cfg = copy.deepcopy(study)
+    cfg["arms"]["mc_k2"]["credit"] = {"monte_carlo": {"k": 2, "cuts": 3}}
+    cfg["gradient_tests"] = {"arms": ["mc_k2"], "k_sweep": [1, 8],
+                             "controls": {"mc_shuffled": {"shuffled": {"monte_carlo": {"k": 2}}}}}
+    rules = gradients.arm_rules(studies.validate(cfg))
+    assert list(rules) == ["outcome", "mc_k2", "mc_shuffled", "sweep_k1", "sweep_k8"]
+    assert (rules["sweep_k8"].k, rules["sweep_k8"].cuts, rules["sweep_k1"].k) == (8, 3, 1)
+
+
+def test_memo_engine_samples_each_request_once_with_the_same_tokens(toy):
+    model, tokenizer, prompter = toy
+    from credit_fixtures import CountingEngine
+    counting = CountingEngine(engines.build("hf", model, tokenizer))
+    memo = gradients.Memo(counting)
+    prompts = [prompter("a"), prompter("b"), prompter("a")]
+    first = memo.generate(prompts, [4, 4, 4], [1, 2, 1])
+    spent = counting.generated
+    again = memo.generate(prompts[:2], [4, 4], [1, 2])
+    assert counting.generated == spent and again == first[:2] and first[2] == first[0]
+    assert first == engines.build("hf", model, tokenizer).generate(prompts, [4, 4, 4], [1, 2, 1])

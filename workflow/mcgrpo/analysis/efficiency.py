@@ -71,6 +71,33 @@ def efficiency_table(tests: pd.DataFrame, resamples: int = 2000, seed: int = 0) 
     return pd.DataFrame(rows, columns=EFFICIENCY_COLUMNS)
 
 
+SWEEP = "sweep_k"  # train/gradients.py names the k sweep's rules sweep_k<k>
+
+
+def second_moment_fit(tests: pd.DataFrame, resamples: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """The k sweep's update second moment fitted as E||u_k||^2 = a + b / k (C.3.2), least squares over the
+    sweep's k, and the share b / k / (a + b / k) due to continuation sampling at each k, with a bootstrap
+    interval over batches; empty without a sweep of at least two k."""
+    arms = [a for a in dict.fromkeys(tests["arm"]) if str(a).startswith(SWEEP)]
+    if len(arms) < 2:
+        return pd.DataFrame(columns=["k", "sq_norm", "a", "b", "continuation_share", "share_low", "share_high"])
+    k = np.array([int(a[len(SWEEP):]) for a in arms], dtype=float)
+    sq = _matrix(tests, "sq_norm", arms)
+    design = np.stack([np.ones_like(k), 1 / k], axis=1)
+
+    def shares(moments: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        coef = np.linalg.lstsq(design, moments, rcond=None)[0]  # [2, resamples]
+        return coef, (coef[1] / k[:, None]) / (coef[0] + coef[1] / k[:, None])
+
+    coef, point = shares(sq.mean(1)[:, None])
+    n = sq.shape[1]
+    draw = np.random.default_rng(seed).integers(0, n, (resamples, n))
+    _, boot = shares(sq[:, draw].mean(-1))
+    return pd.DataFrame({"k": k.astype(int), "sq_norm": sq.mean(1), "a": coef[0, 0], "b": coef[1, 0],
+                         "continuation_share": point[:, 0], "share_low": np.quantile(boot, 0.025, axis=1),
+                         "share_high": np.quantile(boot, 0.975, axis=1)})
+
+
 def measured_per_token(efficiency: pd.DataFrame) -> dict[str, float]:
     """arm -> measured per-token efficiency (what the extrapolation reads unless the config overrides it)."""
     return {row.arm: float(row.per_token) for row in efficiency.itertuples() if row.arm != BASE}

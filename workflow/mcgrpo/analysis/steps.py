@@ -94,6 +94,11 @@ def prediction_step(cfg: dict, results: Path) -> None:
                        note=f"{metric} on {eval_set}: per-update efficiency beside the equal-updates difference, "
                             f"per-token beside the equal-tokens difference, observed minus extrapolated accuracy; "
                             f"Spearman over the trained arms.")
+    fit = efficiency.second_moment_fit(store.read_parquet(results / "analysis" / "gradient_tests.parquet"),
+                                       cfg["gradient_tests"]["resamples"], cfg["gradient_tests"]["seed"])
+    if len(fit):
+        tables.write_table(fit, results / "tables" / "second_moment", title="The update's second moment as a + b/k "
+                           "(k sweep) and the share due to continuation sampling at each k (95% bootstrap CI)")
     figures.prediction(table, _extrapolation_line(cfg, results, base, metric, eval_set), a["margin"],
                        results / "figures" / "prediction.png", rho)
 

@@ -112,6 +112,25 @@ def reference_rule(spec: dict) -> MonteCarlo:
     return MonteCarlo(k=spec["k"], cuts=spec["cuts"], form="vineppo", prompt_value=spec["prior"])
 
 
+class Memo:
+    """An engine that samples each (prompt, limit, seed) request once per batch: a request's tokens depend on its
+    seed alone (the engine contract), so a control that reuses an arm's draws (shuffled) costs no new tokens here,
+    while its credit still counts them as the tokens its update would consume."""
+
+    def __init__(self, engine):
+        self.engine, self.done = engine, {}
+
+    def generate(self, prompts, max_new_tokens, seeds):
+        keys = [(tuple(p), int(n), int(s)) for p, n, s in zip(prompts, max_new_tokens, seeds)]
+        missing = list(dict.fromkeys(k for k in keys if k not in self.done))
+        if missing:
+            self.done.update(zip(missing, self.engine.generate(*(list(x) for x in zip(*missing)))))
+        return [self.done[k] for k in keys]
+
+    def sync(self, model) -> None:
+        self.engine.sync(model)
+
+
 def fixed_batches(pool_size: int, batches: int, prompts: int, seed: int) -> list[np.ndarray]:
     """`batches` disjoint sets of pool indices (drawn once from `seed`; with replacement across batches only
     when the pool is smaller than batches x prompts)."""
@@ -133,8 +152,10 @@ def probe(model, tokenizer, problems: list[dict], recipe: dict, rules: dict[str,
         batch = sample_groups(engine, prompter, [problems[j] for j in indices], r["group_size"],
                               r["completion_limit"], seeds, r["reward_verifier"])
 
+        memo = Memo(engine)
+
         def context(tag: str) -> CreditContext:
-            return CreditContext(engine=engine, prompter=prompter, limit=r["completion_limit"],
+            return CreditContext(engine=memo, prompter=prompter, limit=r["completion_limit"],
                                  verifier=r["reward_verifier"], advantage_eps=r["advantage_eps"],
                                  seed=(seed, f"gradient-{tag}", b), features=view.prefix_features,
                                  log_ratio=log_ratio_fn)
@@ -148,23 +169,29 @@ def probe(model, tokenizer, problems: list[dict], recipe: dict, rules: dict[str,
         scores = score_vectors(model, params, batch, pad_id, r["microbatch_size"])
         outside, residual = project_out(scores, torch.stack([h, *us.values()]))
         del scores
+        line = []
         for i, (arm, u) in enumerate(us.items(), start=1):
             values = {**measures(u, h, outside[i], outside[0]), "projection_residual": float(residual[i]),
                       "tokens": batch.n_tokens + credits[arm].tokens_generated,
                       "tokens_continuation": credits[arm].tokens_generated}
             rows += [{"arm": arm, "batch": b, "measure": m, "value": float(values[m])} for m in MEASURES]
-        log(f"batch {b}: " + ", ".join(
-            f"{arm} align {measures(u, h, outside[i + 1], outside[0])['alignment']:+.3f}"
-            for i, (arm, u) in enumerate(us.items())))
+            line.append(f"{arm} align {values['alignment']:+.3f} outside V {values['share_outside_v']:.3f}")
+        log(f"batch {b}: " + ", ".join(line))
     return pd.DataFrame(rows, columns=["arm", "batch", "measure", "value"])
 
 
+SWEEP = "sweep_k"  # the k sweep's rules are named sweep_k1, sweep_k2, ... (analysis/efficiency.py reads k back)
+
+
 def arm_rules(cfg: dict, pool=None) -> dict[str, Callable]:
-    """outcome-only first (the base every efficiency is relative to), then the measured arms and controls."""
+    """outcome-only first (the base every efficiency is relative to), then the measured arms, the controls, and
+    the k sweep (C.3.2): the first measured Monte-Carlo arm's rule at each k, on the same batches."""
     spec = cfg["gradient_tests"]
     credits = {"outcome": {}}
     credits.update({arm: cfg["arms"][arm].get("credit", {}) for arm in spec["arms"]})
     credits.update(spec["controls"])
+    template = next((c["monte_carlo"] for c in credits.values() if "monte_carlo" in (c or {})), {})
+    credits.update({f"{SWEEP}{k}": {"monte_carlo": {**template, "k": k}} for k in spec["k_sweep"]})
     return {name: credit_rules.build(c, pool, name) for name, c in credits.items()}
 
 

@@ -1,0 +1,75 @@
+"""The prediction step and the extrapolation reading measured efficiency, on the synthetic results of test_steps."""
+
+import copy
+import json
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mcgrpo import studies
+from mcgrpo.cli import main
+from mcgrpo.core.store import read_parquet, write_parquet
+from test_steps import results  # noqa: F401  (the module-scoped fixture)
+
+
+def gradient_table(per_update: float, token_ratio: float, batches: int = 6) -> pd.DataFrame:
+    """outcome and mc_k2 rows whose efficiency ratio is `per_update` on every batch, mc_k2 using
+    `token_ratio` times outcome's tokens."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for b in range(batches):
+        inner, sq = 1 + rng.random(), 1 + rng.random()
+        for arm, scale_inner, scale_sq, tokens in (("outcome", 1, 1, 100), ("mc_k2", 2, 4 / per_update, 100 * token_ratio)):
+            values = {"inner": inner * scale_inner, "sq_norm": sq * scale_sq, "tokens": tokens, "alignment": 0.5,
+                      "share_outside_v": 0.9, "projection_residual": 1e-14, "cos_full": 0.4, "tokens_continuation": 0}
+            rows += [{"arm": arm, "batch": b, "measure": m, "value": v} for m, v in values.items()]
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture
+def measured(results, tmp_path):  # noqa: F811
+    cfg, root = results
+    folder = tmp_path / "results"
+    shutil.copytree(root, folder)
+    cfg = copy.deepcopy(cfg)
+    cfg["analysis"]["efficiency"] = {}
+    cfg["gradient_tests"] = {"batches": 6, "arms": ["mc_k2"]}
+    cfg = studies.validate(cfg)
+    write_parquet(gradient_table(per_update=1.5, token_ratio=6.0), folder / "analysis" / "gradient_tests.parquet")
+    return cfg, folder
+
+
+def run(step, cfg, folder):
+    assert main([step, "--config-json", json.dumps(cfg), "--results", str(folder)]) == 0
+
+
+def test_extrapolation_reads_the_measured_per_token_efficiency_unless_the_config_overrides_it(measured):
+    cfg, folder = measured
+    run("curves", cfg, folder)
+    x = read_parquet(folder / "analysis" / "extrapolation.parquet")
+    np.testing.assert_allclose(x["efficiency"], 1.5 / 6.0)
+    cfg["analysis"]["efficiency"] = {"mc_k2": 0.5}
+    run("curves", cfg, folder)
+    np.testing.assert_allclose(read_parquet(folder / "analysis" / "extrapolation.parquet")["efficiency"], 0.5)
+
+
+def test_prediction_step_writes_the_table_and_figure(measured):
+    cfg, folder = measured
+    for step in ("curves", "prediction"):
+        run(step, cfg, folder)
+    eff = read_parquet(folder / "analysis" / "efficiency.parquet").set_index("arm")
+    assert eff.loc["mc_k2", "per_update"] == pytest.approx(1.5)
+    assert eff.loc["mc_k2", "per_token"] == pytest.approx(0.25)
+    table = read_parquet(folder / "analysis" / "prediction.parquet")
+    contrasts = read_parquet(folder / "analysis" / "contrasts.parquet")
+    wanted = contrasts[(contrasts["a"] == "mc_k2") & (contrasts["basis"] == "tokens")
+                       & (contrasts["metric"] == "acc_default")]["mean"].iloc[0]
+    assert table["diff_tokens"].iloc[0] == pytest.approx(wanted)
+    assert np.isfinite(table["observed_minus_extrapolated"].iloc[0])
+    assert np.isnan(table["spearman_per_token"].iloc[0])  # one trained arm: no rank agreement to report
+    assert (folder / "figures" / "prediction.png").stat().st_size > 1000
+    assert "Spearman" in (folder / "tables" / "prediction.md").read_text()
+    for name in ("efficiency", "prediction"):
+        assert (folder / "tables" / f"{name}.csv").stat().st_size > 0
