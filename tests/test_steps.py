@@ -57,7 +57,7 @@ def test_every_step_writes_its_outputs(results):
                  "drift"):
         assert (root / "figures" / f"{name}.png").stat().st_size > 1000
         assert (root / "figures" / f"{name}.pdf").stat().st_size > 1000
-    for name in ("prereg", "contrasts", "equal_bases", "pass_at_k", "budget_share", "stage_seconds", "groups",
+    for name in ("headline", "prereg", "contrasts", "equal_bases", "pass_at_k", "budget_share", "stage_seconds", "groups",
                  "drift", "extrapolation"):
         for ext in ("csv", "md", "html"):
             assert (root / "tables" / f"{name}.{ext}").stat().st_size > 0
@@ -135,3 +135,14 @@ def test_summary_states_every_planned_contrast_and_the_report_opens_with_it(resu
     assert [line[2:4] for line in text.splitlines() if line[:3] in ("- T", "- S")] == ["T1", "T2", "S1"]
     page = (root / "summary.rst").read_text()
     assert page.startswith("Study mini: results\n") and "GRPO interventions compared at matched compute" in page
+
+
+def test_headline_table_has_one_readable_line_per_planned_contrast(results):
+    _, root = results
+    csv = pd.read_csv(root / "tables" / "headline.csv")
+    assert csv["id"].tolist() == ["T1", "T2", "S1"]
+    assert list(csv.columns) == ["id", "label", "contrast", "basis", "n", "difference", "p", "p_holm", "verdict"]
+    assert csv["contrast"].iloc[0] == "mc_k2 minus outcome" and csv["basis"].tolist()[:2] == ["equal tokens", "equal time (T*)"]
+    assert set(csv["verdict"]) <= {"confirmed", "not confirmed", "exploratory"}
+    md = (root / "tables" / "headline.md").read_text()
+    assert f"| {csv['p'].iloc[0]:.3f} |" in md or "| <0.001 |" in md

@@ -19,7 +19,8 @@ def test_formats_points_p_and_tokens():
 def row(**changes):
     base = {"id": "T1", "label": "primary", "family": "H1", "direction": "less", "a": "mc_k4", "b": "outcome",
             "basis": "tokens", "metric": "acc_default", "eval_set": "heldout", "n": 4, "mean": -0.061,
-            "ci_low": -0.114, "ci_high": -0.007, "p": 0.031, "p_holm": 0.031, "margin": 0.02, "confirmed": True}
+            "ci_low": -0.114, "ci_high": -0.007, "p": 0.031, "p_holm": 0.031, "margin": 0.02, "confirmed": True,
+            "tost_p": 0.9, "ni_p": 0.8}
     return pd.Series({**base, **changes})
 
 
@@ -31,7 +32,7 @@ def test_a_confirmed_primary_contrast_in_one_sentence():
 def test_verdicts_and_predictions_in_words():
     s2 = row(id="S2", label="secondary", direction="equivalent", basis="time", p_holm=np.nan, confirmed=False)
     assert summary.sentence(s2) == ("S2 (secondary): mc_k4 matches outcome within ±2 points at equal time (T*): "
-                                    "-6.1 [-11.4, -0.7] points, p = 0.031, 4 seeds: not confirmed")
+                                    "-6.1 [-11.4, -0.7] points, p = 0.900, 4 seeds: not confirmed")  # TOST's p
     assert summary.verdict(row(confirmed=pd.NA)) == "exploratory"
 
 
