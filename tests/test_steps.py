@@ -58,7 +58,7 @@ def test_every_step_writes_its_outputs(results):
         assert (root / "figures" / f"{name}.png").stat().st_size > 1000
         assert (root / "figures" / f"{name}.pdf").stat().st_size > 1000
     for name in ("headline", "prereg", "contrasts", "equal_bases", "pass_at_k", "budget_share", "stage_seconds", "groups",
-                 "drift", "extrapolation"):
+                 "drift", "extrapolation", "power"):
         for ext in ("csv", "md", "html"):
             assert (root / "tables" / f"{name}.{ext}").stat().st_size > 0
 

@@ -233,6 +233,30 @@ def contrast(args) -> None:
     print(f"written: {out}")
 
 
+def seeds_power(args) -> None:
+    """How many paired seeds each contrast needs (80% power to exclude 0, and to show equivalence), from a
+    finished study's or a pilot's per-seed differences (analysis/paired.parquet)."""
+    from mcgrpo.analysis import power, steps
+    from mcgrpo.analysis.tables import to_markdown
+    results = Path(args.results)
+    paired = store.read_contract(results / "analysis" / "paired.parquet", "paired")
+    paired = paired[(paired["metric"] == args.metric) & (paired["basis"].isin(args.basis or paired["basis"]))]
+    locked = steps._locked_plan(results)[0]
+    margin = args.margin if args.margin is not None else locked["analysis"]["margin"] if locked else 0.02
+    table = power.plan(paired, margin, args.alpha, args.power)
+    print(to_markdown(table))
+    print(steps.power_note(margin, args.alpha).replace("80%", f"{100 * args.power:g}%"))
+
+
+def _power_arguments(v: argparse.ArgumentParser) -> None:
+    v.add_argument("--results", required=True, help="the study's (or pilot's) results folder (results/<study>)")
+    v.add_argument("--metric", default="acc_default", help="the metric (default acc_default)")
+    v.add_argument("--basis", action="append", help="only this basis (repeatable; default: every basis)")
+    v.add_argument("--margin", type=float, help="equivalence margin (default: the lock's, else 0.02)")
+    v.add_argument("--alpha", type=float, default=0.05, help="test level (default 0.05)")
+    v.add_argument("--power", type=float, default=0.8, help="power wanted (default 0.8)")
+
+
 def _contrast_arguments(v: argparse.ArgumentParser) -> None:
     v.add_argument("--a", required=True, help="the arm under test")
     v.add_argument("--b", required=True, help="the arm it is compared with (the base)")
@@ -246,7 +270,7 @@ def _contrast_arguments(v: argparse.ArgumentParser) -> None:
 
 
 VERBS = {"data": data_summary, "prepare-data": prepare_data, "resolve-model": resolve_model, "warm-start": warm_start, "calibrate": calibrate, "train": train,
-         "prereg-lock": prereg_lock, "contrast": contrast,
+         "prereg-lock": prereg_lock, "contrast": contrast, "power": seeds_power,
          **{name: _step(name) for name in STEPS}}
 
 
@@ -298,7 +322,7 @@ def parser() -> argparse.ArgumentParser:
             v.add_argument(JSON_INPUT[name][0], required=True, help=JSON_INPUT[name][1])
         elif name == "train":
             _train_arguments(v)
-        elif name not in ("data", "contrast"):
+        elif name not in ("data", "contrast", "power"):
             _study_source(v)
         if name in STEPS:
             v.add_argument("--results", required=True, help="the study's results folder (results/<study>)")
@@ -308,6 +332,7 @@ def parser() -> argparse.ArgumentParser:
             v.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     _data_arguments(sub.choices["data"])
     _contrast_arguments(sub.choices["contrast"])
+    _power_arguments(sub.choices["power"])
     return p
 
 

@@ -23,7 +23,15 @@ PERCENT_COLUMNS = {"a", "base", "mixed_low", "mixed_high"}
 READING_NOTE = "Readable copies: differences in points (1 point = 0.01 accuracy), accuracies and shares in %."
 
 
+def _seeds(n: float) -> str:
+    return "never" if not np.isfinite(n) else f"{int(n)}"
+
+
 def _reader(column: str):
+    if column.startswith("seeds_"):
+        return _seeds
+    if column == "sd":
+        return lambda v: formats.points(v).lstrip("+")
     if column in P_COLUMNS:
         return formats.p_value
     if column in POINT_COLUMNS:
