@@ -180,6 +180,8 @@ def train(args) -> None:
         "hardware": {"device": str(model.device), "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
                      "cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads()},
         "git_sha": store.git_sha(),
+        # Both clocks of the training stages: wall time far above CPU time (x threads) means a shared machine.
+        "clock": _clocks(log.iterations),
     }, out / "run.json")
     checkpoint.clear(out / "checkpoints")
 
@@ -192,6 +194,13 @@ STEPS = {"drift": "verifier drift (default minus strict accuracy) per run and ev
          "tables": "the study's tables (CSV, markdown, HTML)",
          "summary": "the results summary: summary.md (printed when a run ends) and summary.rst (the report's "
                     "first page)"}
+
+
+def _clocks(iterations: list[dict]) -> dict:
+    """Training-stage seconds by the wall clock and by process CPU time, and the load a neighbour added."""
+    last = iterations[-1] if iterations else {}
+    wall, cpu = last.get("train_seconds", 0.0), last.get("train_cpu_seconds", 0.0)
+    return {"train_seconds": wall, "train_cpu_seconds": cpu, "cpu_share": cpu / wall if wall else None}
 
 
 def _step(name: str):
