@@ -126,8 +126,11 @@ def prereg_note(status: dict) -> str:
 
 
 def _contrasts(contrasts: pd.DataFrame) -> pd.DataFrame:
-    return contrasts.assign(higher_in=[f"{k} of {n}" for k, n in zip(contrasts["seeds_higher"], contrasts["n"])])[
-        CONTRAST_COLUMNS]
+    # One vocabulary in every table: a Holm family belongs to a planned primary contrast; the analysis marks
+    # the others' family "secondary", which is a label, so they show none (as in the prereg table).
+    return contrasts.assign(
+        higher_in=[f"{k} of {n}" for k, n in zip(contrasts["seeds_higher"], contrasts["n"])],
+        family=contrasts["family"].replace("secondary", ""))[CONTRAST_COLUMNS]
 
 
 def _bases(contrasts: pd.DataFrame) -> pd.DataFrame:
@@ -176,7 +179,7 @@ def _prereg(contrasts: pd.DataFrame, status: dict) -> pd.DataFrame:
     rows = []
     for i, e in status["labels"].items():
         r = result.loc[i] if i in result.index else None
-        rows.append({"id": i, "planned": e["label"], "reported": e["reported"], "family": e["family"],
+        rows.append({"id": i, "planned": e["label"], "reported": e["reported"], "family": e["family"] if e["label"] == "primary" else "",
                      "direction": e["direction"], "contrast": f"{e['a']}-vs-{e['b']}", "basis": e["basis"],
                      "metric": e["metric"], "result": "" if r is None else interval(r["mean"], r["ci_low"], r["ci_high"]),
                      "p": np.nan if r is None else r["p"], "p_holm": np.nan if r is None else r["p_holm"],
