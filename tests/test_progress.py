@@ -47,3 +47,19 @@ def test_training_shows_tokens_against_the_budget_and_every_evaluation(study, ti
     assert lines[-1].startswith(f"train outcome seed 1: {last['tokens_total']}/{last['tokens_total']} tok (100%)")
     assert f"iteration {last['iteration']}, {last['updates']} updates" in lines[-1]
     assert f"last eval {log.evals[-1]['acc_default']:.3f}" in lines[-1]
+
+
+def test_the_stage_clock_counts_cpu_time_apart_from_waiting():
+    """Sleeping (a neighbour holding the core looks the same to this process) adds wall time, not CPU time."""
+    import time
+
+    from mcgrpo.core.clock import StageClock
+    clock = StageClock()
+    with clock.stage("generate"):
+        time.sleep(0.2)
+    with clock.stage("update"):
+        sum(i * i for i in range(300_000))
+    lap = clock.lap()
+    assert lap["t_generate"] >= 0.2 and lap["cpu_generate"] < 0.05
+    assert lap["cpu_update"] > 0 and set(lap) == {f"{k}_{s}" for k in ("t", "cpu")
+                                                  for s in ("select", "generate", "credit", "update", "sync")}

@@ -27,7 +27,9 @@ from mcgrpo.core.errors import CheckpointMismatch
 from mcgrpo.train.models.tiny import build_model
 from mcgrpo.train.trainer import Trainer
 
-WALL_TIME = ["t_select", "t_generate", "t_credit", "t_update", "t_sync", "train_seconds", "eval_seconds"]
+STAGE_NAMES = ["select", "generate", "credit", "update", "sync"]
+WALL_TIME = [*(f"{k}_{s}" for k in ("t", "cpu") for s in STAGE_NAMES), "train_seconds", "train_cpu_seconds",
+             "eval_seconds"]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT / "workflow")}
 
 

@@ -57,8 +57,8 @@ def test_every_step_writes_its_outputs(results):
                  "drift"):
         assert (root / "figures" / f"{name}.png").stat().st_size > 1000
         assert (root / "figures" / f"{name}.pdf").stat().st_size > 1000
-    for name in ("prereg", "contrasts", "equal_bases", "pass_at_k", "budget_share", "stage_seconds", "groups",
-                 "drift", "extrapolation"):
+    for name in ("headline", "prereg", "contrasts", "equal_bases", "pass_at_k", "budget_share", "stage_seconds", "groups",
+                 "drift", "extrapolation", "power"):
         for ext in ("csv", "md", "html"):
             assert (root / "tables" / f"{name}.{ext}").stat().st_size > 0
 
@@ -74,10 +74,10 @@ def test_contrasts_cover_every_pair_basis_metric_and_label_from_the_lock(results
     assert read_json(root / "analysis" / "prereg.json")["state"] == "matches"
     md = (root / "tables" / "prereg.md").read_text()
     assert "The plan matches its lock of 2025-01-01T00:00:00+00:00." in md
-    # the secondary contrast's family reads the same in every table
-    families = [pd.read_csv(root / "tables" / f"{name}.csv", keep_default_na=False).set_index("id").loc["S1", "family"]
-                for name in ("prereg", "contrasts")]
-    assert families == ["secondary", "secondary"]
+    # the secondary contrast's family reads the same in every table: none (a Holm family is a primary's)
+    families = [pd.read_csv(root / "tables" / f"{name}.csv", keep_default_na=False).set_index("id").loc[i, "family"]
+                for name in ("prereg", "contrasts") for i in ("S1", "T1")]
+    assert families == ["", "H", "", "H"]
 
 
 @pytest.mark.parametrize("basis, metric", [("tokens", "acc_default"), ("time", "acc_default"),
@@ -139,3 +139,14 @@ def test_summary_states_every_planned_contrast_and_the_report_opens_with_it(resu
     assert [line[2:4] for line in text.splitlines() if line[:3] in ("- T", "- S")] == ["T1", "T2", "S1"]
     page = (root / "summary.rst").read_text()
     assert page.startswith("Study mini: results\n") and "GRPO interventions compared at matched compute" in page
+
+
+def test_headline_table_has_one_readable_line_per_planned_contrast(results):
+    _, root = results
+    csv = pd.read_csv(root / "tables" / "headline.csv")
+    assert csv["id"].tolist() == ["T1", "T2", "S1"]
+    assert list(csv.columns) == ["id", "label", "contrast", "basis", "n", "difference", "p", "p_holm", "verdict"]
+    assert csv["contrast"].iloc[0] == "mc_k2 minus outcome" and csv["basis"].tolist()[:2] == ["equal tokens", "equal time (T*)"]
+    assert set(csv["verdict"]) <= {"confirmed", "not confirmed", "exploratory"}
+    md = (root / "tables" / "headline.md").read_text()
+    assert f"| {csv['p'].iloc[0]:.3f} |" in md or "| <0.001 |" in md

@@ -10,7 +10,7 @@ def test_formats_points_p_and_tokens():
     assert formats.points(-0.0612) == "-6.1" and formats.points(0.0) == "+0.0"
     assert formats.percent(0.42187) == "42.2%"
     assert formats.interval(-0.061, -0.114, -0.007) == "-6.1 [-11.4, -0.7]"
-    assert formats.interval(0.02, np.nan, np.nan) == "+2.0" and formats.interval(np.nan, 0, 1) == "n/a"
+    assert formats.interval(0.02, np.nan, np.nan) == "+2.0" and formats.interval(np.nan, 0, 1) == "not defined"
     assert formats.p_value(0.01234) == "0.012" and formats.p_value(0.0004) == "<0.001"
     assert formats.p_value(np.nan) == "n/a"
     assert [formats.tokens(n) for n in (600, 135_000, 1_250_000, 2e9)] == ["600", "135k", "1.25M", "2G"]
@@ -19,7 +19,8 @@ def test_formats_points_p_and_tokens():
 def row(**changes):
     base = {"id": "T1", "label": "primary", "family": "H1", "direction": "less", "a": "mc_k4", "b": "outcome",
             "basis": "tokens", "metric": "acc_default", "eval_set": "heldout", "n": 4, "mean": -0.061,
-            "ci_low": -0.114, "ci_high": -0.007, "p": 0.031, "p_holm": 0.031, "margin": 0.02, "confirmed": True}
+            "ci_low": -0.114, "ci_high": -0.007, "p": 0.031, "p_holm": 0.031, "margin": 0.02, "confirmed": True,
+            "tost_p": 0.9, "ni_p": 0.8}
     return pd.Series({**base, **changes})
 
 
@@ -31,7 +32,7 @@ def test_a_confirmed_primary_contrast_in_one_sentence():
 def test_verdicts_and_predictions_in_words():
     s2 = row(id="S2", label="secondary", direction="equivalent", basis="time", p_holm=np.nan, confirmed=False)
     assert summary.sentence(s2) == ("S2 (secondary): mc_k4 matches outcome within ±2 points at equal time (T*): "
-                                    "-6.1 [-11.4, -0.7] points, p = 0.031, 4 seeds: not confirmed")
+                                    "-6.1 [-11.4, -0.7] points, p = 0.900, 4 seeds: not confirmed")  # TOST's p
     assert summary.verdict(row(confirmed=pd.NA)) == "exploratory"
 
 

@@ -115,6 +115,15 @@ def test_a_run_is_reproducible(study, tiny, world):
         return _trainer(study, (model, tokenizer), world, budget=300).run().frames()
 
     a, b = run(), run()
-    timing = [c for c in a["iterations"].columns if c.startswith("t_")] + ["train_seconds"]
+    timing = [c for c in a["iterations"].columns if c.startswith(("t_", "cpu_"))] + ["train_seconds",
+                                                                                   "train_cpu_seconds"]
     assert a["iterations"].drop(columns=timing).equals(b["iterations"].drop(columns=timing))
     assert a["samples"].equals(b["samples"])
+
+
+def test_each_stage_is_clocked_in_wall_and_process_cpu_time(study, tiny, world):
+    its = _trainer(study, tiny, world).run().frames()["iterations"]
+    stages = ["select", "generate", "credit", "update", "sync"]
+    assert its["train_cpu_seconds"].iloc[-1] == pytest.approx(its[[f"cpu_{s}" for s in stages]].to_numpy().sum())
+    assert (its["train_cpu_seconds"].diff().fillna(its["train_cpu_seconds"]) >= 0).all()
+    assert its["train_cpu_seconds"].iloc[-1] > 0

@@ -301,6 +301,8 @@ def _train(args) -> None:
         "hardware": {"device": str(model.device), "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
                      "cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads()},
         "git_sha": store.git_sha(),
+        # Both clocks of the training stages: wall time far above CPU time (x threads) means a shared machine.
+        "clock": _clocks(log.iterations),
     }, out / "run.json")
 
 
@@ -333,7 +335,15 @@ STEPS = {"drift": "verifier drift (default minus strict accuracy) per run and ev
          "figures": "the study's figures (PNG and PDF) from the analysis tables",
          "tables": "the study's tables (CSV, markdown, HTML)",
          "summary": "the results summary: summary.md (printed when a run ends) and summary.rst (the report's "
-                    "first page)"}
+                    "first page)",
+         "prediction": "the gradient tests' efficiencies against the trained contrasts (table and figure)"}
+
+
+def _clocks(iterations: list[dict]) -> dict:
+    """Training-stage seconds by the wall clock and by process CPU time, and the load a neighbour added."""
+    last = iterations[-1] if iterations else {}
+    wall, cpu = last.get("train_seconds", 0.0), last.get("train_cpu_seconds", 0.0)
+    return {"train_seconds": wall, "train_cpu_seconds": cpu, "cpu_share": cpu / wall if wall else None}
 
 
 def _step(name: str):
@@ -386,6 +396,30 @@ def _positive(text: str) -> int:
     return value
 
 
+def seeds_power(args) -> None:
+    """How many paired seeds each contrast needs (80% power to exclude 0, and to show equivalence), from a
+    finished study's or a pilot's per-seed differences (analysis/paired.parquet)."""
+    from mcgrpo.analysis import power, recompute, steps
+    from mcgrpo.analysis.tables import to_markdown
+    results = Path(args.results)
+    paired = store.read_contract(results / "analysis" / "paired.parquet", "paired")
+    paired = paired[(paired["metric"] == args.metric) & (paired["basis"].isin(args.basis or paired["basis"]))]
+    locked = recompute._locked_plan(results)[0]
+    margin = args.margin if args.margin is not None else locked["analysis"]["margin"] if locked else 0.02
+    table = power.plan(paired, margin, args.alpha, args.power)
+    print(to_markdown(table))
+    print(steps.power_note(margin, args.alpha).replace("80%", f"{100 * args.power:g}%"))
+
+
+def _power_arguments(v: argparse.ArgumentParser) -> None:
+    v.add_argument("--results", required=True, help="the study's (or pilot's) results folder (results/<study>)")
+    v.add_argument("--metric", default="acc_default", help="the metric (default acc_default)")
+    v.add_argument("--basis", action="append", help="only this basis (repeatable; default: every basis)")
+    v.add_argument("--margin", type=float, help="equivalence margin (default: the lock's, else 0.02)")
+    v.add_argument("--alpha", type=float, default=0.05, help="test level (default 0.05)")
+    v.add_argument("--power", type=float, default=0.8, help="power wanted (default 0.8)")
+
+
 def _contrast_arguments(v: argparse.ArgumentParser) -> None:
     v.add_argument("--a", required=True, help="the arm under test")
     v.add_argument("--b", required=True, help="the arm it is compared with (the base)")
@@ -400,7 +434,7 @@ def _contrast_arguments(v: argparse.ArgumentParser) -> None:
 
 VERBS = {"data": data_summary, "verify": verify, "prepare-data": prepare_data, "resolve-model": resolve_model, "warm-start": warm_start, "calibrate": calibrate, "train": train,
          "gradient-tests": gradient_tests,
-         "prereg-lock": prereg_lock, "contrast": contrast, "check": check,
+         "prereg-lock": prereg_lock, "contrast": contrast, "check": check, "power": seeds_power,
          **{name: _step(name) for name in STEPS}}
 
 
@@ -454,7 +488,7 @@ def parser() -> argparse.ArgumentParser:
             v.add_argument(JSON_INPUT[name][0], required=True, help=JSON_INPUT[name][1])
         elif name == "train":
             _train_arguments(v)
-        elif name not in ("data", "verify", "contrast"):
+        elif name not in ("data", "verify", "contrast", "power"):
             _study_source(v)
         if name in STEPS:
             v.add_argument("--results", required=True, help="the study's results folder (results/<study>)")
@@ -465,6 +499,7 @@ def parser() -> argparse.ArgumentParser:
     _data_arguments(sub.choices["data"])
     _verify_arguments(sub.choices["verify"])
     _contrast_arguments(sub.choices["contrast"])
+    _power_arguments(sub.choices["power"])
     return p
 
 

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from mcgrpo.analysis.curves import mean_curve
 from mcgrpo.analysis.formats import BASIS_WORDS, metric_words
@@ -180,7 +181,7 @@ def per_seed(paired: pd.DataFrame, contrasts: pd.DataFrame, margin: float, path:
 
     This is also the figure of equal tokens against equal time: every basis sits side by side.
     """
-    title = "Per-seed differences from the base at each basis"
+    title = "Per-seed differences from the base"
     if contrasts.empty:
         return _empty(path, title, "no contrast to show")
     names, bases = list(dict.fromkeys(contrasts["contrast"])), list(dict.fromkeys(contrasts["basis"]))
@@ -217,8 +218,8 @@ def per_seed(paired: pd.DataFrame, contrasts: pd.DataFrame, margin: float, path:
     ax.set_xticks(range(len(names)), [f"{c.replace('-vs-', ' minus ')}\n(n={int(contrasts[contrasts['contrast'] == c]['n'].max())} seeds)"
                                       for c in names], fontsize="small")
     first = contrasts.iloc[0]
-    ax.set(title=f"{title}\n({metric_words(first['metric'])} on {first['eval_set']}; dots: seeds; "
-                 f"bars: mean, 95% paired-t CI)", ylabel="A minus base (points)")
+    ax.set(title=f"{title}: {metric_words(first['metric'])} on {first['eval_set']}\n"
+                 f"(dots: seeds; bars: mean and 95% paired-t CI)", ylabel="A minus base (points)")
     ax.legend(loc="best", fontsize="small")
     return _save(fig, path)
 
@@ -255,6 +256,7 @@ def drift(drift_df: pd.DataFrame, gap: float, path: str | Path, eval_set: str,
         ax.plot(mean.index, 100 * mean, color=colours[arm], linewidth=2, marker="o", markersize=3.5,
                 label=f"{arm}: {int(runs['drifted'].sum())} of {len(runs)} evaluations drifted")
     ax.axhline(100 * gap, color="red", linestyle="--", label=f"drift threshold ({100 * gap:g} points)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set(title=f"Verifier drift on {eval_set}: default minus strict accuracy\n(thin: seeds, thick: mean over seeds)",
            xlabel="evaluation (0 = start; evaluations at equal steps of B)",
            ylabel="default minus strict accuracy (points)")

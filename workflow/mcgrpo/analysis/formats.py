@@ -29,10 +29,14 @@ def percent(value: float) -> str:
     return "n/a" if _missing(value) else f"{100 * value:.1f}%"
 
 
+NOT_DEFINED = "not defined"  # a reading that would need a curve beyond its end: no number
+
+
 def interval(mean: float, low: float, high: float) -> str:
-    """'mean [low, high]' in points, or the mean alone where the interval is undefined (one seed)."""
+    """'mean [low, high]' in points, or the mean alone where the interval is undefined (one seed); not defined
+    where the mean is."""
     if _missing(mean):
-        return "n/a"
+        return NOT_DEFINED
     if _missing(low) or _missing(high):
         return points(mean)
     return f"{points(mean)} [{points(low)}, {points(high)}]"

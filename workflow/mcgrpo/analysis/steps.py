@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from mcgrpo.analysis import breakdown, contrasts, curves, drift, efficiency, figures, prereg, runs, summary, tables
+from mcgrpo.analysis import breakdown, contrasts, curves, drift, efficiency, figures, power, prereg, runs, summary, tables
 from mcgrpo.core import store
 from mcgrpo.core import config as study_config
 from mcgrpo.analysis.plan import keys
@@ -179,6 +179,18 @@ def tables_step(cfg: dict, results: Path) -> None:
             _read(results, "groups"), _read(results, "budget_share"), _read(results, "extrapolation"),
             cfg["analysis"]["drift_gap"]).items():
         tables.write_table(df, out / name, title=title, note=note)
+    metric, eval_set = _headline(cfg)
+    a = cfg["analysis"]
+    planned = power.plan(paired[(paired["metric"] == metric) & (paired["eval_set"] == eval_set)], a["margin"],
+                         a["alpha"])
+    tables.write_table(planned, out / "power", title="Seeds planner: paired seeds for 80% power",
+                       note=power_note(a["margin"], a["alpha"]))
+
+
+def power_note(margin: float, alpha: float) -> str:
+    return (f"seeds_to_exclude_0: paired seeds for 80% power to exclude 0 at alpha {alpha:g}; seeds_for_equivalence: "
+            f"for 80% power to show equivalence within ±{100 * margin:g} points (never: |mean| is at least the "
+            f"margin). mean, sd: of the per-seed differences now.\n{power.ASSUMPTION}")
 
 
 def summary_step(cfg: dict, results: Path) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from mcgrpo.analysis import formats
+from mcgrpo.analysis.contrasts import TEST_P
 
 PREDICTIONS = {"less": "{a} trails {b}", "greater": "{a} beats {b}", "two-sided": "{a} differs from {b}",
                "equivalent": "{a} matches {b} within ±{margin} points",
@@ -27,6 +28,11 @@ def verdict(row) -> str:
     return "confirmed" if bool(row["confirmed"]) else "not confirmed"
 
 
+def planned_p(row) -> float:
+    """The p of the planned test: TOST for equivalence, the non-inferiority test, else the two-sided t test."""
+    return row[TEST_P.get(row["direction"], "p")]
+
+
 def sentence(row) -> str:
     """'T1 (primary, family H1): mc_k4 trails outcome at equal tokens: -6.1 points [-11.4, -0.7],
     p = 0.012 (Holm 0.012), 4 seeds: confirmed'."""
@@ -36,7 +42,7 @@ def sentence(row) -> str:
     holm = f" (Holm {formats.p_value(row['p_holm'])})" if row["label"] == "primary" else ""
     return (f"{row['id']} ({row['label']}{family}): {claim} at {formats.BASIS_WORDS.get(row['basis'], row['basis'])}: "
             f"{formats.interval(row['mean'], row['ci_low'], row['ci_high'])} points, "
-            f"p = {formats.p_value(row['p'])}{holm}, {int(row['n'])} seeds: {verdict(row)}")
+            f"p = {formats.p_value(planned_p(row))}{holm}, {int(row['n'])} seeds: {verdict(row)}")
 
 
 def planned(contrasts: pd.DataFrame) -> pd.DataFrame:

@@ -11,30 +11,69 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from mcgrpo.analysis import formats, summary
 from mcgrpo.analysis.drift import drift_counts
 from mcgrpo.core.store import write_text
 
 
-def _cell(value) -> str:
-    """One markdown cell: floats to 4 significant digits, pipes escaped."""
+# How the readable copies (markdown, HTML) show a column; the CSV keeps the raw values.
+P_COLUMNS = {"p", "p_holm", "tost_p", "ni_p"}
+POINT_COLUMNS = {"mean", "ci_low", "ci_high", "ni_low", "crossed_low", "crossed_high", "margin"}
+PERCENT_COLUMNS = {"a", "base", "mixed_low", "mixed_high"}
+READING_NOTE = "Readable copies: differences in points (1 point = 0.01 accuracy), accuracies and shares in %."
+
+
+def _seeds(n: float) -> str:
+    return "never" if not np.isfinite(n) else f"{int(n)}"
+
+
+def _reader(column: str):
+    if column.startswith("seeds_"):
+        return _seeds
+    if column == "sd":
+        return lambda v: formats.points(v).lstrip("+")
+    if column in P_COLUMNS:
+        return formats.p_value
+    if column in POINT_COLUMNS:
+        return formats.points
+    if column in PERCENT_COLUMNS or column.startswith("share_"):
+        return formats.percent
+    if column.startswith("tokens") or column == "B":
+        return formats.tokens
+    return None
+
+
+def _cell(value, column: str = "") -> str:
+    """One readable cell: by its column's kind (p, points, %, tokens), other floats to 3 significant digits."""
+    if isinstance(value, (float, np.floating, int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        reader = _reader(column)
+        if reader is not None:
+            return reader(value)
     if isinstance(value, (float, np.floating)):
-        return "NaN" if np.isnan(value) else f"{value:.4g}"
-    return str(value).replace("|", "\\|")
+        return "n/a" if np.isnan(value) else f"{value:.3g}"
+    return "" if value is pd.NA else str(value)
+
+
+def readable(df: pd.DataFrame) -> pd.DataFrame:
+    """`df` as the strings a reader sees."""
+    return pd.DataFrame({c: [_cell(v, c) for v in df[c]] for c in df.columns}, columns=df.columns)
+
+
+def _numeric(column: pd.Series) -> bool:
+    return pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column)
 
 
 def to_markdown(df: pd.DataFrame) -> str:
-    """A GitHub markdown table of `df`, numeric columns right-aligned."""
-    align = ["---:" if pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])
-             else "---" for c in df.columns]
-    lines = [list(map(_cell, df.columns)), align,
-             *([_cell(v) for v in row] for row in df.itertuples(index=False, name=None))]
-    return "".join(f"| {' | '.join(line)} |\n" for line in lines)
+    """A GitHub markdown table of `df`, readable numbers, numeric columns right-aligned."""
+    align = ["---:" if _numeric(df[c]) else "---" for c in df.columns]
+    lines = [list(map(str, df.columns)), align, *readable(df).itertuples(index=False, name=None)]
+    return "".join(f"| {' | '.join(cell.replace('|', chr(92) + '|') for cell in line)} |\n" for line in lines)
 
 
 def to_html(df: pd.DataFrame, title: str = "", note: str = "") -> str:
-    """A standalone HTML page holding `df`, with its title and note above it."""
-    body = df.to_html(index=False, na_rep="NaN", border=0, classes="table",
-                      float_format=lambda v: f"{v:.4g}")
+    """A standalone HTML page holding `df` (readable numbers), with its title and note above it."""
+    body = (readable(df).to_html(index=False, border=0, classes="table", escape=True) if len(df)
+            else "<p><em>No rows in this study (the note says when there are).</em></p>")
     head = (f"<h3>{html.escape(title)}</h3>\n" if title else "") + (
         "".join(f"<p>{html.escape(line)}</p>\n" for line in note.splitlines() if line.strip()))
     style = ("<style>body{font-family:sans-serif;font-size:13px} table{border-collapse:collapse}"
@@ -44,30 +83,24 @@ def to_html(df: pd.DataFrame, title: str = "", note: str = "") -> str:
 
 def write_table(df: pd.DataFrame, stem: Path, columns: list[str] | None = None, title: str = "",
                 note: str = "") -> tuple[Path, Path, Path]:
-    """Write `<stem>.csv`, `<stem>.md` and `<stem>.html` holding `columns` of `df` (all by default).
+    """Write `<stem>.csv` (raw values), `<stem>.md` and `<stem>.html` (readable) holding `columns` of `df`.
 
-    The title and note head the markdown and HTML copies, not the CSV.
+    The title and note head the markdown and HTML copies, not the CSV; an empty table says so in words.
     """
     df = df if columns is None else df[columns]
     stem = Path(stem)
+    if any(_reader(c) in (formats.points, formats.percent) for c in df.columns):
+        note = f"{note}\n{READING_NOTE}" if note else READING_NOTE
     preface = (f"### {title}\n\n" if title else "") + "".join(f"{line}\n\n" for line in note.splitlines()
                                                             if line.strip())
+    body = to_markdown(df) if len(df) else "*No rows in this study (the note says when there are).*\n"
     return (write_text(df.to_csv(index=False), stem.parent / f"{stem.name}.csv"),
-            write_text(preface + to_markdown(df), stem.parent / f"{stem.name}.md"),
+            write_text(preface + body, stem.parent / f"{stem.name}.md"),
             write_text(to_html(df, title, note), stem.parent / f"{stem.name}.html"))
 
 
-NOT_DEFINED = "not defined"
-
-
-def interval(mean: float, low: float, high: float) -> str:
-    """'mean [low, high]' to 3 decimals (accuracy differences as fractions), or the mean alone;
-    'not defined' where a reading would need a curve beyond its end."""
-    if np.isnan(mean):
-        return NOT_DEFINED
-    if np.isnan(low) or np.isnan(high):
-        return f"{mean:+.3f}"
-    return f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]"
+NOT_DEFINED = formats.NOT_DEFINED
+interval = formats.interval  # 'mean [low, high]' in points; not defined where a reading needs a curve past its end
 
 
 BASIS_NOTE = ("Bases: tokens = each run at its first evaluation at or after B; updates = the base interpolated "
@@ -96,8 +129,11 @@ def prereg_note(status: dict) -> str:
 
 
 def _contrasts(contrasts: pd.DataFrame) -> pd.DataFrame:
-    higher = [NOT_DEFINED if pd.isna(k) else f"{int(k)} of {n}" for k, n in zip(contrasts["seeds_higher"], contrasts["n"])]
-    return contrasts.assign(higher_in=higher)[CONTRAST_COLUMNS]
+    # One vocabulary in every table: a Holm family belongs to a planned primary contrast; the analysis marks
+    # the others' family "secondary", which is a label, so they show none (as in the prereg table).
+    return contrasts.assign(
+        higher_in=[NOT_DEFINED if pd.isna(k) else f"{int(k)} of {n}" for k, n in zip(contrasts["seeds_higher"], contrasts["n"])],
+        family=contrasts["family"].replace("secondary", ""))[CONTRAST_COLUMNS]
 
 
 def _bases(contrasts: pd.DataFrame) -> pd.DataFrame:
@@ -154,7 +190,7 @@ def _prereg(contrasts: pd.DataFrame, status: dict) -> pd.DataFrame:
     rows = []
     for i, e in status["labels"].items():
         r = result.loc[i] if i in result.index else None
-        rows.append({"id": i, "planned": e["label"], "reported": e["reported"], "family": e["family"],
+        rows.append({"id": i, "planned": e["label"], "reported": e["reported"], "family": e["family"] if e["label"] == "primary" else "",
                      "direction": e["direction"], "contrast": f"{e['a']}-vs-{e['b']}", "basis": e["basis"],
                      "metric": e["metric"], "result": "" if r is None else interval(r["mean"], r["ci_low"], r["ci_high"]),
                      "p": np.nan if r is None else r["p"], "p_holm": np.nan if r is None else r["p_holm"],
@@ -164,12 +200,27 @@ def _prereg(contrasts: pd.DataFrame, status: dict) -> pd.DataFrame:
                                        "metric", "result", "p", "p_holm", "confirmed", "note"])
 
 
+def _headline(contrasts: pd.DataFrame) -> pd.DataFrame:
+    """The preregistered contrasts, one line each: what a reader looks at first."""
+    rows = summary.planned(contrasts)
+    return pd.DataFrame({
+        "id": rows["id"], "label": rows["label"], "contrast": [f"{a} minus {b}" for a, b in zip(rows["a"], rows["b"])],
+        "basis": [formats.BASIS_WORDS.get(b, b) for b in rows["basis"]], "n": rows["n"],
+        "difference": [interval(*v) for v in zip(rows["mean"], rows["ci_low"], rows["ci_high"])],
+        "p": [summary.planned_p(r) for _, r in rows.iterrows()], "p_holm": rows["p_holm"], "verdict": [summary.verdict(r) for _, r in rows.iterrows()]},
+        columns=["id", "label", "contrast", "basis", "n", "difference", "p", "p_holm", "verdict"])
+
+
 def study_tables(contrasts: pd.DataFrame, paired: pd.DataFrame, status: dict, drift: pd.DataFrame,
                  stages: pd.DataFrame, groups: pd.DataFrame, shares: pd.DataFrame,
                  extrapolation: pd.DataFrame, gap: float) -> dict[str, tuple[pd.DataFrame, str, str]]:
     """name -> (table, title, note) of every table of the study."""
     plan_note = prereg_note(status)
     return {
+        "headline": (_headline(contrasts), "Headline: the preregistered contrasts",
+                     f"{plan_note}\ndifference: A minus base, mean over paired seeds [95% paired-t CI] in points; "
+                     f"p: the planned test; p_holm: Holm within the primary family. Every contrast: the contrasts "
+                     f"table."),
         "contrasts": (_contrasts(contrasts), "Every contrast (A minus base, paired by seed)",
                       f"{plan_note}\nmean, 95% paired-t CI (ci_low, ci_high), two-sided p; p_holm: Holm within "
                       f"the primary family; tost_p: equivalence within ±margin; noninferior: lower 90% bound > "

@@ -40,7 +40,8 @@ def bar(desc: str, total: float | None = None, unit: str = "it", initial: float 
     if getattr(stream, "isatty", lambda: False)():
         options = dict(file=stream, mininterval=0.5, dynamic_ncols=True)
     else:
-        options = dict(file=Lines(stream), mininterval=LOG_SECONDS, ascii=True,
+        # maxinterval: tqdm's monitor thread would otherwise redraw a slow bar every 10 s, repeating lines.
+        options = dict(file=Lines(stream), mininterval=LOG_SECONDS, maxinterval=1e9, ascii=True,
                        bar_format=LINE_FORMAT if total else OPEN_FORMAT)
     shown = tqdm(total=total, desc=desc, unit=unit, initial=initial, smoothing=0.1,
                  **options)

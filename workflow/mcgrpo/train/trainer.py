@@ -19,7 +19,7 @@ from mcgrpo.train import checkpoint
 from mcgrpo.train import credit as credit_rules
 from mcgrpo.train import engines, selection, updates
 from mcgrpo.core import progress
-from mcgrpo.core.clock import StageClock
+from mcgrpo.core.clock import STAGES, StageClock
 from mcgrpo.train.credit import CreditContext
 from mcgrpo.core.seeds import stable_seed
 from mcgrpo.core.errors import ConfigError, Interrupted
@@ -68,7 +68,7 @@ class Trainer:
                                    r["completion_limit"], self.seed) if eval_sets else None
         self.clock = StageClock(torch.cuda.synchronize if model.device.type == "cuda" else None)
         self.tokens = {"rollout": 0, "continuation": 0, "discarded": 0}
-        self.updates, self.train_seconds, self.log = 0, 0.0, RunLog()
+        self.updates, self.train_seconds, self.train_cpu_seconds, self.log = 0, 0.0, 0.0, RunLog()
         self.next_iteration, self.stop_requested, self.trained_prompts = 0, False, set()
         self.resumed_at = None  # the iterations a resumed run had done
         self.checkpoint_dir, self.config_hash = checkpoint_dir, config_hash
@@ -191,7 +191,7 @@ class Trainer:
         return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                 "rng": checkpoint.rng_state(), "next_iteration": self.next_iteration,
                 "tokens": dict(self.tokens), "updates": self.updates, "train_seconds": self.train_seconds,
-                "trained_prompts": set(self.trained_prompts),
+                "train_cpu_seconds": self.train_cpu_seconds, "trained_prompts": set(self.trained_prompts),
                 "log": self.log, "selector": self.selector.state_dict(),
                 "credit": getattr(self.credit, "state_dict", dict)()}
 
@@ -201,6 +201,7 @@ class Trainer:
         checkpoint.set_rng_state(state["rng"])
         self.next_iteration, self.tokens = state["next_iteration"], dict(state["tokens"])
         self.updates, self.train_seconds, self.log = state["updates"], state["train_seconds"], state["log"]
+        self.train_cpu_seconds = state.get("train_cpu_seconds", 0.0)  # checkpoints from before CPU timing
         self.trained_prompts = set(state["trained_prompts"])
         for part in ("selector", "credit"):
             if state[part]:
@@ -248,7 +249,8 @@ class Trainer:
                 credit_log: dict) -> dict:
         """The iteration's rows of iterations.parquet and prompts.parquet (`groups`: each group's mean reward)."""
         stages = self.clock.lap()
-        self.train_seconds += sum(stages.values())
+        self.train_seconds += sum(stages[f"t_{s}"] for s in STAGES)
+        self.train_cpu_seconds += sum(stages[f"cpu_{s}"] for s in STAGES)
         self.trained_prompts.update(chosen.chosen.tolist())
         predicted = dict(zip(chosen.candidates.tolist(), chosen.predicted))
         row = {
@@ -265,6 +267,7 @@ class Trainer:
             "chosen_pred_mean": _nanmean([predicted.get(j, np.nan) for j in chosen.chosen.tolist()]),
             "prompts_distinct": len(self.trained_prompts),
             **credit_log, **stages, "train_seconds": self.train_seconds,
+            "train_cpu_seconds": self.train_cpu_seconds,
         }
         self.log.iterations.append(row)
         trained = dict(zip(chosen.chosen.tolist(), groups))

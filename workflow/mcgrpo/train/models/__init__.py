@@ -23,8 +23,13 @@ def load(path: str | Path, on=None):
         from mcgrpo.core import store
         from mcgrpo.train.models import sources
         return sources.load(store.read_json(path)["source"], on or device())
+    import sys
+
     import torch
+    import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    if not sys.stderr.isatty():  # a rule's log: no redrawn "Loading weights" bar among the progress lines
+        transformers.utils.logging.disable_progress_bar()
     if not (path / "config.json").exists():
         raise MissingFile(f"{path}: no model here (config.json missing); was the warm_start rule run?")
     tokenizer = AutoTokenizer.from_pretrained(path)

@@ -1,0 +1,71 @@
+"""The seeds planner against the exact noncentral t and a simulation of the study's own tests."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from mcgrpo.analysis import power
+
+
+def exact_power(d: float, n: int, alpha: float = 0.05) -> float:
+    """Two-sided one-sample t test power at standardized effect d, from the noncentral t."""
+    crit, nc = stats.t.ppf(1 - alpha / 2, n - 1), d * np.sqrt(n)
+    return stats.nct.sf(crit, n - 1, nc) + stats.nct.cdf(-crit, n - 1, nc)
+
+
+def simulate(n: int, mean: float, sd: float, test, draws: int = 20_000) -> float:
+    """How often `test` passes on `draws` studies of n seeds drawn from the pilot's distribution."""
+    diffs = np.random.default_rng(0).normal(mean, sd, (draws, n))
+    return float(np.mean(test(diffs)))
+
+
+def _t(diffs, at):
+    n = diffs.shape[1]
+    return (diffs.mean(axis=1) - at) / (diffs.std(axis=1, ddof=1) / np.sqrt(n)), n - 1
+
+
+def excludes_zero(diffs):
+    """The study's test: the two-sided paired t test at 0.05 (as scipy.stats.ttest_1samp)."""
+    t, df = _t(diffs, 0.0)
+    return 2 * stats.t.sf(np.abs(t), df) < 0.05
+
+
+def tost(diffs, margin=0.02):
+    """Both one-sided t tests at the margins reject at 0.05."""
+    low, df = _t(diffs, -margin)
+    high, _ = _t(diffs, margin)
+    return np.maximum(stats.t.sf(low, df), stats.t.cdf(high, df)) < 0.05
+
+
+def test_seeds_to_exclude_zero_is_the_fewest_with_80_percent_power():
+    mean, sd = -0.03, 0.04  # a pilot: -3 points, SD 4 points
+    n = int(power.seeds_to_exclude_zero(mean, sd))
+    assert exact_power(abs(mean) / sd, n) >= 0.8 > exact_power(abs(mean) / sd, n - 1)
+    assert n > 11  # the normal approximation, (1.96 + 0.84)^2 / d^2 = 13.9 -> 14, undercounts small studies
+    assert simulate(n, mean, sd, excludes_zero) == pytest.approx(exact_power(abs(mean) / sd, n), abs=0.01)
+    assert simulate(n, mean, sd, excludes_zero) >= 0.78
+
+
+def test_seeds_for_equivalence_match_a_simulation_of_tost():
+    mean, sd, margin = 0.005, 0.02, 0.02
+    n = int(power.seeds_for_equivalence(mean, sd, margin))
+    assert simulate(n, mean, sd, tost) >= 0.78
+    assert simulate(n - 2, mean, sd, tost) < 0.8
+
+
+def test_never_where_no_seed_count_can_do_it():
+    assert power.seeds_to_exclude_zero(0.0, 0.02) == np.inf
+    assert power.seeds_for_equivalence(0.03, 0.02, 0.02) == np.inf
+    assert power.seeds_to_exclude_zero(0.01, 0.0) == 2
+
+
+def test_plan_per_contrast_and_basis():
+    paired = pd.DataFrame({"contrast": "a-vs-b", "basis": np.repeat(["tokens", "time"], 4), "metric": "acc_default",
+                           "eval_set": "test", "diff": [-0.02, -0.05, -0.01, -0.04, 0.0, 0.01, -0.01, 0.005]})
+    table = power.plan(paired, margin=0.02)
+    assert table["basis"].tolist() == ["tokens", "time"] and table["seeds"].tolist() == [4, 4]
+    row = table.iloc[0]
+    assert row["mean"] == pytest.approx(-0.03)
+    assert row["seeds_to_exclude_0"] == power.seeds_to_exclude_zero(-0.03, np.std([-0.02, -0.05, -0.01, -0.04], ddof=1))
+    assert row["seeds_for_equivalence"] == np.inf
