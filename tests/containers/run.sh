@@ -102,7 +102,7 @@ jobs_in_images() {  # NAME: how many jobs Snakemake ran in each image
 
 oci_archive() {  # TAG: the first half of the route to a .sif (README): an OCI archive apptainer can build from
     step "podman save --format oci-archive $1"
-    podman save --format oci-archive -o "$WORK/$1.tar" "$1"
+    podman save --format oci-archive --uncompressed -o "$WORK/$1.tar" "$1" >/dev/null
     tar -tf "$WORK/$1.tar" | grep -qx oci-layout
     echo "$1.tar: $(du -h "$WORK/$1.tar" | cut -f1), an OCI layout (apptainer build $1.sif oci-archive://$1.tar)"
     rm -f "$WORK/$1.tar"
