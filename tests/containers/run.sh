@@ -129,6 +129,7 @@ main() {
     build mcgrpo-analysis containers/analysis/Dockerfile
     build mcgrpo-train-cpu containers/train/Dockerfile PYTHON=python3 EXTRAS=train \
         REQUIREMENTS=containers/train/requirements-cpu.txt
+    podman image prune -f >/dev/null  # earlier builds' images; the layers of these two stay cached
 
     step "host: the small study, plain path (no containers)"
     mkdir -p "$WORK/host"
