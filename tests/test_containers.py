@@ -125,6 +125,9 @@ def test_comparison_sets_aside_timing_columns_only(tmp_path):
     assert compare.difference(host, off, timing_aside=True) is not None  # exact, no tolerance
     assert "metadata" in compare.difference(host, other_commit, timing_aside=True)
     assert compare.difference(host, tmp_path / "missing.parquet") == "missing"
+    # A cached host study may be older: then the image's outputs must carry the image's commit.
+    assert compare.difference(host, other_commit, git_sha="t") is None
+    assert "not the image's" in compare.difference(host, other_commit, git_sha="u")
 
 
 def test_comparison_of_run_json_sets_aside_clock_and_patch_version_only(tmp_path):

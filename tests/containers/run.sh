@@ -109,7 +109,7 @@ oci_archive() {  # TAG: the first half of the route to a .sif (README): an OCI a
 }
 
 compare() {  # NAME [--timing-aside] FOLDER...: the copy's FOLDERs (under results/mini) against the host's
-    local name=$1 failed=0 opts=()
+    local name=$1 failed=0 opts=(--git-sha "$SHA")  # the host study may be cached from an earlier commit
     shift
     if [[ ${1:-} == --* ]]; then opts+=("$1"); shift; fi
     for folder in "$@"; do
