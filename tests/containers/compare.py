@@ -1,0 +1,103 @@
+"""Compare results written inside an image with the host's:
+`python compare.py [--timing-aside] [--git-sha SHA] HOST OTHER`.
+
+Every file under HOST must exist under OTHER and be equal: Parquet files by value and by their mcgrpo
+metadata (schema_version, mcgrpo_version, git_sha, config_hash), JSON files by value, anything else byte for
+byte. With --git-sha (the host's results may be cached from an earlier commit) OTHER's git_sha must be SHA,
+the image's commit, and the host's is not compared. With --timing-aside (a run trained again: the clock differs, nothing else may), Parquet columns that
+hold wall time (`t_<stage>`, `*_seconds`) are left out, and so are run.json's start and end times and the
+interpreter's patch version. Prints one line per file and exits 1 if any differs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+
+TIMING = re.compile(r"^t_|seconds$")
+META = ("schema_version", "mcgrpo_version", "git_sha", "config_hash")
+RUN_TIMES = ("started", "ended")
+
+
+def _commit(record: dict, git_sha: str | None) -> str | None:
+    """Take git_sha out of `record` (metadata or run.json) when the image's commit is checked on its own."""
+    if git_sha is None:
+        return None
+    found = record.pop("git_sha", None)
+    found = found.decode() if isinstance(found, bytes) else found
+    return None if found == git_sha else f"git_sha {found!r}, not the image's {git_sha!r}"
+
+
+def _parquet(host: Path, other: Path, timing_aside: bool, git_sha: str | None) -> str | None:
+    a, b = pd.read_parquet(host), pd.read_parquet(other)
+    meta_a, meta_b = ({k: (pq.read_schema(p).metadata or {}).get(k.encode()) for k in META} for p in (host, other))
+    if git_sha is not None:
+        meta_a.pop("git_sha", None)
+    if wrong := _commit(meta_b, git_sha):
+        return wrong
+    if meta_a != meta_b:
+        return f"metadata {meta_a} != {meta_b}"
+    if timing_aside:
+        a, b = (df.drop(columns=[c for c in df.columns if TIMING.search(c)]) for df in (a, b))
+    if list(a.columns) != list(b.columns):
+        return f"columns {list(a.columns)} != {list(b.columns)}"
+    try:
+        pd.testing.assert_frame_equal(a, b, check_exact=True)
+    except AssertionError as e:
+        return " ".join(str(e).split())[:300]
+    return None
+
+
+def _json(host: Path, other: Path, timing_aside: bool, git_sha: str | None) -> str | None:
+    a, b = (json.loads(p.read_text()) for p in (host, other))
+    if host.name == "run.json" and git_sha is not None:
+        a.pop("git_sha", None)
+        if wrong := _commit(b, git_sha):
+            return wrong
+    if timing_aside and host.name == "run.json":
+        for run in (a, b):
+            for key in RUN_TIMES:
+                run.pop(key, None)
+            run.get("versions", {}).pop("python", None)
+    return None if a == b else f"{json.dumps(a, sort_keys=True)[:150]} != {json.dumps(b, sort_keys=True)[:150]}"
+
+
+def difference(host: Path, other: Path, timing_aside: bool = False, git_sha: str | None = None) -> str | None:
+    """Why file `other` differs from `host` (None when they are equal)."""
+    if not other.exists():
+        return "missing"
+    if host.suffix == ".parquet":
+        return _parquet(host, other, timing_aside, git_sha)
+    if host.suffix == ".json":
+        return _json(host, other, timing_aside, git_sha)
+    return None if host.read_bytes() == other.read_bytes() else "bytes differ"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("host", type=Path)
+    ap.add_argument("other", type=Path)
+    ap.add_argument("--timing-aside", action="store_true")
+    ap.add_argument("--git-sha", help="the commit OTHER's files must carry (the host's may be older)")
+    args = ap.parse_args(argv)
+    files = sorted(p for p in args.host.rglob("*") if p.is_file() and not p.name.startswith("."))
+    if not files:
+        print(f"{args.host}: no files to compare", file=sys.stderr)
+        return 1
+    failed = 0
+    for path in files:
+        why = difference(path, args.other / path.relative_to(args.host), args.timing_aside, args.git_sha)
+        failed += why is not None
+        print(f"{'DIFFERS' if why else 'equal  '} {path.relative_to(args.host)}{': ' + why if why else ''}")
+    print(f"{len(files) - failed} of {len(files)} files equal" + (" (timing columns aside)" if args.timing_aside else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

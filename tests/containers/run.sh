@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# `make test-containers`: both images built and run for real, with no container registry, on a bare Debian
+# machine as root (CI's). Steps, each skipped when its result is already there:
+#   1. podman (Debian's packages, runc, debootstrap), configured by tests/containers/containers.conf;
+#   2. a base image: debootstrap minbase bookworm with python3-venv, imported with `podman import`;
+#   3. the analysis image and a CPU build of the train image (layers cached by podman);
+#   4. a small study finished on the host (the plain path, no containers), then, with Snakemake's own
+#      `--sdm apptainer` and podman standing in for apptainer (tests/containers/apptainer):
+#      every analysis rule rerun inside the analysis image, and one training run redone inside the train image;
+#   5. the results compared with the host's (tests/containers/compare.py): every analysis file equal, every
+#      non-timing column of the training run equal; and the analysis image saved as an OCI archive (for .sif).
+# pip inside a build reaches the package index with the host's pip configuration and certificates, mounted
+# read-only for the build (never in a layer). Images get their commit from git (GIT_SHA build argument).
+# Env: BASE_IMAGE (skip step 2 and build on it), WORK (scratch, default /var/tmp/mcgrpo-containers), NICE.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+HERE=$ROOT/tests/containers
+WORK=${WORK:-/var/tmp/mcgrpo-containers}
+NICE=${NICE:-nice -n 10}
+SUITE=bookworm
+MIRROR=${MIRROR:-http://deb.debian.org/debian}
+export CONTAINERS_CONF=$HERE/containers.conf
+started=$SECONDS
+step() { printf '\n== [%3ds] %s\n' $((SECONDS - started)) "$*"; }
+
+podman_up() {
+    local need=()
+    for tool in podman runc debootstrap; do command -v "$tool" >/dev/null || need+=("$tool"); done
+    if ((${#need[@]})); then
+        step "installing ${need[*]}"
+        apt-get update -q
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends podman runc debootstrap
+    fi
+    podman info --format '{{.Host.OCIRuntime.Name}} {{.Store.GraphDriverName}}'
+}
+
+base_image() {
+    BASE_IMAGE=${BASE_IMAGE:-localhost/mcgrpo-base:$SUITE}
+    if podman image exists "$BASE_IMAGE"; then return; fi
+    step "base image $BASE_IMAGE: debootstrap $SUITE"
+    local rootfs=$WORK/rootfs
+    rm -rf "$rootfs"
+    $NICE debootstrap --variant=minbase --include=python3,python3-venv,python3-pip,ca-certificates \
+        "$SUITE" "$rootfs" "$MIRROR" >"$WORK/debootstrap.log"
+    rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
+    tar -C "$rootfs" -c . | podman import --change 'CMD ["/bin/bash"]' - "$BASE_IMAGE"
+    rm -rf "$rootfs"
+}
+
+pip_mounts() {
+    # The host's pip configuration, the files it names (certificates, constraints, local indexes) and the
+    # certificate bundle, mounted read-only at their own paths for the builds: pip inside reaches the same index.
+    local paths=(/etc/pip.conf /etc/xdg/pip/pip.conf "$HOME/.config/pip/pip.conf" "$HOME/.pip/pip.conf"
+                 /etc/ssl/certs/ca-certificates.crt ${PIP_CONFIG_FILE:-})
+    # (a local index's files lie beside its simple/ folder)
+    paths+=($(pip config list 2>/dev/null | grep -oE "(file://)?/[^ '\"]+" | sed 's#^file://##; s#/simple/*$##' || true))
+    MOUNTS=()
+    for path in $(printf '%s\n' "${paths[@]}" | sort -u); do
+        if [[ -e $path ]]; then MOUNTS+=(-v "$path:$path:ro"); fi
+    done
+}
+
+build() {  # TAG DOCKERFILE [NAME=VALUE (build argument)...]
+    local tag=$1 file=$2 log=$WORK/build-$1.log
+    shift 2
+    step "image $tag ($file${*:+, $*})"
+    if ! $NICE podman build --network=host "${MOUNTS[@]}" --build-arg BASE_IMAGE="$BASE_IMAGE" \
+            --build-arg GIT_SHA="$SHA" "${@/#/--build-arg=}" -f "$ROOT/$file" -t "$tag" "$ROOT" >"$log" 2>&1; then
+        tail -40 "$log"
+        return 1
+    fi
+    podman run --rm --network=none "$tag" pip check
+    printf '%s: %s, python %s\n' "$tag" "$(podman image inspect --format '{{.Size}}' "$tag" | numfmt --to=iec)" \
+        "$(podman run --rm --network=none "$tag" python -c 'import platform; print(platform.python_version())')"
+}
+
+snakemake_in() {  # FOLDER ARGS...: Snakemake on the small study in FOLDER
+    local folder=$1
+    shift
+    (cd "$folder" && snakemake -s "$ROOT/Snakefile" --cores 2 --quiet --configfile study.yaml "$@") \
+        >>"$folder.log" 2>&1 || { tail -40 "$folder.log"; return 1; }
+}
+
+in_images() {  # NAME: a copy of the host's finished study, for Snakemake to redo some of its jobs in the images
+    rm -rf "${WORK:?}/$1"
+    cp -a "$WORK/host" "$WORK/$1"
+    rm -f "$WORK/$1.log"
+    printf 'containers: {train: %s, analysis: %s}\n' "$WORK/mcgrpo-train-cpu.sif" "$WORK/mcgrpo-analysis.sif" \
+        >"$WORK/$1/images.yaml"
+}
+
+in_images_snakemake() {  # NAME ARGS...: Snakemake with --sdm apptainer, podman running the jobs (see ./apptainer)
+    local name=$1
+    shift
+    PATH=$HERE:$PATH snakemake_in "$WORK/$name" images.yaml --sdm apptainer --rerun-triggers mtime "$@"
+}
+
+jobs_in_images() {  # NAME: how many jobs Snakemake ran in each image
+    grep -o 'Activating singularity image .*' "$WORK/$1.log" | sed 's#.*/##' | sort | uniq -c \
+        | awk '{printf "%s job(s) in %s\n", $1, $2}'
+}
+
+oci_archive() {  # TAG: the first half of the route to a .sif (README): an OCI archive apptainer can build from
+    step "podman save --format oci-archive $1"
+    podman save --format oci-archive --uncompressed -o "$WORK/$1.tar" "$1" >/dev/null
+    tar -tf "$WORK/$1.tar" | grep -qx oci-layout
+    echo "$1.tar: $(du -h "$WORK/$1.tar" | cut -f1), an OCI layout (apptainer build $1.sif oci-archive://$1.tar)"
+    rm -f "$WORK/$1.tar"
+}
+
+compare() {  # NAME [--timing-aside] FOLDER...: the copy's FOLDERs (under results/mini) against the host's
+    local name=$1 failed=0 opts=(--git-sha "$SHA")  # the host study may be cached from an earlier commit
+    shift
+    if [[ ${1:-} == --* ]]; then opts+=("$1"); shift; fi
+    for folder in "$@"; do
+        python "$HERE/compare.py" "${opts[@]}" "$WORK/host/results/mini/$folder" "$WORK/$name/results/mini/$folder" \
+            | tee -a "$WORK/compare-$name.txt" || failed=1
+    done
+    return $failed
+}
+
+main() {
+    mkdir -p "$WORK"
+    step "podman"
+    podman_up
+    base_image
+    SHA=$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || true)
+    pip_mounts
+    build mcgrpo-analysis containers/analysis/Dockerfile
+    build mcgrpo-train-cpu containers/train/Dockerfile PYTHON=python3 EXTRAS=train \
+        REQUIREMENTS=containers/train/requirements-cpu.txt
+    podman image prune -f >/dev/null  # earlier builds' images; the layers of these two stay cached
+
+    step "host: the small study, plain path (no containers)"
+    mkdir -p "$WORK/host"
+    cmp -s "$HERE/study.yaml" "$WORK/host/study.yaml" || cp "$HERE/study.yaml" "$WORK/host/study.yaml"
+    snakemake_in "$WORK/host"
+    rm -f "$WORK"/compare-*.txt
+
+    step "analysis image: every analysis rule, then prepare_data, rerun"
+    in_images analysis
+    rm -rf "$WORK"/analysis/results/mini/{analysis,figures,tables}
+    in_images_snakemake analysis --config analysis_only=True -- analysis
+    in_images_snakemake analysis --forcerun prepare_data -- results/mini/data/pool.parquet
+    jobs_in_images analysis
+    compare analysis analysis figures tables data
+
+    step "train image (CPU): one training run, redone"
+    in_images train
+    rm -rf "$WORK"/train/results/mini/runs/outcome/seed1
+    in_images_snakemake train -- results/mini/runs/outcome/seed1/iterations.parquet
+    jobs_in_images train
+    compare train --timing-aside runs/outcome/seed1
+    oci_archive mcgrpo-analysis
+    step "done: every file equal"
+}
+
+main "$@"
