@@ -25,8 +25,8 @@ if not config["analysis_only"]:
         log:
             f"{R}/logs/gradient_tests.log",
         shell:
-            "$PYTHON -m mcgrpo gradient-tests --run-json {params.run:q} --model {input.model} "
-            "--data {params.data} --out {output} > {log} 2>&1"
+            "$PYTHON -m mcgrpo gradient-tests --run-json {params.run:q} --model {input.model:q} "
+            "--data {params.data:q} --out {output:q} > {log:q} 2>&1"
 
 
 use rule drift as prediction with:

@@ -456,6 +456,8 @@ FILES = {"prepare-data": {"--out": "the data folder to write"},
                    "--budget": "budget.parquet (default: results/<study>/calibration/budget.parquet)",
                    "--out": "the run folder (default: results/<study>/runs/<arm>/seed<N>)",
                    "--failed-log": "where a failure that is not a preemption leaves its traceback (the rule's)"},
+         "gradient-tests": {"--model": "the model folder or reference file", "--data": "the study's data folder",
+                            "--out": "gradient_tests.parquet to write"},
          "prereg-lock": {"--out": "the lock file to write"},
          "contrast": {"--results": "the study's results folder (results/<study>)",
                       "--out": "the Parquet file to write (default: under results/<study>/analysis/contrast/)"}}
