@@ -20,9 +20,9 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 
-TIMING = re.compile(r"^t_|seconds$")
+TIMING = re.compile(r"^(t|cpu)_|seconds$")  # both clocks of the training stages
 META = ("schema_version", "mcgrpo_version", "git_sha", "config_hash")
-RUN_TIMES = ("started", "ended")
+RUN_TIMES = ("started", "ended", "attempts", "clock")  # when, and how long on which clock: not what it trained
 
 
 def _commit(record: dict, git_sha: str | None) -> str | None:
