@@ -5,8 +5,8 @@ Every file under HOST must exist under OTHER and be equal: Parquet files by valu
 metadata (schema_version, mcgrpo_version, git_sha, config_hash), JSON files by value, anything else byte for
 byte. With --git-sha (the host's results may be cached from an earlier commit) OTHER's git_sha must be SHA,
 the image's commit, and the host's is not compared. With --timing-aside (a run trained again: the clock differs, nothing else may), Parquet columns that
-hold wall time (`t_<stage>`, `*_seconds`) are left out, and so are run.json's start and end times and the
-interpreter's patch version. Prints one line per file and exits 1 if any differs.
+hold either clock of the training stages (`t_<stage>`, `cpu_<stage>`, `*_seconds`) are left out, and so are
+run.json's start and end times, its attempts and clocks, and the interpreter's patch version. Prints one line per file and exits 1 if any differs.
 """
 
 from __future__ import annotations
