@@ -140,7 +140,7 @@ PREDICTION_TARGETS = ([f"{R}/figures/prediction.png"] + [f"{R}/tables/{name}.{ex
                                                           for ext in ("csv", "md", "html")]) if GRADIENT_CONFIG else []
 SUMMARY, SUMMARY_RST = f"{R}/summary.md", f"{R}/summary.rst"
 # The report opens with the results summary once there is one (else with the study's description alone).
-REPORT_TEXT = str(Path(SUMMARY_RST).resolve()) if Path(SUMMARY_RST).exists() else "workflow/report/workflow.rst"
+REPORT_TEXT = str(Path(SUMMARY_RST).resolve()) if Path(SUMMARY_RST).exists() else "workflow/mcgrpo/analysis/report_intro.rst"
 
 
 def clear_finished_checkpoints():

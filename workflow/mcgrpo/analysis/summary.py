@@ -17,7 +17,7 @@ PREDICTIONS = {"less": "{a} trails {b}", "greater": "{a} beats {b}", "two-sided"
                "equivalent": "{a} matches {b} within ±{margin} points",
                "noninferior": "{a} is no worse than {b} by more than {margin} points"}
 # The report's description of the study, which follows the summary on its first page.
-DESCRIPTION = Path(__file__).resolve().parents[2] / "report" / "workflow.rst"
+DESCRIPTION = Path(__file__).resolve().parent / "report_intro.rst"  # package data: the images need it too
 
 
 def verdict(row) -> str:
