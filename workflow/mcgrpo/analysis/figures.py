@@ -53,7 +53,9 @@ def _save(fig: Figure, path: str | Path, bottom: float = 0.0) -> Path:
     path = Path(path)
     for out in (path, path.with_suffix(".pdf")):
         with atomic(out) as tmp:
-            fig.savefig(tmp, dpi=150, format=out.suffix.lstrip("."))
+            # No creation date in the PDF: the same Parquet gives the same bytes (a rerun, another machine, an image)
+            fig.savefig(tmp, dpi=150, format=out.suffix.lstrip("."),
+                        metadata={"CreationDate": None} if out.suffix == ".pdf" else None)
     return path
 
 
