@@ -10,12 +10,14 @@ import json
 import math
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pandas as pd
+import psutil
 import pytest
 import yaml
 
@@ -58,14 +60,43 @@ def _sacct(job: str) -> dict:
     return dict(zip(("partition", "state", "exit"), line.split("|")))
 
 
-def _first_job_once(workdir: Path, snakemake: subprocess.Popen, arm: str, checkpoint: str) -> str:
-    """The run's first SLURM job, once it has written a checkpoint matching `checkpoint`."""
-    checkpoints = workdir / "results" / "slurm" / "runs" / arm / "seed1" / "checkpoints"
+def _held_trainer(workdir: Path, snakemake: subprocess.Popen, arms: set[str]) -> tuple[str, str, psutil.Process]:
+    """(arm, SLURM job, trainer) of the first of `arms` to train past its first evaluation, its trainer stopped
+    (SIGSTOP) there. A stopped trainer cannot finish before a signal reaches it: SLURM checks time limits only
+    every 30 s, and a quiet machine trains this study's runs in less (train jobs share the one GPU, so they run
+    one at a time). Its clock, unlike `scontrol suspend`, keeps running."""
     deadline = time.time() + 900
-    while not list(checkpoints.glob(checkpoint)):
+    while True:
+        for arm in sorted(arms):
+            if list((workdir / "results" / "slurm" / "runs" / arm / "seed1" / "checkpoints").glob("ckpt-0*[1-9]*.json")):
+                job = _jobs(workdir, f"train/{arm}_1")[0]
+                trainer = _trainer(job)
+                trainer.suspend()
+                return arm, job, trainer
         assert snakemake.poll() is None and time.time() < deadline, (workdir / "snakemake.out").read_text()[-3000:]
         time.sleep(0.1)
-    return _jobs(workdir, f"train/{arm}_1")[0]
+
+
+def _trainer(job: str) -> psutil.Process:
+    """The `mcgrpo train` process of SLURM job `job` (the cluster is this machine)."""
+    listed = subprocess.run(["scontrol", "listpids", job], capture_output=True, text=True, check=True).stdout
+    pids = [int(line.split()[0]) for line in listed.splitlines()[1:] if line.split()[0].isdigit()]
+    trainers = [p for p in map(psutil.Process, pids) if "mcgrpo" in p.cmdline() and "train" in p.cmdline()]
+    assert len(trainers) == 1, (job, listed)
+    return trainers[0]
+
+
+def _await_pending(trainer: psutil.Process, signum: int, seconds: float = 150) -> None:
+    """Wait until `signum` is pending on the stopped `trainer`: delivered, not yet handled."""
+    deadline = time.time() + seconds
+    while True:
+        status = Path(f"/proc/{trainer.pid}/status").read_text()
+        pending = {line.split(":")[0]: int(line.split()[1], 16) for line in status.splitlines()
+                   if line.startswith(("SigPnd:", "ShdPnd:"))}
+        if (pending["SigPnd"] | pending["ShdPnd"]) & (1 << (signum - 1)):
+            return
+        assert time.time() < deadline, f"no {signal.Signals(signum).name} reached the trainer in {seconds} s"
+        time.sleep(0.5)
 
 
 def _cut_time_limit(job: str) -> None:
@@ -86,13 +117,19 @@ def studies(tmp_path_factory):
     on_slurm = _snakemake(slurm, "--profile", "slurm", "--retries", "6",
                           "--slurm-init-seconds-before-status-checks", "2", "--seconds-between-status-checks", "2")
     at_home = _snakemake(local, "--cores", "1")
-    limited = _first_job_once(slurm, on_slurm, LIMITED, "ckpt-00000000.json")  # about to train
-    _cut_time_limit(limited)
-    preempted = _first_job_once(slurm, on_slurm, PREEMPTED, "ckpt-0*[1-9]*.json")  # past its first evaluation
-    subprocess.run(["scancel", "--signal=USR1", preempted], check=True)
+    signalled = {}
+    while len(signalled) < 2:  # in whichever order the two runs train
+        arm, job, trainer = _held_trainer(slurm, on_slurm, {PREEMPTED, LIMITED} - signalled.keys())
+        if arm == LIMITED:
+            _cut_time_limit(job)
+        else:
+            subprocess.run(["scancel", "--signal=USR1", job], check=True)
+        _await_pending(trainer, signal.SIGUSR1)
+        trainer.resume()
+        signalled[arm] = job
     for workdir, proc in ((slurm, on_slurm), (local, at_home)):
         assert proc.wait(timeout=1200) == 0, (workdir / "snakemake.out").read_text()[-4000:]
-    return slurm, local, preempted, limited
+    return slurm, local, signalled[PREEMPTED], signalled[LIMITED]
 
 
 def _parquet(workdir: Path) -> dict[str, Path]:
