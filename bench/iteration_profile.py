@@ -1,7 +1,7 @@
 """Seconds per training stage (select, generate, credit, update, sync) for one configuration.
 
 Two modes:
-  python bench/iteration_profile.py --study config/config.yaml --arm mc_k4 [--model results/default/models/tiny]
+  python bench/iteration_profile.py --study config/config.yaml --arm mc_k4 [--model results/_shared/models/tiny-<hash>]
       the real trainer on a study's arm (the tiny model by default), N iterations after warm-up;
   python bench/iteration_profile.py --shape qwen2.5-1.5b [--device cuda]
       a randomly initialized model of Qwen2.5-1.5B's shape (no download), 8 prompts x 8 completions forced
@@ -46,13 +46,12 @@ def print_table(rows: list[dict[str, float]], title: str, reference: dict[str, f
 
 def profile_study(args) -> None:
     from mcgrpo import data, studies
-    from mcgrpo.core import config as study_config
+    from mcgrpo.core import config as study_config, layout
     from mcgrpo.train import models
     from mcgrpo.train.trainer import Trainer
     cfg = studies.load(args.study)
-    results = Path(cfg["results_dir"]) / cfg["study"]
-    model, tokenizer = models.load(args.model or results / "models" / cfg["model"]["name"])
-    pool, _ = data.read(results / "data", [])
+    model, tokenizer = models.load(args.model or layout.model_path(cfg))
+    pool, _ = data.read(layout.data_dir(cfg), [])
     trainer = Trainer(study_config.run_config(cfg, args.arm, cfg["seeds"][0]), model, tokenizer, pool, None, None)
     trainer.run(max_iterations=args.warmup + args.iterations)
     rows = trainer.log.iterations[args.warmup:]

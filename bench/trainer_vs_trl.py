@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "workflow"))
 
 from mcgrpo import data, studies  # noqa: E402
-from mcgrpo.core import config as study_config  # noqa: E402
+from mcgrpo.core import config as study_config, layout  # noqa: E402
 from mcgrpo.train import loss, models  # noqa: E402
 from mcgrpo.train.trainer import Trainer  # noqa: E402
 from mcgrpo.core.verify import verify  # noqa: E402
@@ -95,7 +95,6 @@ def timed(obj, name: str, seconds: dict, key: str) -> None:
 def load_world(args):
     """(study config, model, tokenizer, pool): the default study's built model and data, or fresh ones."""
     cfg = studies.load(args.study)
-    results = Path(cfg["results_dir"]) / cfg["study"]
     if args.model == "smollm2":
         from mcgrpo.train.models import sources
         model, tokenizer = sources.load(SMOLLM2)
@@ -105,9 +104,9 @@ def load_world(args):
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
     else:
-        path = Path(args.model) if args.model else results / "models" / cfg["model"]["name"]
+        path = Path(args.model) if args.model else layout.model_path(cfg)
         model, tokenizer = models.load(path) if (path / "config.json").exists() else _fresh_tiny(cfg)
-    pool = data.read(results / "data", [])[0] if (results / "data" / "pool.parquet").exists() \
+    pool = data.read(layout.data_dir(cfg), [])[0] if (layout.data_dir(cfg) / "pool.parquet").exists() \
         else data.build(cfg["task"])[0]
     if args.limit:
         cfg["recipe"]["completion_limit"] = args.limit

@@ -13,6 +13,7 @@ from snakemake.settings.types import DeploymentMethod
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 from mcgrpo.core import config as study_config  # noqa: E402
+from mcgrpo.core import layout
 from mcgrpo import studies
 
 # Before any job: each config file read again strictly (Snakemake's YAML loader keeps the last of a key
@@ -21,12 +22,14 @@ for path in workflow.configfiles:
     study_config.read(path)
 studies.validate(config)
 
-R = f"{config['results_dir']}/{config['study']}"
+R = str(layout.study_dir(config))
 ARMS = list(config["arms"])
 SEEDS = [int(s) for s in config["seeds"]]
 EVAL_SETS = list(config["task"]["eval_sets"])
-# The tiny model (no source) is a folder built by warm_start; a model with a source is a reference file.
-MODEL = f"{R}/models/{config['model']['name']}" + ("" if config["model"]["source"] is None else ".json")
+# Data and the tiny model (no source: a folder built by warm_start) are shared by every study that names the
+# same task and model blocks (mcgrpo.core.layout); a model with a source is the study's own reference file.
+DATA = str(layout.data_dir(config))
+MODEL = str(layout.model_path(config))
 BUDGET = f"{R}/calibration/budget.parquet"
 RUN = f"{R}/runs/{{arm}}/seed{{seed}}"
 RUN_FILES = ("iterations.parquet", "evals.parquet", "samples.parquet", "prompts.parquet", "run.json")

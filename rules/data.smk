@@ -1,9 +1,9 @@
 # Data files are named inside the task block, not as inputs, so that a study dry-runs where they are absent.
 rule prepare_data:
     output:
-        pool=f"{R}/data/pool.parquet",
-        evals=expand(f"{R}/data/eval_{{name}}.parquet", name=EVAL_SETS),
-        removed=f"{R}/data/removed.parquet",
+        pool=f"{DATA}/pool.parquet",
+        evals=expand(f"{DATA}/eval_{{name}}.parquet", name=EVAL_SETS),
+        removed=f"{DATA}/removed.parquet",
     params:
         task=lambda wildcards: json.dumps(config["task"], sort_keys=True),  # braces, never wildcards
         out=lambda wildcards, output: str(Path(output.pool).parent),
@@ -15,6 +15,6 @@ rule prepare_data:
     conda:
         ENV
     log:
-        f"{R}/logs/prepare_data.log",
+        str(layout.shared_log(Path(DATA))),
     shell:
         "$PYTHON -m mcgrpo prepare-data --task-json {params.task:q} --out {params.out:q} > {log:q} 2>&1"

@@ -9,7 +9,7 @@ if config["model"]["source"] is None:
         output:
             directory(MODEL),
         params:
-            spec=lambda wildcards: json.dumps({"model": config["model"], "task": config["task"]}, sort_keys=True),
+            spec=lambda wildcards: json.dumps(layout.warm_start_spec(config), sort_keys=True),
             data=folder_of("pool"),
         threads: 2
         resources:
@@ -20,7 +20,7 @@ if config["model"]["source"] is None:
         conda:
             ENV
         log:
-            f"{R}/logs/warm_start.log",
+            str(layout.shared_log(Path(MODEL))),
         shell:
             "$PYTHON -m mcgrpo warm-start --model-json {params.spec:q} --data {params.data:q} "
             "--threads {threads} --out {output:q} > {log:q} 2>&1"

@@ -11,6 +11,7 @@ import yaml
 
 from conftest import SMALL_STUDY
 from mcgrpo import cli, studies
+from mcgrpo.core import layout
 from mcgrpo.train import models
 from mcgrpo.train.models.tiny import build_model, build_tokenizer
 
@@ -45,11 +46,10 @@ def test_iteration_profile_of_the_paper_shape(tmp_path):
 def test_iteration_profile_of_a_study_arm(tmp_path):
     (tmp_path / "study.yaml").write_text(yaml.safe_dump({**SMALL_STUDY, "results_dir": str(tmp_path / "results")}))
     study = studies.load(tmp_path / "study.yaml")
-    results = tmp_path / "results" / study["study"]
     assert cli.main(["prepare-data", "--task-json", json.dumps(study["task"]),
-                     "--out", str(results / "data")]) == 0
+                     "--out", str(layout.data_dir(study))]) == 0
     tokenizer = build_tokenizer()
-    models.save(build_model(tokenizer, **study["model"]["tiny"], seed=0), tokenizer, results / "models" / "tiny")
+    models.save(build_model(tokenizer, **study["model"]["tiny"], seed=0), tokenizer, layout.model_path(study))
     out = _bench("iteration_profile.py", "--study", str(tmp_path / "study.yaml"), "--arm", "outcome",
                  "--warmup", "0", "--iterations", "1", cwd=tmp_path)
     assert "mini / outcome" in out and "generated tokens per iteration" in out

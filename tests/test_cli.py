@@ -5,7 +5,7 @@ import yaml
 
 from conftest import ROOT, SMALL_STUDY
 from mcgrpo import __version__, cli
-from mcgrpo.core import config as study_config
+from mcgrpo.core import config as study_config, layout
 
 
 def test_version_and_a_description_per_verb(capsys):
@@ -40,7 +40,8 @@ def test_train_by_hand_is_the_run_the_workflow_would_train(tmp_path, monkeypatch
     args = cli.parser().parse_args(["train", "--config", "study.yaml", "--arm", "mc_k2", "--seed", "2"])
     run, files = cli._training_run(args)
     assert run == study_config.run_config(cli._study("study.yaml"), "mc_k2", 2)
-    assert files == {"model": "results/mini/models/tiny", "data": "results/mini/data",
+    cfg = cli._study("study.yaml")
+    assert files == {"model": str(layout.model_path(cfg)), "data": str(layout.data_dir(cfg)),
                      "budget": "results/mini/calibration/budget.parquet", "out": "results/mini/runs/mc_k2/seed2"}
     elsewhere = cli.parser().parse_args(["train", "--config", "study.yaml", "--arm", "mc_k2", "--seed", "2",
                                          "--out", "elsewhere"])

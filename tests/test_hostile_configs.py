@@ -21,7 +21,8 @@ import pytest
 import yaml
 
 from conftest import SMALL_STUDY
-from mcgrpo import cli
+from mcgrpo import cli, studies
+from mcgrpo.core import layout
 from mcgrpo.dryrun import dry_run
 
 
@@ -195,9 +196,10 @@ def dry_runs(tmp_path_factory):
     """(every case's dry-run, the valid study's, the working directory's files before and after)."""
     files = tmp_path_factory.mktemp("configs")
     work = tmp_path_factory.mktemp("work")
-    for name in ("runs/outcome/seed1/evals.parquet", "models/tiny/config.json", "prereg.lock.json"):
-        (work / "results" / "mini" / name).parent.mkdir(parents=True, exist_ok=True)
-        (work / "results" / "mini" / name).write_text(f"weeks of GPU time: {name}\n")
+    shared_model = layout.model_path(studies.validate(copy.deepcopy(SMALL_STUDY))) / "config.json"
+    for name in ("results/mini/runs/outcome/seed1/evals.parquet", shared_model, "results/mini/prereg.lock.json"):
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
+        (work / name).write_text(f"weeks of GPU time: {name}\n")
     before = _tree(work)
     paths = {key: _write(case, files / f"{i:03d}" / "study.yaml")
              for i, (key, case) in enumerate(FLAT.items()) if (files / f"{i:03d}").mkdir() is None}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import shutil
@@ -13,6 +14,8 @@ import pytest
 import yaml
 
 from conftest import ROOT, SMALL_STUDY
+from mcgrpo import studies
+from mcgrpo.core import layout
 
 
 def _dry_run(*args) -> str:
@@ -66,15 +69,14 @@ def test_slurm_cpu_profile_asks_for_no_gpu_on_the_cpu_partition(tmp_path):
 
 def test_rules_run_with_the_interpreter_of_the_workflow_where_path_has_no_python(tmp_path):
     """A SLURM job starts with the submitting shell's PATH, which need not hold the venv: no `python` found."""
-    from conftest import SMALL_STUDY
     (tmp_path / "study.yaml").write_text(yaml.safe_dump(SMALL_STUDY))
     env = {**os.environ, "PATH": "/usr/bin:/bin"}
-    done = subprocess.run([sys.executable, "-m", "snakemake", "results/mini/data/pool.parquet", "--cores", "1",
+    done = subprocess.run([sys.executable, "-m", "snakemake", "prepare_data", "--cores", "1",
                            "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path),
                            "--configfile", str(tmp_path / "study.yaml")], cwd=ROOT, capture_output=True, text=True, env=env,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert (tmp_path / "results/mini/data/pool.parquet").exists()
+    assert (tmp_path / layout.data_dir(studies.validate(copy.deepcopy(SMALL_STUDY))) / "pool.parquet").exists()
 
 
 def test_the_trainer_is_the_job_steps_process_and_a_retry_appends_to_its_log():

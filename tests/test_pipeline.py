@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shutil
@@ -12,6 +13,8 @@ import pytest
 import yaml
 
 from conftest import ROOT, SMALL_STUDY
+from mcgrpo import studies
+from mcgrpo.core import layout
 from mcgrpo.core.store import COLUMNS, parquet_metadata, read_contract
 
 pytestmark = pytest.mark.slow
@@ -40,7 +43,8 @@ def finished_study(tmp_path_factory):
 
 def test_every_stage_writes_its_contract(finished_study):
     r = finished_study
-    for path in (r / "data/pool.parquet", r / "data/eval_heldout.parquet"):
+    data = r.parents[1] / layout.data_dir(studies.validate(copy.deepcopy(SMALL_STUDY)))
+    for path in (data / "pool.parquet", data / "eval_heldout.parquet"):
         assert len(read_contract(path, "problems")) > 0
     budget = read_contract(r / "calibration/budget.parquet", "budget")
     assert budget["iteration"].tolist() == [0, 1, 2] and budget["B"].nunique() == 1

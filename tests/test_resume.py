@@ -19,7 +19,7 @@ import torch
 
 from conftest import ROOT
 from mcgrpo.train import checkpoint, models
-from mcgrpo.core import config as study_config, store
+from mcgrpo.core import config as study_config, layout, store
 from mcgrpo import studies
 from mcgrpo import data
 from mcgrpo.core.budget import budget_table
@@ -242,7 +242,7 @@ def test_a_user_error_in_training_is_not_retried(tmp_path):
                                str(tmp_path), "--configfile", str(tmp_path / "study.yaml"), "--cores", "1",
                                "--retries", "2", *args], capture_output=True, text=True, env=env, timeout=900)
     assert snakemake("--until", "prepare_data").returncode == 0
-    evals = tmp_path / "results" / "mini" / "data" / "eval_heldout.parquet"
+    evals = tmp_path / layout.data_dir(studies.validate(copy.deepcopy(SMALL_STUDY))) / "eval_heldout.parquet"
     store.write_parquet(store.read_parquet(evals).head(1), evals)  # fewer problems than the set's size
     run = tmp_path / "results" / "mini" / "runs" / "outcome" / "seed1"
     done = snakemake("results/mini/runs/outcome/seed1/run.json")

@@ -161,16 +161,24 @@ def test_train_jobs_run_on_the_gpu_partition_and_the_rest_on_the_cpu_one(studies
         assert not _jobs(slurm, rule)  # run in the submitting Snakemake
 
 
-def test_a_signalled_job_checkpoints_and_a_new_job_resumes_it(studies):
-    slurm, _, preempted, _ = studies
-    run = slurm / "results" / "slurm" / "runs" / PREEMPTED / "seed1"
+def _assert_resumed(slurm: Path, arm: str, job: str) -> Path:
+    """`job`, the run's first, checkpointed on SIGUSR1 and exited 75 (FAILED, not TIMEOUT); a later job finished the
+    run from that checkpoint. Returns the run's folder."""
+    run = slurm / "results" / "slurm" / "runs" / arm / "seed1"
     attempts = json.loads((run / "run.json").read_text())["attempts"]
-    assert attempts[0]["slurm_job_id"] == preempted and attempts[0]["outcome"] == "interrupted"
+    assert attempts[0]["slurm_job_id"] == job and attempts[0]["outcome"] == "interrupted"
     assert attempts[0]["signal"] == "SIGUSR1" and attempts[-1]["outcome"] == "finished"
     assert attempts[1]["resumed_at"] == attempts[0]["iterations"] > 0
+    assert _sacct(job)["state"] == "FAILED"
+    return run
+
+
+def test_a_signalled_job_checkpoints_and_a_new_job_resumes_it(studies):
+    slurm, _, preempted, _ = studies
+    run = _assert_resumed(slurm, PREEMPTED, preempted)
+    attempts = json.loads((run / "run.json").read_text())["attempts"]
     jobs = [a["slurm_job_id"] for a in attempts]
     assert len(set(jobs)) == len(jobs)  # every retry is a job of its own, not a restart in the dying one
-    assert _sacct(preempted)["state"] == "FAILED"
     log = (slurm / "results" / "slurm" / "logs" / "train" / PREEMPTED / "seed1.log").read_text()
     assert f"attempt 1 (SLURM job {preempted}) on" in log and "interrupted by SIGUSR1 after" in log
     assert not (run / "checkpoints").exists()  # gone once Snakemake had the outputs
@@ -178,12 +186,7 @@ def test_a_signalled_job_checkpoints_and_a_new_job_resumes_it(studies):
 
 def test_a_job_near_its_time_limit_checkpoints_and_a_new_job_resumes_it(studies):
     slurm, _, _, limited = studies
-    run = slurm / "results" / "slurm" / "runs" / LIMITED / "seed1"
-    attempts = json.loads((run / "run.json").read_text())["attempts"]
-    assert attempts[0]["slurm_job_id"] == limited and attempts[0]["outcome"] == "interrupted"
-    assert attempts[0]["signal"] == "SIGUSR1" and attempts[-1]["outcome"] == "finished"
-    assert attempts[1]["resumed_at"] == attempts[0]["iterations"] > 0
-    assert _sacct(limited)["state"] == "FAILED"  # exit 75 inside the limit, not TIMEOUT
+    _assert_resumed(slurm, LIMITED, limited)
 
 
 def test_a_finished_study_schedules_nothing(studies):

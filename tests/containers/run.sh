@@ -95,6 +95,11 @@ in_images_snakemake() {  # NAME ARGS...: Snakemake with --sdm apptainer, podman 
     PATH=$HERE:$PATH snakemake_in "$WORK/$name" images.yaml --sdm apptainer --rerun-triggers mtime "$@"
 }
 
+shared_data() {  # FOLDER: the small study's data folder, relative to FOLDER/results (mcgrpo.core.layout)
+    (cd "$1" && python -c 'import sys; from mcgrpo import studies; from mcgrpo.core import layout
+print(layout.data_dir(studies.load(sys.argv[1])).relative_to("results"))' study.yaml)
+}
+
 jobs_in_images() {  # NAME: how many jobs Snakemake ran in each image
     grep -o 'Activating singularity image .*' "$WORK/$1.log" | sed 's#.*/##' | sort | uniq -c \
         | awk '{printf "%s job(s) in %s\n", $1, $2}'
@@ -108,12 +113,12 @@ oci_archive() {  # TAG: the first half of the route to a .sif (README): an OCI a
     rm -f "$WORK/$1.tar"
 }
 
-compare() {  # NAME [--timing-aside] FOLDER...: the copy's FOLDERs (under results/mini) against the host's
+compare() {  # NAME [--timing-aside] FOLDER...: the copy's FOLDERs (under results/) against the host's
     local name=$1 failed=0 opts=(--git-sha "$SHA")  # the host study may be cached from an earlier commit
     shift
     if [[ ${1:-} == --* ]]; then opts+=("$1"); shift; fi
     for folder in "$@"; do
-        python "$HERE/compare.py" "${opts[@]}" "$WORK/host/results/mini/$folder" "$WORK/$name/results/mini/$folder" \
+        python "$HERE/compare.py" "${opts[@]}" "$WORK/host/results/$folder" "$WORK/$name/results/$folder" \
             | tee -a "$WORK/compare-$name.txt" || failed=1
     done
     return $failed
@@ -143,16 +148,16 @@ main() {
     in_images analysis
     rm -rf "$WORK"/analysis/results/mini/{analysis,figures,tables}
     in_images_snakemake analysis --config analysis_only=True -- analysis
-    in_images_snakemake analysis --forcerun prepare_data -- results/mini/data/pool.parquet
+    in_images_snakemake analysis --forcerun prepare_data -- prepare_data
     jobs_in_images analysis
-    compare analysis analysis figures tables data
+    compare analysis mini/analysis mini/figures mini/tables "$(shared_data "$WORK/analysis")"
 
     step "train image (CPU): one training run, redone"
     in_images train
     rm -rf "$WORK"/train/results/mini/runs/outcome/seed1
     in_images_snakemake train -- results/mini/runs/outcome/seed1/iterations.parquet
     jobs_in_images train
-    compare train --timing-aside runs/outcome/seed1
+    compare train --timing-aside mini/runs/outcome/seed1
     oci_archive mcgrpo-analysis
     step "done: every file equal"
 }

@@ -13,7 +13,7 @@ import traceback
 from pathlib import Path
 
 from mcgrpo import __version__
-from mcgrpo.core import config as study_config, store
+from mcgrpo.core import config as study_config, layout, store
 from mcgrpo import studies
 from mcgrpo.core.errors import ConfigError, DataError, Interrupted, McgrpoError
 
@@ -82,10 +82,8 @@ def _training_run(args) -> tuple[dict, dict[str, str]]:
         raise ConfigError("train --config names the run with --arm A --seed N")
     cfg = _study(args.config)
     run = study_config.run_config(cfg, args.arm, args.seed)
-    root = Path(cfg["results_dir"]) / cfg["study"]
-    model = root / "models" / (cfg["model"]["name"] + ("" if cfg["model"]["source"] is None else ".json"))
-    defaults = {"model": model, "data": root / "data", "budget": root / "calibration" / "budget.parquet",
-                "out": root / "runs" / args.arm / f"seed{args.seed}"}
+    defaults = {"model": layout.model_path(cfg), "data": layout.data_dir(cfg), "budget": layout.budget_path(cfg),
+                "out": layout.run_dir(cfg, args.arm, args.seed)}
     return run, {k: str(default if given[k] is None else given[k]) for k, default in defaults.items()}
 
 

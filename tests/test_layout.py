@@ -1,0 +1,66 @@
+"""Where files live: data and the tiny model are shared by the studies that name the same blocks, and only by them."""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import sys
+
+import yaml
+
+from conftest import ROOT, SMALL_STUDY
+from mcgrpo import studies
+from mcgrpo.core import layout
+
+
+def _study(**edits) -> dict:
+    cfg = copy.deepcopy(SMALL_STUDY)
+    for dotted, value in edits.items():
+        *parents, key = dotted.split("__")
+        block = cfg
+        for name in parents:
+            block = block.setdefault(name, {})
+        block[key] = value
+    return studies.validate(cfg)
+
+
+def test_studies_with_the_same_task_and_model_share_data_and_model_but_nothing_else():
+    a, b = _study(), _study(study="other", seeds=[3], arms={"outcome": {}}, budget__tokens=900)
+    assert layout.data_dir(a) == layout.data_dir(b) and layout.model_path(a) == layout.model_path(b)
+    assert layout.data_dir(a).parts[:2] == ("results", "_shared")
+    assert layout.budget_path(a) != layout.budget_path(b) and layout.run_dir(a, "outcome", 1) != layout.run_dir(
+        b, "outcome", 1)
+
+
+def test_another_task_or_warm_start_gets_files_of_its_own():
+    base = _study()
+    task = _study(task__seed=8)
+    warm = _study(model__warm_start__steps=31)
+    assert layout.data_dir(task) != layout.data_dir(base) and layout.model_path(task) != layout.model_path(base)
+    assert layout.data_dir(warm) == layout.data_dir(base) and layout.model_path(warm) != layout.model_path(base)
+
+
+def test_a_model_with_a_source_is_the_studys_own_reference():
+    cfg = _study(model__source={"path": "/models/mine"}, model__name="mine")
+    assert layout.model_path(cfg) == layout.study_dir(cfg) / "models" / "mine.json"
+
+
+def test_a_second_study_reuses_the_first_ones_data_and_warm_start(tmp_path):
+    env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}"}
+    other = {**SMALL_STUDY, "study": "other", "arms": {"outcome": {}}}
+    for name, cfg in (("first.yaml", SMALL_STUDY), ("second.yaml", other)):
+        (tmp_path / name).write_text(yaml.safe_dump(cfg))
+
+    def snakemake(config, *args):
+        done = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory",
+                               str(tmp_path), "--configfile", str(tmp_path / config), "--cores", "1", *args],
+                              cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        return done.stdout + done.stderr
+
+    snakemake("first.yaml", "warm_start")
+    second = snakemake("second.yaml", "-n")
+    assert "rule train:" in second and "rule calibrate:" in second
+    assert "rule warm_start:" not in second and "rule prepare_data:" not in second
+    assert (tmp_path / layout.shared_log(layout.model_path(_study()))).exists()
