@@ -133,14 +133,16 @@ def studies(tmp_path_factory):
 
 
 def _parquet(workdir: Path) -> dict[str, Path]:
+    """The study's Parquet files, and the shared data's (results/_shared), by path under results/slurm/."""
     results = workdir / "results" / "slurm"
-    return {str(p.relative_to(results)): p for p in sorted(results.glob("**/*.parquet"))}
+    return {str(p.relative_to(results)) if p.is_relative_to(results) else str(p.relative_to(workdir / "results")): p
+            for p in sorted((workdir / "results").glob("**/*.parquet"))}
 
 
 def test_slurm_run_writes_the_same_parquet_as_a_local_run(studies):
     slurm, local, *_ = studies
     a, b = _parquet(slurm), _parquet(local)
-    assert a.keys() == b.keys() and any(k.startswith("runs/") for k in a)
+    assert a.keys() == b.keys() and any(k.startswith("runs/") for k in a) and any(k.startswith("_shared/") for k in a)
     for name in a:
         fa, fb = read_parquet(a[name]), read_parquet(b[name])
         if name.startswith("analysis/") and "basis" in fa.columns:  # the time basis rests on wall time
