@@ -7,7 +7,8 @@ copy of a study (fewer warm-start steps, a small token budget), so the whole ben
     python bench/under_load.py [--study config/config.yaml] [--warm-steps 300] [--tokens 30000] [--load 1]
                                [--wait-policy PASSIVE ACTIVE]
 
-It prints each job's seconds alone and loaded, and last, on a line of its own,
+It prints each job's seconds alone and loaded, the training run's own wall and CPU clocks of its training stages
+(run.json), and last, on a line of its own,
 `ratio under load / quiet: X`, the larger of the two jobs' ratios (the goal: at most 2).
 """
 
@@ -30,6 +31,7 @@ from mcgrpo.core import config as study_config  # noqa: E402
 from mcgrpo.core import store  # noqa: E402
 from mcgrpo.core.budget import budget_table  # noqa: E402
 
+JOBS = ("warm start", "training run")
 SPIN = "import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end:\n    pass\n"
 
 
@@ -69,7 +71,8 @@ def jobs(cfg: dict, work: Path) -> dict[str, tuple[list[str], int]]:
 
 
 def timed(cfg: dict, work: Path, load: int, seconds: float, policy: str | None) -> dict[str, float]:
-    """Seconds of each job, with `load` busy loops running beside it."""
+    """Seconds of each job, with `load` busy loops running beside it, and the training run's own two clocks of
+    its training stages (run.json: wall and process CPU seconds), under "train wall" and "train CPU"."""
     out = {}
     for name, (args, threads) in jobs(cfg, work).items():
         spinners = [subprocess.Popen([sys.executable, "-c", SPIN.format(seconds=seconds)]) for _ in range(load)]
@@ -80,6 +83,8 @@ def timed(cfg: dict, work: Path, load: int, seconds: float, policy: str | None) 
                 s.kill()
                 s.wait()
         if name == "training run":
+            clock = json.loads((work / "run" / "run.json").read_text())["clock"]
+            out["train wall"], out["train CPU"] = clock["train_seconds"], clock["train_cpu_seconds"]
             subprocess.run(["rm", "-rf", str(work / "run")], check=True)
     return out
 
@@ -104,11 +109,11 @@ def main() -> None:
                             timed(cfg, work, args.load, args.max_seconds, policy)) for policy in args.wait_policy}
     print(f"{os.cpu_count()} cores; {args.load} busy loop(s) beside each loaded job")
     for policy, (quiet, loaded) in results.items():
-        for name in quiet:
+        for name in quiet:  # the two jobs, then the training stages' wall and CPU clocks side by side
             print(f"OMP_WAIT_POLICY={policy or 'default (PASSIVE)':<18} {name:<13} alone {quiet[name]:6.1f} s   "
                   f"loaded {loaded[name]:6.1f} s   ratio {loaded[name] / quiet[name]:.2f}")
     quiet, loaded = results[args.wait_policy[0]]
-    print(f"ratio under load / quiet: {max(loaded[n] / quiet[n] for n in quiet):.2f}")
+    print(f"ratio under load / quiet: {max(loaded[n] / quiet[n] for n in JOBS):.2f}")
 
 
 if __name__ == "__main__":
