@@ -137,6 +137,8 @@ def test_one_colour_per_arm_in_the_study_order_and_axes_in_words():
     assert figures.arm_colours(["outcome", "mc_k4", "filter"]) == {"outcome": "C0", "mc_k4": "C1", "filter": "C2"}
     assert figures.time_label("training time (minutes)", "CPU (x86_64), 2 threads") == (
         "training time (minutes): wall time of the training stages on CPU (x86_64), 2 threads")
+    assert figures.time_label("training CPU time (seconds)", None, "train_cpu_seconds") == (
+        "training CPU time (seconds): process CPU time of the training stages")
     assert figures.metric_words("acc_strict") == "accuracy (strict verifier)"
     assert figures.metric_words("pass@8_default") == "pass@8 (default verifier)"
 

@@ -17,14 +17,17 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from mcgrpo.analysis.curves import mean_curve
-from mcgrpo.analysis.formats import BASIS_WORDS, metric_words
+from mcgrpo.analysis.formats import BASIS_WORDS, CLOCK_WORDS, metric_words
+from mcgrpo.analysis.runs import CLOCKS
 from mcgrpo.core.clock import STAGES
 from mcgrpo.core.store import atomic
 
 # x column -> (axis name, (divisor, unit) from largest to smallest)
+_SECONDS = ((3600, "hours"), (60, "minutes"), (1, "seconds"))
 AXES = {"tokens_total": ("generated tokens",
                          ((1e9, "billions"), (1e6, "millions"), (1e3, "thousands"), (1, ""))),
-        "train_seconds": ("training time", ((3600, "hours"), (60, "minutes"), (1, "seconds")))}
+        "train_seconds": ("training time", _SECONDS), "train_cpu_seconds": ("training CPU time", _SECONDS)}
+_CLOCK_OF = {column: clock for clock, column in CLOCKS.items()}
 BASIS_MARKERS = {"tokens": "D", "updates": "s", "time": "^", "time_c": "v"}
 PALETTE = [f"C{i}" for i in range(10)]
 # Stages are not arms: their own colours, from a palette the arms never use.
@@ -75,9 +78,10 @@ def _unit(x: str, top: float) -> tuple[float, str]:
     return scale, f"{name} ({unit})" if unit else name
 
 
-def time_label(label: str, hardware: str | None) -> str:
-    """A time axis says what was timed and where: wall time of the training stages, evaluation excluded."""
-    return f"{label}: wall time of the training stages" + (f" on {hardware}" if hardware else "")
+def time_label(label: str, hardware: str | None, column: str = "train_seconds") -> str:
+    """A time axis says what was timed and where: the clock of the training stages (evaluation excluded)."""
+    where = f" on {hardware}" if hardware else ""
+    return f"{label}: {CLOCK_WORDS[_CLOCK_OF[column]]} of the training stages{where}"
 
 
 def _margin_band(ax, margin: float, vertical: bool = False) -> None:
@@ -98,7 +102,8 @@ def evaluation_grid(runs: pd.DataFrame, x: str, end: float) -> np.ndarray:
 def accuracy_curves(evals: pd.DataFrame, x: str, B: int, path: str | Path, metric: str = "acc_default",
                     eval_set: str | None = None, colours: dict[str, str] | None = None,
                     hardware: str | None = None) -> Path:
-    """`metric` against `x` ("tokens_total" or "train_seconds"), one line per arm with its 95% band."""
+    """`metric` against `x` ("tokens_total", or a clock: "train_seconds", "train_cpu_seconds"), one line per arm
+    with its 95% band."""
     if x not in AXES:
         raise ValueError(f"x {x!r}: expected one of {', '.join(AXES)}")
     sets = sorted(evals["eval_set"].unique())
@@ -123,7 +128,7 @@ def accuracy_curves(evals: pd.DataFrame, x: str, B: int, path: str | Path, metri
     if x == "tokens_total":
         ax.axvline(B / scale, color="grey", linestyle="--", label="budget B")
     else:
-        xlabel = time_label(xlabel, hardware)
+        xlabel = time_label(xlabel, hardware, x)
     ax.set(title=f"{metric_words(metric).capitalize()} on {eval_set} against {AXES[x][0]}\n"
                  f"(mean over seeds at each evaluation, shaded: 95% t interval)",
            xlabel=xlabel, ylabel="accuracy (%)")
