@@ -153,4 +153,4 @@ def test_figures_mark_undefined_readings_and_a_read_at_the_bases_updates():
                                   "ci_high": 0.2}), 1)
     _mark_readings(ax, pd.Series({"mean": 0.1, "basis": "updates", "read": "base at A's position",
                                   "ci_high": 0.2}), 2)
-    assert [t.get_text() for t in ax.texts] == ["not defined", "A at base's updates"]
+    assert [t.get_text() for t in ax.texts] == ["not defined", "A at base's\nupdates"]

@@ -101,7 +101,7 @@ def prediction_step(cfg: dict, results: Path) -> None:
         tables.write_table(fit, results / "tables" / "second_moment", title="The update's second moment as a + b/k "
                            "(k sweep) and the share due to continuation sampling at each k (95% bootstrap CI)")
     figures.prediction(table, _extrapolation_line(cfg, results, base, metric, eval_set), a["margin"],
-                       results / "figures" / "prediction.png", rho)
+                       results / "figures" / "prediction.png", rho, figures.arm_colours(list(cfg["arms"])))
 
 
 def _extrapolation_line(cfg: dict, results: Path, base: str, metric: str, eval_set: str):
