@@ -15,7 +15,7 @@ HOST_PINS := containers/train/requirements-cpu.txt
 $(VENV)/.installed: pyproject.toml $(HOST_PINS) containers/analysis/requirements.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[train,workflow,test]' -c $(HOST_PINS)
+	$(BIN)/pip install --quiet -e '.[train,workflow,test,tracking]' -c $(HOST_PINS)
 	touch $@
 
 run: env

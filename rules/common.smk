@@ -35,9 +35,11 @@ RUN = f"{R}/runs/{{arm}}/seed{{seed}}"
 RUN_FILES = ("iterations.parquet", "evals.parquet", "samples.parquet", "prompts.parquet", "run.json")
 ALL_EVALS = [f"{R}/runs/{arm}/seed{seed}/evals.parquet" for arm, seed in study_config.runs(config)]
 LOCK = f"{R}/prereg.lock.json"
-# The analysis reads the whole study config, less the switch saying how Snakemake was invoked and the images
-# its jobs run in (where a job runs is no part of what it computes, nor of the config_hash of what it writes).
-STUDY_JSON = json.dumps({k: v for k, v in config.items() if k not in ("analysis_only", "containers")}, sort_keys=True)
+# The analysis reads the whole study config, less the switch saying how Snakemake was invoked, the images its
+# jobs run in and where training reports to (where a job runs or reports is no part of what it computes, nor of
+# the config_hash of what it writes).
+STUDY_JSON = json.dumps({k: v for k, v in config.items() if k not in ("analysis_only", "containers", "tracking")},
+                        sort_keys=True)
 ENV = "../workflow/envs/mcgrpo.yaml"
 # Rules call the interpreter this workflow runs with: a SLURM job's PATH need not hold a `python`, or the right
 # one. In a container or a conda env, that env's own `python`.

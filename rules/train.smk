@@ -25,6 +25,10 @@ rule train:
         runtime=train_runtime,
         slurm_extra=train_signal,
         attempt=lambda wildcards, attempt: attempt,
+        # The study's `tracking`, as a resource rather than a param: switching it on or off never makes a finished
+        # run out of date (a param would), and its logs (the run folder's tracking/) are no output, so Snakemake
+        # never deletes them.
+        tracking=config["tracking"],
     container:
         config["containers"]["train"]
     conda:
@@ -38,5 +42,6 @@ rule train:
         "echo 'not retried: the failure above is not a preemption' >> {log:q}; exit 2; fi; "
         "rm -f {params.failed:q}; "
         "exec $PYTHON -m mcgrpo train --run-json {params.run:q} --model {input.model:q} --data {params.data:q} "
-        "--budget {input.budget:q} --out {params.out:q} --failed-log {params.failed:q} >> {log:q} 2>&1"
+        "--budget {input.budget:q} --out {params.out:q} --failed-log {params.failed:q} --tracking {resources.tracking} "
+        ">> {log:q} 2>&1"
 

@@ -4,6 +4,7 @@ imports train, no module-level import cycle, and everything the analysis image r
 import ast
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -85,5 +86,38 @@ def test_analysis_and_the_cli_import_with_torch_unimportable():
             "sys.meta_path.insert(0, Block())\n"
             f"for m in {[*light, 'mcgrpo.studies', 'mcgrpo.cli']!r}: __import__(m)\n"
             "print('ok')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PACKAGE.parent)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+NOT_IMPORTED = {"mcgrpo.__main__", "mcgrpo.train.engines.vllm"}  # runs the CLI; needs the vllm package
+
+
+def test_no_module_imports_the_tracking_libraries_until_a_run_asks_for_one():
+    """TensorBoard and W&B are a host extra (`tracking`), imported only by a run whose study asks for one;
+    where one is missing, that run fails with a user error saying what to install."""
+    code = textwrap.dedent(f"""
+        import sys
+        for m in {sorted(set(MODULES) - NOT_IMPORTED)!r}:
+            __import__(m)
+        loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('tensorboard', 'wandb')
+                        or m.startswith('torch.utils.tensorboard'))
+        assert not loaded, loaded
+        class Block:  # from here on, neither library is installed
+            def find_spec(self, name, path, target=None):
+                if name.split('.')[0] in ('tensorboard', 'wandb') or name == 'torch.utils.tensorboard':
+                    raise ImportError(f'{{name}} is not installed')
+        sys.meta_path.insert(0, Block())
+        from mcgrpo.train import tracking
+        from mcgrpo.core.errors import ConfigError
+        assert tracking.open_tracker('none', '.', {{}}) is None
+        for backend in ('tensorboard', 'wandb'):
+            try:
+                tracking.open_tracker(backend, '.', {{}})
+                raise SystemExit(backend + ' opened without its library')
+            except ConfigError as e:
+                assert f"config key tracking: '{{backend}}' needs" in str(e) and 'pip install' in str(e), e
+        print('ok')
+    """)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PACKAGE.parent)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]

@@ -75,7 +75,17 @@ def test_the_analysis_image_has_neither_torch_nor_transformers():
 def test_the_host_installs_with_the_cpu_images_pins():
     make = (ROOT / "Makefile").read_text()
     assert "HOST_PINS := containers/train/requirements-cpu.txt" in make
-    assert "pip install --quiet -e '.[train,workflow,test]' -c $(HOST_PINS)" in make
+    assert "pip install --quiet -e '.[train,workflow,test,tracking]' -c $(HOST_PINS)" in make
+
+
+def test_tracking_is_a_host_extra_the_images_never_install():
+    """A study's tracking needs TensorBoard or W&B where it trains; the images (40 minutes to rebuild) stay as
+    they are (tests/test_architecture.py: no module imports either library until a run asks for it)."""
+    assert {_name(r) for r in PROJECT["optional-dependencies"]["tracking"]} == {"tensorboard", "wandb"}
+    for path in SETS:
+        assert not {"tensorboard", "wandb"} & set(pins(path)), path
+    for image in ("analysis", "train"):
+        assert "tracking" not in (ROOT / "containers" / image / "Dockerfile").read_text()
 
 
 @pytest.mark.parametrize("image", ["analysis", "train"])

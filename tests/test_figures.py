@@ -137,6 +137,8 @@ def test_one_colour_per_arm_in_the_study_order_and_axes_in_words():
     assert figures.arm_colours(["outcome", "mc_k4", "filter"]) == {"outcome": "C0", "mc_k4": "C1", "filter": "C2"}
     assert figures.time_label("training time (minutes)", "CPU (x86_64), 2 threads") == (
         "training time (minutes): wall time of the training stages on CPU (x86_64), 2 threads")
+    assert figures.time_label("training CPU time (seconds)", None, "train_cpu_seconds") == (
+        "training CPU time (seconds): process CPU time of the training stages")
     assert figures.metric_words("acc_strict") == "accuracy (strict verifier)"
     assert figures.metric_words("pass@8_default") == "pass@8 (default verifier)"
 
@@ -151,4 +153,4 @@ def test_figures_mark_undefined_readings_and_a_read_at_the_bases_updates():
                                   "ci_high": 0.2}), 1)
     _mark_readings(ax, pd.Series({"mean": 0.1, "basis": "updates", "read": "base at A's position",
                                   "ci_high": 0.2}), 2)
-    assert [t.get_text() for t in ax.texts] == ["not defined", "A at base's updates"]
+    assert [t.get_text() for t in ax.texts] == ["not defined", "A at base's\nupdates"]

@@ -100,6 +100,12 @@ CASES: dict[str, dict[str, Case]] = {
         "code folder": edit(("config key results_dir", "workflow"), results_dir="workflow"),
         "trailing slash": edit("config key results_dir", results_dir="results/"),
     },
+    "tracking": {  # the key becomes a word of the train rule's command
+        "command": edit(("config key tracking", "is not one of"), tracking="wandb; touch pwned"),
+        "folder": edit("config key tracking", tracking="../logs"),
+        "yes": edit(("config key tracking", "not of type 'string'"), tracking=True),
+        "clock gpu": edit(("config key analysis.clock", "'gpu' is not one of ['wall', 'cpu']"), analysis__clock="gpu"),
+    },
     "yaml": {
         "seeds twice": raw(("study.yaml:3", "'seeds'", "line 1"),
                            "seeds: [1, 2]\nstudy: dup\nseeds: [3]\narms: {outcome: {}}\n"),

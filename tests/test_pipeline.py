@@ -84,8 +84,9 @@ def test_a_finished_study_has_nothing_left_to_do(finished_study):
     assert dry.returncode == 0 and "Nothing to be done" in dry.stdout + dry.stderr
 
 
-def test_a_reworded_description_or_reordered_seeds_retrains_nothing(finished_study, tmp_path):
-    """Neither changes what a run trains (nor B: calibration runs on the smallest seed, not the first)."""
+def test_a_reworded_description_reordered_seeds_or_tracking_retrains_nothing(finished_study, tmp_path):
+    """None changes what a run trains (nor B: calibration runs on the smallest seed, not the first); switching
+    tracking on changes nothing any job computes, so nothing at all reruns."""
     work = tmp_path / "work"
     shutil.copytree(finished_study.parent.parent, work, symlinks=True)
     study = yaml.safe_load((work / "study.yaml").read_text())
@@ -95,6 +96,10 @@ def test_a_reworded_description_or_reordered_seeds_retrains_nothing(finished_stu
     dry = snakemake(work, "-n")
     assert dry.returncode == 0, dry.stderr[-4000:]
     assert not jobs(dry) & {"prepare_data", "warm_start", "calibrate", "prereg_lock", "train"}, jobs(dry)
+    (work / "study.yaml").write_text(yaml.safe_dump({**yaml.safe_load((finished_study.parent.parent / "study.yaml")
+                                                                      .read_text()), "tracking": "tensorboard"}))
+    dry = snakemake(work, "-n")
+    assert dry.returncode == 0 and "Nothing to be done" in dry.stdout + dry.stderr, jobs(dry)
 
 
 def test_a_bad_config_fails_before_any_job_naming_the_key(tmp_path):

@@ -2,6 +2,7 @@
 
 import copy
 import json
+import shutil
 from datetime import datetime, timezone
 
 import numpy as np
@@ -12,6 +13,7 @@ from mcgrpo.core import config as study_config
 from mcgrpo import studies
 from mcgrpo.analysis import prereg, steps
 from mcgrpo.cli import main
+from mcgrpo.core.errors import DataError
 from mcgrpo.core.store import COLUMNS, read_contract, read_json, read_parquet, write_json, write_parquet
 from test_runs import write_run
 
@@ -150,3 +152,48 @@ def test_headline_table_has_one_readable_line_per_planned_contrast(results):
     assert set(csv["verdict"]) <= {"confirmed", "not confirmed", "exploratory"}
     md = (root / "tables" / "headline.md").read_text()
     assert f"| {csv['p'].iloc[0]:.3f} |" in md or "| <0.001 |" in md
+
+
+def _clocked(root, tmp_path, cpu: bool):
+    """A copy of the results whose mc_k2 runs shared their cores: 3x the wall seconds of outcome's, the same CPU
+    seconds (`cpu`: evaluations record the CPU clock; else they predate it)."""
+    copy_ = tmp_path / "clocked"
+    shutil.copytree(root, copy_)
+    for path in copy_.glob("runs/*/seed*/evals.parquet"):
+        evals = read_parquet(path)
+        cpu_seconds = evals["train_seconds"]
+        evals["train_seconds"] = cpu_seconds * (3 if path.parts[-3] == "mc_k2" else 1)
+        write_parquet(evals.assign(train_cpu_seconds=cpu_seconds) if cpu else evals, path)
+    return copy_
+
+
+def test_the_cpu_clock_option_times_the_equal_time_bases(results, tmp_path):
+    """Wall time says mc_k2 is 3x slower (a neighbour's load), CPU time says both arms cost the same: equal time
+    on the wall clock reads mc_k2 a third of the way to B, on the CPU clock at B, as equal tokens does."""
+    cfg, root = results
+    folder = _clocked(root, tmp_path, cpu=True)
+
+    def time_rows(clock):
+        steps.contrasts_step({**cfg, "analysis": {**cfg["analysis"], "clock": clock}}, folder)
+        paired = read_contract(folder / "analysis" / "paired.parquet", "paired")
+        mine = paired[paired["metric"] == "acc_default"].set_index(["basis", "seed"])
+        return mine.loc["time"], mine.loc["tokens"]
+
+    wall, tokens = time_rows("wall")
+    cpu, _ = time_rows("cpu")
+    assert wall["at"].tolist() == [4.0] * 3 and cpu["at"].tolist() == [4.0] * 3  # T*: outcome's 4 s at B
+    np.testing.assert_allclose(cpu["diff"], tokens["diff"])
+    assert not np.allclose(wall["diff"], tokens["diff"])
+    for seed, value in wall["value_a"].items():  # two thirds of the way from its evaluation 0 (0 s) to 1 (6 s)
+        evals = read_parquet(folder / "runs" / "mc_k2" / f"seed{seed}" / "evals.parquet").sort_values("eval_index")
+        assert value == pytest.approx(np.interp(4.0, evals["train_seconds"], evals["acc_default"]))
+    steps.summary_step({**cfg, "analysis": {**cfg["analysis"], "clock": "cpu"}}, folder)
+    assert "Equal time is read on the process CPU time of the training stages" in (folder / "summary.md").read_text()
+
+
+def test_the_cpu_clock_refuses_runs_that_never_recorded_it(results, tmp_path):
+    cfg, root = results
+    folder = _clocked(root, tmp_path, cpu=False)
+    with pytest.raises(DataError, match=r"evals.parquet: no column train_cpu_seconds .* allowed: retrain it, "
+                                        r"or analysis.clock: wall"):
+        steps.contrasts_step({**cfg, "analysis": {**cfg["analysis"], "clock": "cpu"}}, folder)

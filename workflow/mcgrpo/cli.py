@@ -87,6 +87,14 @@ def _training_run(args) -> tuple[dict, dict[str, str]]:
     return run, {k: str(default if given[k] is None else given[k]) for k, default in defaults.items()}
 
 
+def _tracking(args) -> str:
+    """The experiment tracker: --tracking, else (by hand) the study's `tracking` key, else none. The rule passes
+    the key as an option, not in the run's config: switching tracking on never makes a finished run out of date."""
+    if args.tracking is None and args.config:
+        return _study(args.config)["tracking"]
+    return args.tracking or "none"
+
+
 def prepare_data(args) -> None:
     """The pool and evaluation sets, and the log of what filtering and deduplication removed."""
     from mcgrpo import data
@@ -258,13 +266,15 @@ def _train(args) -> None:
         signal.signal(sig, request_stop)
     import torch
     import transformers
-    from mcgrpo.train import attempts, models
+    from mcgrpo.train import attempts, models, tracking
     from mcgrpo import data
     from mcgrpo.data.checks import check_run_data
     from mcgrpo.train.trainer import Trainer
     run, files = _training_run(args)
     cfg_hash = study_config.config_hash(run)
     out = Path(files["out"])
+    backend = _tracking(args)
+    tracker = tracking.open_tracker(backend, out, run)  # a missing library fails here, before any work
     history = attempts.start(out / "checkpoints")
     for entry in history[:-1]:
         print(f"earlier: {attempts.describe(entry)}", file=sys.stderr)
@@ -277,7 +287,7 @@ def _train(args) -> None:
     for folder in (out, out / "checkpoints"):
         store.remove_orphans(folder)
     trainer = Trainer(run, model, tokenizer, pool, evals, B, checkpoint_dir=out / "checkpoints",
-                      config_hash=identity)
+                      config_hash=identity, tracker=tracker)
     trainer.stop_requested = bool(signals)
     try:
         log = trainer.run()
@@ -286,6 +296,9 @@ def _train(args) -> None:
                      iterations=trainer.next_iteration)
         print(attempts.describe(history[-1]), file=sys.stderr)
         raise
+    finally:
+        if tracker:
+            tracker.close()
     for name, frame in log.frames().items():
         store.write_parquet(frame, out / f"{name}.parquet", identity)
     attempts.end(out / "checkpoints", history, "finished", resumed_at=trainer.resumed_at,
@@ -301,6 +314,7 @@ def _train(args) -> None:
         "git_sha": store.git_sha(),
         # Both clocks of the training stages: wall time far above CPU time (x threads) means a shared machine.
         "clock": _clocks(log.iterations),
+        "tracking": backend,  # where it logged: <out>/tracking/ (mcgrpo.train.tracking)
     }, out / "run.json")
 
 
@@ -370,7 +384,7 @@ def contrast(args) -> None:
     from mcgrpo.analysis import recompute
     from mcgrpo.analysis.tables import to_markdown
     table, paired = recompute.contrast(Path(args.results), args.a, args.b, args.basis, args.metric,
-                                   args.eval_set, args.margin, args.resamples, args.bootstrap_seed)
+                                   args.eval_set, args.margin, args.resamples, args.bootstrap_seed, args.clock)
     row = table.iloc[0]
     out = Path(args.out or Path(args.results) / "analysis" / "contrast" /
                f"{row['contrast']}.{row['basis']}.{row['metric']}.{row['eval_set']}.parquet")
@@ -428,6 +442,8 @@ def _contrast_arguments(v: argparse.ArgumentParser) -> None:
     v.add_argument("--margin", type=float, help="equivalence margin (default: the lock's, else 0.02)")
     v.add_argument("--resamples", type=_positive, default=10_000, help="crossed-bootstrap resamples")
     v.add_argument("--bootstrap-seed", type=int, default=0)
+    v.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                   help="the training-time clock of the time bases: the stages' wall or process CPU time (default wall)")
 
 
 VERBS = {"data": data_summary, "verify": verify, "prepare-data": prepare_data, "resolve-model": resolve_model, "warm-start": warm_start, "calibrate": calibrate, "train": train,
@@ -474,6 +490,10 @@ def _train_arguments(v: argparse.ArgumentParser) -> None:
     src.add_argument("--config", metavar="STUDY.yaml", help="by hand: the study config; with --arm and --seed")
     v.add_argument("--arm", help="with --config: the arm to train")
     v.add_argument("--seed", type=int, help="with --config: the seed")
+    from mcgrpo.train.tracking import BACKENDS
+    v.add_argument("--tracking", choices=BACKENDS,
+                   help="log every iteration and evaluation to TensorBoard or offline W&B, in <out>/tracking/ "
+                        "(default: the study's `tracking`, else none)")
 
 
 def parser() -> argparse.ArgumentParser:

@@ -7,6 +7,7 @@ its first evaluation at or past B. The other bases re-read the same runs elsewhe
   count at B instead (the paper is silent there); `read` says which arm was moved;
 - time: both at T*, the shorter of the two runs' training times at B, interpolated in time;
 - time_c: both at T_c, the base's training time at B, for runs trained past B (the paper's S35).
+Training time is the runs' clock (Run.time, analysis.clock): the stages' wall time, or their process CPU time.
 Each seed gives one difference; each problem's scores are read at the same positions, so the
 crossed bootstrap can resample problems too. A reading that would need a curve beyond its end is
 not defined (NaN), and so is every statistic of a contrast with such a seed: never a clamped value
@@ -83,15 +84,15 @@ def positions(basis: str, a: Run, b: Run, B: int) -> tuple[str, float, int, floa
         ua, ub = a.coords("updates")[end_a - 1], b.coords("updates")[end_b - 1]
         at = min(ua, ub)  # the base at A's count where it reaches it, else A at the base's count
         return "updates", at, end_a, at, end_b, "b" if ua <= ub else "a"
-    time_a, time_b = a.coords("train_seconds"), b.coords("train_seconds")
+    time_a, time_b = a.coords(a.time), b.coords(b.time)
     if basis == "time":
         at = min(time_a[end_a - 1], time_b[end_b - 1])
-        return "train_seconds", at, end_a, at, end_b, "b" if time_a[end_a - 1] <= time_b[end_b - 1] else "a"
+        return a.time, at, end_a, at, end_b, "b" if time_a[end_a - 1] <= time_b[end_b - 1] else "a"
     at = time_b[end_b - 1]
     if time_a[-1] < at:
         raise DataError(f"run {a.name} ends at {time_a[-1]:.1f} s of training, before T_c = {at:.1f} s "
                          f"({b.name} at B): train it past B (budget.horizon) or leave out basis time_c")
-    return "train_seconds", at, len(time_a), at, end_b, "a"
+    return a.time, at, len(time_a), at, end_b, "a"
 
 
 def paired(runs: dict[tuple[str, int, str], Run], a: str, b: str, basis: str, metric: str,

@@ -20,7 +20,7 @@ from mcgrpo.analysis.contrasts import budget_row, name
 from mcgrpo.analysis.runs import Run
 from mcgrpo.analysis.stats import RESAMPLES, mean_ci, resample_counts
 
-AXES = {"tokens": "tokens_total", "time": "train_seconds"}
+AXES = ("tokens", "time")  # of the share of budget; time is each run's clock (Run.time)
 EXTRAPOLATION_COLUMNS = ["contrast", "metric", "eval_set", "efficiency", "n", "observed_at_B", "extrapolated_at_B",
                          "mean", "ci_low", "ci_high", "p", "evaluations_used"]
 
@@ -103,9 +103,9 @@ def budget_share(runs: dict[tuple[str, int, str], Run], a: str, b: str, metric: 
     resamples that keep each seed's two runs together, a resample that never reaches its target
     counting as not reached (+inf).
     """
-    column = AXES[axis]
     seeds = _common_seeds(runs, a, b, eval_set)
     run_a, run_b = [runs[a, s, eval_set] for s in seeds], [runs[b, s, eval_set] for s in seeds]
+    column = "tokens_total" if axis == "tokens" else run_b[0].time
     at_b = [budget_row(r, B) for r in run_b]
     target = np.array([r.scores(metric)[0].mean(axis=1)[i] for r, i in zip(run_b, at_b)])
     scale = np.full(len(seeds), float(B)) if axis == "tokens" else np.array(

@@ -14,17 +14,20 @@ import numpy as np
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from mcgrpo.analysis.curves import mean_curve
-from mcgrpo.analysis.formats import BASIS_WORDS, metric_words
+from mcgrpo.analysis.formats import BASIS_WORDS, CLOCK_WORDS, metric_words
+from mcgrpo.analysis.runs import CLOCKS
 from mcgrpo.core.clock import STAGES
 from mcgrpo.core.store import atomic
 
 # x column -> (axis name, (divisor, unit) from largest to smallest)
+_SECONDS = ((3600, "hours"), (60, "minutes"), (1, "seconds"))
 AXES = {"tokens_total": ("generated tokens",
                          ((1e9, "billions"), (1e6, "millions"), (1e3, "thousands"), (1, ""))),
-        "train_seconds": ("training time", ((3600, "hours"), (60, "minutes"), (1, "seconds")))}
+        "train_seconds": ("training time", _SECONDS), "train_cpu_seconds": ("training CPU time", _SECONDS)}
+_CLOCK_OF = {column: clock for clock, column in CLOCKS.items()}
 BASIS_MARKERS = {"tokens": "D", "updates": "s", "time": "^", "time_c": "v"}
 PALETTE = [f"C{i}" for i in range(10)]
 # Stages are not arms: their own colours, from a palette the arms never use.
@@ -32,7 +35,8 @@ STAGE_COLOURS = dict(zip(STAGES, ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#
 
 
 def arm_colours(arms: list[str]) -> dict[str, str]:
-    """One colour per arm, by the study's order of arms, the same in every figure."""
+    """One colour per arm, by the order of `arms`, the same in every figure. The rules pass the study's config
+    key-sorted, so arms are coloured alphabetically and reordering a study's arms redraws nothing."""
     return {arm: PALETTE[i % len(PALETTE)] for i, arm in enumerate(arms)}
 
 
@@ -68,16 +72,22 @@ def _empty(path: str | Path, title: str, why: str) -> Path:
     return _save(fig, path)
 
 
+def _scale(x: str, top: float) -> tuple[float, str]:
+    """The divisor and unit that keep ticks readable for values up to `top`."""
+    units = AXES[x][1]
+    return next(((s, u) for s, u in units if top >= s), units[-1])
+
+
 def _unit(x: str, top: float) -> tuple[float, str]:
     """The divisor and axis label that keep ticks readable for values up to `top`."""
-    name, units = AXES[x]
-    scale, unit = next(((s, u) for s, u in units if top >= s), units[-1])
-    return scale, f"{name} ({unit})" if unit else name
+    scale, unit = _scale(x, top)
+    return scale, f"{AXES[x][0]} ({unit})" if unit else AXES[x][0]
 
 
-def time_label(label: str, hardware: str | None) -> str:
-    """A time axis says what was timed and where: wall time of the training stages, evaluation excluded."""
-    return f"{label}: wall time of the training stages" + (f" on {hardware}" if hardware else "")
+def time_label(label: str, hardware: str | None, column: str = "train_seconds") -> str:
+    """A time axis says what was timed and where: the clock of the training stages (evaluation excluded)."""
+    where = f" on {hardware}" if hardware else ""
+    return f"{label}: {CLOCK_WORDS[_CLOCK_OF[column]]} of the training stages{where}"
 
 
 def _margin_band(ax, margin: float, vertical: bool = False) -> None:
@@ -98,7 +108,8 @@ def evaluation_grid(runs: pd.DataFrame, x: str, end: float) -> np.ndarray:
 def accuracy_curves(evals: pd.DataFrame, x: str, B: int, path: str | Path, metric: str = "acc_default",
                     eval_set: str | None = None, colours: dict[str, str] | None = None,
                     hardware: str | None = None) -> Path:
-    """`metric` against `x` ("tokens_total" or "train_seconds"), one line per arm with its 95% band."""
+    """`metric` against `x` ("tokens_total", or a clock: "train_seconds", "train_cpu_seconds"), one line per arm
+    with its 95% band."""
     if x not in AXES:
         raise ValueError(f"x {x!r}: expected one of {', '.join(AXES)}")
     sets = sorted(evals["eval_set"].unique())
@@ -123,9 +134,10 @@ def accuracy_curves(evals: pd.DataFrame, x: str, B: int, path: str | Path, metri
     if x == "tokens_total":
         ax.axvline(B / scale, color="grey", linestyle="--", label="budget B")
     else:
-        xlabel = time_label(xlabel, hardware)
+        xlabel = time_label(xlabel, hardware, x)
+    reach = "" if x == "tokens_total" else "; each arm up to its shortest run"
     ax.set(title=f"{metric_words(metric).capitalize()} on {eval_set} against {AXES[x][0]}\n"
-                 f"(mean over seeds at each evaluation, shaded: 95% t interval)",
+                 f"(mean over seeds at each evaluation, shaded: 95% t interval{reach})",
            xlabel=xlabel, ylabel="accuracy (%)")
     ax.legend(loc="best", fontsize="small")
     return _save(fig, path)
@@ -173,8 +185,9 @@ def _mark_readings(ax, row, x: float, scale: float = 1.0) -> None:
         ax.annotate("not defined", (x, 0), rotation=90, fontsize="x-small", ha="center", va="bottom")
     elif row["basis"] == "updates" and str(row.get("read", "")).startswith("A at"):
         top = row["ci_high"] if np.isfinite(row["ci_high"]) else row["mean"]
-        ax.annotate("A at base's updates", (x, scale * top), rotation=90, fontsize="x-small", ha="center",
-                    va="bottom")
+        # Level, just above the interval: upright text above the axes' top ran into the title.
+        ax.annotate("A at base's\nupdates", (x, scale * top), xytext=(0, 3), textcoords="offset points",
+                    fontsize="xx-small", ha="center", va="bottom")
 
 
 def per_seed(paired: pd.DataFrame, contrasts: pd.DataFrame, margin: float, path: str | Path,
@@ -222,6 +235,8 @@ def per_seed(paired: pd.DataFrame, contrasts: pd.DataFrame, margin: float, path:
     first = contrasts.iloc[0]
     ax.set(title=f"{title}: {metric_words(first['metric'])} on {first['eval_set']}\n"
                  f"(dots: seeds; bars: mean and 95% paired-t CI)", ylabel="A minus base (points)")
+    low, high = ax.get_ylim()
+    ax.set_ylim(low, high + 0.12 * (high - low))  # room for the marks above the intervals
     ax.legend(loc="best", fontsize="small")
     return _save(fig, path)
 
@@ -230,13 +245,14 @@ def stage_seconds(stages: pd.DataFrame, path: str | Path, hardware: str | None =
     """Stacked bars: mean training seconds per stage before B, per arm."""
     height = 2.1 + 0.6 * len(stages)
     fig, ax = _figure(7, height)
-    scale, label = _unit("train_seconds", float(stages["total"].max()) if len(stages) else 1.0)
+    top = float(stages["total"].max()) if len(stages) else 1.0
+    (scale, unit), (_, label) = _scale("train_seconds", top), _unit("train_seconds", top)
     left = np.zeros(len(stages))
     for stage in STAGES:
         ax.barh(stages["arm"], stages[stage] / scale, left=left, color=STAGE_COLOURS[stage], label=stage)
         left += stages[stage].to_numpy() / scale
     for y, (total, n) in enumerate(zip(stages["total"], stages["seeds"])):
-        ax.text(total / scale, y, f" {total / scale:.3g} (n={n} seeds)", va="center", fontsize="small")
+        ax.text(total / scale, y, f" {total / scale:.3g} {unit} (n={n} seeds)", va="center", fontsize="small")
     ax.set(title="Training time per stage before B (mean over seeds; evaluation excluded)",
            xlabel=time_label(label, hardware))
     ax.set_xlim(0, left.max() * 1.3 if len(stages) else 1)
@@ -266,10 +282,25 @@ def drift(drift_df: pd.DataFrame, gap: float, path: str | Path, eval_set: str,
     return _save(fig, path)
 
 
+def _plain_log_ticks(ax) -> None:
+    """A log x axis labelled in plain numbers (0.2, not 2 x 10^-1); across a decade or more, minor ticks only
+    at 2, 3 and 5 x 10^k, so that their labels do not run into each other."""
+    low, high = ax.get_xlim()
+
+    def minor(value, _):
+        mantissa = round(value / 10 ** np.floor(np.log10(value)), 6)
+        return f"{value:g}" if high / low < 10 or mantissa in (2, 3, 5) else ""
+
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.xaxis.set_minor_formatter(FuncFormatter(minor))
+
+
 def prediction(prediction_df: pd.DataFrame, line: tuple[np.ndarray, np.ndarray] | None, margin: float,
-               path: str | Path, rho: dict[str, float]) -> Path:
+               path: str | Path, rho: dict[str, float], colours: dict[str, str] | None = None) -> Path:
     """The paper's Figure 2: (a) per-update efficiency against the equal-updates difference, (b) per-token
-    efficiency against the equal-tokens difference with the extrapolation line; 95% intervals both ways."""
+    efficiency against the equal-tokens difference with the extrapolation line; 95% intervals both ways.
+    Differences in points, as the margin band and every other figure."""
+    colours = _colours(colours, prediction_df["arm"])
     fig = Figure(figsize=(11, 4.6))
     FigureCanvasAgg(fig)
     panels = (("per_update", "updates", "a  Per update: gradient efficiency vs training at equal updates"),
@@ -277,20 +308,22 @@ def prediction(prediction_df: pd.DataFrame, line: tuple[np.ndarray, np.ndarray] 
     for k, (measure, basis, title) in enumerate(panels):
         ax = fig.add_subplot(1, 2, k + 1)
         _margin_band(ax, margin)
-        for i, r in enumerate(prediction_df.itertuples()):
-            x, y = getattr(r, measure), getattr(r, f"diff_{basis}")
+        for r in prediction_df.itertuples():
+            x, y = getattr(r, measure), 100 * getattr(r, f"diff_{basis}")
             xerr = [[x - getattr(r, f"{measure}_low")], [getattr(r, f"{measure}_high") - x]]
-            yerr = [[y - getattr(r, f"diff_{basis}_low")], [getattr(r, f"diff_{basis}_high") - y]]
-            ax.errorbar(x, y, xerr=xerr, yerr=None if np.isnan(yerr).any() else yerr, fmt="o", color=f"C{i}",
-                        capsize=3, label=r.arm)
+            yerr = [[y - 100 * getattr(r, f"diff_{basis}_low")], [100 * getattr(r, f"diff_{basis}_high") - y]]
+            ax.errorbar(x, y, xerr=xerr, yerr=None if np.isnan(yerr).any() else yerr, fmt="o",
+                        color=colours.get(r.arm, "C0"), capsize=3, label=r.arm)
         if basis == "tokens" and line is not None:
-            ax.plot(*line, "k--", linewidth=1, label="extrapolation: base read at e x tokens")
+            ax.plot(line[0], 100 * np.asarray(line[1]), "k--", linewidth=1,
+                    label="extrapolation: base read at e x tokens")
         ax.axvline(1.0, color="grey", linewidth=0.8)
         ax.set_xscale("log")
+        _plain_log_ticks(ax)
         spearman = rho.get(f"spearman_{measure}", np.nan)
         ax.set(title=f"{title}\nSpearman rho = {spearman:.2f}" if np.isfinite(spearman) else
                f"{title}\n(Spearman needs three arms)", xlabel=f"efficiency {measure.replace('_', ' ')}, "
-               "relative to outcome-only (log)", ylabel="A minus outcome-only (fraction; 0.01 = 1 point)")
+               "relative to outcome-only (log)", ylabel="A minus outcome-only (points)")
         ax.title.set_fontsize("small")
         ax.legend(loc="best", fontsize="x-small")
     return _save(fig, path)

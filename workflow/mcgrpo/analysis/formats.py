@@ -7,6 +7,7 @@ import numpy as np
 
 BASIS_WORDS = {"tokens": "equal tokens", "updates": "equal updates", "time": "equal time (T*)",
                "time_c": "equal time (T_c)"}
+CLOCK_WORDS = {"wall": "wall time", "cpu": "process CPU time"}  # analysis.clock
 
 
 def metric_words(metric: str) -> str:

@@ -48,10 +48,11 @@ def _locked_plan(results: Path) -> tuple[dict | None, dict[tuple, dict]]:
 
 
 def contrast(results: Path, a: str, b: str, basis: str, metric: str, eval_set: str | None = None,
-             margin: float | None = None, resamples: int = 10_000, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+             margin: float | None = None, resamples: int = 10_000, seed: int = 0,
+             clock: str = "wall") -> tuple[pd.DataFrame, pd.DataFrame]:
     """One contrast from a results folder alone: arms and seeds from runs/, B from calibration/,
-    the margin and labels from prereg.lock.json (margin 0.02 without one). A primary contrast is
-    Holm-adjusted with the rest of its locked family, which is recomputed with it.
+    the margin and labels from prereg.lock.json (margin 0.02 without one), time on `clock`. A primary
+    contrast is Holm-adjusted with the rest of its locked family, which is recomputed with it.
     """
     results = Path(results)
     seeds = _shared_seeds(results, {a, b})
@@ -65,7 +66,8 @@ def contrast(results: Path, a: str, b: str, basis: str, metric: str, eval_set: s
     wanted = (a, b, basis, metric, eval_set)
     chosen = [wanted, *_family(wanted, plan, planned_keys(locked) if locked else [])]
     arms = {arm for k in chosen for arm in k[:2]}
-    loaded = runs.load(results, sorted(arms), _shared_seeds(results, arms), sorted({k[4] for k in chosen}))
+    loaded = runs.load(results, sorted(arms), _shared_seeds(results, arms), sorted({k[4] for k in chosen}),
+                       clock=clock)
     margin = margin if margin is not None else locked["analysis"]["margin"] if locked else 0.02
     table, paired = contrasts.build(loaded, chosen, budget(results), margin, plan, resamples=resamples, seed=seed)
     mine = (paired[contrasts.KEY] == [contrasts.name(a, b), basis, metric, eval_set]).all(axis=1)

@@ -24,6 +24,8 @@ from mcgrpo.core.store import COLUMNS, read_arrow, read_contract
 from mcgrpo.core.errors import ConfigError, DataError
 
 EVAL_METRICS = {c for c in COLUMNS["evals"] if c.startswith("acc_")}  # readable without samples.parquet
+# analysis.clock -> the evals.parquet column that times training (the stages' wall or process CPU seconds)
+CLOCKS = {"wall": "train_seconds", "cpu": "train_cpu_seconds"}
 _METRIC = re.compile(r"^(?:acc|pass@(?P<k>[1-9][0-9]*))_(?P<verifier>[A-Za-z0-9]+)$")
 
 
@@ -47,6 +49,7 @@ class Run:
     problems: np.ndarray | None = None  # columns of `samples` and `correct`; None without samples
     samples: np.ndarray | None = None  # evaluations x problems: samples drawn
     correct: dict[str, np.ndarray] = field(default_factory=dict)  # verifier -> correct samples
+    time: str = CLOCKS["wall"]  # the column the time bases read (analysis.clock)
     _cache: dict = field(default_factory=dict, repr=False, compare=False)  # contrasts read each many times
 
     @property
@@ -134,11 +137,24 @@ def read_evals(path: str | Path) -> pd.DataFrame:
     return _evals(path, (stat.st_mtime_ns, stat.st_size)) if stat else read_contract(path, "evals")
 
 
+def _clock_column(evals: pd.DataFrame, clock: str, path: Path) -> str:
+    """The column of `clock`, which `path` must hold (runs trained before the CPU clock reached evals.parquet
+    have only the wall clock)."""
+    if clock not in CLOCKS:
+        raise ConfigError(f"clock {clock!r}: expected one of {', '.join(CLOCKS)}")
+    column = CLOCKS[clock]
+    if column not in evals.columns:
+        raise DataError(f"{path}: no column {column} (the run was trained before evaluations recorded the "
+                        f"{clock} clock); allowed: retrain it, or analysis.clock: wall")
+    return column
+
+
 def read_runs(run_dir: str | Path, arm: str, seed: int, eval_sets: list[str],
-              samples: bool = True) -> list[Run]:
-    """One stored run as a Run per evaluation set; a missing file or evaluation is an error."""
+              samples: bool = True, clock: str = "wall") -> list[Run]:
+    """One stored run as a Run per evaluation set, timed by `clock`; a missing file or evaluation is an error."""
     run_dir = Path(run_dir)
     evals = read_evals(run_dir / "evals.parquet")
+    time = _clock_column(evals, clock, run_dir / "evals.parquet")
     by_set = {}
     if samples:
         path = run_dir / "samples.parquet"
@@ -156,7 +172,7 @@ def read_runs(run_dir: str | Path, arm: str, seed: int, eval_sets: list[str],
             raise DataError(f"{run_dir / 'evals.parquet'}: no evaluation on set {eval_set!r}; "
                              f"it holds {', '.join(sorted(evals['eval_set'].unique()))}")
         if not samples:
-            out.append(Run(arm, seed, eval_set, ev))
+            out.append(Run(arm, seed, eval_set, ev, time=time))
             continue
         if eval_set not in by_set:
             raise DataError(f"{run_dir / 'samples.parquet'}: no sample on set {eval_set!r}")
@@ -167,17 +183,18 @@ def read_runs(run_dir: str | Path, arm: str, seed: int, eval_sets: list[str],
             raise DataError(f"{run_dir / 'samples.parquet'}: evaluation(s) {missing} of {eval_set} "
                              f"in evals.parquet have no samples")
         rows = [position[int(e)] for e in ev["eval_index"]]
-        out.append(Run(arm, seed, eval_set, ev, problems, n[rows], {v: c[rows] for v, c in correct.items()}))
+        out.append(Run(arm, seed, eval_set, ev, problems, n[rows], {v: c[rows] for v, c in correct.items()}, time))
     return out
 
 
 def load(results_dir: str | Path, arms: list[str], seeds: list[int], eval_sets: list[str],
-         samples: bool = True) -> dict[tuple[str, int, str], Run]:
-    """Every (arm, seed) run of a results folder, keyed by (arm, seed, eval set)."""
+         samples: bool = True, clock: str = "wall") -> dict[tuple[str, int, str], Run]:
+    """Every (arm, seed) run of a results folder, keyed by (arm, seed, eval set), timed by `clock`."""
     runs = {}
     for arm in arms:
         for seed in seeds:
-            for run in read_runs(Path(results_dir) / "runs" / arm / f"seed{seed}", arm, seed, eval_sets, samples):
+            for run in read_runs(Path(results_dir) / "runs" / arm / f"seed{seed}", arm, seed, eval_sets, samples,
+                                 clock):
                 runs[arm, seed, run.eval_set] = run
     return runs
 

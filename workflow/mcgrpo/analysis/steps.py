@@ -21,7 +21,8 @@ def budget(results: Path) -> int:
 
 
 def _runs(cfg: dict, results: Path, samples: bool = True) -> dict:
-    return runs.load(results, list(cfg["arms"]), cfg["seeds"], cfg["evaluation"]["sets"], samples)
+    return runs.load(results, list(cfg["arms"]), cfg["seeds"], cfg["evaluation"]["sets"], samples,
+                     cfg["analysis"]["clock"])
 
 
 def _write(df: pd.DataFrame, results: Path, name: str, cfg: dict) -> Path:
@@ -100,7 +101,7 @@ def prediction_step(cfg: dict, results: Path) -> None:
         tables.write_table(fit, results / "tables" / "second_moment", title="The update's second moment as a + b/k "
                            "(k sweep) and the share due to continuation sampling at each k (95% bootstrap CI)")
     figures.prediction(table, _extrapolation_line(cfg, results, base, metric, eval_set), a["margin"],
-                       results / "figures" / "prediction.png", rho)
+                       results / "figures" / "prediction.png", rho, figures.arm_colours(list(cfg["arms"])))
 
 
 def _extrapolation_line(cfg: dict, results: Path, base: str, metric: str, eval_set: str):
@@ -155,8 +156,8 @@ def figures_step(cfg: dict, results: Path) -> None:
     out, colours, where = results / "figures", figures.arm_colours(list(cfg["arms"])), hardware(cfg, results)
     evals = runs.evals_frame(_runs(cfg, results, samples=False))
     figures.accuracy_curves(evals, "tokens_total", B, out / "accuracy_vs_tokens.png", metric, eval_set, colours)
-    figures.accuracy_curves(evals, "train_seconds", B, out / "accuracy_vs_time.png", metric, eval_set, colours,
-                            where)
+    figures.accuracy_curves(evals, runs.CLOCKS[cfg["analysis"]["clock"]], B, out / "accuracy_vs_time.png", metric,
+                            eval_set, colours, where)
     diffs = _read(results, "differences")
     figures.difference_from_base(diffs[(diffs["metric"] == metric) & (diffs["eval_set"] == eval_set)]
                                  if len(diffs) else diffs, B, margin, out / "difference_from_base.png", colours)
@@ -198,7 +199,7 @@ def summary_step(cfg: dict, results: Path) -> None:
     results = Path(results)
     status = store.read_json(results / "analysis" / "prereg.json")
     text = summary.lines(cfg["study"], _read(results, "contrasts", "contrasts"), tables.prereg_note(status),
-                         str(results))
+                         str(results), cfg["analysis"]["clock"])
     store.write_text(summary.markdown(text), results / "summary.md")
     store.write_text(summary.rst(text, summary.DESCRIPTION.read_text()), results / "summary.rst")
     print(summary.markdown(text), end="")

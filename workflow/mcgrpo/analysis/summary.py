@@ -54,8 +54,8 @@ def _plan_order(plan_id: str) -> tuple[int, str]:
     return ("T" != plan_id[:1], plan_id)
 
 
-def lines(study: str, contrasts: pd.DataFrame, prereg_note: str, results: str) -> list[str]:
-    """The summary as markdown lines: the contrasts, then where everything is."""
+def lines(study: str, contrasts: pd.DataFrame, prereg_note: str, results: str, clock: str = "wall") -> list[str]:
+    """The summary as markdown lines: the contrasts (and the clock of any at equal time), then where everything is."""
     rows = planned(contrasts)
     out = [f"# Study {study}: results", "", prereg_note, ""]
     if rows.empty:
@@ -65,6 +65,9 @@ def lines(study: str, contrasts: pd.DataFrame, prereg_note: str, results: str) -
         out += [f"Preregistered contrasts ({first['metric']} on {first['eval_set']}, A minus base, "
                 f"mean over paired seeds [95% paired-t interval]; 1 point = 0.01 accuracy):", ""]
         out += [f"- {sentence(r)}" for _, r in rows.iterrows()] + [""]
+        if rows["basis"].isin(["time", "time_c"]).any():
+            out += [f"Equal time is read on the {formats.CLOCK_WORDS[clock]} of the training stages (analysis.clock: "
+                    f"{clock}).", ""]
     out += [f"- tables: {results}/tables/ (headline.md, then contrasts.md for every contrast)",
             f"- figures: {results}/figures/ (PNG, and PDF for papers)",
             f"- report: snakemake --report {results}/report.html (with the study's --configfile, if any), "

@@ -45,7 +45,7 @@ class RunLog:
 class Trainer:
     def __init__(self, cfg: dict, model, tokenizer, pool: pd.DataFrame,
                  eval_sets: dict[str, pd.DataFrame] | None, budget: int | None,
-                 checkpoint_dir: str | None = None, config_hash: str = ""):
+                 checkpoint_dir: str | None = None, config_hash: str = "", tracker=None):
         self.cfg, self.recipe = cfg, cfg["recipe"]
         self.model, self.pad_id = model, tokenizer.pad_token_id
         self.seed, self.budget = cfg["seed"], budget
@@ -73,6 +73,7 @@ class Trainer:
         self.resumed_at = None  # the iterations a resumed run had done
         self.checkpoint_dir, self.config_hash = checkpoint_dir, config_hash
         self.shown = None  # the progress bar, while run() runs
+        self.tracker = tracker  # mcgrpo.train.tracking: gets every row logged, outside the stage clock
 
     @property
     def tokens_total(self) -> int:
@@ -234,11 +235,13 @@ class Trainer:
         indices = indices or [max((row["eval_index"] for row in self.log.evals), default=-1) + 1]
         summaries, samples = self.evaluator(indices[-1])
         state = {"tokens_total": self.tokens_total, "iteration": self.next_iteration, "updates": self.updates,
-                 "train_seconds": self.train_seconds}
+                 "train_seconds": self.train_seconds, "train_cpu_seconds": self.train_cpu_seconds}
         for index in indices:
             extra = {"eval_index": index} if index == indices[-1] else {"eval_index": index, "eval_seconds": 0.0}
             self.log.evals += [{**state, **s, **extra} for s in summaries]
             self.log.samples.append(samples.assign(eval_index=index))
+        for s in summaries if self.tracker else []:  # the evaluation once, at its last index
+            self.tracker.log(f"eval/{s['eval_set']}", {**state, **s, "eval_index": indices[-1]}, self.tokens_total)
         progress.note(self.shown, f"evaluation {', '.join(map(str, indices))} at {self.tokens_total} tokens, "
                       f"{self.updates} updates: "
                       + ", ".join(f"{s['eval_set']} acc_default {s['acc_default']:.3f} ({s['eval_seconds']:.1f} s)"
@@ -270,6 +273,8 @@ class Trainer:
             "train_cpu_seconds": self.train_cpu_seconds,
         }
         self.log.iterations.append(row)
+        if self.tracker:
+            self.tracker.log("train", row, self.tokens_total)
         trained = dict(zip(chosen.chosen.tolist(), groups))
         candidates = chosen.candidates if len(chosen.candidates) else chosen.chosen
         self.log.prompts += [{"iteration": i, "problem_id": self.problems[j]["problem_id"], "chosen": j in trained,
