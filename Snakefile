@@ -57,6 +57,7 @@ rule all:
         FIGURES,
         TABLES,
         PREDICTION_TARGETS,
+        ALIGNMENT_TARGETS,
         SUMMARY,
 
 
@@ -66,6 +67,7 @@ rule analysis:
         FIGURES,
         TABLES,
         PREDICTION_TARGETS,
+        ALIGNMENT_TARGETS,
         SUMMARY,
 
 

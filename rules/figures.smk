@@ -46,3 +46,19 @@ use rule drift as summary with:
         **analysis_step("summary"),
     log:
         f"{R}/logs/summary.log",
+
+
+# Alignment along training beside accuracy (evaluation.alignment; paper H.5).
+if ALIGNMENT_TARGETS:
+
+    use rule drift as alignment with:
+        input:
+            run_files("alignment.parquet"),
+            run_files("evals.parquet"),
+            budget=BUDGET,
+        output:
+            ALIGNMENT_TARGETS,
+        params:
+            **analysis_step("alignment"),
+        log:
+            f"{R}/logs/alignment.log",

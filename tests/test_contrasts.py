@@ -106,7 +106,7 @@ def test_a_contrast_with_an_undefined_reading_is_not_defined():
 
 
 def test_paired_rejects_unknown_basis_and_unknown_metric():
-    with pytest.raises(ValueError, match="'flops'.*tokens, updates, time, time_c"):
+    with pytest.raises(ValueError, match="'flops'.*tokens, iterations, updates, time, time_c"):
         paired(HAND, "a", "base", "flops", "acc_default", "test", B)
     with pytest.raises(ValueError, match=r"'acc_greedy' is not recorded for a/seed0 \(test\); allowed: acc_default, "
                                          r"acc_strict, pass@<k>_default \(k <= 10\)"):

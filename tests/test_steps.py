@@ -111,7 +111,7 @@ def test_contrast_verb_names_what_is_allowed(results, capsys):
     err = capsys.readouterr().err
     assert "arm 'mc_k9': no runs/mc_k9/" in err and "allowed: mc_k2, outcome" in err
     assert main([*base, "--a", "mc_k2", "--basis", "flops"]) == 2
-    assert "basis 'flops': expected one of tokens, updates, time, time_c" in capsys.readouterr().err
+    assert "basis 'flops': expected one of tokens, iterations, updates, time, time_c" in capsys.readouterr().err
     assert main([*base, "--a", "mc_k2", "--eval-set", "ood"]) == 2
     assert "--eval-set 'ood': not evaluated; allowed: heldout" in capsys.readouterr().err
 

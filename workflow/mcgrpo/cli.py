@@ -200,7 +200,8 @@ def warm_start(args) -> None:
 
 
 def calibrate(args) -> None:
-    """B from the calibration run (the run config of the calibration arm), or as the config gives it."""
+    """B from the calibration run (the run config of the calibration arm), or as the config gives it (tokens,
+    or the iterations of an equal-iteration study: no calibration run)."""
     import torch
     from mcgrpo.core import budget as budget_rules
     from mcgrpo import data
@@ -211,7 +212,9 @@ def calibrate(args) -> None:
     b = run["budget"]
     pool, _ = data.read(args.data, [])
     check_run_data(pool, {}, run, args.data)  # a pool too small for one iteration fails here, before any run
-    if b["tokens"] is not None:
+    if b.get("iterations") is not None:
+        table = budget_rules.budget_table(run["model"]["name"], [], b["iterations"], "iterations", unit="iterations")
+    elif b["tokens"] is not None:
         table = budget_rules.budget_table(run["model"]["name"], [], b["tokens"], "config")
     else:
         torch.set_num_threads(run["recipe"]["threads"])
@@ -222,7 +225,8 @@ def calibrate(args) -> None:
         B = budget_rules.budget_from_tokens(per_iteration, b["multiplier"], b["round_to"])
         table = budget_rules.budget_table(run["model"]["name"], per_iteration, B, "calibrated")
     store.write_parquet(table, args.out, study_config.config_hash(run))
-    print(f"B = {int(table['B'].iloc[0])} generated tokens ({table['source'].iloc[0]})")
+    B = budget_rules.from_table(table)
+    print(f"B = {int(B)} {'generated tokens' if B.unit == 'tokens' else 'iterations'} ({table['source'].iloc[0]})")
 
 
 def train(args) -> None:
@@ -268,6 +272,7 @@ def _train(args) -> None:
     import transformers
     from mcgrpo.train import attempts, models, tracking
     from mcgrpo import data
+    from mcgrpo.core.budget import from_table
     from mcgrpo.data.checks import check_run_data
     from mcgrpo.train.trainer import Trainer
     run, files = _training_run(args)
@@ -279,7 +284,7 @@ def _train(args) -> None:
     for entry in history[:-1]:
         print(f"earlier: {attempts.describe(entry)}", file=sys.stderr)
     torch.set_num_threads(run["recipe"]["threads"])
-    B = int(store.read_contract(files["budget"], "budget")["B"].iloc[0])
+    B = from_table(store.read_contract(files["budget"], "budget"))
     identity = study_config.run_identity(run, B)  # checkpoints of another B never resume into this run
     pool, evals = data.read(files["data"], run["evaluation"]["sets"])
     check_run_data(pool, evals, run, files["data"])
@@ -348,7 +353,8 @@ STEPS = {"drift": "verifier drift (default minus strict accuracy) per run and ev
          "tables": "the study's tables (CSV, markdown, HTML)",
          "summary": "the results summary: summary.md (printed when a run ends) and summary.rst (the report's "
                     "first page)",
-         "prediction": "the gradient tests' efficiencies against the trained contrasts (table and figure)"}
+         "prediction": "the gradient tests' efficiencies against the trained contrasts (table and figure)",
+         "alignment": "alignment with the reference gradient along training, beside accuracy (evaluation.alignment)"}
 
 
 def _clocks(iterations: list[dict]) -> dict:
@@ -435,7 +441,9 @@ def _power_arguments(v: argparse.ArgumentParser) -> None:
 def _contrast_arguments(v: argparse.ArgumentParser) -> None:
     v.add_argument("--a", required=True, help="the arm under test")
     v.add_argument("--b", required=True, help="the arm it is compared with (the base)")
-    v.add_argument("--basis", default="tokens", help="tokens, updates, time or time_c (default tokens)")
+    v.add_argument("--basis", default="tokens",
+                   help="tokens, iterations, updates, time or time_c (default tokens; an equal-iteration study: "
+                        "iterations, updates or time)")
     v.add_argument("--metric", default="acc_default",
                    help="acc_<verifier> or pass@<k>_<verifier>, e.g. acc_strict, pass@8_default")
     v.add_argument("--eval-set", help="the evaluation set (default: the only one)")

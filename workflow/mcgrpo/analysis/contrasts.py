@@ -6,7 +6,11 @@ its first evaluation at or past B. The other bases re-read the same runs elsewhe
   made more updates than the base (which cannot be read past its own B), A interpolated to the base's
   count at B instead (the paper is silent there); `read` says which arm was moved;
 - time: both at T*, the shorter of the two runs' training times at B, interpolated in time;
-- time_c: both at T_c, the base's training time at B, for runs trained past B (the paper's S35).
+- time_c: both at T_c, the base's training time at B, for runs trained past B (the paper's S35);
+- iterations: the base interpolated in iterations to A's iteration count at B (or A to the base's), as updates
+  are. In an equal-iteration study B is an iteration count (budget.iterations) and every run's B-evaluation is
+  at exactly B iterations, so this basis reads both arms there: the paper's equal-iteration comparison (3.1, G);
+  such a study has no tokens or time_c basis (analysis/plan.py says why).
 Training time is the runs' clock (Run.time, analysis.clock): the stages' wall time, or their process CPU time.
 Each seed gives one difference; each problem's scores are read at the same positions, so the
 crossed bootstrap can resample problems too. A reading that would need a curve beyond its end is
@@ -23,7 +27,8 @@ from mcgrpo.analysis.runs import Run
 from mcgrpo.analysis.stats import RESAMPLES, crossed_bootstrap, holm, paired_summary
 from mcgrpo.core.errors import ConfigError, DataError
 
-BASES = ("tokens", "updates", "time", "time_c")
+BASES = ("tokens", "iterations", "updates", "time", "time_c")
+COUNTS = {"iterations": "iteration", "updates": "updates"}  # bases read at the smaller of two counts
 KEY = ["contrast", "basis", "metric", "eval_set"]
 PAIRED_COLUMNS = [*KEY, "seed", "value_a", "value_b", "diff", "at", "at_b", "moved", "clamped"]
 CONTRAST_COLUMNS = ["contrast", "a", "b", "id", "family", "label", "direction", "basis", "metric", "eval_set",
@@ -43,12 +48,14 @@ def label_key(key: tuple[str, str, str, str, str]) -> tuple[str, str, str, str]:
 
 
 def budget_row(run: Run, B: int) -> int:
-    """Position of the run's first evaluation with tokens_total >= B: where it has spent its budget."""
-    tokens = run.coords("tokens_total")
-    reached = np.flatnonzero(tokens >= B)
+    """Position of the run's first evaluation that reached B (tokens_total >= B, or iteration >= B where B
+    counts iterations, a core.budget.Budget): where it has spent its budget."""
+    column = getattr(B, "column", "tokens_total")
+    spent = run.coords(column)
+    reached = np.flatnonzero(spent >= B)
     if not reached.size:
-        raise DataError(f"run {run.name} never reached B={B} tokens on {run.eval_set} "
-                         f"(max tokens_total {int(tokens.max())})")
+        raise DataError(f"run {run.name} never reached B={int(B)} {getattr(B, 'unit', 'tokens')} on {run.eval_set} "
+                         f"(max {column} {int(spent.max())})")
     return int(reached[0])
 
 
@@ -76,14 +83,18 @@ def positions(basis: str, a: Run, b: Run, B: int) -> tuple[str, float, int, floa
     """
     if basis not in BASES:
         raise ConfigError(f"basis {basis!r}: expected one of {', '.join(BASES)}")
+    if basis in ("tokens", "time_c") and getattr(B, "unit", "tokens") != "tokens":
+        raise ConfigError(f"basis {basis!r}: an equal-iteration study (B = {int(B)} iterations) has no token "
+                          f"budget to read it at; allowed: iterations, updates, time")
     end_a, end_b = budget_row(a, B) + 1, budget_row(b, B) + 1
     if basis == "tokens":
         column = "tokens_total"
         return column, a.coords(column)[end_a - 1], end_a, b.coords(column)[end_b - 1], end_b, ""
-    if basis == "updates":
-        ua, ub = a.coords("updates")[end_a - 1], b.coords("updates")[end_b - 1]
+    if basis in COUNTS:
+        column = COUNTS[basis]
+        ua, ub = a.coords(column)[end_a - 1], b.coords(column)[end_b - 1]
         at = min(ua, ub)  # the base at A's count where it reaches it, else A at the base's count
-        return "updates", at, end_a, at, end_b, "b" if ua <= ub else "a"
+        return column, at, end_a, at, end_b, "b" if ua <= ub else "a"
     time_a, time_b = a.coords(a.time), b.coords(b.time)
     if basis == "time":
         at = min(time_a[end_a - 1], time_b[end_b - 1])

@@ -118,8 +118,10 @@ def accuracy_curves(evals: pd.DataFrame, x: str, B: int, path: str | Path, metri
     eval_set = eval_set or sets[0]
     evals = evals[evals["eval_set"] == eval_set]
     colours = _colours(colours, evals["arm"])
-    # Tokens: up to B. Time: up to the arm's shortest run, so that no seed is read past its end (clamped).
-    ends = {arm: float(B) if x == "tokens_total" else float(runs.groupby("seed")[x].max().min())
+    # Tokens: up to B (a B in iterations: as time). Time: up to the arm's shortest run, so that no seed is read
+    # past its end (clamped).
+    in_tokens = getattr(B, "unit", "tokens") == "tokens"
+    ends = {arm: float(B) if x == "tokens_total" and in_tokens else float(runs.groupby("seed")[x].max().min())
             for arm, runs in evals.groupby("arm")}
     scale, xlabel = _unit(x, max(ends.values()))
     fig, ax = _figure()
@@ -132,7 +134,8 @@ def accuracy_curves(evals: pd.DataFrame, x: str, B: int, path: str | Path, metri
         ax.fill_between(grid / scale, np.clip(100 * low, 0, 100), np.clip(100 * high, 0, 100), color=colours[arm],
                         alpha=0.18, linewidth=0)
     if x == "tokens_total":
-        ax.axvline(B / scale, color="grey", linestyle="--", label="budget B")
+        if in_tokens:
+            ax.axvline(B / scale, color="grey", linestyle="--", label="budget B")
     else:
         xlabel = time_label(xlabel, hardware, x)
     reach = "" if x == "tokens_total" else "; each arm up to its shortest run"
@@ -167,7 +170,8 @@ def difference_from_base(differences: pd.DataFrame, B: int, margin: float, path:
         undefined = d[d["ci_low"].isna() & d["mean"].notna()]  # one seed, or no variation: no interval
         ax.scatter(undefined["tokens"] / scale, 100 * undefined["mean"], s=28, facecolors="white",
                    edgecolors=colour, zorder=3, label="no interval (undefined)" if len(undefined) else None)
-        ax.axvline(B / scale, color="grey", linestyle="--", label="budget B")
+        if getattr(B, "unit", "tokens") == "tokens":  # B in iterations has no place on a tokens axis
+            ax.axvline(B / scale, color="grey", linestyle="--", label="budget B")
         ax.set(title=f"{contrast.replace('-vs-', ' minus ')}\n(n={int(d['n'].max())} seeds)", xlabel=xlabel)
     first_ax = np.atleast_1d(axes)[0]
     first_ax.set_ylabel("A minus base (points)")

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import numpy as np
 
-BASIS_WORDS = {"tokens": "equal tokens", "updates": "equal updates", "time": "equal time (T*)",
-               "time_c": "equal time (T_c)"}
+BASIS_WORDS = {"tokens": "equal tokens", "iterations": "equal iterations", "updates": "equal updates",
+               "time": "equal time (T*)", "time_c": "equal time (T_c)"}
 CLOCK_WORDS = {"wall": "wall time", "cpu": "process CPU time"}  # analysis.clock
 
 
 def metric_words(metric: str) -> str:
     """'acc_strict' -> 'accuracy (strict verifier)', 'pass@8_default' -> 'pass@8 (default verifier)'."""
+    if metric == "acc_greedy":
+        return "greedy accuracy (default verifier)"
     measure, _, verifier = metric.rpartition("_")
     return f"{'accuracy' if measure == 'acc' else measure} ({verifier} verifier)" if measure else metric
 

@@ -10,11 +10,35 @@ from __future__ import annotations
 from mcgrpo.core import config as study_config
 
 
+# An equal-iteration study (budget.iterations) reads every arm at the same iteration count. It has no token
+# budget B, so the tokens basis ("each run at its first evaluation at or after B tokens") and time_c (the base's
+# time at B tokens) are not defined there, and are refused rather than computed: read at each run's end they
+# would be the equal-iterations reading under the wrong name, and read at the cheaper arm's tokens they would
+# interpolate a Monte-Carlo arm (about 10x the tokens per iteration) between its first evaluations. The
+# equal-tokens question is the matched-compute studies' own. Equal updates and equal time stay defined
+# (both are read up to each run's evaluation at B iterations) and may be asked for.
+NO_TOKEN_BUDGET = ("tokens", "time_c")
+
+
+def equal_iterations(cfg: dict) -> bool:
+    """Whether the study stops every run after budget.iterations iterations instead of at a token budget."""
+    return cfg["budget"].get("iterations") is not None
+
+
 def bases(cfg: dict) -> list[str]:
-    """The configured bases; by default tokens, updates and time, plus time_c for runs past B."""
+    """The configured bases; by default tokens, updates and time, plus time_c for runs past B (an
+    equal-iteration study: iterations)."""
     if cfg["analysis"]["bases"]:
         return list(cfg["analysis"]["bases"])
+    if equal_iterations(cfg):
+        return ["iterations"]
     return ["tokens", "updates", "time", *(["time_c"] if cfg["budget"]["horizon"] > 1 else [])]
+
+
+def headline_basis(cfg: dict) -> str:
+    """The basis pass@k is contrasted on: equal tokens (as the paper reports it), equal iterations in an
+    equal-iteration study."""
+    return "iterations" if equal_iterations(cfg) else "tokens"
 
 
 def pass_metrics(cfg: dict) -> list[str]:
@@ -27,7 +51,7 @@ def keys(cfg: dict) -> list[tuple[str, str, str, str, str]]:
     pass@k at equal tokens (as the paper reports it), then planned contrasts not among those."""
     grid = [(a, b, basis, metric, eval_set) for a, b in study_config.pairs(cfg) for eval_set in cfg["evaluation"]["sets"]
             for basis, metric in [*((x, m) for x in bases(cfg) for m in cfg["analysis"]["metrics"]),
-                                  *(("tokens", m) for m in pass_metrics(cfg))]]
+                                  *((headline_basis(cfg), m) for m in pass_metrics(cfg))]]
     return list(dict.fromkeys([*grid, *planned_keys(cfg)]))
 
 
@@ -81,9 +105,32 @@ def problems(cfg: dict) -> list[str]:
     found += [f"config key {where}: {m!r} needs {k} samples per problem, evaluation.samples is {samples}; "
               f"allowed: pass@k with k <= {samples}, or acc_<verifier>"
               for where, m in metrics if (k := _pass_k(m)) > samples]
+    found += _basis_problems(cfg) + _greedy_problems(cfg, metrics)
     for i, amendment in enumerate(plan["amendments"]):
         unknown = sorted(set(amendment["ids"]) - seen)
         if unknown:
             found.append(f"config key plan.amendments[{i}].ids: {', '.join(map(repr, unknown))} not in the plan; "
                          f"allowed: {', '.join(sorted(seen)) or 'none'}")
     return found
+
+
+def _basis_problems(cfg: dict) -> list[str]:
+    """An equal-iteration study has no token budget: no tokens or time_c basis (see NO_TOKEN_BUDGET)."""
+    if not equal_iterations(cfg):
+        return []
+    why = (f"an equal-iteration study (budget.iterations = {cfg['budget']['iterations']}) has no token budget to "
+           f"read it at; allowed: iterations, updates, time")
+    given = [(f"analysis.bases[{i}]", b) for i, b in enumerate(cfg["analysis"]["bases"] or [])]
+    given += [(f"plan.{label}[{i}].basis", e["basis"]) for label in ("primary", "secondary")
+              for i, e in enumerate(cfg["plan"][label])]
+    return [f"config key {where}: basis {b!r}: {why}"
+            + (" (a plan entry's basis defaults to tokens: give one)" if where.startswith("plan") else "")
+            for where, b in given if b in NO_TOKEN_BUDGET]
+
+
+def _greedy_problems(cfg: dict, metrics: list[tuple[str, str]]) -> list[str]:
+    """acc_greedy is recorded only where the study evaluates greedily."""
+    if cfg["evaluation"].get("greedy"):
+        return []
+    return [f"config key {where}: {m!r} is recorded only with evaluation.greedy: true; allowed: set it, or "
+            f"acc_<verifier> / pass@<k>_<verifier>" for where, m in metrics if m == "acc_greedy"]

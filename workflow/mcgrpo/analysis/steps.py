@@ -9,15 +9,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from mcgrpo.analysis import breakdown, contrasts, curves, drift, efficiency, figures, power, prereg, runs, summary, tables
+from mcgrpo.analysis import (along, breakdown, contrasts, curves, drift, efficiency, figures, power, prereg, runs,
+                             summary, tables)
 from mcgrpo.core import store
+from mcgrpo.core.budget import Budget, from_table
 from mcgrpo.core import config as study_config
 from mcgrpo.analysis.plan import keys
 
 
-def budget(results: Path) -> int:
-    """B, as calibration/budget.parquet records it."""
-    return int(store.read_contract(Path(results) / "calibration" / "budget.parquet", "budget")["B"].iloc[0])
+def budget(results: Path) -> Budget:
+    """B, as calibration/budget.parquet records it: generated tokens, or iterations (an equal-iteration study)."""
+    return from_table(store.read_contract(Path(results) / "calibration" / "budget.parquet", "budget"))
 
 
 def _runs(cfg: dict, results: Path, samples: bool = True) -> dict:
@@ -56,10 +58,14 @@ def curves_step(cfg: dict, results: Path) -> None:
     loaded = _runs(cfg, results, samples=not set(a["metrics"]) <= runs.EVAL_METRICS)
     grid = [(x, y, m, s) for x, y in study_config.pairs(cfg) for m in a["metrics"] for s in cfg["evaluation"]["sets"]]
     diffs = [curves.differences(loaded, x, y, m, s) for x, y, m, s in grid]
+    # Without a token budget (an equal-iteration study) there is no share of B tokens, and the per-token
+    # extrapolation has no B to be read at: the share of the base's training time stays, the extrapolation is empty.
+    tokens = B.unit == "tokens"
     shares = [curves.budget_share(loaded, x, y, m, s, B, axis, a["resamples"], a["bootstrap_seed"])
-              for x, y, m, s in grid for axis in curves.AXES]
+              for x, y, m, s in grid for axis in curves.AXES if tokens or axis == "time"]
     measured = _efficiency(cfg, results)
     rates = {**(efficiency.measured_per_token(measured) if measured is not None else {}), **a["efficiency"]}
+    rates = rates if tokens else {}
     extra = [curves.extrapolation(loaded, x, y, m, s, B, rates[x]) for x, y, m, s in grid if x in rates]
     _write(pd.concat(diffs, ignore_index=True) if diffs else pd.DataFrame(), results, "differences", cfg)
     _write(pd.DataFrame(shares), results, "budget_share", cfg)
@@ -203,3 +209,22 @@ def summary_step(cfg: dict, results: Path) -> None:
     store.write_text(summary.markdown(text), results / "summary.md")
     store.write_text(summary.rst(text, summary.DESCRIPTION.read_text()), results / "summary.rst")
     print(summary.markdown(text), end="")
+
+
+def alignment_step(cfg: dict, results: Path) -> None:
+    """Alignment along training beside accuracy, for every run measured (evaluation.alignment)."""
+    results, pieces = Path(results), []
+    for arm, seed in study_config.runs(cfg):
+        folder = results / "runs" / arm / f"seed{seed}"
+        pieces.append(along.run_table(store.read_parquet(folder / "alignment.parquet"),
+                                      runs.read_evals(folder / "evals.parquet"), arm, seed))
+    table = pd.concat([p for p in pieces if len(p)], ignore_index=True) if any(len(p) for p in pieces) else \
+        pd.DataFrame(columns=along.COLUMNS)
+    _write(table, results, "alignment", cfg)
+    spec = cfg["evaluation"]["alignment"]
+    tables.write_table(table, results / "tables" / "alignment",
+                       title="Alignment with the reference gradient along training (paper H.5)",
+                       note=f"Every {spec['every']} iterations and at the end, on {spec['batches']} fixed batches: "
+                            f"rule = the run's own credit, outcome-only GRPO's, or a control's, at the run's policy. "
+                            f"alignment: cos(P_perp u, P_perp h); share_outside_v: ||P_perp u|| / ||u|| (means over "
+                            f"batches); acc_default / acc_greedy: the run's accuracy at that iteration's evaluation.")

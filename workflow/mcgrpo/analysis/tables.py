@@ -106,7 +106,8 @@ interval = formats.interval  # 'mean [low, high]' in points; not defined where a
 BASIS_NOTE = ("Bases: tokens = each run at its first evaluation at or after B; updates = the base interpolated "
               "to A's update count at B, or, where A made more updates than the base by B, A interpolated to the "
               "base's count (column read says which, per seed); time = both at T*, the shorter of the two runs' "
-              "training times at B; time_c = both at T_c, the base's training time at B. not defined: the "
+              "training times at B; time_c = both at T_c, the base's training time at B; iterations = as updates, "
+              "in iterations (an equal-iteration study: both at B iterations). not defined: the "
               "reading would need a curve beyond its end.")
 CONTRAST_COLUMNS = ["id", "label", "family", "direction", "contrast", "basis", "metric", "eval_set", "n", "mean",
                     "ci_low", "ci_high", "p", "p_holm", "tost_p", "noninferior", "crossed_low", "crossed_high",
@@ -145,7 +146,7 @@ def _bases(contrasts: pd.DataFrame) -> pd.DataFrame:
                                                                   contrasts["ci_high"], moved_a, contrasts["basis"])])
     wide = cells.pivot_table(index=["contrast", "metric", "eval_set"], columns="basis", values="cell",
                              aggfunc="first", sort=False)
-    order = [b for b in ("tokens", "updates", "time", "time_c") if b in wide.columns]
+    order = [b for b in ("tokens", "iterations", "updates", "time", "time_c") if b in wide.columns]
     n = cells.groupby(["contrast", "metric", "eval_set"], sort=False)["n"].max()
     return wide[order].fillna("").assign(n=n).reset_index()[["contrast", "metric", "eval_set", "n", *order]]
 

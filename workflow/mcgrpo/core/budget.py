@@ -1,7 +1,9 @@
-"""Budget calibration: B from the generated tokens of the first iterations of the calibration arm.
+"""The budget B every arm of a study spends, in its unit, and its calibration.
 
-B = multiplier x mean tokens per iteration, rounded up to a multiple of `round_to`. Counting the
-Monte-Carlo arm's continuations makes B long enough for the most expensive arm to take enough updates.
+Matched-compute studies count generated tokens: B = multiplier x mean tokens per iteration of the
+calibration arm, rounded up to a multiple of `round_to`. Counting the Monte-Carlo arm's continuations
+makes B long enough for the most expensive arm to take enough updates. An equal-iteration study (paper
+3.1, G: `budget.iterations`) counts iterations instead: B = that number, no calibration run.
 """
 
 from __future__ import annotations
@@ -9,6 +11,35 @@ from __future__ import annotations
 import math
 
 import pandas as pd
+
+# The unit of B -> the column of iterations.parquet and evals.parquet that counts it.
+UNITS = {"tokens": "tokens_total", "iterations": "iteration"}
+
+
+class Budget(int):
+    """B in its unit: an int (what every reader of B computes with) that knows what it counts."""
+
+    unit: str
+
+    def __new__(cls, value: int, unit: str = "tokens"):
+        if unit not in UNITS:
+            raise ValueError(f"budget unit {unit!r}; allowed: {', '.join(UNITS)}")
+        self = super().__new__(cls, value)
+        self.unit = unit
+        return self
+
+    @property
+    def column(self) -> str:
+        """The evals/iterations column that reaches B."""
+        return UNITS[self.unit]
+
+    def __reduce__(self):  # a checkpoint or a pickled frame keeps the unit
+        return Budget, (int(self), self.unit)
+
+
+def unit(budget_block: dict) -> str:
+    """What a study's budget counts: iterations where budget.iterations is given, else generated tokens."""
+    return "iterations" if budget_block.get("iterations") is not None else "tokens"
 
 
 def budget_from_tokens(tokens_per_iteration: list[int], multiplier: float, round_to: int) -> int:
@@ -18,10 +49,18 @@ def budget_from_tokens(tokens_per_iteration: list[int], multiplier: float, round
     return max(round_to, math.ceil(multiplier * mean / round_to) * round_to)
 
 
-def budget_table(model: str, tokens_per_iteration: list[int], B: int, source: str) -> pd.DataFrame:
-    """budget.parquet's rows: one per calibration iteration (one row with no iteration if B was given)."""
+def budget_table(model: str, tokens_per_iteration: list[int], B: int, source: str,
+                 unit: str = "tokens") -> pd.DataFrame:
+    """budget.parquet's rows: one per calibration iteration (one row with no iteration if B was given).
+    A budget in iterations says so in a `unit` column (absent: tokens, as every file before it)."""
     rows = [{"model": model, "iteration": i, "tokens_generated": t, "B": B, "source": source}
             for i, t in enumerate(tokens_per_iteration)]
     if not rows:
         rows = [{"model": model, "iteration": None, "tokens_generated": None, "B": B, "source": source}]
-    return pd.DataFrame(rows).astype({"iteration": "Int64", "tokens_generated": "Int64", "B": "int64"})
+    table = pd.DataFrame(rows).astype({"iteration": "Int64", "tokens_generated": "Int64", "B": "int64"})
+    return table if unit == "tokens" else table.assign(unit=unit)
+
+
+def from_table(table: pd.DataFrame) -> Budget:
+    """B of a budget.parquet table, with its unit."""
+    return Budget(int(table["B"].iloc[0]), str(table["unit"].iloc[0]) if "unit" in table else "tokens")

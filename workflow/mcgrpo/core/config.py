@@ -31,7 +31,8 @@ _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 # trailing newline never passes as `$` would let it), with no dot-only or dot-leading name and no `..`.
 _NAME = re.compile(r"(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_]{0,63}")  # arms and eval sets: also regex alternatives
-_METRIC = re.compile(rf"(?:acc|pass@[1-9][0-9]{{0,3}})_(?:{'|'.join(VERIFIERS)})")
+# acc_greedy: the greedy evaluation's accuracy (evaluation.greedy), default verifier (paper G, H.1)
+_METRIC = re.compile(rf"(?:acc|pass@[1-9][0-9]{{0,3}})_(?:{'|'.join(VERIFIERS)})|acc_greedy")
 _PART = r"[A-Za-z0-9_][A-Za-z0-9_.+-]*"
 _RESULTS_DIR = re.compile(rf"/?{_PART}(?:/{_PART})*")
 # Folders of the workflow itself: a results_dir there would write outputs (and deletions) into the code.
@@ -46,7 +47,8 @@ FORMATS = {  # format name -> (check, what is allowed), the schema's `format:` v
                     f"workflow's own folders ({', '.join(sorted(_RESERVED))})"),
     "date": (lambda s: _is_date(s), "a real calendar date YYYY-MM-DD"),
     "metric": (lambda s: bool(_METRIC.fullmatch(s)),
-               f"acc_<verifier> or pass@<k>_<verifier>, verifier one of {', '.join(VERIFIERS)}"),
+               f"acc_<verifier> or pass@<k>_<verifier>, verifier one of {', '.join(VERIFIERS)}; or acc_greedy "
+               f"(with evaluation.greedy)"),
 }
 
 
@@ -159,10 +161,15 @@ def _check_sizes(cfg: dict) -> None:
     if (cfg["task"]["pool"]["size"] or recipe["prompts_per_iteration"]) < recipe["prompts_per_iteration"]:
         raise ConfigError(f"config key task.pool.size: {cfg['task']['pool']['size']} is smaller than "
                           f"recipe.prompts_per_iteration ({recipe['prompts_per_iteration']})")
-    tokens = cfg["budget"]["tokens"]
-    if tokens is not None and cfg["evaluation"]["per_budget"] > tokens:
-        raise ConfigError(f"config key evaluation.per_budget: {cfg['evaluation']['per_budget']} evaluations "
-                          f"cannot fit in budget.tokens = {tokens}; allowed: at most {tokens}")
+    tokens, iterations = cfg["budget"]["tokens"], cfg["budget"].get("iterations")
+    if tokens is not None and iterations is not None:
+        raise ConfigError(f"config key budget.iterations: an equal-iteration study stops after {iterations} "
+                          f"iterations and has no token budget, but budget.tokens is {tokens}; allowed: one of "
+                          f"budget.tokens and budget.iterations")
+    for key, size in (("tokens", tokens), ("iterations", iterations)):
+        if size is not None and cfg["evaluation"]["per_budget"] > size:
+            raise ConfigError(f"config key evaluation.per_budget: {cfg['evaluation']['per_budget']} evaluations "
+                              f"cannot fit in budget.{key} = {size}; allowed: at most {size}")
 
 
 class _Duplicate(yaml.YAMLError):
@@ -286,5 +293,7 @@ def train_runtime(cfg: dict, budget: int | None) -> int:
     spec = cfg["resources"]["train"]
     if spec["runtime"]:
         return min(spec["runtime"], spec["max_runtime"])
+    if cfg["budget"].get("iterations") is not None:
+        budget = None  # B counts iterations: the tokens a run generates are budget_guess's to guess
     tokens = cfg["budget"]["horizon"] * (budget or cfg["budget"]["tokens"] or spec["budget_guess"])
     return min(math.ceil(1.5 * tokens / spec["tokens_per_second"] / 60) + 10, spec["max_runtime"])

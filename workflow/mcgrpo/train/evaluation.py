@@ -1,7 +1,11 @@
-"""Held-out evaluation with common random numbers.
+"""Held-out evaluation with common random numbers, and greedy evaluation beside it where asked.
 
 Sample j of problem i at evaluation e of eval set s draws from randomness seeded by
 (run seed, s, e, i, j) alone, never by the arm, so the arms of one seed are paired draw by draw.
+With `greedy` (evaluation.greedy), each problem is also decoded once at temperature 0, the equal-iteration
+study's validation (paper G, H.1: "Validation uses greedy decoding"): acc_greedy and acc_greedy_strict,
+the share of problems whose greedy completion is correct, in the evaluation's summary row. Its time is
+evaluation time. The sampled columns and samples.parquet are unchanged by it.
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from mcgrpo.core.clock import stopwatch
-from mcgrpo.train.engines import Engine
+from mcgrpo.train.engines import Engine, greedy
 from mcgrpo.core.seeds import stable_seed
 from mcgrpo.train.rollout import Prompter, score
 
@@ -27,9 +31,9 @@ def eval_points(tokens_before: int, tokens_after: int, budget: int, per_budget: 
 
 class Evaluator:
     def __init__(self, engine: Engine, prompter: Prompter, eval_sets: dict[str, pd.DataFrame],
-                 samples: int, limit: int, run_seed: int):
+                 samples: int, limit: int, run_seed: int, greedy: bool = False):
         self.engine, self.prompter, self.eval_sets = engine, prompter, eval_sets
-        self.samples, self.limit, self.run_seed = samples, limit, run_seed
+        self.samples, self.limit, self.run_seed, self.greedy = samples, limit, run_seed, greedy
 
     def __call__(self, eval_index: int) -> tuple[list[dict], pd.DataFrame]:
         """Summary rows (one per eval set) and the per-sample table of evaluation `eval_index`."""
@@ -37,9 +41,18 @@ class Evaluator:
         for name, problems in self.eval_sets.items():
             with stopwatch() as seconds:
                 table = self._samples(name, problems, eval_index)
-            summaries.append(_summary(table, name, eval_index, seconds[0]))
+                extra = self._greedy(problems) if self.greedy else {}
+            summaries.append({**_summary(table, name, eval_index, seconds[0]), **extra})
             tables.append(table)
         return summaries, pd.concat(tables, ignore_index=True)
+
+    def _greedy(self, problems: pd.DataFrame) -> dict:
+        """acc_greedy (default verifier) and acc_greedy_strict: one temperature-0 completion per problem."""
+        prompts = [self.prompter(q) for q in problems["question"]]
+        with greedy(self.engine):  # deterministic: the seeds draw nothing
+            completions = self.engine.generate(prompts, [self.limit] * len(prompts), [0] * len(prompts))
+        scores = score([self.prompter.decode(c.tokens) for c in completions], problems["answer"].to_numpy())
+        return {"acc_greedy": float(scores.default.mean()), "acc_greedy_strict": float(scores.strict.mean())}
 
     def _samples(self, name: str, problems: pd.DataFrame, eval_index: int) -> pd.DataFrame:
         n, k = len(problems), self.samples

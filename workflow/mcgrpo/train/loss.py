@@ -40,7 +40,15 @@ def microbatches(lengths: Sequence[int], max_rows: int, max_tokens: float = floa
 
 def token_logprobs(model, contexts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]],
                    pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Log-probs of each completion token under `model` ([n, longest completion], right-padded) and the mask.
+    """Log-probs of each completion token under `model` ([n, longest completion], right-padded) and the mask."""
+    logp, targets, mask = completion_logprobs(model, contexts, completions, pad_id)
+    return logp.gather(-1, targets[..., None]).squeeze(-1), mask
+
+
+def completion_logprobs(model, contexts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]],
+                        pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The policy's log-distribution over the vocabulary at each completion position ([n, longest completion,
+    vocabulary], float32), the completion tokens ([n, longest], right-padded) and the mask.
 
     Two passes: each distinct context but its last token, whose KV cache is then repeated for the rows
     that continue it; then each row's last context token and its completion, scored at those positions.
@@ -61,8 +69,7 @@ def token_logprobs(model, contexts: Sequence[Sequence[int]], completions: Sequen
         attention = torch.cat([head_mask[rows], mask], dim=1).long()
         logits = model(input_ids=inputs, attention_mask=attention, position_ids=positions,
                        **{cache_arg: cache}).logits
-    logp = torch.log_softmax(logits.float(), dim=-1).gather(-1, targets[..., None]).squeeze(-1)
-    return logp, mask
+    return torch.log_softmax(logits.float(), dim=-1), targets, mask
 
 
 def _flat(values: Sequence[Sequence[float]], like: torch.Tensor) -> torch.Tensor:

@@ -26,7 +26,9 @@ def problems(cfg: dict) -> list[str]:
     credits["budget.calibration_credit"] = cfg["budget"]["calibration_credit"]
     tests = cfg.get("gradient_tests") or {}
     credits.update({f"gradient_tests.controls.{name}": c for name, c in tests.get("controls", {}).items()})
-    found += gradient_test_problems(cfg, tests)
+    along = cfg["evaluation"].get("alignment") or {}
+    credits.update({f"evaluation.alignment.controls.{name}": c for name, c in along.get("controls", {}).items()})
+    found += gradient_test_problems(cfg, tests) + alignment_problems(cfg, along)
     found += [p for key, credit in credits.items() for p in credit_problems(key, credit, recipe, cfg["task"])]
     batch = recipe["prompts_per_iteration"] * recipe["group_size"]
     for arm, spec in cfg["arms"].items():
@@ -46,8 +48,31 @@ def gradient_test_problems(cfg: dict, tests: dict) -> list[str]:
         elif arms[arm].get("selection"):
             found.append(f"config key gradient_tests.arms[{i}]: arm {arm!r} selects prompts, which fixed batches "
                          f"cannot measure; allowed: arms without a selection block")
-    for name in tests.get("controls", {}):
-        if name in arms or name == "outcome":
-            found.append(f"config key gradient_tests.controls.{name}: the name is taken by an arm; "
-                         f"allowed: a name that is not an arm's")
+    found += _control_names("gradient_tests", tests, arms)
+    if tests.get("enabled", True) and tests and cfg["budget"].get("iterations") is not None:
+        found.append("config key gradient_tests: its prediction sets per-token efficiency beside the equal-tokens "
+                     "contrast, which an equal-iteration study (budget.iterations) does not have; allowed: leave it "
+                     "out and measure alignment along training with evaluation.alignment")
     return found
+
+
+def _control_names(key: str, block: dict, arms: dict) -> list[str]:
+    return [f"config key {key}.controls.{name}: the name is taken by an arm; allowed: a name that is not an arm's"
+            for name in block.get("controls", {}) if name in arms or name == "outcome"]
+
+
+def alignment_problems(cfg: dict, along: dict) -> list[str]:
+    """The gradient tests along training measure a run's own credit rule at its policy: the arms must exist and
+    not select prompts (fixed batches cannot measure a selector), the seeds must be the study's."""
+    if not along:
+        return []
+    arms, key, found = cfg["arms"], "config key evaluation.alignment", []
+    for i, arm in enumerate(along["arms"]):
+        if arm not in arms:
+            found.append(f"{key}.arms[{i}]: {arm!r} is not an arm; allowed: {', '.join(arms)}")
+        elif arms[arm].get("selection"):
+            found.append(f"{key}.arms[{i}]: arm {arm!r} selects prompts, which fixed batches cannot measure; "
+                         f"allowed: arms without a selection block")
+    found += [f"{key}.seeds[{i}]: {seed} is not a seed of the study; allowed: {', '.join(map(str, cfg['seeds']))}"
+              for i, seed in enumerate(along.get("seeds") or []) if seed not in cfg["seeds"]]
+    return found + _control_names("evaluation.alignment", along, arms)

@@ -1,10 +1,12 @@
-"""The GRPO training loop: select -> generate -> credit -> update -> sync, under a token budget.
+"""The GRPO training loop: select -> generate -> credit -> update -> sync, under a budget.
 
-A run ends at the first iteration boundary where every token it generated (rollouts, continuations,
-discarded groups) reaches horizon x B. It is evaluated at tokens 0 and at the first boundary at or after
-each multiple of B / per_budget (evaluation k for the k-th multiple, one record per multiple even when an
-iteration crosses several); evaluation time is excluded from training time. It checkpoints after
-every evaluation and when asked to stop (a preemption signal), and resumes from its newest checkpoint.
+A run ends at the first iteration boundary where what it spent reaches horizon x B: every token it generated
+(rollouts, continuations, discarded groups), or, in an equal-iteration study (budget.iterations), the
+iterations it did. It is evaluated at 0 and at the first boundary at or after each multiple of B / per_budget
+(evaluation k for the k-th multiple, one record per multiple even when an iteration crosses several);
+evaluation time is excluded from training time, and so is what the study measures besides (entropy and KL,
+alignment along training). It checkpoints after every evaluation and when asked to stop (a preemption
+signal), and resumes from its newest checkpoint.
 """
 
 from __future__ import annotations
@@ -15,14 +17,16 @@ import numpy as np
 import pandas as pd
 import torch
 
-from mcgrpo.train import checkpoint
+from mcgrpo.train import along, checkpoint
 from mcgrpo.train import credit as credit_rules
 from mcgrpo.train import engines, selection, updates
 from mcgrpo.core import progress
+from mcgrpo.core.budget import unit as budget_unit
 from mcgrpo.core.clock import STAGES, StageClock
 from mcgrpo.train.credit import CreditContext
 from mcgrpo.core.seeds import stable_seed
 from mcgrpo.core.errors import ConfigError, Interrupted
+from mcgrpo.train.entropy_kl import entropy_kl
 from mcgrpo.train.evaluation import Evaluator, eval_points
 from mcgrpo.train.loss import backward_policy_loss
 from mcgrpo.train.policy import PolicyView, frozen, log_ratio
@@ -35,11 +39,16 @@ class RunLog:
     evals: list[dict] = field(default_factory=list)
     samples: list[pd.DataFrame] = field(default_factory=list)
     prompts: list[dict] = field(default_factory=list)
+    alignment: list[pd.DataFrame] | None = None  # the gradient tests along training, where the study has them
 
     def frames(self) -> dict[str, pd.DataFrame]:
         samples = pd.concat(self.samples, ignore_index=True) if self.samples else pd.DataFrame()
-        return {"iterations": pd.DataFrame(self.iterations), "evals": pd.DataFrame(self.evals),
-                "samples": samples, "prompts": pd.DataFrame(self.prompts)}
+        out = {"iterations": pd.DataFrame(self.iterations), "evals": pd.DataFrame(self.evals),
+               "samples": samples, "prompts": pd.DataFrame(self.prompts)}
+        if self.alignment is not None:
+            out["alignment"] = (pd.concat(self.alignment, ignore_index=True) if self.alignment
+                                else pd.DataFrame(columns=along.COLUMNS))
+        return out
 
 
 class Trainer:
@@ -48,7 +57,7 @@ class Trainer:
                  checkpoint_dir: str | None = None, config_hash: str = "", tracker=None):
         self.cfg, self.recipe = cfg, cfg["recipe"]
         self.model, self.pad_id = model, tokenizer.pad_token_id
-        self.seed, self.budget = cfg["seed"], budget
+        self.seed, self.budget, self.unit = cfg["seed"], budget, budget_unit(cfg["budget"])
         r = self.recipe
         self.optimizer = torch.optim.Adam(model.parameters(), lr=r["lr"], betas=tuple(r["adam_betas"]),
                                           eps=r["adam_eps"], weight_decay=0.0)
@@ -59,13 +68,17 @@ class Trainer:
         self.credit = credit_rules.build(cfg["arm_config"].get("credit", {}), pool, cfg["arm"])
         self.problems = pool.to_dict("records")
         self.selector = selection.build(cfg["arm_config"], len(pool), self.seed, r["prompts_per_iteration"])
-        # the implicit reward's pi_ref: the initial policy, kept only when the arm's rule asks for it
-        self.log_ratio = (log_ratio(model, frozen(model), self.pad_id)
-                          if getattr(self.credit, "needs_reference", False) else None)
+        # pi_0, the initial policy: the implicit reward's pi_ref and the KL's reference, kept only when asked for
+        spec = along.wanted(cfg)
+        self.along = None
+        needs = getattr(self.credit, "needs_reference", False)
+        self.entropy_kl = bool(cfg["evaluation"].get("entropy_kl"))
+        self.reference = frozen(model) if needs or self.entropy_kl or spec else None
+        self.log_ratio = log_ratio(model, self.reference, self.pad_id) if needs else None
         self.view = PolicyView(model, self.prompter, self.problems, self.pad_id, r["microbatch_size"])
         ev = cfg["evaluation"]
         self.evaluator = Evaluator(self.engine, self.prompter, eval_sets, ev["samples"],
-                                   r["completion_limit"], self.seed) if eval_sets else None
+                                   r["completion_limit"], self.seed, bool(ev.get("greedy"))) if eval_sets else None
         self.clock = StageClock(torch.cuda.synchronize if model.device.type == "cuda" else None)
         self.tokens = {"rollout": 0, "continuation": 0, "discarded": 0}
         self.updates, self.train_seconds, self.train_cpu_seconds, self.log = 0, 0.0, 0.0, RunLog()
@@ -74,10 +87,19 @@ class Trainer:
         self.checkpoint_dir, self.config_hash = checkpoint_dir, config_hash
         self.shown = None  # the progress bar, while run() runs
         self.tracker = tracker  # mcgrpo.train.tracking: gets every row logged, outside the stage clock
+        if cfg["evaluation"].get("alignment"):  # every run of such a study writes alignment.parquet
+            self.log.alignment = []
+        if spec:
+            self.along = along.AlongTraining(cfg, spec, tokenizer, pool, self.reference)
 
     @property
     def tokens_total(self) -> int:
         return sum(self.tokens.values())
+
+    @property
+    def spent(self) -> int:
+        """What B counts: every generated token, or the iterations done (an equal-iteration study)."""
+        return self.tokens_total if self.unit == "tokens" else self.next_iteration
 
     def iteration(self, i: int) -> dict:
         """One GRPO iteration, each stage on the stage clock."""
@@ -94,13 +116,21 @@ class Trainer:
         self.tokens["rollout"] += batch.n_tokens
         self.tokens["continuation"] += credit.tokens_generated
         self.tokens["discarded"] += discarded
+        moved = self._entropy_kl(batch)  # measurement, outside the stage clock
         with self.clock.stage("update"):
             loss, grad_norm = self.update(i, batch, credit)
         with self.clock.stage("sync"):
             self.engine.sync(self.model)
         groups = batch.grouped(batch.rewards).mean(axis=1)
         self.selector.observe(i, chosen, groups, self.view)  # a filter refits here, outside the timed stages
-        return self._record(i, chosen, batch, groups, loss, grad_norm, credit_rules.summary(credit))
+        return self._record(i, chosen, batch, groups, loss, grad_norm, {**credit_rules.summary(credit), **moved})
+
+    def _entropy_kl(self, batch) -> dict:
+        """The policy's entropy and KL from pi_0 over the batch, before its update (evaluation.entropy_kl)."""
+        if not self.entropy_kl:
+            return {}
+        return entropy_kl(self.model, self.reference, batch.prompts, [c.tokens for c in batch.completions],
+                          self.pad_id, self.recipe["microbatch_size"])
 
     def generate(self, i: int, chosen):
         """The iteration's groups, the tokens of groups generated but discarded, and the final Selection."""
@@ -115,11 +145,13 @@ class Trainer:
         return self.selector.generate(i, chosen, sample)
 
     def learning_rate(self) -> float:
-        """The arm's learning rate now: recipe lr x scale, decayed linearly to 0 at B if asked."""
+        """The arm's learning rate now: recipe lr x scale, decayed linearly to 0 at B if asked (B in tokens:
+        by the tokens generated so far, this iteration's included; B in iterations: by the iterations before
+        this one, so the first step takes the full rate)."""
         spec = self.cfg["arm_config"].get("lr", {})
         lr = self.recipe["lr"] * spec.get("scale", 1.0)
         if spec.get("schedule") == "linear_decay" and self.budget:
-            lr *= max(0.0, 1.0 - self.tokens_total / self.budget)
+            lr *= max(0.0, 1.0 - self.spent / self.budget)
         return lr
 
     def update(self, i: int, batch, credit) -> tuple[float, float]:
@@ -153,17 +185,19 @@ class Trainer:
         per_budget = self.cfg["evaluation"]["per_budget"]
         with self._progress(stop, max_iterations) as self.shown:
             if not resumed:
+                self.measure_along(last=False)
                 self.evaluate()
-            while (stop is None or self.tokens_total < stop) and (max_iterations is None
-                                                                   or self.next_iteration < max_iterations):
-                before = self.tokens_total
+            while (stop is None or self.spent < stop) and (max_iterations is None
+                                                            or self.next_iteration < max_iterations):
+                before = self.spent
                 row = self.iteration(self.next_iteration)
                 self.next_iteration += 1
-                self._show(row, self.tokens_total - before if stop is not None else 1)
+                self._show(row, self.spent - before if stop is not None else 1)
                 points = [] if self.budget is None else [  # none past the horizon: every arm has the same indices
-                    k for k in eval_points(before, self.tokens_total, self.budget, per_budget)
+                    k for k in eval_points(before, self.spent, self.budget, per_budget)
                     if k <= self.cfg["budget"]["horizon"] * per_budget]
-                if points or (stop is not None and self.tokens_total >= stop):
+                self.measure_along(last=stop is not None and self.spent >= stop)
+                if points or (stop is not None and self.spent >= stop):
                     self.evaluate(points)
                 elif self.stop_requested:
                     self.save_checkpoint()
@@ -172,11 +206,20 @@ class Trainer:
         return self.log
 
     def _progress(self, stop: int | None, max_iterations: int | None):
-        """Generated tokens against horizon x B (iterations when calibrating without a budget)."""
+        """What B counts against horizon x B (iterations when calibrating without a budget)."""
         if stop is None:
             return progress.bar("calibration", total=max_iterations, unit="it", initial=self.next_iteration)
-        return progress.bar(f"train {self.cfg['arm']} seed {self.seed}", total=stop, unit="tok",
-                            initial=self.tokens_total)
+        return progress.bar(f"train {self.cfg['arm']} seed {self.seed}", total=stop,
+                            unit="tok" if self.unit == "tokens" else "it", initial=self.spent)
+
+    def measure_along(self, last: bool) -> None:
+        """The gradient tests at the policy now, where the run is measured along training and it is due."""
+        if self.along is None or not self.along.due(self.next_iteration, last):
+            return
+        self.log.alignment.append(self.along(self.model, self.next_iteration))
+        progress.note(self.shown, f"alignment at iteration {self.next_iteration}: " + ", ".join(
+            f"{arm} {value:+.3f}" for arm, value in
+            self.log.alignment[-1].query("measure == 'alignment'").groupby("arm", sort=False)["value"].mean().items()))
 
     def _show(self, row: dict, advance: int) -> None:
         last = self.log.evals[-1] if self.log.evals else None

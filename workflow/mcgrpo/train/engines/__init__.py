@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 from mcgrpo.train.engines.base import Completion, Engine
 
 
@@ -19,4 +21,15 @@ def build(name: str, model, tokenizer, **options) -> Engine:
     raise ValueError(f"engine.name: unknown engine {name!r}; allowed: hf, vllm")
 
 
-__all__ = ["Completion", "Engine", "build"]
+@contextlib.contextmanager
+def greedy(engine: Engine):
+    """The engine at temperature 0 inside the block: greedy decoding, one argmax completion per request (the hf
+    engine takes the first of tied tokens; vLLM's SamplingParams treat temperature 0 as greedy)."""
+    saved, engine.temperature = engine.temperature, 0.0
+    try:
+        yield engine
+    finally:
+        engine.temperature = saved
+
+
+__all__ = ["Completion", "Engine", "build", "greedy"]

@@ -91,7 +91,11 @@ class HFEngine:
         lengths[rows] = torch.where(ended.any(-1), ended.int().argmax(-1) + 1, limit)
 
     def _sample(self, logits: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Inverse-CDF sampling at the engine's temperature and top-p: tokens and their log-probs."""
+        """Inverse-CDF sampling at the engine's temperature and top-p: tokens and their log-probs. Temperature 0
+        is greedy decoding: the most likely token (the first of ties), with its log-prob at temperature 1."""
+        if self.temperature == 0:
+            index = logits.argmax(dim=-1)
+            return index, torch.log_softmax(logits.double(), dim=-1).gather(-1, index[:, None]).squeeze(-1)
         probs = torch.softmax(logits.double() / self.temperature, dim=-1)
         if self.top_p < 1.0:
             sorted_p, order = probs.sort(dim=-1, descending=True)
