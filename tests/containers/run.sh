@@ -114,7 +114,7 @@ oci_archive() {  # TAG: the first half of the route to a .sif (README): an OCI a
 }
 
 compare() {  # NAME [--timing-aside] FOLDER...: the copy's FOLDERs (under results/) against the host's
-    local name=$1 failed=0 opts=(--git-sha "$SHA")  # the host study may be cached from an earlier commit
+    local name=$1 failed=0 opts=(--git-sha "$SHA")  # the images' git_sha is checked against HEAD on its own
     shift
     if [[ ${1:-} == --* ]]; then opts+=("$1"); shift; fi
     for folder in "$@"; do
@@ -139,8 +139,9 @@ main() {
     step "host: the small study, plain path (no containers)"
     mkdir -p "$WORK/host"
     cmp -s "$HERE/study.yaml" "$WORK/host/study.yaml" || cp "$HERE/study.yaml" "$WORK/host/study.yaml"
-    # The runs stay cached; what the analysis writes is this commit's (a cached folder keeps files no rule writes now).
-    rm -rf "$WORK/host/results/mini/"{analysis,figures,tables,summary.md,summary.rst}
+    # From scratch, every time (about a minute): a run cached from an earlier commit would be compared with the
+    # images' run of this one, and its run.json can lack keys this commit writes.
+    rm -rf "$WORK/host/results" "$WORK/host/.snakemake"
     snakemake_in "$WORK/host"
     rm -f "$WORK"/compare-*.txt
 
