@@ -37,6 +37,18 @@ SMALL_STUDY = {
 }
 
 
+def edited_study(**changes) -> dict:
+    """A copy of SMALL_STUDY with `block__key=value` changes; a callable value maps the old value to the new."""
+    cfg = copy.deepcopy(SMALL_STUDY)
+    for dotted, value in changes.items():
+        *parents, last = dotted.split("__")
+        node = cfg
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[last] = value(node.get(last)) if callable(value) else value
+    return cfg
+
+
 @pytest.fixture
 def study() -> dict:
     return studies.validate(copy.deepcopy(SMALL_STUDY))

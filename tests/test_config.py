@@ -4,7 +4,7 @@ import copy
 
 import pytest
 
-from conftest import ROOT, SMALL_STUDY
+from conftest import ROOT, edited_study
 from mcgrpo.core import config as study_config
 from mcgrpo import studies
 from mcgrpo.core.config import ConfigError
@@ -20,17 +20,6 @@ def test_default_study_is_valid_and_defaults_are_filled():
     assert study_config.pairs(cfg) == [("mc_k4", "outcome"), ("filter", "outcome"), ("random", "outcome"),
                                        ("filter", "random")]
     assert len(study_config.runs(cfg)) == len(cfg["arms"]) * len(cfg["seeds"]) == 16
-
-
-def _with(**changes):
-    cfg = copy.deepcopy(SMALL_STUDY)
-    for dotted, value in changes.items():
-        *parents, last = dotted.split("__")
-        node = cfg
-        for key in parents:
-            node = node.setdefault(key, {})
-        node[last] = value
-    return cfg
 
 
 @pytest.mark.parametrize("changes, message", [
@@ -61,13 +50,13 @@ def _with(**changes):
 ])
 def test_bad_configs_are_named_by_key(changes, message):
     with pytest.raises(ConfigError) as err:
-        studies.validate(_with(**changes))
+        studies.validate(edited_study(**changes))
     assert message in str(err.value)
 
 
 def test_every_problem_is_reported_at_once():
     with pytest.raises(ConfigError) as err:
-        studies.validate(_with(recipe__lr="fast", recipe__top_p=2))
+        studies.validate(edited_study(recipe__lr="fast", recipe__top_p=2))
     assert "recipe.lr" in str(err.value) and "recipe.top_p" in str(err.value)
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import SMALL_STUDY
+from conftest import SMALL_STUDY, edited_study
 from mcgrpo import cli, studies
 from mcgrpo.core import layout
 from mcgrpo.dryrun import dry_run
@@ -41,14 +41,7 @@ class Case:
 
 def edit(names: str | tuple[str, ...], **changes) -> Case:
     """SMALL_STUDY with `key__sub=value` changes (the value None deletes nothing; use a lambda for that)."""
-    cfg = copy.deepcopy(SMALL_STUDY)
-    for dotted, value in changes.items():
-        *parents, last = dotted.split("__")
-        node = cfg
-        for key in parents:
-            node = node.setdefault(key, {})
-        node[last] = value(node.get(last)) if callable(value) else value
-    return Case((names,) if isinstance(names, str) else names, config=cfg)
+    return Case((names,) if isinstance(names, str) else names, config=edited_study(**changes))
 
 
 def raw(names: str | tuple[str, ...], text: str | bytes | None, snakemake_loads: bool = False) -> Case:

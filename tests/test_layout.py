@@ -2,27 +2,19 @@
 
 from __future__ import annotations
 
-import copy
 import os
 import subprocess
 import sys
 
 import yaml
 
-from conftest import ROOT, SMALL_STUDY
+from conftest import ROOT, SMALL_STUDY, edited_study
 from mcgrpo import studies
 from mcgrpo.core import layout
 
 
 def _study(**edits) -> dict:
-    cfg = copy.deepcopy(SMALL_STUDY)
-    for dotted, value in edits.items():
-        *parents, key = dotted.split("__")
-        block = cfg
-        for name in parents:
-            block = block.setdefault(name, {})
-        block[key] = value
-    return studies.validate(cfg)
+    return studies.validate(edited_study(**edits))
 
 
 def test_studies_with_the_same_task_and_model_share_data_and_model_but_nothing_else():
