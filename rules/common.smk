@@ -30,12 +30,13 @@ EVAL_SETS = list(config["task"]["eval_sets"])
 # same task and model blocks (mcgrpo.core.layout); a model with a source is the study's own reference file.
 DATA = str(layout.data_dir(config))
 MODEL = str(layout.model_path(config))
-BUDGET = f"{R}/calibration/budget.parquet"
+BUDGET = str(layout.budget_path(config))
 EQUAL_ITERATIONS = config["budget"].get("iterations") is not None  # B counts iterations, not tokens
+ALIGNMENT = bool(config["evaluation"].get("alignment"))  # the gradient tests along training
 RUN = f"{R}/runs/{{arm}}/seed{{seed}}"
 RUN_FILES = ("iterations.parquet", "evals.parquet", "samples.parquet", "prompts.parquet", "run.json",
              # the gradient tests along training (evaluation.alignment): every run writes it, empty where unmeasured
-             *(("alignment.parquet",) if config["evaluation"].get("alignment") else ()))
+             *(("alignment.parquet",) if ALIGNMENT else ()))
 ALL_EVALS = [f"{R}/runs/{arm}/seed{seed}/evals.parquet" for arm, seed in study_config.runs(config)]
 LOCK = f"{R}/prereg.lock.json"
 # The analysis reads the whole study config, less the switch saying how Snakemake was invoked, the images its
@@ -117,7 +118,7 @@ ANALYSIS_RESOURCES = dict(mem_mb=CPU_RESOURCES["mem_mb"], runtime=CPU_RESOURCES[
 # Snakemake calls a job with existing outputs and a missing, unproducible input up to date; an analysis-only
 # run must instead refuse to report on runs that were never trained.
 ANALYSIS_INPUTS = [BUDGET, *(path for name in ("evals.parquet", "samples.parquet", "iterations.parquet", "run.json",
-                                               *(("alignment.parquet",) if "alignment.parquet" in RUN_FILES else ()))
+                                               *(("alignment.parquet",) if ALIGNMENT else ()))
                              for path in run_files(name))]
 MISSING = [path for path in ANALYSIS_INPUTS if not Path(path).exists()] if config["analysis_only"] else []
 if MISSING:
@@ -149,7 +150,7 @@ PREDICTION_TARGETS = ([f"{R}/figures/prediction.png"] + [f"{R}/tables/{name}.{ex
                                                           for ext in ("csv", "md", "html")]) if GRADIENT_CONFIG else []
 # Alignment along training (evaluation.alignment), when the study measures it.
 ALIGNMENT_TARGETS = ([f"{R}/analysis/alignment.parquet"] + [f"{R}/tables/alignment.{ext}" for ext in ("csv", "md", "html")]
-                     if config["evaluation"].get("alignment") else [])
+                     if ALIGNMENT else [])
 SUMMARY, SUMMARY_RST = f"{R}/summary.md", f"{R}/summary.rst"
 # The report opens with the results summary once there is one (else with the study's description alone).
 REPORT_TEXT = str(Path(SUMMARY_RST).resolve()) if Path(SUMMARY_RST).exists() else "workflow/mcgrpo/analysis/report_intro.rst"
