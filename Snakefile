@@ -18,9 +18,9 @@ include: "rules/common.smk"
 report: REPORT_TEXT
 
 
-# Every rule that writes a run's Parquet files (or what they depend on). `--config analysis_only=True`
-# leaves them out: the analysis target then never schedules training, and a missing run file fails as
-# a missing input instead.
+# Every rule that writes a run's Parquet files (or what they depend on), and the study's links to them.
+# `--config analysis_only=True` leaves them out: the analysis target then never schedules training nor relinks,
+# and a missing run file fails as a missing input instead.
 if not config["analysis_only"]:
 
     include: "rules/data.smk"
@@ -28,6 +28,7 @@ if not config["analysis_only"]:
     include: "rules/prereg.smk"
     include: "rules/calibrate.smk"
     include: "rules/train.smk"
+    include: "rules/store.smk"
 
 
 include: "rules/drift.smk"

@@ -17,7 +17,7 @@ if EQUAL_ITERATIONS:
         conda:
             ENV
         log:
-            f"{R}/logs/calibrate.log",
+            f"{layout.calibration_dir(config)}/calibrate.log",
         shell:
             "$PYTHON -m mcgrpo calibrate --run-json {params.run:q} --data {params.data:q} --out {output:q} > {log:q} 2>&1"
 
@@ -46,7 +46,7 @@ else:
         conda:
             ENV
         log:
-            f"{R}/logs/calibrate.log",
+            f"{layout.calibration_dir(config)}/calibrate.log",
         shell:
             "$PYTHON -m mcgrpo calibrate --run-json {params.run:q} --model {input.model:q} "
             "--data {params.data:q} --out {output:q} > {log:q} 2>&1"

@@ -23,21 +23,22 @@ for path in workflow.configfiles:
 studies.validate(config)
 
 R = str(layout.study_dir(config))
-ARMS = list(config["arms"])
-SEEDS = [int(s) for s in config["seeds"]]
 EVAL_SETS = list(config["task"]["eval_sets"])
-# Data and the tiny model (no source: a folder built by warm_start) are shared by every study that names the
-# same task and model blocks (mcgrpo.core.layout); a model with a source is the study's own reference file.
+# Data, the tiny model (no source: a folder built by warm_start), B and every run are shared by the studies that
+# name the same ones, under results/_shared/ (mcgrpo.core.layout); a model with a source is the study's own
+# reference file. The study's runs/<arm>/seed<N> and calibration/ link into the store (rule link_study).
 DATA = str(layout.data_dir(config))
 MODEL = str(layout.model_path(config))
 BUDGET = str(layout.budget_path(config))
 EQUAL_ITERATIONS = config["budget"].get("iterations") is not None  # B counts iterations, not tokens
 ALIGNMENT = bool(config["evaluation"].get("alignment"))  # the gradient tests along training
-RUN = f"{R}/runs/{{arm}}/seed{{seed}}"
+# The study's stored runs, each by its name in the store and the first (arm, seed) naming it (what its messages and
+# trackers call it): two arms of a study that train the same run share one.
+NAMED = layout.stored_runs(config)
+RUN = f"{layout.runs_dir(config)}/{{run}}"
 RUN_FILES = ("iterations.parquet", "evals.parquet", "samples.parquet", "prompts.parquet", "run.json",
-             # the gradient tests along training (evaluation.alignment): every run writes it, empty where unmeasured
-             *(("alignment.parquet",) if ALIGNMENT else ()))
-ALL_EVALS = [f"{R}/runs/{arm}/seed{seed}/evals.parquet" for arm, seed in study_config.runs(config)]
+             "alignment.parquet")  # the gradient tests along training (evaluation.alignment): empty if unmeasured
+STORE = f"{R}/runs/store.parquet"  # which stored run each (arm, seed) is; written with the links (link_study)
 LOCK = f"{R}/prereg.lock.json"
 # The analysis reads the whole study config, less the switch saying how Snakemake was invoked, the images its
 # jobs run in and where training reports to (where a job runs or reports is no part of what it computes, nor of
@@ -68,8 +69,11 @@ if workflow.remote_exec:
 
 
 def run_files(name):
-    """Every run's file `name` (evals.parquet, samples.parquet, run.json, ...)."""
-    return [f"{R}/runs/{arm}/seed{seed}/{name}" for arm, seed in study_config.runs(config)]
+    """Every stored run's file `name` (evals.parquet, samples.parquet, run.json, ...). An analysis-only run never
+    relinks: it reads the runs the study's links point at, as trained (the prereg table names any stale one)."""
+    if config["analysis_only"]:
+        return [f"{R}/runs/{arm}/seed{seed}/{name}" for arm, seed in study_config.runs(config)]
+    return [f"{RUN.format(run=key)}/{name}" for key in NAMED]
 
 
 def reported(path, kind):
@@ -85,13 +89,17 @@ def folder_of(name, level=0):
 
 
 wildcard_constraints:
-    arm="|".join(ARMS),
-    seed=r"\d+",
+    run="|".join(NAMED),
 
 
 def run_json(wildcards):
-    """One run's effective config: editing another arm or the analysis never reruns this run."""
-    return json.dumps(study_config.run_config(config, wildcards.arm, int(wildcards.seed)), sort_keys=True)
+    """One run's effective config: editing another arm, the analysis or any name never reruns this run."""
+    return json.dumps(study_config.run_config(config, *NAMED[wildcards.run]), sort_keys=True)
+
+
+def run_label(wildcards):
+    """study/arm: what the run's messages and trackers call it."""
+    return f"{config['study']}/{NAMED[wildcards.run][0]}"
 
 
 TRAIN_RESOURCES = config["resources"]["train"]
@@ -117,9 +125,7 @@ def train_signal(wildcards, input):
 ANALYSIS_RESOURCES = dict(mem_mb=CPU_RESOURCES["mem_mb"], runtime=CPU_RESOURCES["runtime"])
 # Snakemake calls a job with existing outputs and a missing, unproducible input up to date; an analysis-only
 # run must instead refuse to report on runs that were never trained.
-ANALYSIS_INPUTS = [BUDGET, *(path for name in ("evals.parquet", "samples.parquet", "iterations.parquet", "run.json",
-                                               *(("alignment.parquet",) if ALIGNMENT else ()))
-                             for path in run_files(name))]
+ANALYSIS_INPUTS = [STORE, *(path for name in RUN_FILES for path in run_files(name))]
 MISSING = [path for path in ANALYSIS_INPUTS if not Path(path).exists()] if config["analysis_only"] else []
 if MISSING:
     raise WorkflowError(f"Missing input files for the analysis (analysis_only=True never trains): {', '.join(MISSING)}")
@@ -131,7 +137,7 @@ LOCK_INPUT = [LOCK] if not config["analysis_only"] or Path(LOCK).exists() else [
 def analysis_step(verb):
     """The params of analysis rule `verb` (rules/drift.smk's template runs `$PYTHON -m mcgrpo <verb>`); the
     study's JSON is a function, since it holds braces that are never wildcards."""
-    return dict(verb=verb, study=lambda wildcards: STUDY_JSON, results=folder_of("budget", 1))
+    return dict(verb=verb, study=lambda wildcards: STUDY_JSON, results=folder_of("store", 1))  # runs/store.parquet
 
 
 # The targets: figures and tables of the study, each marked for `snakemake --report report.html`.
@@ -161,7 +167,7 @@ def clear_finished_checkpoints():
     Snakemake has accepted its outputs: if SLURM ends a job just after the trainer wrote them (a time limit inside
     the kill grace), Snakemake deletes them and the retry writes them again from the final checkpoint instead of
     training from zero."""
-    for arm, seed in study_config.runs(config):
-        run = Path(RUN.format(arm=arm, seed=seed))
+    for key in NAMED:
+        run = Path(RUN.format(run=key))
         if all((run / name).exists() for name in RUN_FILES):
             shutil.rmtree(run / "checkpoints", ignore_errors=True)

@@ -5,7 +5,7 @@ use rule drift as contrasts with:
         run_files("samples.parquet"),
         run_files("run.json"),
         LOCK_INPUT,
-        budget=BUDGET,
+        store=STORE,
     output:
         contrasts=f"{R}/analysis/contrasts.parquet",
         paired=f"{R}/analysis/paired.parquet",
@@ -21,7 +21,7 @@ use rule drift as curves with:
         GRADIENT_TESTS,  # the extrapolation reads the measured per-token efficiency
         run_files("evals.parquet"),
         run_files("samples.parquet"),
-        budget=BUDGET,
+        store=STORE,
     output:
         f"{R}/analysis/differences.parquet",
         f"{R}/analysis/budget_share.parquet",
@@ -36,7 +36,7 @@ use rule drift as breakdown with:
     input:
         run_files("evals.parquet"),
         run_files("iterations.parquet"),
-        budget=BUDGET,
+        store=STORE,
     output:
         f"{R}/analysis/stages.parquet",
         f"{R}/analysis/groups.parquet",

@@ -3,7 +3,7 @@
 rule drift:
     input:
         run_files("evals.parquet"),
-        budget=BUDGET,
+        store=STORE,
     output:
         f"{R}/analysis/drift.parquet",
     params:
@@ -18,3 +18,4 @@ rule drift:
         f"{R}/logs/drift.log",
     shell:
         "$PYTHON -m mcgrpo {params.verb:q} --config-json {params.study:q} --results {params.results:q} > {log:q} 2>&1"
+

@@ -7,7 +7,7 @@ use rule drift as figures with:
         rules.curves.output,
         rules.breakdown.output,
         rules.drift.output,
-        budget=BUDGET,
+        store=STORE,
     output:
         [reported(path, "figure") for path in FIGURES],
         FIGURE_PDFS,
@@ -23,7 +23,7 @@ use rule drift as tables with:
         rules.curves.output,
         rules.breakdown.output,
         rules.drift.output,
-        budget=BUDGET,
+        store=STORE,
     output:
         [reported(path, "table") if path.endswith(".html") else path for path in TABLES],
     params:
@@ -38,7 +38,7 @@ use rule drift as summary with:
         FIGURES,
         TABLES,
         rules.contrasts.output,
-        budget=BUDGET,
+        store=STORE,
     output:
         SUMMARY,
         SUMMARY_RST,
@@ -55,7 +55,7 @@ if ALIGNMENT_TARGETS:
         input:
             run_files("alignment.parquet"),
             run_files("evals.parquet"),
-            budget=BUDGET,
+            store=STORE,
         output:
             ALIGNMENT_TARGETS,
         params:

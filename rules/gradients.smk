@@ -35,7 +35,7 @@ use rule drift as prediction with:
         rules.contrasts.output.contrasts,
         rules.curves.output,
         run_files("evals.parquet"),
-        budget=BUDGET,
+        store=STORE,
     output:
         f"{R}/analysis/efficiency.parquet",
         f"{R}/analysis/prediction.parquet",

@@ -1,9 +1,11 @@
-# The preregistration lock, written once before the first training run (train takes it as input).
+# The preregistration lock, written once before the first training run: by its priority, first of the jobs ready
+# (training jobs take no study's file as input: rules/train.smk).
 # The config reaches the script as snakemake.config rather than as a parameter, so that editing the plan
 # never re-locks the study (and so never reruns training); protected() turns any attempt into an error.
 rule prereg_lock:
     output:
         protected(LOCK),
+    priority: 100
     resources:
         mem_mb=CPU_RESOURCES["mem_mb"],
         runtime=CPU_RESOURCES["runtime"],

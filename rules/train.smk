@@ -4,7 +4,9 @@ rule train:
         budget=BUDGET,
         pool=rules.prepare_data.output.pool,
         evals=rules.prepare_data.output.evals,
-        lock=ancient(LOCK),  # the plan is locked before the first run; re-locking never retrains
+    # No study's file is an input (nor its lock): a stored run is the same job in every study that names it, and
+    # Snakemake would retrain it for another study's set of inputs. The lock comes first by its priority (rules/
+    # prereg.smk), and the analysis labels a contrast exploratory if any of its runs started before the lock.
     output:
         [f"{RUN}/{name}" for name in RUN_FILES],
     params:
@@ -29,12 +31,13 @@ rule train:
         # run out of date (a param would), and its logs (the run folder's tracking/) are no output, so Snakemake
         # never deletes them.
         tracking=config["tracking"],
+        label=run_label,  # likewise: what the run is called (by the first study to train it) is no part of it
     container:
         config["containers"]["train"]
     conda:
         ENV
     log:
-        f"{R}/logs/train/{{arm}}/seed{{seed}}.log",
+        f"{RUN}/train.log",
     # exec: the trainer is the step's process, so that SLURM's signal reaches it and no shell in between dies
     # of it; >>: a retry appends to the log of the attempts before it.
     shell:
@@ -43,5 +46,6 @@ rule train:
         "rm -f {params.failed:q}; "
         "exec $PYTHON -m mcgrpo train --run-json {params.run:q} --model {input.model:q} --data {params.data:q} "
         "--budget {input.budget:q} --out {params.out:q} --failed-log {params.failed:q} --tracking {resources.tracking} "
+        "--label {resources.label:q} "
         ">> {log:q} 2>&1"
 

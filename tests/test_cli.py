@@ -29,7 +29,7 @@ def test_each_verb_takes_only_the_options_it_uses():
     assert options("warm-start") == {"--model-json", "--data", "--out", "--threads"}
     assert options("gradient-tests") == {"--run-json", "--model", "--data", "--out"}  # what rules/gradients.smk passes
     assert options("train") == {"--run-json", "--config", "--arm", "--seed", "--model", "--data", "--budget", "--out",
-                                "--failed-log", "--tracking"}
+                                "--failed-log", "--tracking", "--label"}
     with pytest.raises(SystemExit):
         cli.parser().parse_args(["figures", "--config", "x.yaml", "--results", "r", "--budget", "b"])
 
@@ -38,11 +38,12 @@ def test_train_by_hand_is_the_run_the_workflow_would_train(tmp_path, monkeypatch
     monkeypatch.chdir(tmp_path)
     (tmp_path / "study.yaml").write_text(yaml.safe_dump(SMALL_STUDY))
     args = cli.parser().parse_args(["train", "--config", "study.yaml", "--arm", "mc_k2", "--seed", "2"])
-    run, files = cli._training_run(args)
-    assert run == study_config.run_config(cli._study("study.yaml"), "mc_k2", 2)
+    run, files, label = cli._training_run(args)
+    assert run == study_config.run_config(cli._study("study.yaml"), "mc_k2", 2) and label == "mini/mc_k2"
     cfg = cli._study("study.yaml")
     assert files == {"model": str(layout.model_path(cfg)), "data": str(layout.data_dir(cfg)),
-                     "budget": "results/mini/calibration/budget.parquet", "out": "results/mini/runs/mc_k2/seed2"}
+                     "budget": str(layout.budget_path(cfg)), "out": str(layout.run_dir(cfg, "mc_k2", 2))}
+    assert files["out"].startswith("results/_shared/runs/") and files["budget"].startswith("results/_shared/calibrations/")
     elsewhere = cli.parser().parse_args(["train", "--config", "study.yaml", "--arm", "mc_k2", "--seed", "2",
                                          "--out", "elsewhere"])
     assert cli._training_run(elsewhere)[1]["out"] == "elsewhere"

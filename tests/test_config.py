@@ -70,15 +70,31 @@ def test_missing_and_malformed_files(tmp_path):
 
 def test_run_config_holds_only_what_changes_a_run(study):
     run = study_config.run_config(study, "mc_k2", 2)
-    assert run["arm"] == "mc_k2" and run["seed"] == 2 and "analysis" not in run and "arms" not in run
+    assert run["seed"] == 2 and run["arm_config"]["credit"]["monte_carlo"]["k"] == 2
+    assert not {"analysis", "arms", "study", "arm"} & set(run)  # names are no part of a run (the run store)
     other = copy.deepcopy(study)
+    other["study"] = "renamed"
     other["analysis"]["margin"] = 0.05
     other["arms"]["mc_k2"]["description"] = "edited"
+    other["arms"]["renamed_arm"] = other["arms"].pop("mc_k2")
     other["seeds"] = other["seeds"][::-1]
-    assert study_config.config_hash(study_config.run_config(other, "mc_k2", 2)) == study_config.config_hash(run)
+    assert study_config.config_hash(study_config.run_config(other, "renamed_arm", 2)) == study_config.config_hash(run)
     assert study_config.calibration_config(other) == study_config.calibration_config(study)
     with pytest.raises(ConfigError, match="unknown arm 'x'"):
         study_config.run_config(study, "x", 1)
+
+
+def test_a_run_measured_along_training_is_named_and_an_unmeasured_one_is_as_without_alignment(study):
+    """alignment.parquet labels the measured arm's rows with its name; an unmeasured run writes nothing of it."""
+    plain = study_config.run_config(study, "mc_k2", 1)
+    study["evaluation"]["alignment"] = {"arms": ["mc_k2"], "seeds": [1], "every": 2, "batches": 2, "seed": 0,
+                                        "controls": {}}
+    measured = study_config.run_config(study, "mc_k2", 1)
+    assert measured["arm"] == "mc_k2" and measured["evaluation"]["alignment"]["every"] == 2
+    assert "arms" not in measured["evaluation"]["alignment"]
+    assert study_config.run_config(study, "mc_k2", 2) == {**plain, "seed": 2}
+    assert study_config.run_config(study, "outcome", 1) == study_config.run_config(
+        {**study, "evaluation": {k: v for k, v in study["evaluation"].items() if k != "alignment"}}, "outcome", 1)
 
 
 def test_calibration_seed_is_explicit_or_the_smallest_seed(study):

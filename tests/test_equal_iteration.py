@@ -141,7 +141,7 @@ def test_measuring_alignment_along_training_leaves_training_unchanged(tiny, worl
     measured, plain = run(True), run(False)
     timing = [c for c in plain["iterations"].columns if c.startswith(("t_", "cpu_")) or c.startswith("train_")]
     assert measured["iterations"].drop(columns=timing).equals(plain["iterations"].drop(columns=timing))
-    assert measured["samples"].equals(plain["samples"]) and "alignment" not in plain
+    assert measured["samples"].equals(plain["samples"]) and plain["alignment"].empty  # written, empty: unmeasured
     table = measured["alignment"]
     assert sorted(table["iteration"].unique()) == [0, 2, 4, 5]  # every 2 iterations, and the last boundary
     assert set(table["arm"]) == {"outcome", "mc_k1"}

@@ -195,8 +195,9 @@ def dry_runs(tmp_path_factory):
     """(every case's dry-run, the valid study's, the working directory's files before and after)."""
     files = tmp_path_factory.mktemp("configs")
     work = tmp_path_factory.mktemp("work")
-    shared_model = layout.model_path(studies.validate(copy.deepcopy(SMALL_STUDY))) / "config.json"
-    for name in ("results/mini/runs/outcome/seed1/evals.parquet", shared_model, "results/mini/prereg.lock.json"):
+    small = studies.validate(copy.deepcopy(SMALL_STUDY))
+    stored = layout.run_dir(small, "outcome", 1) / "evals.parquet"
+    for name in (stored, layout.model_path(small) / "config.json", "results/mini/prereg.lock.json"):
         (work / name).parent.mkdir(parents=True, exist_ok=True)
         (work / name).write_text(f"weeks of GPU time: {name}\n")
     before = _tree(work)
@@ -276,7 +277,7 @@ def test_a_bad_data_file_is_a_message_naming_file_and_line(tmp_path, capsys, nam
 
 
 @pytest.mark.parametrize("argv, names", [
-    (["train", "--run-json", "{}", "--out", "OUT"], ("--run-json", "missing key(s) study")),
+    (["train", "--run-json", "{}", "--out", "OUT"], ("--run-json", "missing key(s) task")),
     (["train", "--run-json", "{not json", "--out", "OUT"], ("--run-json", "not valid JSON")),
     (["calibrate", "--run-json", "[1]", "--out", "OUT"], ("--run-json", "expected a JSON object")),
     (["prepare-data", "--task-json", '{"name": "arith"}', "--out", "OUT"], ("--task-json", "missing key(s) seed")),

@@ -84,7 +84,7 @@ def test_the_trainer_is_the_job_steps_process_and_a_retry_appends_to_its_log():
     train = next(line.removeprefix("Shell command: ") for line in out.splitlines() if " -m mcgrpo train " in line)
     # after the check that stops a retry of a failure that is not a preemption, the trainer replaces the shell
     assert "; exec $PYTHON -m mcgrpo train " in train and train.count(" -m mcgrpo ") == 1
-    assert " >> results/default/logs/train/" in train
+    assert " >> results/_shared/runs/" in train and "/train.log" in train
 
 
 def test_sbatch_command_of_a_train_job_asks_for_gpus_memory_and_time(tmp_path):

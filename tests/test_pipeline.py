@@ -14,7 +14,7 @@ import yaml
 
 from conftest import ROOT, SMALL_STUDY
 from mcgrpo import studies
-from mcgrpo.core import layout
+from mcgrpo.core import config as study_config, layout
 from mcgrpo.core.store import COLUMNS, parquet_metadata, read_contract
 
 pytestmark = pytest.mark.slow
@@ -60,7 +60,8 @@ def test_every_stage_writes_its_contract(finished_study):
             meta = parquet_metadata(run / "evals.parquet")
             assert meta["schema_version"] == "1" and len(meta["config_hash"]) == 64 and "mcgrpo_version" in meta
             info = json.loads((run / "run.json").read_text())
-            assert info["finished"] and info["config"]["arm"] == arm and info["B"] == B
+            assert info["finished"] and info["B"] == B
+            assert info["config"] == study_config.run_config(studies.load(r.parents[1] / "study.yaml"), arm, seed)
     for kind in ("drift", "contrasts", "paired"):
         assert len(read_contract(r / "analysis" / f"{kind}.parquet", kind)) > 0
     contrasts = read_contract(r / "analysis/contrasts.parquet", "contrasts")
@@ -110,11 +111,49 @@ def test_a_bad_config_fails_before_any_job_naming_the_key(tmp_path):
     assert not (tmp_path / "results").exists()
 
 
-def jobs(done: subprocess.CompletedProcess) -> set[str]:
-    """The rules Snakemake scheduled, from its job table."""
+def job_counts(done: subprocess.CompletedProcess) -> dict[str, int]:
+    """The rules Snakemake scheduled and their jobs, from its job table."""
     text = done.stdout + done.stderr
     table = text.split("Job stats:", 1)[1].split("total", 1)[0] if "Job stats:" in text else ""
-    return {line.split()[0] for line in table.splitlines()[3:] if line.strip()}
+    return {line.split()[0]: int(line.split()[1]) for line in table.splitlines()[3:] if line.strip()}
+
+
+def jobs(done: subprocess.CompletedProcess) -> set[str]:
+    return set(job_counts(done))
+
+
+def test_another_study_naming_the_same_runs_trains_none_of_them_and_reads_them_through_its_links(
+        finished_study, tmp_path):
+    """The run store: a study with other names for the first one's arms (and another description and plan)
+    trains only its own new arm, calibrates nothing, and its analysis reads the first study's runs; since they
+    were trained before its lock, its planned contrasts are exploratory."""
+    work = tmp_path / "work"
+    shutil.copytree(finished_study.parent.parent, work, symlinks=True)
+    first = yaml.safe_load((work / "study.yaml").read_text())
+    second = {**first, "study": "again", "analysis": {"base": "base"},
+              "arms": {"base": {"description": "outcome-only, named otherwise"}, "dense": first["arms"]["mc_k2"],
+                       "k1": {"credit": {"monte_carlo": {"k": 1}}}},
+              "plan": {"primary": [{"id": "T1", "a": "dense", "b": "base", "direction": "less"}]}}
+    (work / "study.yaml").write_text(yaml.safe_dump(second))
+    dry = snakemake(work, "-n")
+    assert dry.returncode == 0, dry.stderr[-4000:]
+    assert job_counts(dry)["train"] == 2 and not jobs(dry) & {"prepare_data", "warm_start", "calibrate"}
+    del second["arms"]["k1"]
+    (work / "study.yaml").write_text(yaml.safe_dump(second))
+    done = snakemake(work)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "train" not in jobs(done) and {"link_study", "prereg_lock", "contrasts"} <= jobs(done)
+    again, mini = work / "results" / "again", work / "results" / "mini"
+    for a, b in (("base", "outcome"), ("dense", "mc_k2")):
+        for seed in (1, 2):
+            assert (again / "runs" / a / f"seed{seed}").resolve() == (mini / "runs" / b / f"seed{seed}").resolve()
+    assert (again / "calibration").resolve() == (mini / "calibration").resolve()
+    ours, theirs = (read_contract(r / "analysis/contrasts.parquet", "contrasts").query("basis == 'tokens'")
+                    for r in (again, mini))
+    assert ours.query("contrast == 'dense-vs-base'")["mean"].tolist() == theirs.query(
+        "contrast == 'mc_k2-vs-outcome'")["mean"].tolist() != []
+    assert set(ours["label"]) == {"exploratory"}
+    assert "after training started" in (again / "tables" / "prereg.md").read_text()
 
 
 def test_analysis_only_never_trains_rebuilds_the_analysis_and_reports(finished_study, tmp_path):

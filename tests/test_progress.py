@@ -37,7 +37,7 @@ def test_a_terminal_gets_a_redrawn_bar():
 def test_training_shows_tokens_against_the_budget_and_every_evaluation(study, tiny, world, capsys):
     model, tokenizer = tiny
     pool, evals = world
-    log = Trainer(study_config.run_config(study, "outcome", 1), model, tokenizer, pool, evals, 600).run()
+    log = Trainer(study_config.run_config(study, "outcome", 1), model, tokenizer, pool, evals, 600, arm="outcome").run()
     err = capsys.readouterr().err
     lines = err.splitlines()
     assert lines[0].startswith("train outcome seed 1: 0/600 tok")

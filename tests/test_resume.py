@@ -244,10 +244,11 @@ def test_a_user_error_in_training_is_not_retried(tmp_path):
     assert snakemake("--until", "prepare_data").returncode == 0
     evals = tmp_path / layout.data_dir(studies.validate(copy.deepcopy(SMALL_STUDY))) / "eval_heldout.parquet"
     store.write_parquet(store.read_parquet(evals).head(1), evals)  # fewer problems than the set's size
-    run = tmp_path / "results" / "mini" / "runs" / "outcome" / "seed1"
-    done = snakemake("results/mini/runs/outcome/seed1/run.json")
+    stored = layout.run_dir(studies.validate(copy.deepcopy(SMALL_STUDY)), "outcome", 1)
+    run = tmp_path / stored
+    done = snakemake(str(stored / "run.json"))
     assert done.returncode != 0
-    log = (tmp_path / "results" / "mini" / "logs" / "train" / "outcome" / "seed1.log").read_text()
+    log = (run / "train.log").read_text()
     assert "eval_heldout.parquet holds 1 problems; task.eval_sets.heldout.size asks for 6" in log
     assert log.rstrip().endswith("not retried: the failure above is not a preemption")
     assert "Traceback" not in log and (run / ".failed.log").exists()

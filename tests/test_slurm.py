@@ -22,6 +22,8 @@ import pytest
 import yaml
 
 from conftest import ROOT, SMALL_STUDY
+from mcgrpo import studies as study_files
+from mcgrpo.core import layout
 from mcgrpo.core.store import read_parquet
 
 CLUSTER = ROOT / "tests" / "slurm" / "cluster.sh"
@@ -60,6 +62,11 @@ def _sacct(job: str) -> dict:
     return dict(zip(("partition", "state", "exit"), line.split("|")))
 
 
+def _stored(workdir: Path, arm: str) -> str:
+    """The run store's name of the study's run (arm, seed 1): the train job's wildcard."""
+    return layout.run_key(study_files.load(workdir / "study.yaml"), arm, 1)
+
+
 def _held_trainer(workdir: Path, snakemake: subprocess.Popen, arms: set[str]) -> tuple[str, str, psutil.Process]:
     """(arm, SLURM job, trainer) of the first of `arms` to train past its first evaluation, its trainer stopped
     (SIGSTOP) there. A stopped trainer cannot finish before a signal reaches it: SLURM checks time limits only
@@ -69,7 +76,7 @@ def _held_trainer(workdir: Path, snakemake: subprocess.Popen, arms: set[str]) ->
     while True:
         for arm in sorted(arms):
             if list((workdir / "results" / "slurm" / "runs" / arm / "seed1" / "checkpoints").glob("ckpt-0*[1-9]*.json")):
-                job = _jobs(workdir, f"train/{arm}_1")[0]
+                job = _jobs(workdir, f"train/{_stored(workdir, arm)}")[0]
                 trainer = _trainer(job)
                 trainer.suspend()
                 return arm, job, trainer
@@ -142,7 +149,7 @@ def _parquet(workdir: Path) -> dict[str, Path]:
 def test_slurm_run_writes_the_same_parquet_as_a_local_run(studies):
     slurm, local, *_ = studies
     a, b = _parquet(slurm), _parquet(local)
-    assert a.keys() == b.keys() and any(k.startswith("runs/") for k in a) and any(k.startswith("_shared/") for k in a)
+    assert a.keys() == b.keys() and any(k.startswith("_shared/runs/") for k in a) and "runs/store.parquet" in a
     for name in a:
         fa, fb = read_parquet(a[name]), read_parquet(b[name])
         if name.startswith("analysis/") and "basis" in fa.columns:  # the time basis rests on wall time
@@ -181,7 +188,7 @@ def test_a_signalled_job_checkpoints_and_a_new_job_resumes_it(studies):
     attempts = json.loads((run / "run.json").read_text())["attempts"]
     jobs = [a["slurm_job_id"] for a in attempts]
     assert len(set(jobs)) == len(jobs)  # every retry is a job of its own, not a restart in the dying one
-    log = (slurm / "results" / "slurm" / "logs" / "train" / PREEMPTED / "seed1.log").read_text()
+    log = (run / "train.log").read_text()
     assert f"attempt 1 (SLURM job {preempted}) on" in log and "interrupted by SIGUSR1 after" in log
     assert not (run / "checkpoints").exists()  # gone once Snakemake had the outputs
 

@@ -11,6 +11,8 @@ import pytest
 import yaml
 
 from conftest import ROOT
+from mcgrpo import studies
+from mcgrpo.core import layout
 from mcgrpo.core.store import read_contract
 
 STUDY = ROOT / "config" / "studies" / "smollm2-gsm8k.yaml"
@@ -53,8 +55,8 @@ def test_two_real_iterations(tmp_path):
     cfg["budget"]["tokens"] = 2 * 2 * limit + 1  # one iteration generates at most 128 tokens: two or more
     cfg["evaluation"].update(samples=1, per_budget=1)
     (tmp_path / "study.yaml").write_text(yaml.safe_dump(cfg))
-    target = "results/smollm2-gsm8k/runs/outcome/seed0/iterations.parquet"
-    run = (tmp_path / target).parent
+    run = tmp_path / layout.run_dir(studies.load(tmp_path / "study.yaml"), "outcome", 0)
+    target = str(run / "iterations.parquet")
     done = snakemake(tmp_path, tmp_path / "study.yaml", target)
     assert done.returncode == 0, done.stderr[-3000:]
     iterations = read_contract(run / "iterations.parquet", "iterations")

@@ -6,7 +6,8 @@ metadata (schema_version, mcgrpo_version, git_sha, config_hash), JSON files by v
 byte. With --git-sha (the host's results may be cached from an earlier commit) OTHER's git_sha must be SHA,
 the image's commit, and the host's is not compared. With --timing-aside (a run trained again: the clock differs, nothing else may), Parquet columns that
 hold either clock of the training stages (`t_<stage>`, `cpu_<stage>`, `*_seconds`) are left out, and so are
-run.json's start and end times, its attempts and clocks, and the interpreter's patch version. Prints one line per file and exits 1 if any differs.
+run.json's start and end times, its attempts and clocks, and the interpreter's patch version. Logs (*.log) are
+left aside. Prints one line per file and exits 1 if any differs.
 """
 
 from __future__ import annotations
@@ -86,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timing-aside", action="store_true")
     ap.add_argument("--git-sha", help="the commit OTHER's files must carry (the host's may be older)")
     args = ap.parse_args(argv)
-    files = sorted(p for p in args.host.rglob("*") if p.is_file() and not p.name.startswith("."))
+    # A job's log (a run's train.log) is what it printed, with its times: no result.
+    files = sorted(p for p in args.host.rglob("*") if p.is_file() and not p.name.startswith(".") and p.suffix != ".log")
     if not files:
         print(f"{args.host}: no files to compare", file=sys.stderr)
         return 1

@@ -95,9 +95,9 @@ in_images_snakemake() {  # NAME ARGS...: Snakemake with --sdm apptainer, podman 
     PATH=$HERE:$PATH snakemake_in "$WORK/$name" images.yaml --sdm apptainer --rerun-triggers mtime "$@"
 }
 
-shared_data() {  # FOLDER: the small study's data folder, relative to FOLDER/results (mcgrpo.core.layout)
+placed() {  # FOLDER EXPR: where mcgrpo.core.layout's EXPR (of cfg, the small study) puts it, under FOLDER/results
     (cd "$1" && python -c 'import sys; from mcgrpo import studies; from mcgrpo.core import layout
-print(layout.data_dir(studies.load(sys.argv[1])).relative_to("results"))' study.yaml)
+cfg = studies.load("study.yaml"); print(eval(sys.argv[1]).relative_to("results"))' "$2")
 }
 
 jobs_in_images() {  # NAME: how many jobs Snakemake ran in each image
@@ -151,14 +151,16 @@ main() {
     in_images_snakemake analysis --config analysis_only=True -- analysis
     in_images_snakemake analysis --forcerun prepare_data -- prepare_data
     jobs_in_images analysis
-    compare analysis mini/analysis mini/figures mini/tables "$(shared_data "$WORK/analysis")"
+    compare analysis mini/analysis mini/figures mini/tables "$(placed "$WORK/analysis" 'layout.data_dir(cfg)')"
 
     step "train image (CPU): one training run, redone"
     in_images train
-    rm -rf "$WORK"/train/results/mini/runs/outcome/seed1
-    in_images_snakemake train -- results/mini/runs/outcome/seed1/iterations.parquet
+    local run  # the run store's folder of outcome/seed1 (results/mini/runs/outcome/seed1 links to it)
+    run=$(placed "$WORK/train" 'layout.run_dir(cfg, "outcome", 1)')
+    rm -rf "${WORK:?}/train/results/$run"
+    in_images_snakemake train -- "results/$run/iterations.parquet"
     jobs_in_images train
-    compare train --timing-aside mini/runs/outcome/seed1
+    compare train --timing-aside "$run"
     oci_archive mcgrpo-analysis
     step "done: every file equal"
 }

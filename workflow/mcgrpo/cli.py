@@ -62,9 +62,10 @@ def _study(path: str) -> dict:
     return studies.load(path)
 
 
-def _training_run(args) -> tuple[dict, dict[str, str]]:
-    """The run's effective config and files: from the rule (--run-json and every file), or by hand
-    (--config STUDY.yaml --arm A --seed N, files defaulting to where rules/common.smk puts them)."""
+def _training_run(args) -> tuple[dict, dict[str, str], str]:
+    """The run's effective config, files and label (study/arm): from the rule (--run-json, every file and
+    --label), or by hand (--config STUDY.yaml --arm A --seed N, files defaulting to where the workflow puts them:
+    the run store, mcgrpo.core.layout)."""
     given = {k: getattr(args, k) for k in ("model", "data", "budget", "out")}
     if args.run_json:
         run, problems = _json(args.run_json, "--run-json"), []
@@ -77,14 +78,15 @@ def _training_run(args) -> tuple[dict, dict[str, str]]:
             problems.append(f"train --run-json also needs {', '.join(missing)}")
         if problems:
             raise ConfigError("\n".join(problems))
-        return run, given
+        return run, given, args.label or "run/run"
     if args.arm is None or args.seed is None:
         raise ConfigError("train --config names the run with --arm A --seed N")
     cfg = _study(args.config)
     run = study_config.run_config(cfg, args.arm, args.seed)
     defaults = {"model": layout.model_path(cfg), "data": layout.data_dir(cfg), "budget": layout.budget_path(cfg),
                 "out": layout.run_dir(cfg, args.arm, args.seed)}
-    return run, {k: str(default if given[k] is None else given[k]) for k, default in defaults.items()}
+    files = {k: str(default if given[k] is None else given[k]) for k, default in defaults.items()}
+    return run, files, f"{cfg['study']}/{args.arm}"
 
 
 def _tracking(args) -> str:
@@ -275,11 +277,11 @@ def _train(args) -> None:
     from mcgrpo.core.budget import from_table
     from mcgrpo.data.checks import check_run_data
     from mcgrpo.train.trainer import Trainer
-    run, files = _training_run(args)
+    run, files, label = _training_run(args)
     cfg_hash = study_config.config_hash(run)
     out = Path(files["out"])
     backend = _tracking(args)
-    tracker = tracking.open_tracker(backend, out, run)  # a missing library fails here, before any work
+    tracker = tracking.open_tracker(backend, out, run, label)  # a missing library fails here, before any work
     history = attempts.start(out / "checkpoints")
     for entry in history[:-1]:
         print(f"earlier: {attempts.describe(entry)}", file=sys.stderr)
@@ -292,7 +294,7 @@ def _train(args) -> None:
     for folder in (out, out / "checkpoints"):
         store.remove_orphans(folder)
     trainer = Trainer(run, model, tokenizer, pool, evals, B, checkpoint_dir=out / "checkpoints",
-                      config_hash=identity, tracker=tracker)
+                      config_hash=identity, tracker=tracker, arm=label.rsplit("/", 1)[-1])
     trainer.stop_requested = bool(signals)
     try:
         log = trainer.run()
@@ -473,10 +475,11 @@ FILES = {"prepare-data": {"--out": "the data folder to write"},
          "warm-start": {"--data": "the study's data folder", "--out": "the model folder to write"},
          "calibrate": {"--model": "the model folder or reference file", "--data": "the study's data folder",
                        "--out": "budget.parquet to write"},
-         "train": {"--model": "the model (default: the study's, under results/<study>/models/)",
-                   "--data": "the data folder (default: results/<study>/data)",
-                   "--budget": "budget.parquet (default: results/<study>/calibration/budget.parquet)",
-                   "--out": "the run folder (default: results/<study>/runs/<arm>/seed<N>)",
+         "train": {"--model": "the model (default: the study's, as the workflow places it)",
+                   "--data": "the data folder (default: the study's, under results/_shared/data/)",
+                   "--budget": "budget.parquet (default: the study's, under results/_shared/calibrations/)",
+                   "--out": "the run folder (default: the run store's, results/_shared/runs/<hash>, which "
+                            "results/<study>/runs/<arm>/seed<N> links to)",
                    "--failed-log": "where a failure that is not a preemption leaves its traceback (the rule's)"},
          "gradient-tests": {"--model": "the model folder or reference file", "--data": "the study's data folder",
                             "--out": "gradient_tests.parquet to write"},
@@ -498,6 +501,9 @@ def _train_arguments(v: argparse.ArgumentParser) -> None:
     src.add_argument("--config", metavar="STUDY.yaml", help="by hand: the study config; with --arm and --seed")
     v.add_argument("--arm", help="with --config: the arm to train")
     v.add_argument("--seed", type=int, help="with --config: the seed")
+    v.add_argument("--label", metavar="STUDY/ARM",
+                   help="with --run-json: what messages and trackers call the run (the rule's study and arm; a stored "
+                        "run is one run whichever studies name it)")
     from mcgrpo.train.tracking import BACKENDS
     v.add_argument("--tracking", choices=BACKENDS,
                    help="log every iteration and evaluation to TensorBoard or offline W&B, in <out>/tracking/ "

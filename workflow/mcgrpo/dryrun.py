@@ -12,12 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-RUN_JSON = re.compile(r"runs/(?P<arm>[^/]+)/seed(?P<seed>\d+)/run\.json$")
+RUN_JSON = re.compile(r"_shared/runs/(?P<run>[0-9a-f]+)/run\.json$")
 
 
 @dataclass
 class DryRun:
-    """One study's dry-run: the (arm, seed) of every train job it would start, or the error that stopped it."""
+    """One study's dry-run: the stored runs its train jobs would train (by their names in the run store), the
+    (arm, seed) runs of the study these are, or the error that stopped it."""
+    trains: list[str] = field(default_factory=list)
     runs: list[tuple[str, int]] = field(default_factory=list)
     error: str | None = None
 
@@ -41,8 +43,16 @@ def dry_run(studies: list[Path], root: Path = ROOT, workdir: Path | None = None)
             except Exception as e:  # one study's error does not stop the others
                 results[study] = DryRun(error=f"{type(e).__name__}: {e}")
                 continue
-            runs = [m.group("arm", "seed") for f in updated if (m := RUN_JSON.search(str(f)))]
-            results[study] = DryRun(runs=sorted((arm, int(seed)) for arm, seed in runs))
+            trains = sorted({m["run"] for f in updated if (m := RUN_JSON.search(str(f)))})
+            results[study] = DryRun(trains, _named(study, set(trains)))
     finally:
         sys.path[:] = path_before  # the Snakefile puts workflow/ on it once per study
     return results
+
+
+def _named(study: Path, trains: set[str]) -> list[tuple[str, int]]:
+    """The study's (arm, seed) runs among the stored runs `trains`."""
+    from mcgrpo import studies
+    from mcgrpo.core import config, layout
+    cfg = studies.load(study)
+    return sorted((arm, seed) for arm, seed in config.runs(cfg) if layout.run_key(cfg, arm, seed) in trains)

@@ -237,18 +237,28 @@ def runs(cfg: dict) -> list[tuple[str, int]]:
     return [(arm, seed) for arm in cfg["arms"] for seed in cfg["seeds"]]
 
 
-RUN_KEYS = ("study", "task", "model", "engine", "budget", "evaluation", "recipe", "arm", "seed", "arm_config")
+RUN_KEYS = ("task", "model", "engine", "budget", "evaluation", "recipe", "seed", "arm_config")
 
 
 def run_config(cfg: dict, arm: str, seed: int) -> dict[str, Any]:
-    """The effective config of one run: everything that can change what it trains."""
+    """The effective config of one run: everything that can change what it trains, and nothing else.
+
+    Not the study's name, nor the arm's description (free text), nor the arm's name, except in a run measured
+    along training (its alignment.parquet names the arm): the same run in two studies is one run, trained once
+    (the run store, mcgrpo.core.layout). `evaluation.alignment` is resolved for the run: its spec where the run
+    is measured, else absent, as in a study without it."""
     if arm not in cfg["arms"]:
         raise ConfigError(f"unknown arm {arm!r}; allowed: {', '.join(cfg['arms'])}")
-    keys = ("study", "task", "model", "engine", "budget", "evaluation")
     spec = copy.deepcopy(cfg["arms"][arm])
-    spec.pop("description", None)  # free text: editing it must not retrain the arm
-    return {**{k: copy.deepcopy(cfg[k]) for k in keys}, "recipe": {**cfg["recipe"], **spec.get("recipe", {})},
-            "arm": arm, "seed": seed, "arm_config": spec}
+    spec.pop("description", None)
+    evaluation = copy.deepcopy(cfg["evaluation"])
+    along = evaluation.pop("alignment", None)
+    measured = bool(along) and arm in along["arms"] and (not along.get("seeds") or seed in along["seeds"])
+    if measured:
+        evaluation["alignment"] = {k: v for k, v in along.items() if k not in ("arms", "seeds")}
+    run = {**{k: copy.deepcopy(cfg[k]) for k in ("task", "model", "engine", "budget")}, "evaluation": evaluation,
+           "recipe": {**cfg["recipe"], **spec.get("recipe", {})}, "seed": seed, "arm_config": spec}
+    return {**run, "arm": arm} if measured else run
 
 
 def config_hash(obj: Any) -> str:

@@ -1,21 +1,34 @@
 """Where a study's files live: one answer for the workflow's rules and for `mcgrpo train --config` by hand.
 
-Everything a study computes lives under <results_dir>/<study>/, except what depends on less than the study:
-the data (built from the task block alone) and the warm-started tiny model (the model and task blocks). Those
-live under <results_dir>/_shared/, named by a hash of exactly the blocks they are built from, so the studies that
-name the same ones (the default, dense and selection studies do) build them once, and a study that changes
-either block gets files of its own instead of overwriting another study's. No study can be named `_shared`:
-study names start with a letter or digit (the schema's `name` format).
+What a study alone decides (its plan, lock, analysis, figures, tables) lives under <results_dir>/<study>/.
+Everything computed from less than the study lives under <results_dir>/_shared/, named by a hash of exactly what
+it is computed from, so that every study naming the same thing computes it once and a study that changes it gets
+files of its own instead of overwriting another study's:
 
-A task that reads files (`task.pool.path`) is hashed by its config, not by the files' contents, as before:
-editing a data file in place is not noticed (it never was within a study; now it is not across studies either).
+- data/<hash>: the pool and evaluation sets (the task block);
+- models/<name>-<hash>: the warm-started tiny model (the model and task blocks);
+- calibrations/<hash>: budget.parquet, B (the calibration run's effective config);
+- runs/<hash>: one training run (the run's effective config, mcgrpo.core.config.run_config, with its B's
+  calibration): the run store. The same run in two studies, whatever either calls its arm, trains once.
+
+The study's own runs/<arm>/seed<N> and calibration/ are links into the store (`link_study`), so that a study's
+folder still holds, or points at, every file its analysis reads. No study can be named `_shared`: study names
+start with a letter or digit (the schema's `name` format).
+
+A task that reads files (`task.pool.path`) is hashed by its config, not by the files' contents: editing a data
+file in place is not noticed.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-from mcgrpo.core.config import config_hash
+import pandas as pd
+
+from mcgrpo.core import store
+from mcgrpo.core.config import calibration_config, config_hash, run_config, runs
+from mcgrpo.core.errors import DataError
 
 SHARED = "_shared"
 
@@ -24,13 +37,17 @@ def _short_hash(obj) -> str:
     return config_hash(obj)[:12]
 
 
+def _shared(cfg: dict) -> Path:
+    return Path(cfg["results_dir"]) / SHARED
+
+
 def study_dir(cfg: dict) -> Path:
     return Path(cfg["results_dir"]) / cfg["study"]
 
 
 def data_dir(cfg: dict) -> Path:
     """The pool, evaluation sets and removal log of the study's task."""
-    return Path(cfg["results_dir"]) / SHARED / "data" / _short_hash(cfg["task"])
+    return _shared(cfg) / "data" / _short_hash(cfg["task"])
 
 
 def warm_start_spec(cfg: dict) -> dict:
@@ -43,7 +60,7 @@ def model_path(cfg: dict) -> Path:
     (written by resolve_model: cheap, and it records where the weights were found for this study)."""
     name = cfg["model"]["name"]
     if cfg["model"]["source"] is None:
-        return Path(cfg["results_dir"]) / SHARED / "models" / f"{name}-{_short_hash(warm_start_spec(cfg))}"
+        return _shared(cfg) / "models" / f"{name}-{_short_hash(warm_start_spec(cfg))}"
     return study_dir(cfg) / "models" / f"{name}.json"
 
 
@@ -53,9 +70,68 @@ def shared_log(path: Path) -> Path:
     return shared / "logs" / f"{path.relative_to(shared).parts[0]}-{path.name}.log"
 
 
+def calibration_key(cfg: dict) -> str:
+    """The calibration's name in the store: a hash of the calibration run's effective config."""
+    return _short_hash(calibration_config(cfg))
+
+
+def calibration_dir(cfg: dict) -> Path:
+    return _shared(cfg) / "calibrations" / calibration_key(cfg)
+
+
 def budget_path(cfg: dict) -> Path:
-    return study_dir(cfg) / "calibration" / "budget.parquet"
+    return calibration_dir(cfg) / "budget.parquet"
+
+
+def run_key(cfg: dict, arm: str, seed: int) -> str:
+    """A run's name in the store: a hash of its effective config and of what its B is calibrated from (B is
+    known only once calibrated, and runs differing only in B are different runs)."""
+    return _short_hash({"run": run_config(cfg, arm, seed), "calibration": calibration_config(cfg)})
+
+
+def runs_dir(cfg: dict) -> Path:
+    """The run store."""
+    return _shared(cfg) / "runs"
 
 
 def run_dir(cfg: dict, arm: str, seed: int) -> Path:
-    return study_dir(cfg) / "runs" / arm / f"seed{seed}"
+    """The run's folder in the store."""
+    return runs_dir(cfg) / run_key(cfg, arm, seed)
+
+
+def stored_runs(cfg: dict) -> dict[str, tuple[str, int]]:
+    """The study's stored runs: each one's name in the store, with the first (arm, seed) of the study naming it."""
+    named: dict[str, tuple[str, int]] = {}
+    for arm, seed in runs(cfg):
+        named.setdefault(run_key(cfg, arm, seed), (arm, seed))
+    return named
+
+
+def study_links(cfg: dict, folder: Path | None = None) -> dict[Path, Path]:
+    """The links of the study's folder (default study_dir) into the store: runs/<arm>/seed<N> to each run,
+    calibration/ to its B."""
+    folder = Path(folder or study_dir(cfg))
+    links = {folder / "runs" / arm / f"seed{seed}": run_dir(cfg, arm, seed) for arm, seed in runs(cfg)}
+    return {**links, folder / "calibration": calibration_dir(cfg)}
+
+
+def link_study(cfg: dict, index: Path) -> None:
+    """The study's links into the store (study_links), and `index` (its runs/store.parquet): the stored run of each
+    (arm, seed), and the calibration."""
+    for path, target in study_links(cfg, index.parents[1]).items():
+        link(path, target)
+    rows = [(arm, seed, run_key(cfg, arm, seed), calibration_key(cfg)) for arm, seed in runs(cfg)]
+    store.write_parquet(pd.DataFrame(rows, columns=store.COLUMNS["store"]), index, config_hash(cfg))
+
+
+def link(path: Path, target: Path) -> None:
+    """`path` made a relative link to `target`, replacing an older link (never a file or folder: a study folder
+    from before the run store keeps its runs, and this says what to do)."""
+    if path.exists() and not path.is_symlink():
+        raise DataError(f"{path}: a folder of its own, where the run store links to {target}; it predates the run "
+                        f"store (results/_shared/runs): move it away to keep it, then rerun")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fresh = path.with_name(f".{path.name}.link")  # made aside, then renamed over the old link in one step
+    fresh.unlink(missing_ok=True)
+    os.symlink(os.path.relpath(target, path.parent), fresh, target_is_directory=True)
+    os.replace(fresh, path)

@@ -165,6 +165,7 @@ def read_json(path: str | Path) -> Any:
 COLUMNS: dict[str, tuple[str, ...]] = {
     "problems": ("problem_id", "question", "answer", "level", "subject", "source", "steps"),
     "budget": ("model", "iteration", "tokens_generated", "B"),
+    "store": ("arm", "seed", "run", "calibration"),  # a study's runs/store.parquet: the stored run of each
     "iterations": (
         "iteration", "tokens_total", "tokens_rollout", "tokens_continuation", "tokens_discarded",
         "updates", "lr", "loss", "grad_norm", "reward_default", "reward_strict",
@@ -180,6 +181,7 @@ COLUMNS: dict[str, tuple[str, ...]] = {
         "boxed", "truncated", "length",
     ),
     "prompts": ("iteration", "problem_id", "chosen", "predicted_success", "group_mean_reward"),
+    "alignment": ("iteration", "arm", "batch", "measure", "value"),  # empty where the run is not measured
     "drift": ("arm", "seed", "eval_index", "acc_default", "acc_strict", "gap", "drifted"),
     "contrasts": (
         "contrast", "family", "label", "basis", "metric", "n", "mean", "ci_low", "ci_high", "p",

@@ -19,21 +19,19 @@ import copy
 
 import pandas as pd
 
+from mcgrpo.core import store
 from mcgrpo.train import checkpoint, engines
 from mcgrpo.train import credit as credit_rules
 from mcgrpo.train.gradients import fixed_batches, parameter_space, probe, reference_rule
 from mcgrpo.train.policy import log_ratio
 from mcgrpo.train.rollout import Prompter
 
-COLUMNS = ["iteration", "arm", "batch", "measure", "value"]
+COLUMNS = list(store.COLUMNS["alignment"])
 
 
 def wanted(cfg: dict) -> dict | None:
-    """The run's alignment spec, if this arm and seed are measured along training."""
-    spec = cfg["evaluation"].get("alignment")
-    if not spec or cfg["arm"] not in spec["arms"] or (spec.get("seeds") and cfg["seed"] not in spec["seeds"]):
-        return None
-    return spec
+    """The run's alignment spec, if it is measured along training (run_config keeps it only then)."""
+    return cfg["evaluation"].get("alignment") or None
 
 
 class AlongTraining:

@@ -78,9 +78,10 @@ class WandB:
     off, so that nothing is ever sent; the system-metrics sampler, console capture, git and pip probes are off
     too (they would cost the trainer's cores and add nothing a run's Parquet lacks)."""
 
-    def __init__(self, folder: Path, run: dict):
+    def __init__(self, folder: Path, run: dict, label: str):
         self.wandb = _library("wandb", "wandb", "wandb")
         self.folder, self.config, self.run = folder, run, None
+        self.study, self.arm = label.rsplit("/", 1)
 
     def _start(self):
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -89,8 +90,8 @@ class WandB:
                                        x_disable_machine_info=True, x_disable_meta=True, disable_git=True,
                                        disable_code=True, save_code=False, x_save_requirements=False,
                                        disable_job_creation=True)
-        return self.wandb.init(dir=str(self.folder), project=self.config["study"], group=self.config["arm"],
-                               name=f"{self.config['arm']}-seed{self.config['seed']}", job_type="train",
+        return self.wandb.init(dir=str(self.folder), project=self.study, group=self.arm,
+                               name=f"{self.arm}-seed{self.config['seed']}", job_type="train",
                                config=self.config, settings=settings)
 
     def log(self, kind: str, row: dict, step: int) -> None:
@@ -104,13 +105,14 @@ class WandB:
             self.wandb.teardown()  # stop the wandb-core process now, not at interpreter exit
 
 
-def open_tracker(backend: str, run_folder: str | Path, run: dict) -> Tracker | None:
-    """The tracker `backend` names, logging into `<run_folder>/tracking/`; None for `none`."""
+def open_tracker(backend: str, run_folder: str | Path, run: dict, label: str = "run/run") -> Tracker | None:
+    """The tracker `backend` names, logging into `<run_folder>/tracking/`, the run named by `label` (study/arm);
+    None for `none`."""
     if backend not in BACKENDS:
         raise ConfigError(f"config key tracking: {backend!r} is not allowed; allowed: {', '.join(BACKENDS)}")
     folder = Path(run_folder) / FOLDER
     if backend == "tensorboard":
         return TensorBoard(folder)
     if backend == "wandb":
-        return WandB(folder, run)
+        return WandB(folder, run, label)
     return None

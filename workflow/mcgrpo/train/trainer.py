@@ -39,23 +39,22 @@ class RunLog:
     evals: list[dict] = field(default_factory=list)
     samples: list[pd.DataFrame] = field(default_factory=list)
     prompts: list[dict] = field(default_factory=list)
-    alignment: list[pd.DataFrame] | None = None  # the gradient tests along training, where the study has them
+    alignment: list[pd.DataFrame] = field(default_factory=list)  # the gradient tests along training, if measured
 
     def frames(self) -> dict[str, pd.DataFrame]:
         samples = pd.concat(self.samples, ignore_index=True) if self.samples else pd.DataFrame()
         out = {"iterations": pd.DataFrame(self.iterations), "evals": pd.DataFrame(self.evals),
                "samples": samples, "prompts": pd.DataFrame(self.prompts)}
-        if self.alignment is not None:
-            out["alignment"] = (pd.concat(self.alignment, ignore_index=True) if self.alignment
-                                else pd.DataFrame(columns=along.COLUMNS))
+        out["alignment"] = (pd.concat(self.alignment, ignore_index=True) if self.alignment
+                            else pd.DataFrame(columns=along.COLUMNS))  # every run writes it: empty if unmeasured
         return out
 
 
 class Trainer:
     def __init__(self, cfg: dict, model, tokenizer, pool: pd.DataFrame,
                  eval_sets: dict[str, pd.DataFrame] | None, budget: int | None,
-                 checkpoint_dir: str | None = None, config_hash: str = "", tracker=None):
-        self.cfg, self.recipe = cfg, cfg["recipe"]
+                 checkpoint_dir: str | None = None, config_hash: str = "", tracker=None, arm: str = "run"):
+        self.cfg, self.recipe, self.arm = cfg, cfg["recipe"], arm  # arm: what messages call the run (the study's name)
         self.model, self.pad_id = model, tokenizer.pad_token_id
         self.seed, self.budget, self.unit = cfg["seed"], budget, budget_unit(cfg["budget"])
         r = self.recipe
@@ -65,7 +64,7 @@ class Trainer:
                                  cfg["model"].get("chat_template"))
         self.engine = engines.build(cfg["engine"]["name"], model, tokenizer, temperature=r["temperature"],
                                     top_p=r["top_p"], **{k: v for k, v in cfg["engine"].items() if k != "name"})
-        self.credit = credit_rules.build(cfg["arm_config"].get("credit", {}), pool, cfg["arm"])
+        self.credit = credit_rules.build(cfg["arm_config"].get("credit", {}), pool, arm)
         self.problems = pool.to_dict("records")
         self.selector = selection.build(cfg["arm_config"], len(pool), self.seed, r["prompts_per_iteration"])
         # pi_0, the initial policy: the implicit reward's pi_ref and the KL's reference, kept only when asked for
@@ -87,8 +86,6 @@ class Trainer:
         self.checkpoint_dir, self.config_hash = checkpoint_dir, config_hash
         self.shown = None  # the progress bar, while run() runs
         self.tracker = tracker  # mcgrpo.train.tracking: gets every row logged, outside the stage clock
-        if cfg["evaluation"].get("alignment"):  # every run of such a study writes alignment.parquet
-            self.log.alignment = []
         if spec:
             self.along = along.AlongTraining(cfg, spec, tokenizer, pool, self.reference)
 
@@ -166,7 +163,7 @@ class Trainer:
     def _step(self, data: updates.Batch, clip: float | None) -> tuple[float, float]:
         """One optimizer step on `data` (gradient accumulated over microbatches), clipped if asked."""
         if clip and any(b is None for b in data.behaviour):
-            raise ConfigError(f"arms.{self.cfg['arm']}.update: clipped steps need the behaviour log-probs "
+            raise ConfigError(f"arms.{self.arm}.update: clipped steps need the behaviour log-probs "
                              f"recorded at generation, which engine {self.cfg['engine']['name']!r} did not record")
         for group in self.optimizer.param_groups:
             group["lr"] = self.learning_rate()
@@ -209,7 +206,7 @@ class Trainer:
         """What B counts against horizon x B (iterations when calibrating without a budget)."""
         if stop is None:
             return progress.bar("calibration", total=max_iterations, unit="it", initial=self.next_iteration)
-        return progress.bar(f"train {self.cfg['arm']} seed {self.seed}", total=stop,
+        return progress.bar(f"train {self.arm} seed {self.seed}", total=stop,
                             unit="tok" if self.unit == "tokens" else "it", initial=self.spent)
 
     def measure_along(self, last: bool) -> None:
