@@ -34,7 +34,8 @@ EQUAL_ITERATIONS = config["budget"].get("iterations") is not None  # B counts it
 ALIGNMENT = bool(config["evaluation"].get("alignment"))  # the gradient tests along training
 # The study's stored runs, each by its name in the store and the first (arm, seed) naming it (what its messages and
 # trackers call it): two arms of a study that train the same run share one.
-NAMED = layout.stored_runs(config)
+RUN_KEYS = layout.run_keys(config)
+NAMED = layout.first_names(RUN_KEYS)
 RUN = f"{layout.runs_dir(config)}/{{run}}"
 RUN_FILES = ("iterations.parquet", "evals.parquet", "samples.parquet", "prompts.parquet", "run.json",
              "alignment.parquet")  # the gradient tests along training (evaluation.alignment): empty if unmeasured

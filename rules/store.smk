@@ -8,8 +8,8 @@ rule link_study:
     output:
         STORE,
     params:
-        runs=lambda wildcards: json.dumps({f"{arm}/seed{seed}": layout.run_key(config, arm, seed) for arm, seed in
-                                           study_config.runs(config)}, sort_keys=True),
+        runs=lambda wildcards: json.dumps({f"{arm}/seed{seed}": key for (arm, seed), key in RUN_KEYS.items()},
+                                          sort_keys=True),
         calibration=layout.calibration_key(config),
     priority: 100
     resources:

@@ -32,9 +32,13 @@ def test_analysis_scale_runs_every_analysis_step(tmp_path):
     assert all(step in out for step in ("drift", "contrasts", "curves", "breakdown", "tables"))
 
 
-def test_dry_run_studies_counts_train_jobs():
-    out = _bench("dry_run_studies.py", str(ROOT / "config" / "studies" / "selection.yaml"))
-    assert "selection" in out and "30 train jobs" in out and "dry-ran 1 studies" in out
+def test_dry_run_studies_counts_train_jobs_and_the_stored_runs_they_share(tmp_path):
+    study = ROOT / "config" / "studies" / "selection.yaml"
+    renamed = tmp_path / "renamed.yaml"  # the same runs under another study's name
+    renamed.write_text(study.read_text().replace("study: selection", "study: renamed"))
+    out = _bench("dry_run_studies.py", str(study), str(renamed))
+    assert "selection" in out and "30 train jobs" in out and "dry-ran 2 studies" in out
+    assert "train jobs: 60 in the studies' DAGs; 30 distinct stored runs" in out
 
 
 def test_iteration_profile_of_the_paper_shape(tmp_path):

@@ -86,7 +86,17 @@ def budget_path(cfg: dict) -> Path:
 def run_key(cfg: dict, arm: str, seed: int) -> str:
     """A run's name in the store: a hash of its effective config and of what its B is calibrated from (B is
     known only once calibrated, and runs differing only in B are different runs)."""
-    return _short_hash({"run": run_config(cfg, arm, seed), "calibration": calibration_config(cfg)})
+    return _run_key(cfg, arm, seed, calibration_config(cfg))
+
+
+def _run_key(cfg: dict, arm: str, seed: int, calibration: dict) -> str:
+    return _short_hash({"run": run_config(cfg, arm, seed), "calibration": calibration})
+
+
+def run_keys(cfg: dict) -> dict[tuple[str, int], str]:
+    """run_key of every (arm, seed) of the study (the calibration's config built once)."""
+    calibration = calibration_config(cfg)
+    return {(arm, seed): _run_key(cfg, arm, seed, calibration) for arm, seed in runs(cfg)}
 
 
 def runs_dir(cfg: dict) -> Path:
@@ -99,11 +109,11 @@ def run_dir(cfg: dict, arm: str, seed: int) -> Path:
     return runs_dir(cfg) / run_key(cfg, arm, seed)
 
 
-def stored_runs(cfg: dict) -> dict[str, tuple[str, int]]:
-    """The study's stored runs: each one's name in the store, with the first (arm, seed) of the study naming it."""
+def first_names(keys: dict[tuple[str, int], str]) -> dict[str, tuple[str, int]]:
+    """Each stored run of run_keys' `keys`, with the first (arm, seed) naming it."""
     named: dict[str, tuple[str, int]] = {}
-    for arm, seed in runs(cfg):
-        named.setdefault(run_key(cfg, arm, seed), (arm, seed))
+    for run, key in keys.items():
+        named.setdefault(key, run)
     return named
 
 
@@ -111,7 +121,7 @@ def study_links(cfg: dict, folder: Path | None = None) -> dict[Path, Path]:
     """The links of the study's folder (default study_dir) into the store: runs/<arm>/seed<N> to each run,
     calibration/ to its B."""
     folder = Path(folder or study_dir(cfg))
-    links = {folder / "runs" / arm / f"seed{seed}": run_dir(cfg, arm, seed) for arm, seed in runs(cfg)}
+    links = {folder / "runs" / arm / f"seed{seed}": runs_dir(cfg) / key for (arm, seed), key in run_keys(cfg).items()}
     return {**links, folder / "calibration": calibration_dir(cfg)}
 
 
@@ -120,7 +130,7 @@ def link_study(cfg: dict, index: Path) -> None:
     (arm, seed), and the calibration."""
     for path, target in study_links(cfg, index.parents[1]).items():
         link(path, target)
-    rows = [(arm, seed, run_key(cfg, arm, seed), calibration_key(cfg)) for arm, seed in runs(cfg)]
+    rows = [(arm, seed, key, calibration_key(cfg)) for (arm, seed), key in run_keys(cfg).items()]
     store.write_parquet(pd.DataFrame(rows, columns=store.COLUMNS["store"]), index, config_hash(cfg))
 
 
