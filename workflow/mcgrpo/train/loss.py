@@ -8,9 +8,11 @@ of the token's probability now to its behaviour probability at generation.
 
 How it is computed, fast and to the same numbers (tests/test_update_exactness.py): the sequences are sorted
 by length and cut into microbatches of similar lengths (on the CPU also small enough for the activations to
-stay in cache); within one, each distinct context (a group's prompt) runs once and its KV cache serves every
-completion that continues it; the vocabulary projection runs on completion positions only; and completions
-whose every token has zero credit (groups of equal rewards), which add exactly zero, are not run at all.
+stay in cache); each distinct context (a group's prompt) runs once per step and its KV cache serves every
+completion that continues it, in every microbatch; a completion repeated under the same context (a group's
+identical answers) runs once, its log-probs shared by every row that repeats it, each with its own credit;
+the vocabulary projection runs on completion positions only; and completions whose every token has zero
+credit (groups of equal rewards), which add exactly zero, are not run at all.
 """
 
 from __future__ import annotations
@@ -112,6 +114,23 @@ def _flat(values: Sequence[Sequence[float]], like: torch.Tensor) -> torch.Tensor
     return torch.as_tensor(flat, dtype=like.dtype, device=like.device)
 
 
+def distinct_sequences(contexts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]],
+                       rows: Sequence[int]) -> list[list[int]]:
+    """`rows` grouped by their (context, completion) pair, in first-seen order: identical sequences have
+    identical log-probs, so each is scored once and its log-probs serve every row that repeats it."""
+    groups: dict[tuple, list[int]] = {}
+    for r in rows:
+        groups.setdefault((tuple(contexts[r]), tuple(completions[r])), []).append(r)
+    return list(groups.values())
+
+
+def _repeats(lengths: Sequence[int], copies: Sequence[int]) -> torch.Tensor:
+    """Indices into sequences of `lengths` laid end to end that repeat the j-th `copies[j]` times."""
+    starts = np.cumsum([0, *lengths[:-1]])
+    return torch.as_tensor(np.concatenate([np.arange(s, s + k) for s, k, c in zip(starts, lengths, copies)
+                                           for _ in range(c)]))
+
+
 def backward_policy_loss(model, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]],
                          credit: Sequence[np.ndarray], pad_id: int, microbatch_size: int,
                          behaviour: Sequence[Sequence[float]] | None = None, clip: float | None = None) -> float:
@@ -120,16 +139,23 @@ def backward_policy_loss(model, prompts: Sequence[Sequence[int]], completions: S
     With `behaviour` (each token's log-prob at generation) the objective is the clipped one, at `clip`.
     A completion whose every token has zero credit (a group of equal rewards) adds exactly nothing to
     the loss or the gradient, and is not scored; every parameter still gets its (zero) gradient.
+    Completions repeated under the same context are scored once, each row keeping its own credit.
     """
     n, total = len(completions), 0.0
     max_tokens = CPU_MICROBATCH_TOKENS if model.device.type == "cpu" else float("inf")
-    lengths = [len(c) if np.any(w) or not SKIP_ZERO_CREDIT else 0 for c, w in zip(completions, credit)]
-    runs = microbatches(lengths, microbatch_size, max_tokens)
-    prefix = Prefix(model, [prompts[r] for rows in runs for r in rows], pad_id, shared=True) if runs else None
-    for rows in runs:
+    groups = distinct_sequences(prompts, completions,
+                                [r for r in range(n) if np.any(credit[r]) or not SKIP_ZERO_CREDIT])
+    runs = [[groups[g] for g in run] for run in microbatches([len(completions[g[0]]) for g in groups],
+                                                              microbatch_size, max_tokens)]
+    prefix = Prefix(model, [prompts[g[0]] for run in runs for g in run], pad_id, shared=True) if runs else None
+    for run in runs:
+        rows = [r for g in run for r in g]
         pick = lambda values: [values[r] for r in rows]  # noqa: E731
-        logp, mask = token_logprobs(model, pick(prompts), pick(completions), pad_id, prefix)
+        logp, mask = token_logprobs(model, [prompts[g[0]] for g in run], [completions[g[0]] for g in run], pad_id,
+                                    prefix)
         logp = logp[mask]
+        if len(rows) > len(run):
+            logp = logp[_repeats([len(completions[g[0]]) for g in run], [len(g) for g in run]).to(logp.device)]
         weights = _flat(pick(credit), logp)
         if behaviour is None:
             objective = weights * logp
