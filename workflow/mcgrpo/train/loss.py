@@ -52,8 +52,9 @@ class Prefix:
     """Each distinct context but its last token, run once: its KV cache serves every row that continues it
     (a group's G completions), in any microbatch.
 
-    `shared`: the rows read leaf copies of its keys and values, where their gradients gather over every
-    microbatch; `backward` then runs the prefix's own backward once, not once per microbatch.
+    `shared`: the rows read leaf copies of its keys and values (float32, so that gradients gathered over
+    every microbatch under bf16 autocast keep their precision); `backward` then runs the prefix's own
+    backward once, not once per microbatch.
     """
 
     def __init__(self, model, contexts: Sequence[Sequence[int]], pad_id: int, shared: bool = False):
@@ -66,7 +67,7 @@ class Prefix:
                 out = model(input_ids=heads, attention_mask=self.mask, use_cache=True, logits_to_keep=1)
             self.cache = getattr(out, self.keyword)
             self.kv = [t for layer in self.cache.layers for t in (layer.keys, layer.values)]
-            self.leaves = [t.detach().requires_grad_(t.requires_grad) for t in self.kv] if shared else self.kv
+            self.leaves = [t.detach().float().requires_grad_(t.requires_grad) for t in self.kv] if shared else self.kv
 
     def rows(self, contexts: Sequence[Sequence[int]]) -> tuple[dict, torch.Tensor]:
         """The cache keyword for rows that continue `contexts` (a copy of the cache with their rows), and
@@ -76,13 +77,13 @@ class Prefix:
             return {}, self.mask[rows]
         cache = copy.copy(self.cache)
         cache.layers = [copy.copy(layer) for layer in self.cache.layers]
-        for layer, keys, values in zip(cache.layers, self.leaves[::2], self.leaves[1::2]):
-            layer.keys, layer.values = keys[rows], values[rows]
+        for layer, keys, values, like in zip(cache.layers, self.leaves[::2], self.leaves[1::2], self.kv[::2]):
+            layer.keys, layer.values = keys[rows].to(like.dtype), values[rows].to(like.dtype)
         return {self.keyword: cache}, self.mask[rows]
 
     def backward(self) -> None:
         """The prefix's share of the gradient, from what the rows' backward passes gathered in its leaves."""
-        pairs = [(t, leaf.grad) for t, leaf in zip(self.kv, self.leaves) if leaf.grad is not None]
+        pairs = [(t, leaf.grad.to(t.dtype)) for t, leaf in zip(self.kv, self.leaves) if leaf.grad is not None]
         if pairs:
             torch.autograd.backward(*zip(*pairs))
 
