@@ -17,9 +17,14 @@ What TRL cannot be configured to do alike (the work per iteration is the same; t
   - TRL computes per-token entropies (logged), re-tokenizes the prompts through the chat template every
     step, generates with `model.generate` (finished rows stay in the batch until the last one ends), and
     scores every completion, where mcgrpo skips those whose every token has zero credit (a group of equal
-    rewards: they add exactly nothing to the update; --score-all makes mcgrpo score them too);
+    rewards: they add exactly nothing to the update; --score-all makes mcgrpo score them too) and scores a
+    completion repeated under the same prompt once (its log-probs serve every copy, each with its own credit);
   - sampling draws differ (TRL: torch's global generator; mcgrpo: per-request seeds), so completions and
     their lengths differ: compare generated tokens per second as well as seconds per iteration.
+The update's FLOP/s: after the side-by-side, each recorded mcgrpo update runs again, timed, then the matrix
+products it ran (linear layers and attention, recorded by a dispatch mode) run alone as plain torch matmuls of
+the same shapes on the same threads: the update's GFLOP/s against theirs, and its time over theirs (the matmul
+floor), on one line.
 Memory: the peak RSS of the process during the step (both trainers live in it: the peak counts the other's
 weights and optimizer too) and its rise over the live RSS at the step's start, the step's own working
 memory; on a GPU, the peak of torch's allocator and its rise instead.
