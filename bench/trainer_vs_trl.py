@@ -113,13 +113,14 @@ class Matmuls(TorchDispatchMode):
         if func in self.PRODUCTS:
             a, b = (args[i] for i in self.PRODUCTS[func])
             self.shapes.append((a.shape[0] if a.dim() == 3 else 1, a.shape[-2], a.shape[-1], b.shape[-1], a.dtype))
-        elif "scaled_dot_product" in func.__name__:
-            q, k = args[1:3] if func.__name__.endswith("_backward") else args[:2]
+        elif "scaled_dot_product" in (name := func.overloadpacket.__name__):
+            backward = name.endswith("_backward")
+            q, k = args[1:3] if backward else args[:2]
             (batch, heads, s, d), t = q.shape, k.shape[-2]
-            forward = [(batch * heads, s, d, t), (batch * heads, s, t, d)]
-            backward = forward[:1] + [(batch * heads, t, s, d), (batch * heads, s, d, t), (batch * heads, s, t, d),
-                                      (batch * heads, t, s, d)]
-            self.shapes += [(*shape, q.dtype) for shape in (backward if func.__name__.endswith("_backward") else forward)]
+            products = [(batch * heads, s, d, t), (batch * heads, s, t, d)]
+            if backward:
+                products += [(batch * heads, t, s, d), (batch * heads, s, d, t), (batch * heads, t, s, d)]
+            self.shapes += [(*shape, q.dtype) for shape in products]
         return func(*args, **(kwargs or {}))
 
     def flops(self) -> int:
