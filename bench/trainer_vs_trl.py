@@ -17,9 +17,14 @@ What TRL cannot be configured to do alike (the work per iteration is the same; t
   - TRL computes per-token entropies (logged), re-tokenizes the prompts through the chat template every
     step, generates with `model.generate` (finished rows stay in the batch until the last one ends), and
     scores every completion, where mcgrpo skips those whose every token has zero credit (a group of equal
-    rewards: they add exactly nothing to the update; --score-all makes mcgrpo score them too);
+    rewards: they add exactly nothing to the update; --score-all makes mcgrpo score them too) and scores a
+    completion repeated under the same prompt once (its log-probs serve every copy, each with its own credit);
   - sampling draws differ (TRL: torch's global generator; mcgrpo: per-request seeds), so completions and
     their lengths differ: compare generated tokens per second as well as seconds per iteration.
+The update's FLOP/s: after the side-by-side, each recorded mcgrpo update runs again, timed, then the matrix
+products it ran (linear layers and attention, recorded by a dispatch mode) run alone as plain torch matmuls of
+the same shapes on the same threads: the update's GFLOP/s against theirs, and its time over theirs (the matmul
+floor), on one line.
 Memory: the peak RSS of the process during the step (both trainers live in it: the peak counts the other's
 weights and optimizer too) and its rise over the live RSS at the step's start, the step's own working
 memory; on a GPU, the peak of torch's allocator and its rise instead.
@@ -38,6 +43,7 @@ import time
 from pathlib import Path
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "workflow"))
@@ -90,6 +96,68 @@ def timed(obj, name: str, seconds: dict, key: str) -> None:
             seconds[key] = seconds.get(key, 0.0) + time.perf_counter() - start
 
     setattr(obj, name, wrapper)
+
+
+class Matmuls(TorchDispatchMode):
+    """The matrix products a block runs, as (batch, m, k, n, dtype): mm, addmm, bmm, baddbmm, and attention
+    kernels as their products (QK^T and PV forward; backward QK^T again, dV, dP, dQ and dK)."""
+
+    PRODUCTS = {torch.ops.aten.mm.default: (0, 1), torch.ops.aten.addmm.default: (1, 2),
+                torch.ops.aten.bmm.default: (0, 1), torch.ops.aten.baddbmm.default: (1, 2)}
+
+    def __init__(self):
+        super().__init__()
+        self.shapes: list[tuple] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func in self.PRODUCTS:
+            a, b = (args[i] for i in self.PRODUCTS[func])
+            self.shapes.append((a.shape[0] if a.dim() == 3 else 1, a.shape[-2], a.shape[-1], b.shape[-1], a.dtype))
+        elif "scaled_dot_product" in (name := func.overloadpacket.__name__):
+            backward = name.endswith("_backward")
+            q, k = args[1:3] if backward else args[:2]
+            (batch, heads, s, d), t = q.shape, k.shape[-2]
+            products = [(batch * heads, s, d, t), (batch * heads, s, t, d)]
+            if backward:
+                products += [(batch * heads, t, s, d), (batch * heads, s, d, t), (batch * heads, t, s, d)]
+            self.shapes += [(*shape, q.dtype) for shape in products]
+        return func(*args, **(kwargs or {}))
+
+    def flops(self) -> int:
+        return sum(2 * b * m * k * n for b, m, k, n, _ in self.shapes)
+
+    def replay(self, device: torch.device) -> float:
+        """Seconds to run the same products as plain torch matmuls (operands made once, outside the clock)."""
+        operands = {s: (torch.randn(s[0], s[1], s[2], dtype=s[4], device=device),
+                        torch.randn(s[0], s[2], s[3], dtype=s[4], device=device)) for s in set(self.shapes)}
+        sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+        sync()
+        start = time.perf_counter()
+        for s in self.shapes:
+            a, b = operands[s]
+            torch.mm(a[0], b[0]) if s[0] == 1 else torch.bmm(a, b)
+        sync()
+        return time.perf_counter() - start
+
+
+def matmul_floor(mcgrpo: Trainer, updates: list[tuple]) -> None:
+    """The update's FLOP/s against plain matmuls of the same shapes on the same threads: each recorded
+    update is run again, timed, then its matrix products are recorded and run alone, timed, in turn."""
+    rows = []
+    for args in updates:
+        start = time.perf_counter()
+        mcgrpo.update(*args)
+        seconds = time.perf_counter() - start
+        with Matmuls() as matmuls:
+            mcgrpo.update(*args)
+        matmuls.replay(mcgrpo.model.device)  # warm
+        rows.append((matmuls.flops(), seconds, matmuls.replay(mcgrpo.model.device)))
+    flops, seconds, floor = (statistics.median(r[i] for r in rows) for i in range(3))
+    print(f"mcgrpo update FLOP/s: {flops / 1e9:.2f} GFLOP of matrix products per update in {seconds:.3f} s = "
+          f"{flops / seconds / 1e9:.1f} GFLOP/s; the same products as plain matmuls: {floor:.3f} s = "
+          f"{flops / floor / 1e9:.1f} GFLOP/s; update / matmul floor: "
+          f"{statistics.median(r[1] / r[2] for r in rows):.2f}x (medians over {len(rows)} updates, run again "
+          f"after the side-by-side, each beside its own matmuls)")
 
 
 def load_world(args):
@@ -231,14 +299,18 @@ def main() -> None:
     steps = args.warmup + args.iterations
     rows = [pool.iloc[j].to_dict() for i in range(steps) for j in mcgrpo.selector.select(i, mcgrpo.view).chosen]
     callback = alternating_callback(mcgrpo, Memory(model.device))
+    updates, update = [], mcgrpo.update
+    mcgrpo.update = lambda *args: update(*updates.append(args) or args)  # records each update's batch
     with tempfile.TemporaryDirectory(prefix="trl-bench-") as out_dir:
         trl_trainer(cfg, model, tokenizer, rows, steps, callback, out_dir).train()
+    mcgrpo.update = update
     r = cfg["recipe"]
     name = "SmolLM2-135M-Instruct" if args.model == "smollm2" else (args.model or cfg["model"]["name"])
     report(callback.rows[args.warmup:],
            f"{name}: {r['prompts_per_iteration']} x {r['group_size']} completions of at most {r['completion_limit']} "
            f"tokens on {model.device}, {torch.get_num_threads()} torch thread(s); TRL {trl.__version__}, "
            f"transformers {transformers.__version__}, torch {torch.__version__}")
+    matmul_floor(mcgrpo, updates[args.warmup:])
 
 
 if __name__ == "__main__":

@@ -59,6 +59,44 @@ def test_microbatching_changes_neither_loss_nor_gradient(tiny):
         torch.testing.assert_close(grad, results[0][1], rtol=1e-4, atol=1e-6)
 
 
+def _one_at_a_time(model, prompts, completions, credit, pad_id, behaviour=None, clip=None) -> float:
+    """The loss's reference: each row scored alone, its own credit (and behaviour log-probs) on its own tokens."""
+    total = 0.0
+    for r, (prompt, completion, weights) in enumerate(zip(prompts, completions, credit)):
+        logp = token_logprobs(model, [prompt], [completion], pad_id)[0][0]
+        weights = torch.as_tensor(weights, dtype=torch.float32)
+        if behaviour is None:
+            objective = weights * logp
+        else:
+            ratio = torch.exp(logp - torch.as_tensor(behaviour[r], dtype=torch.float32))
+            objective = torch.minimum(ratio * weights, ratio.clamp(1 - clip, 1 + clip) * weights)
+        loss = -objective.sum() / len(completions)
+        loss.backward()
+        total += loss.item()
+    return total
+
+
+@pytest.mark.parametrize("clip", [None, 0.2])
+def test_repeated_completions_are_scored_once_with_each_rows_credit(tiny, clip):
+    model, tokenizer = tiny
+    prompts, completions, credit = _batch(tokenizer)
+    prompts, completions = prompts + prompts[:2] + [prompts[0]], completions + completions[:2] + [completions[0]]
+    credit = credit + [-2 * credit[0], credit[1] + 1, np.zeros(len(completions[0]))]  # row 0 three times
+    behaviour = None
+    if clip:
+        with torch.no_grad():
+            logp, mask = token_logprobs(model, prompts, completions, tokenizer.pad_token_id)
+        behaviour = [logp[r][mask[r]].numpy() - np.log(1.1 + 0.3 * r) for r in range(len(completions))]
+    model.zero_grad(set_to_none=True)
+    expected = _one_at_a_time(model, prompts, completions, credit, tokenizer.pad_token_id, behaviour, clip)
+    grad = _grads(model).clone()
+    for size in (1, 64):
+        model.zero_grad(set_to_none=True)
+        loss = backward_policy_loss(model, prompts, completions, credit, tokenizer.pad_token_id, size, behaviour, clip)
+        assert loss == pytest.approx(expected, rel=1e-5)
+        torch.testing.assert_close(_grads(model), grad, rtol=1e-4, atol=1e-6)
+
+
 def test_zero_credit_gives_zero_gradient(tiny):
     model, tokenizer = tiny
     prompts, completions, credit = _batch(tokenizer)

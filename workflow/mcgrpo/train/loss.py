@@ -8,13 +8,16 @@ of the token's probability now to its behaviour probability at generation.
 
 How it is computed, fast and to the same numbers (tests/test_update_exactness.py): the sequences are sorted
 by length and cut into microbatches of similar lengths (on the CPU also small enough for the activations to
-stay in cache); within one, each distinct context (a group's prompt) runs once and its KV cache serves every
-completion that continues it; the vocabulary projection runs on completion positions only; and completions
-whose every token has zero credit (groups of equal rewards), which add exactly zero, are not run at all.
+stay in cache); each distinct context (a group's prompt) runs once per step and its KV cache serves every
+completion that continues it, in every microbatch; a completion repeated under the same context (a group's
+identical answers) runs once, its log-probs shared by every row that repeats it, each with its own credit;
+the vocabulary projection runs on completion positions only; and completions whose every token has zero
+credit (groups of equal rewards), which add exactly zero, are not run at all.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Sequence
 
 import numpy as np
@@ -39,36 +42,70 @@ def microbatches(lengths: Sequence[int], max_rows: int, max_tokens: float = floa
 
 
 def token_logprobs(model, contexts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]],
-                   pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+                   pad_id: int, prefix: "Prefix | None" = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Log-probs of each completion token under `model` ([n, longest completion], right-padded) and the mask."""
-    logp, targets, mask = completion_logprobs(model, contexts, completions, pad_id)
+    logp, targets, mask = completion_logprobs(model, contexts, completions, pad_id, prefix)
     return logp.gather(-1, targets[..., None]).squeeze(-1), mask
 
 
+class Prefix:
+    """Each distinct context but its last token, run once: its KV cache serves every row that continues it
+    (a group's G completions), in any microbatch.
+
+    `shared`: the rows read leaf copies of its keys and values (float32, so that gradients gathered over
+    every microbatch under bf16 autocast keep their precision); `backward` then runs the prefix's own
+    backward once, not once per microbatch.
+    """
+
+    def __init__(self, model, contexts: Sequence[Sequence[int]], pad_id: int, shared: bool = False):
+        unique, _ = distinct(contexts, model.device)
+        self.index = {c: i for i, c in enumerate(unique)}
+        heads, self.mask = padded([c[:-1] for c in unique], pad_id, model.device)
+        self.keyword, self.cache, self.kv, self.leaves = cache_argument(model), None, [], []
+        if heads.shape[1]:
+            with autocast(model.device):
+                out = model(input_ids=heads, attention_mask=self.mask, use_cache=True, logits_to_keep=1)
+            self.cache = getattr(out, self.keyword)
+            self.kv = [t for layer in self.cache.layers for t in (layer.keys, layer.values)]
+            self.leaves = [t.detach().float().requires_grad_(t.requires_grad) for t in self.kv] if shared else self.kv
+
+    def rows(self, contexts: Sequence[Sequence[int]]) -> tuple[dict, torch.Tensor]:
+        """The cache keyword for rows that continue `contexts` (a copy of the cache with their rows), and
+        their context mask."""
+        rows = torch.tensor([self.index[tuple(c)] for c in contexts], dtype=torch.long, device=self.mask.device)
+        if self.cache is None:
+            return {}, self.mask[rows]
+        cache = copy.copy(self.cache)
+        cache.layers = [copy.copy(layer) for layer in self.cache.layers]
+        for layer, keys, values, like in zip(cache.layers, self.leaves[::2], self.leaves[1::2], self.kv[::2]):
+            layer.keys, layer.values = keys[rows].to(like.dtype), values[rows].to(like.dtype)
+        return {self.keyword: cache}, self.mask[rows]
+
+    def backward(self) -> None:
+        """The prefix's share of the gradient, from what the rows' backward passes gathered in its leaves."""
+        pairs = [(t, leaf.grad.to(t.dtype)) for t, leaf in zip(self.kv, self.leaves) if leaf.grad is not None]
+        if pairs:
+            torch.autograd.backward(*zip(*pairs))
+
+
 def completion_logprobs(model, contexts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]],
-                        pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                        pad_id: int, prefix: Prefix | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The policy's log-distribution over the vocabulary at each completion position ([n, longest completion,
     vocabulary], float32), the completion tokens ([n, longest], right-padded) and the mask.
 
-    Two passes: each distinct context but its last token, whose KV cache is then repeated for the rows
-    that continue it; then each row's last context token and its completion, scored at those positions.
+    Two passes: the contexts' `prefix` (run here if not given), then each row's last context token and its
+    completion, scored at those positions.
     """
-    device, cache_arg = model.device, cache_argument(model)
-    unique, rows = distinct(contexts, device)
-    heads, head_mask = padded([c[:-1] for c in unique], pad_id, device)
+    device = model.device
+    prefix = prefix or Prefix(model, contexts, pad_id)
+    cache, context_mask = prefix.rows(contexts)
     inputs, mask = padded([(c[-1], *t)[:len(t)] for c, t in zip(contexts, completions)], pad_id, device)
     targets, _ = padded(completions, pad_id, device)
     positions = torch.tensor([len(c) - 1 for c in contexts], device=device)[:, None] + torch.arange(
         inputs.shape[1], device=device)
+    attention = torch.cat([context_mask, mask], dim=1).long()
     with autocast(device):
-        cache = None
-        if heads.shape[1]:
-            cache = getattr(model(input_ids=heads, attention_mask=head_mask, use_cache=True, logits_to_keep=1),
-                            cache_arg)
-            cache.batch_select_indices(rows)
-        attention = torch.cat([head_mask[rows], mask], dim=1).long()
-        logits = model(input_ids=inputs, attention_mask=attention, position_ids=positions,
-                       **{cache_arg: cache}).logits
+        logits = model(input_ids=inputs, attention_mask=attention, position_ids=positions, **cache).logits
     return torch.log_softmax(logits.float(), dim=-1), targets, mask
 
 
@@ -76,6 +113,23 @@ def _flat(values: Sequence[Sequence[float]], like: torch.Tensor) -> torch.Tensor
     """Per-row values concatenated in row order, as a tensor of `like`'s dtype and device."""
     flat = np.concatenate([np.asarray(v, dtype=np.float64) for v in values])
     return torch.as_tensor(flat, dtype=like.dtype, device=like.device)
+
+
+def distinct_sequences(contexts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]],
+                       rows: Sequence[int]) -> list[list[int]]:
+    """`rows` grouped by their (context, completion) pair, in first-seen order: identical sequences have
+    identical log-probs, so each is scored once and its log-probs serve every row that repeats it."""
+    groups: dict[tuple, list[int]] = {}
+    for r in rows:
+        groups.setdefault((tuple(contexts[r]), tuple(completions[r])), []).append(r)
+    return list(groups.values())
+
+
+def _repeats(lengths: Sequence[int], copies: Sequence[int]) -> torch.Tensor:
+    """Indices into sequences of `lengths` laid end to end that repeat the j-th `copies[j]` times."""
+    starts = np.cumsum([0, *lengths[:-1]])
+    return torch.as_tensor(np.concatenate([np.arange(s, s + k) for s, k, c in zip(starts, lengths, copies)
+                                           for _ in range(c)]))
 
 
 def backward_policy_loss(model, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]],
@@ -86,14 +140,23 @@ def backward_policy_loss(model, prompts: Sequence[Sequence[int]], completions: S
     With `behaviour` (each token's log-prob at generation) the objective is the clipped one, at `clip`.
     A completion whose every token has zero credit (a group of equal rewards) adds exactly nothing to
     the loss or the gradient, and is not scored; every parameter still gets its (zero) gradient.
+    Completions repeated under the same context are scored once, each row keeping its own credit.
     """
     n, total = len(completions), 0.0
     max_tokens = CPU_MICROBATCH_TOKENS if model.device.type == "cpu" else float("inf")
-    lengths = [len(c) if np.any(w) or not SKIP_ZERO_CREDIT else 0 for c, w in zip(completions, credit)]
-    for rows in microbatches(lengths, microbatch_size, max_tokens):
+    groups = distinct_sequences(prompts, completions,
+                                [r for r in range(n) if np.any(credit[r]) or not SKIP_ZERO_CREDIT])
+    runs = [[groups[g] for g in run] for run in microbatches([len(completions[g[0]]) for g in groups],
+                                                              microbatch_size, max_tokens)]
+    prefix = Prefix(model, [prompts[g[0]] for run in runs for g in run], pad_id, shared=True) if runs else None
+    for run in runs:
+        rows = [r for g in run for r in g]
         pick = lambda values: [values[r] for r in rows]  # noqa: E731
-        logp, mask = token_logprobs(model, pick(prompts), pick(completions), pad_id)
+        logp, mask = token_logprobs(model, [prompts[g[0]] for g in run], [completions[g[0]] for g in run], pad_id,
+                                    prefix)
         logp = logp[mask]
+        if len(rows) > len(run):
+            logp = logp[_repeats([len(completions[g[0]]) for g in run], [len(g) for g in run]).to(logp.device)]
         weights = _flat(pick(credit), logp)
         if behaviour is None:
             objective = weights * logp
@@ -103,6 +166,8 @@ def backward_policy_loss(model, prompts: Sequence[Sequence[int]], completions: S
         loss = -objective.sum() / n
         loss.backward()
         total += loss.item()
+    if prefix is not None:
+        prefix.backward()
     for p in model.parameters():
         if p.requires_grad and p.grad is None:
             p.grad = torch.zeros_like(p)
