@@ -32,42 +32,42 @@ class DryRun:
 def dry_run(studies: list[Path], root: Path = ROOT, workdir: Path | None = None,
             workers: int | None = None) -> dict[Path, DryRun]:
     """Build each study's DAG and dry-run it against the files under `workdir` (default `root`), in `workers`
-    processes (default: one per core, at most one per study)."""
+    processes (default: one per core, at most one per study), each taking the next study as it is free."""
     studies = list(studies)
     workers = max(1, min(workers or os.cpu_count() or 1, len(studies)))
+    jobs = [(study, root, workdir) for study in studies]
     if workers == 1:
-        return _dry_run_all(studies, root, workdir)
-    chunks = [studies[i::workers] for i in range(workers)]
-    with multiprocessing.get_context("fork").Pool(workers) as pool:
-        parts = pool.starmap(_dry_run_all, [(chunk, root, workdir) for chunk in chunks])
-    done = {study: result for part in parts for study, result in part.items()}
-    return {study: done[study] for study in studies}
+        with _parsed_once():
+            return {study: _dry_run_one(*job) for study, job in zip(studies, jobs)}
+    # spawn, not fork: Snakemake's threads may hold locks a forked worker would inherit locked (a hang)
+    with multiprocessing.get_context("spawn").Pool(workers, initializer=_parse_once) as pool:
+        return dict(zip(studies, pool.starmap(_dry_run_one, jobs, chunksize=1)))
 
 
-def _dry_run_all(studies: list[Path], root: Path, workdir: Path | None) -> dict[Path, DryRun]:
+def _dry_run_one(study: Path, root: Path, workdir: Path | None) -> DryRun:
     from snakemake.api import SnakemakeApi
     from snakemake.settings.enums import Quietness
     from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
 
-    results, path_before = {}, list(sys.path)
+    updated: list[str] = []
+    path_before = list(sys.path)
     try:
-        with _parsed_once():
-            for study in studies:
-                updated: list[str] = []
-                try:
-                    with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
-                        workflow = api.workflow(resource_settings=ResourceSettings(cores=1),
-                                                config_settings=ConfigSettings(configfiles=[Path(study)]),
-                                                snakefile=root / "Snakefile", workdir=workdir or root)
-                        workflow.dag().execute_workflow(executor="dryrun", updated_files=updated)
-                except Exception as e:  # one study's error does not stop the others
-                    results[study] = DryRun(error=f"{type(e).__name__}: {e}")
-                    continue
-                trains = sorted({m["run"] for f in updated if (m := RUN_JSON.search(str(f)))})
-                results[study] = DryRun(trains, _named(study, set(trains)))
+        with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
+            workflow = api.workflow(resource_settings=ResourceSettings(cores=1),
+                                    config_settings=ConfigSettings(configfiles=[Path(study)]),
+                                    snakefile=root / "Snakefile", workdir=workdir or root)
+            workflow.dag().execute_workflow(executor="dryrun", updated_files=updated)
+    except Exception as e:  # one study's error does not stop the others
+        return DryRun(error=f"{type(e).__name__}: {e}")
     finally:
         sys.path[:] = path_before  # the Snakefile puts workflow/ on it once per study
-    return results
+    trains = sorted({m["run"] for f in updated if (m := RUN_JSON.search(str(f)))})
+    return DryRun(trains, _named(study, set(trains)))
+
+
+def _parse_once() -> None:
+    """A worker's initializer: Snakemake's parser patched for the worker's life."""
+    _parsed_once().__enter__()
 
 
 class _parsed_once:
@@ -75,6 +75,7 @@ class _parsed_once:
     its path, size and modification time) and replays the translation for every later workflow."""
 
     def __enter__(self):
+        import snakemake.api  # noqa: F401 (snakemake.workflow cannot be imported first)
         import snakemake.workflow as module
         self.module, self.parse, cache = module, module.parse, {}
 
