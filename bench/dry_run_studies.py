@@ -2,7 +2,7 @@
 
     python bench/dry_run_studies.py [STUDY.yaml ...]
 
-The target is under 10 s for all 35 on a 2-core machine. Prints per-study train jobs and the total: the jobs
+The target is under 10 s for all of them (54) on a 2-core machine. Prints per-study train jobs and the total: the jobs
 the studies' DAGs hold, and the runs the run store trains once each (results/_shared/runs: a run named by several
 studies is one job of each of their DAGs, and one training).
 """
