@@ -6,11 +6,13 @@ import os
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from conftest import ROOT, SMALL_STUDY, edited_study
 from mcgrpo import studies
 from mcgrpo.core import layout
+from mcgrpo.core.errors import DataError
 
 
 def _study(**edits) -> dict:
@@ -56,3 +58,26 @@ def test_a_second_study_reuses_the_first_ones_data_and_warm_start(tmp_path):
     assert "rule train:" in second and "rule calibrate:" in second
     assert "rule warm_start:" not in second and "rule prepare_data:" not in second
     assert (tmp_path / layout.shared_log(layout.model_path(_study()))).exists()
+
+
+def test_a_renamed_study_or_arm_names_the_same_stored_run_and_budget():
+    a = _study()
+    b = _study(study="renamed", arms=lambda arms: {"base": arms["outcome"], "dense": arms["mc_k2"]},
+               analysis__base="base")
+    assert layout.run_dir(a, "outcome", 1) == layout.run_dir(b, "base", 1) != layout.run_dir(b, "base", 2)
+    assert layout.run_dir(a, "mc_k2", 2) == layout.run_dir(b, "dense", 2) and layout.budget_path(a) == layout.budget_path(b)
+    assert layout.study_links(b)[layout.study_dir(b) / "runs" / "dense" / "seed2"] == layout.run_dir(a, "mc_k2", 2)
+
+
+def test_a_link_replaces_an_older_link_but_never_a_folder(tmp_path):
+    old, new = tmp_path / "store" / "old", tmp_path / "store" / "new"
+    path = tmp_path / "study" / "runs" / "outcome" / "seed1"
+    layout.link(path, old)
+    layout.link(path, new)
+    assert path.resolve() == new.resolve() and not os.path.isabs(os.readlink(path))
+    folder = tmp_path / "study" / "runs" / "mc_k2" / "seed1"
+    folder.mkdir(parents=True)
+    (folder / "evals.parquet").write_text("weeks of GPU time")
+    with pytest.raises(DataError, match="mc_k2/seed1: a folder of its own, where the run store links to"):
+        layout.link(folder, new)
+    assert (folder / "evals.parquet").read_text() == "weeks of GPU time"
