@@ -72,7 +72,7 @@ def lines(study: str, contrasts: pd.DataFrame, prereg_note: str, results: str, c
             f"- figures: {results}/figures/ (PNG, and PDF for papers)",
             f"- report: snakemake --report {results}/report.html (with the study's --configfile, if any), "
             f"then open it in a browser",
-            f"- logs: {results}/logs/"]
+            f"- logs: {results}/logs/, and each run's train.log in its folder ({results}/runs/<arm>/seed<N>/)"]
     return out
 
 
