@@ -18,4 +18,3 @@ rule drift:
         f"{R}/logs/drift.log",
     shell:
         "$PYTHON -m mcgrpo {params.verb:q} --config-json {params.study:q} --results {params.results:q} > {log:q} 2>&1"
-

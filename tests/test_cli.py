@@ -6,6 +6,7 @@ import yaml
 from conftest import ROOT, SMALL_STUDY
 from mcgrpo import __version__, cli
 from mcgrpo.core import config as study_config, layout
+from mcgrpo.core.errors import ConfigError
 
 
 def test_version_and_a_description_per_verb(capsys):
@@ -38,8 +39,8 @@ def test_train_by_hand_is_the_run_the_workflow_would_train(tmp_path, monkeypatch
     monkeypatch.chdir(tmp_path)
     (tmp_path / "study.yaml").write_text(yaml.safe_dump(SMALL_STUDY))
     args = cli.parser().parse_args(["train", "--config", "study.yaml", "--arm", "mc_k2", "--seed", "2"])
-    run, files, label = cli._training_run(args)
-    assert run == study_config.run_config(cli._study("study.yaml"), "mc_k2", 2) and label == "mini/mc_k2"
+    run, files, names = cli._training_run(args)
+    assert run == study_config.run_config(cli._study("study.yaml"), "mc_k2", 2) and names == ("mini", "mc_k2")
     cfg = cli._study("study.yaml")
     assert files == {"model": str(layout.model_path(cfg)), "data": str(layout.data_dir(cfg)),
                      "budget": str(layout.budget_path(cfg)), "out": str(layout.run_dir(cfg, "mc_k2", 2))}
@@ -47,6 +48,9 @@ def test_train_by_hand_is_the_run_the_workflow_would_train(tmp_path, monkeypatch
     elsewhere = cli.parser().parse_args(["train", "--config", "study.yaml", "--arm", "mc_k2", "--seed", "2",
                                          "--out", "elsewhere"])
     assert cli._training_run(elsewhere)[1]["out"] == "elsewhere"
+    assert cli._names("default/mc_k4") == ("default", "mc_k4") and cli._names(None) == ("run", "run")
+    with pytest.raises(ConfigError, match="--label 'mc_k4': expected STUDY/ARM"):
+        cli._names("mc_k4")
 
 
 def test_train_by_hand_names_what_is_missing_or_unknown(tmp_path, monkeypatch, capsys):

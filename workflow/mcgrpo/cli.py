@@ -62,8 +62,8 @@ def _study(path: str) -> dict:
     return studies.load(path)
 
 
-def _training_run(args) -> tuple[dict, dict[str, str], str]:
-    """The run's effective config, files and label (study/arm): from the rule (--run-json, every file and
+def _training_run(args) -> tuple[dict, dict[str, str], tuple[str, str]]:
+    """The run's effective config, files and names (study, arm): from the rule (--run-json, every file and
     --label), or by hand (--config STUDY.yaml --arm A --seed N, files defaulting to where the workflow puts them:
     the run store, mcgrpo.core.layout)."""
     given = {k: getattr(args, k) for k in ("model", "data", "budget", "out")}
@@ -78,7 +78,7 @@ def _training_run(args) -> tuple[dict, dict[str, str], str]:
             problems.append(f"train --run-json also needs {', '.join(missing)}")
         if problems:
             raise ConfigError("\n".join(problems))
-        return run, given, args.label or "run/run"
+        return run, given, _names(args.label)
     if args.arm is None or args.seed is None:
         raise ConfigError("train --config names the run with --arm A --seed N")
     cfg = _study(args.config)
@@ -86,7 +86,15 @@ def _training_run(args) -> tuple[dict, dict[str, str], str]:
     defaults = {"model": layout.model_path(cfg), "data": layout.data_dir(cfg), "budget": layout.budget_path(cfg),
                 "out": layout.run_dir(cfg, args.arm, args.seed)}
     files = {k: str(default if given[k] is None else given[k]) for k, default in defaults.items()}
-    return run, files, f"{cfg['study']}/{args.arm}"
+    return run, files, (cfg["study"], args.arm)
+
+
+def _names(label: str | None) -> tuple[str, str]:
+    """(study, arm) of --label STUDY/ARM: what messages and trackers call a run the rule passes."""
+    study, slash, arm = (label or "run/run").rpartition("/")
+    if not slash:
+        raise ConfigError(f"--label {label!r}: expected STUDY/ARM, e.g. default/mc_k4")
+    return study, arm
 
 
 def _tracking(args) -> str:
@@ -277,11 +285,11 @@ def _train(args) -> None:
     from mcgrpo.core.budget import from_table
     from mcgrpo.data.checks import check_run_data
     from mcgrpo.train.trainer import Trainer
-    run, files, label = _training_run(args)
+    run, files, (study, arm) = _training_run(args)
     cfg_hash = study_config.config_hash(run)
     out = Path(files["out"])
     backend = _tracking(args)
-    tracker = tracking.open_tracker(backend, out, run, label)  # a missing library fails here, before any work
+    tracker = tracking.open_tracker(backend, out, run, study, arm)  # a missing library fails here, before any work
     history = attempts.start(out / "checkpoints")
     for entry in history[:-1]:
         print(f"earlier: {attempts.describe(entry)}", file=sys.stderr)
@@ -294,7 +302,7 @@ def _train(args) -> None:
     for folder in (out, out / "checkpoints"):
         store.remove_orphans(folder)
     trainer = Trainer(run, model, tokenizer, pool, evals, B, checkpoint_dir=out / "checkpoints",
-                      config_hash=identity, tracker=tracker, arm=label.rsplit("/", 1)[-1])
+                      config_hash=identity, tracker=tracker, arm=arm)
     trainer.stop_requested = bool(signals)
     try:
         log = trainer.run()
@@ -373,6 +381,11 @@ def _step(name: str):
         getattr(steps, f"{name}_step")(_config(args), Path(args.results))
     verb.__doc__ = f"Analysis: {STEPS[name]}."
     return verb
+
+
+def link_study(args) -> None:
+    """Link the study's runs/<arm>/seed<N> and calibration/ into the run store, and write runs/store.parquet."""
+    layout.link_study(_config(args), Path(args.out))
 
 
 def prereg_lock(args) -> None:
@@ -458,7 +471,7 @@ def _contrast_arguments(v: argparse.ArgumentParser) -> None:
 
 VERBS = {"data": data_summary, "verify": verify, "prepare-data": prepare_data, "resolve-model": resolve_model, "warm-start": warm_start, "calibrate": calibrate, "train": train,
          "gradient-tests": gradient_tests,
-         "prereg-lock": prereg_lock, "contrast": contrast, "check": check, "power": seeds_power,
+         "prereg-lock": prereg_lock, "link-study": link_study, "contrast": contrast, "check": check, "power": seeds_power,
          **{name: _step(name) for name in STEPS}}
 
 
@@ -484,6 +497,7 @@ FILES = {"prepare-data": {"--out": "the data folder to write"},
          "gradient-tests": {"--model": "the model folder or reference file", "--data": "the study's data folder",
                             "--out": "gradient_tests.parquet to write"},
          "prereg-lock": {"--out": "the lock file to write"},
+         "link-study": {"--out": "the study's runs/store.parquet to write (the links go beside it)"},
          "contrast": {"--results": "the study's results folder (results/<study>)",
                       "--out": "the Parquet file to write (default: under results/<study>/analysis/contrast/)"}}
 REQUIRED = {("--out", name) for name in FILES if name not in ("train", "contrast")} | {("--results", "contrast")}

@@ -78,10 +78,9 @@ class WandB:
     off, so that nothing is ever sent; the system-metrics sampler, console capture, git and pip probes are off
     too (they would cost the trainer's cores and add nothing a run's Parquet lacks)."""
 
-    def __init__(self, folder: Path, run: dict, label: str):
+    def __init__(self, folder: Path, run: dict, study: str, arm: str):
         self.wandb = _library("wandb", "wandb", "wandb")
-        self.folder, self.config, self.run = folder, run, None
-        self.study, self.arm = label.rsplit("/", 1)
+        self.folder, self.config, self.run, self.study, self.arm = folder, run, None, study, arm
 
     def _start(self):
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -105,8 +104,9 @@ class WandB:
             self.wandb.teardown()  # stop the wandb-core process now, not at interpreter exit
 
 
-def open_tracker(backend: str, run_folder: str | Path, run: dict, label: str = "run/run") -> Tracker | None:
-    """The tracker `backend` names, logging into `<run_folder>/tracking/`, the run named by `label` (study/arm);
+def open_tracker(backend: str, run_folder: str | Path, run: dict, study: str = "run",
+                 arm: str = "run") -> Tracker | None:
+    """The tracker `backend` names, logging into `<run_folder>/tracking/`, the run named by its study and arm;
     None for `none`."""
     if backend not in BACKENDS:
         raise ConfigError(f"config key tracking: {backend!r} is not allowed; allowed: {', '.join(BACKENDS)}")
@@ -114,5 +114,5 @@ def open_tracker(backend: str, run_folder: str | Path, run: dict, label: str = "
     if backend == "tensorboard":
         return TensorBoard(folder)
     if backend == "wandb":
-        return WandB(folder, run, label)
+        return WandB(folder, run, study, arm)
     return None
