@@ -12,6 +12,7 @@ import multiprocessing
 import os
 import re
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import wraps
 from pathlib import Path
@@ -65,36 +66,39 @@ def _dry_run_one(study: Path, root: Path, workdir: Path | None) -> DryRun:
     return DryRun(trains, _named(study, set(trains)))
 
 
-def _parse_once() -> None:
-    """A worker's initializer: Snakemake's parser patched for the worker's life."""
-    _parsed_once().__enter__()
+def _parse_once():
+    """Patch Snakemake's parser to translate each workflow file once (per content: a file is keyed by its path,
+    size and modification time) and replay the translation for every later workflow; returns the original. A
+    worker's initializer: the patch lasts the worker's life."""
+    import snakemake.api  # noqa: F401 (snakemake.workflow cannot be imported first)
+    import snakemake.workflow as module
+    original, cache = module.parse, {}
+
+    @wraps(original)
+    def parse(path, workflow, linemap, overwrite_shellcmd=None, rulecount=0):
+        name = str(path.get_path_or_uri(secret_free=True))
+        stat = os.stat(name)
+        key = (name, stat.st_size, stat.st_mtime_ns, overwrite_shellcmd, rulecount)
+        if key not in cache:
+            lines: dict[int, int] = {}
+            cache[key] = (*original(path, workflow, lines, overwrite_shellcmd, rulecount), lines)
+        code, count, lines = cache[key]
+        linemap.update(lines)
+        return code, count
+
+    module.parse = parse
+    return original
 
 
-class _parsed_once:
-    """Within the block, Snakemake's parser translates each workflow file once (per content: a file is keyed by
-    its path, size and modification time) and replays the translation for every later workflow."""
-
-    def __enter__(self):
-        import snakemake.api  # noqa: F401 (snakemake.workflow cannot be imported first)
-        import snakemake.workflow as module
-        self.module, self.parse, cache = module, module.parse, {}
-
-        @wraps(self.parse)
-        def parse(path, workflow, linemap, overwrite_shellcmd=None, rulecount=0):
-            stat = os.stat(str(path.get_path_or_uri(secret_free=True)))
-            key = (str(path.get_path_or_uri(secret_free=True)), stat.st_size, stat.st_mtime_ns, overwrite_shellcmd, rulecount)
-            if key not in cache:
-                lines: dict[int, int] = {}
-                cache[key] = (*self.parse(path, workflow, lines, overwrite_shellcmd, rulecount), lines)
-            code, count, lines = cache[key]
-            linemap.update(lines)
-            return code, count
-
-        module.parse = parse
-        return self
-
-    def __exit__(self, *exc):
-        self.module.parse = self.parse
+@contextmanager
+def _parsed_once():
+    """_parse_once within the block."""
+    import snakemake.workflow as module
+    original = _parse_once()
+    try:
+        yield
+    finally:
+        module.parse = original
 
 
 def _named(study: Path, trains: set[str]) -> list[tuple[str, int]]:
