@@ -21,7 +21,7 @@ from mcgrpo.dryrun import dry_run  # noqa: E402
 
 
 def _cpu() -> float:
-    """CPU seconds of this process and of its finished children (dry_run's worker processes)."""
+    """CPU seconds of this process and of its finished children (none today; kept honest if dry_run ever starts any)."""
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     return time.process_time() + children.ru_utime + children.ru_stime
 

@@ -1,14 +1,13 @@
-"""Dry-run many studies in few processes: Snakemake and the interpreter start once per worker, not once per study.
+"""Dry-run many studies in one process: Snakemake and the interpreter start once, not once per study.
 
 Used by tests/test_paper_studies.py and bench/dry_run_studies.py; the `snakemake -n --configfile`
 command line does the same for one study. Where the time goes (54 paper studies, 2 cores): building each DAG and
-parsing the Snakefile, all CPU. So the studies are split across one worker process per core, and each worker
-parses each workflow file once (Snakemake parses every file again for every workflow it builds).
+parsing the Snakefile, all CPU. So each workflow file is parsed once (Snakemake parses every file again for every
+workflow it builds). Worker processes (a multiprocessing pool, forked or spawned) hung now and then: not used.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import re
 import sys
@@ -30,19 +29,10 @@ class DryRun:
     error: str | None = None
 
 
-def dry_run(studies: list[Path], root: Path = ROOT, workdir: Path | None = None,
-            workers: int | None = None) -> dict[Path, DryRun]:
-    """Build each study's DAG and dry-run it against the files under `workdir` (default `root`), in `workers`
-    processes (default: one per core, at most one per study), each taking the next study as it is free."""
-    studies = list(studies)
-    workers = max(1, min(workers or os.cpu_count() or 1, len(studies)))
-    jobs = [(study, root, workdir) for study in studies]
-    if workers == 1:
-        with _parsed_once():
-            return {study: _dry_run_one(*job) for study, job in zip(studies, jobs)}
-    # spawn, not fork: Snakemake's threads may hold locks a forked worker would inherit locked (a hang)
-    with multiprocessing.get_context("spawn").Pool(workers, initializer=_parse_once) as pool:
-        return dict(zip(studies, pool.starmap(_dry_run_one, jobs, chunksize=1)))
+def dry_run(studies: list[Path], root: Path = ROOT, workdir: Path | None = None) -> dict[Path, DryRun]:
+    """Build each study's DAG and dry-run it against the files under `workdir` (default `root`)."""
+    with _parsed_once():
+        return {study: _dry_run_one(study, root, workdir) for study in studies}
 
 
 def _dry_run_one(study: Path, root: Path, workdir: Path | None) -> DryRun:
@@ -68,8 +58,7 @@ def _dry_run_one(study: Path, root: Path, workdir: Path | None) -> DryRun:
 
 def _parse_once():
     """Patch Snakemake's parser to translate each workflow file once (per content: a file is keyed by its path,
-    size and modification time) and replay the translation for every later workflow; returns the original. A
-    worker's initializer: the patch lasts the worker's life."""
+    size and modification time) and replay the translation for every later workflow; returns the original."""
     import snakemake.api  # noqa: F401 (snakemake.workflow cannot be imported first)
     import snakemake.workflow as module
     original, cache = module.parse, {}
@@ -93,8 +82,8 @@ def _parse_once():
 @contextmanager
 def _parsed_once():
     """_parse_once within the block."""
-    import snakemake.workflow as module
     original = _parse_once()
+    import snakemake.workflow as module  # after _parse_once's import of snakemake.api
     try:
         yield
     finally:
