@@ -204,3 +204,18 @@ def test_a_finished_study_schedules_nothing(studies):
                            "--directory", str(slurm), "--configfile", str(slurm / "study.yaml")],
                           cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and "Nothing to be done" in done.stdout + done.stderr
+
+
+def test_the_cluster_comes_up_past_a_pid_file_left_from_before_a_reboot():
+    """A daemon's pid file that names a live process of another program (as after a reboot, where /run is not a
+    tmpfs) does not pass for the daemon: `up` starts it. Last in this file: it restarts the cluster."""
+    subprocess.run([str(CLUSTER), "down"], check=True, capture_output=True)
+    other = subprocess.Popen(["sleep", "300"])
+    try:
+        Path("/run/slurm/slurmd.pid").write_text(f"{other.pid}\n")
+        up = subprocess.run([str(CLUSTER), "up"], capture_output=True, text=True, timeout=300)
+        assert up.returncode == 0, up.stderr
+        assert subprocess.run([str(CLUSTER), "status"]).returncode == 0
+        assert int(Path("/run/slurm/slurmd.pid").read_text()) != other.pid
+    finally:
+        other.kill()

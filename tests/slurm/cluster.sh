@@ -20,7 +20,12 @@ PACKAGES="slurm-wlm munge mariadb-server slurmdbd"
 
 log() { echo "cluster.sh: $*" >&2; }
 
-running() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# A pid file names its daemon: /run is not a tmpfs on every machine, so a file left from before a reboot can
+# hold a pid that some other process has now (CI: slurmd was never started, as mariadbd held its old pid).
+running() {  # running PIDFILE: the daemon the file is named after runs under that pid
+    local pid
+    pid=$(cat "$1" 2>/dev/null) && [ "$(ps -p "$pid" -o comm= 2>/dev/null)" = "$(basename "$1" .pid)" ]
+}
 
 install() {
     command -v slurmctld >/dev/null && command -v slurmdbd >/dev/null && command -v mariadbd >/dev/null &&
@@ -89,7 +94,9 @@ EOF
 wait_for() {  # wait_for SECONDS DESCRIPTION COMMAND...
     local seconds=$1 what=$2; shift 2
     for _ in $(seq "$((seconds * 2))"); do "$@" >/dev/null 2>&1 && return; sleep 0.5; done
-    log "$what did not come up; see $LOGS"; exit 1
+    log "$what did not come up; the ends of the logs in $LOGS:"
+    tail -n 15 "$LOGS"/*.log >&2 || true
+    exit 1
 }
 
 start() {
