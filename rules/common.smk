@@ -54,9 +54,11 @@ PYTHON = ("python" if workflow.deployment_settings.deployment_method & {Deployme
 # As the shell variable $PYTHON of every rule (Snakemake's own prefix, `set -euo pipefail`, kept).
 shell.prefix(f"set -euo pipefail; PYTHON={PYTHON}; ")
 # Inside a SLURM job Snakemake runs twice more: the jobstep executor in the batch step and, under srun, the one
-# that runs the rule. SLURM's --signal and `scancel --signal` reach only that second Snakemake, the step's task
-# (seen with proctrack/cgroup), and SIGUSR1's default action would end it, the step and the trainer with it.
-# Here it passes the signal on to the processes it started: the trainer, which the rule execs, checkpoints.
+# that runs the rule. SLURM's --signal, `scancel --signal` and a preemption's SIGTERM reach only that second
+# Snakemake, the step's task (seen with proctrack/cgroup): SIGUSR1's default action would end it, the step and the
+# trainer with it, and SIGTERM's handler (Snakemake's scheduler installs it after this file is read) waits for the
+# running jobs, which never hear of it and are killed when the grace time ends. Here both signals are passed on to
+# the processes it started: the trainer, which the rule execs, checkpoints and exits.
 
 
 def pass_on(signum, frame):
@@ -65,8 +67,21 @@ def pass_on(signum, frame):
             child.send_signal(signum)
 
 
+def passing_on_termination(graceful):
+    """Snakemake's graceful SIGTERM handler, passing the signal on first."""
+
+    def exit_gracefully(self, *args):
+        pass_on(signal.SIGTERM, None)
+        graceful(self, *args)
+
+    return exit_gracefully
+
+
 if workflow.remote_exec:
+    from snakemake.scheduling.job_scheduler import JobScheduler
+
     signal.signal(signal.SIGUSR1, pass_on)
+    JobScheduler.exit_gracefully = passing_on_termination(JobScheduler.exit_gracefully)
 
 
 def run_files(name):

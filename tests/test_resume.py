@@ -253,3 +253,19 @@ def test_a_user_error_in_training_is_not_retried(tmp_path):
     assert log.rstrip().endswith("not retried: the failure above is not a preemption")
     assert "Traceback" not in log and (run / ".failed.log").exists()
     assert (done.stdout + done.stderr).count("Trying to restart job") == 2  # Snakemake's retries, both at once
+
+
+def test_an_attempt_names_its_slurm_job_and_how_often_slurm_requeued_it(tmp_path, monkeypatch):
+    """A preemption under PreemptMode=REQUEUE runs the same job id again: the record tells the runs apart."""
+    from mcgrpo.train import attempts
+    monkeypatch.setenv("SLURM_JOB_ID", "204")
+    monkeypatch.delenv("SLURM_RESTART_COUNT", raising=False)
+    first = attempts.start(tmp_path)
+    attempts.end(tmp_path, first, "interrupted", signal="SIGTERM", iterations=16)
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
+    history = attempts.start(tmp_path)
+    assert [a["slurm_restarts"] for a in history] == [0, 1]
+    assert attempts.describe(history[0]).startswith("attempt 1 (SLURM job 204) on ")
+    assert attempts.describe(history[1]).startswith("attempt 2 (SLURM job 204, requeued 1x) on ")
+    del history[0]["slurm_restarts"]  # a record from before restarts were kept
+    assert attempts.describe(history[0]).startswith("attempt 1 (SLURM job 204) on ")

@@ -1,7 +1,8 @@
 """A small study through `snakemake --profile slurm` on a real SLURM cluster (tests/slurm/cluster.sh up), against the
-same study run locally: identical Parquet (wall-time columns aside). One training job is preempted with
+same study run locally: identical Parquet (wall-time columns aside). One training job is signalled with
 `scancel --signal=USR1`; another has its time limit cut short while it trains, so that SLURM itself sends the
-train rule's `--signal=USR1@<lead>`. Skipped where no cluster is up; `make test-slurm` brings one up and runs it.
+train rule's `--signal=USR1@<lead>`; a third is preempted by a job of a higher partition, so that SLURM sends it
+SIGTERM and a grace time. Skipped where no cluster is up; `make test-slurm` brings one up and runs it.
 """
 
 from __future__ import annotations
@@ -35,8 +36,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(
 # Training long enough (outcome: some 500 iterations, half a minute or more) for a signal to land mid-run. Train
 # jobs ask for 50 minutes, so the signal leads the limit by 5 minutes (the profile's rule).
 STUDY = {**SMALL_STUDY, "study": "slurm", "seeds": [1], "budget": {"tokens": 80000},
-         "resources": {"train": {"mem_mb": 1000, "cpus_per_gpu": 1, "runtime": 50}, "cpu": {"mem_mb": 1000}}}
-PREEMPTED, LIMITED = "mc_k2", "outcome"  # scancel --signal=USR1; a time limit cut to 2-3 minutes from now
+         "arms": {**SMALL_STUDY["arms"], "mc_k3": {"credit": {"monte_carlo": {"k": 3}}}},
+         "resources": {"train": {"gpu": 1, "mem_mb": 1000, "cpus_per_gpu": 1, "runtime": 50}, "cpu": {"mem_mb": 1000}}}
+# scancel --signal=USR1; a time limit cut to 2-3 minutes from now; outranked by a job of the `urgent` partition
+PREEMPTED, LIMITED, OUTRANKED = "mc_k2", "outcome", "mc_k3"
+SIGNALLED = {PREEMPTED, LIMITED, OUTRANKED}
 WALL_TIME = {*(f"{clock}_{stage}" for clock in ("t", "cpu") for stage in ("select", "generate", "credit", "update", "sync")),
              "train_seconds", "train_cpu_seconds", "eval_seconds"}  # both clocks of the training stages
 ENV = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}",
@@ -67,21 +71,10 @@ def _stored(workdir: Path, arm: str) -> str:
     return layout.run_key(study_files.load(workdir / "study.yaml"), arm, 1)
 
 
-def _held_trainer(workdir: Path, snakemake: subprocess.Popen, arms: set[str]) -> tuple[str, str, psutil.Process]:
-    """(arm, SLURM job, trainer) of the first of `arms` to train past its first evaluation, its trainer stopped
-    (SIGSTOP) there. A stopped trainer cannot finish before a signal reaches it: SLURM checks time limits only
-    every 30 s, and a quiet machine trains this study's runs in less (train jobs share the one GPU, so they run
-    one at a time). Its clock, unlike `scontrol suspend`, keeps running."""
-    deadline = time.time() + 900
-    while True:
-        for arm in sorted(arms):
-            if list((workdir / "results" / "slurm" / "runs" / arm / "seed1" / "checkpoints").glob("ckpt-0*[1-9]*.json")):
-                job = _jobs(workdir, f"train/{_stored(workdir, arm)}")[0]
-                trainer = _trainer(job)
-                trainer.suspend()
-                return arm, job, trainer
-        assert snakemake.poll() is None and time.time() < deadline, (workdir / "snakemake.out").read_text()[-3000:]
-        time.sleep(0.1)
+def _past_first_evaluation(workdir: Path, arm: str) -> bool:
+    """Whether the arm's run has checkpointed after its first evaluation (read through the study's link)."""
+    checkpoints = workdir / "results" / "slurm" / "runs" / arm / "seed1" / "checkpoints"
+    return bool(list(checkpoints.glob("ckpt-0*[1-9]*.json")))
 
 
 def _trainer(job: str) -> psutil.Process:
@@ -93,17 +86,21 @@ def _trainer(job: str) -> psutil.Process:
     return trainers[0]
 
 
-def _await_pending(trainer: psutil.Process, signum: int, seconds: float = 150) -> None:
-    """Wait until `signum` is pending on the stopped `trainer`: delivered, not yet handled."""
-    deadline = time.time() + seconds
-    while True:
-        status = Path(f"/proc/{trainer.pid}/status").read_text()
-        pending = {line.split(":")[0]: int(line.split()[1], 16) for line in status.splitlines()
-                   if line.startswith(("SigPnd:", "ShdPnd:"))}
-        if (pending["SigPnd"] | pending["ShdPnd"]) & (1 << (signum - 1)):
-            return
-        assert time.time() < deadline, f"no {signal.Signals(signum).name} reached the trainer in {seconds} s"
-        time.sleep(0.5)
+def _pending(trainer: psutil.Process, signum: int) -> bool:
+    """Whether `signum` is pending on the stopped `trainer`: delivered, not yet handled."""
+    status = Path(f"/proc/{trainer.pid}/status").read_text()
+    pending = {line.split(":")[0]: int(line.split()[1], 16) for line in status.splitlines()
+               if line.startswith(("SigPnd:", "ShdPnd:"))}
+    return bool((pending["SigPnd"] | pending["ShdPnd"]) & (1 << (signum - 1)))
+
+
+def _resumed_by_slurm(trainer: psutil.Process) -> bool:
+    """Whether the stopped `trainer` runs again, or is gone (SLURM's SIGCONT or SIGKILL: the assertions on its
+    attempts then fail)."""
+    try:
+        return trainer.status() != psutil.STATUS_STOPPED
+    except psutil.NoSuchProcess:
+        return True
 
 
 def _cut_time_limit(job: str) -> None:
@@ -115,28 +112,58 @@ def _cut_time_limit(job: str) -> None:
     subprocess.run(["scontrol", "update", f"JobId={job}", f"TimeLimit={math.ceil(seconds / 60) + 2}"], check=True)
 
 
+def _outrank(job: str) -> str:
+    """Submit a job to the `urgent` partition that needs the GPU `job` holds (the node's one): SLURM preempts
+    `job` (SIGCONT and SIGTERM to the step's task, then GraceTime to end). Returns the urgent job's id."""
+    return subprocess.run(["sbatch", "--parsable", "-p", "urgent", "--gpus=1", "-c", "1", "--mem=100",
+                           "-A", "mcgrpo", "-o", "/dev/null", "--wrap", "true"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def _span(job: str) -> tuple[str, str]:
+    """(start, end) of a finished job, as sacct prints them (ISO times, which sort as strings)."""
+    line = subprocess.run(["sacct", "-n", "-X", "-P", "-j", job, "-o", "Start,End"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    return tuple(line.split("|"))
+
+
 @pytest.fixture(scope="module")
 def studies(tmp_path_factory):
-    """(SLURM workdir, local workdir, the job preempted, the job time-limited): one study run twice."""
+    """(SLURM workdir, local workdir, {arm: the job signalled}, the urgent job): one study run twice."""
     slurm, local = tmp_path_factory.mktemp("slurm"), tmp_path_factory.mktemp("local")
     for workdir in (slurm, local):
         (workdir / "study.yaml").write_text(yaml.safe_dump(STUDY))
     on_slurm = _snakemake(slurm, "--profile", "slurm", "--retries", "6",
                           "--slurm-init-seconds-before-status-checks", "2", "--seconds-between-status-checks", "2")
     at_home = _snakemake(local, "--cores", "1")
-    signalled = {}
-    while len(signalled) < 2:  # in whichever order the two runs train
-        arm, job, trainer = _held_trainer(slurm, on_slurm, {PREEMPTED, LIMITED} - signalled.keys())
-        if arm == LIMITED:
-            _cut_time_limit(job)
-        else:
-            subprocess.run(["scancel", "--signal=USR1", job], check=True)
-        _await_pending(trainer, signal.SIGUSR1)
-        trainer.resume()
-        signalled[arm] = job
+    # Each run is held (SIGSTOP) once past its first evaluation, so that it cannot finish before its signal
+    # reaches it: SLURM checks time limits only every 30 s, and a quiet machine trains these runs in less. Its
+    # clock, unlike `scontrol suspend`, keeps running. The runs share the one GPU: one at a time, in any order.
+    waiting, signalled, urgent, deadline = {}, {}, None, time.time() + 900
+    while len(signalled) < len(SIGNALLED):
+        for arm in sorted(SIGNALLED - waiting.keys() - signalled.keys()):
+            if _past_first_evaluation(slurm, arm):
+                job = _jobs(slurm, f"train/{_stored(slurm, arm)}")[0]
+                trainer = _trainer(job)
+                trainer.suspend()
+                if arm == OUTRANKED:
+                    urgent = _outrank(job)
+                elif arm == LIMITED:
+                    _cut_time_limit(job)
+                else:
+                    subprocess.run(["scancel", "--signal=USR1", job], check=True)
+                waiting[arm] = job, trainer
+        for arm, (job, trainer) in list(waiting.items()):
+            # SIGTERM reaches the trainer from the job step's Snakemake (rules/common.smk), which alone SLURM signals
+            if _pending(trainer, signal.SIGTERM if arm == OUTRANKED else signal.SIGUSR1) or _resumed_by_slurm(trainer):
+                trainer.resume()
+                signalled[arm] = waiting.pop(arm)[0]
+        assert on_slurm.poll() is None and time.time() < deadline, (
+            f"signalled {signalled}, waiting {list(waiting)}\n" + (slurm / "snakemake.out").read_text()[-3000:])
+        time.sleep(0.1)
     for workdir, proc in ((slurm, on_slurm), (local, at_home)):
-        assert proc.wait(timeout=1200) == 0, (workdir / "snakemake.out").read_text()[-4000:]
-    return slurm, local, signalled[PREEMPTED], signalled[LIMITED]
+        assert proc.wait(timeout=1500) == 0, (workdir / "snakemake.out").read_text()[-4000:]
+    return slurm, local, signalled, urgent
 
 
 def _parquet(workdir: Path) -> dict[str, Path]:
@@ -170,20 +197,21 @@ def test_train_jobs_run_on_the_gpu_partition_and_the_rest_on_the_cpu_one(studies
         assert not _jobs(slurm, rule)  # run in the submitting Snakemake
 
 
-def _assert_resumed(slurm: Path, arm: str, job: str) -> Path:
-    """`job`, the run's first, checkpointed on SIGUSR1 and exited 75 (FAILED, not TIMEOUT); a later job finished the
-    run from that checkpoint. Returns the run's folder."""
+def _assert_resumed(slurm: Path, arm: str, job: str, signum: str = "SIGUSR1") -> Path:
+    """`job`, the run's first, checkpointed on `signum` and exited 75 (FAILED, not TIMEOUT nor PREEMPTED); a later
+    job finished the run from that checkpoint. Returns the run's folder."""
     run = slurm / "results" / "slurm" / "runs" / arm / "seed1"
     attempts = json.loads((run / "run.json").read_text())["attempts"]
     assert attempts[0]["slurm_job_id"] == job and attempts[0]["outcome"] == "interrupted"
-    assert attempts[0]["signal"] == "SIGUSR1" and attempts[-1]["outcome"] == "finished"
+    assert attempts[0]["signal"] == signum and attempts[-1]["outcome"] == "finished"
     assert attempts[1]["resumed_at"] == attempts[0]["iterations"] > 0
     assert _sacct(job)["state"] == "FAILED"
     return run
 
 
 def test_a_signalled_job_checkpoints_and_a_new_job_resumes_it(studies):
-    slurm, _, preempted, _ = studies
+    slurm, _, signalled, _ = studies
+    preempted = signalled[PREEMPTED]
     run = _assert_resumed(slurm, PREEMPTED, preempted)
     attempts = json.loads((run / "run.json").read_text())["attempts"]
     jobs = [a["slurm_job_id"] for a in attempts]
@@ -194,8 +222,19 @@ def test_a_signalled_job_checkpoints_and_a_new_job_resumes_it(studies):
 
 
 def test_a_job_near_its_time_limit_checkpoints_and_a_new_job_resumes_it(studies):
-    slurm, _, _, limited = studies
-    _assert_resumed(slurm, LIMITED, limited)
+    slurm, _, signalled, _ = studies
+    _assert_resumed(slurm, LIMITED, signalled[LIMITED])
+
+
+def test_a_job_preempted_by_a_higher_partition_checkpoints_in_its_grace_time_and_a_new_job_resumes_it(studies):
+    slurm, _, signalled, urgent = studies
+    outranked = signalled[OUTRANKED]
+    run = _assert_resumed(slurm, OUTRANKED, outranked, "SIGTERM")
+    attempts = json.loads((run / "run.json").read_text())["attempts"]
+    assert len({a["slurm_job_id"] for a in attempts}) == len(attempts)  # ended in its grace time: not requeued
+    log = (run / "train.log").read_text()
+    assert f"attempt 1 (SLURM job {outranked}) on" in log and "interrupted by SIGTERM after" in log
+    assert _sacct(urgent)["state"] == "COMPLETED" and _span(urgent)[0] >= _span(outranked)[1]  # the GPU, once freed
 
 
 def test_a_finished_study_schedules_nothing(studies):

@@ -4,7 +4,9 @@
 #   tests/slurm/cluster.sh down     stop every daemon it started
 #   tests/slurm/cluster.sh status   exit 0 when jobs can run
 # Needs root and Debian (apt-get). No systemd: the daemons are started by hand. Partitions: `cpu` (the
-# default) and `gpu`, whose one fake GPU (gres.conf File=/dev/null) lets `--gpus=1` jobs schedule.
+# default) and `gpu`, whose one fake GPU (gres.conf File=/dev/null) lets `--gpus=1` jobs schedule, and `urgent`,
+# a higher tier on the same node whose jobs preempt `gpu` jobs the way preemptible GPU partitions do: the job is
+# sent SIGTERM, given GraceTime to end, and requeued under its own job id (PreemptMode=REQUEUE).
 # Accounting goes through slurmdbd and MariaDB, since the Snakemake executor plugin polls `sacct`.
 # PROCTRACK=cgroup (default; what clusters use) or linuxproc (where the machine has no usable cgroups).
 set -euo pipefail
@@ -35,10 +37,8 @@ install() {
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q $PACKAGES >/dev/null
 }
 
-write_config() {
-    mkdir -p "$CONF" "$STATE"/{ctld,d} "$LOGS" /run/slurm
-    chown -R slurm:slurm "$STATE" "$LOGS" /run/slurm
-    cat >"$CONF/slurm.conf" <<EOF
+slurm_conf() {
+    cat <<EOF
 ClusterName=mcgrpo
 SlurmctldHost=$NODE
 SlurmUser=slurm
@@ -60,13 +60,22 @@ JobAcctGatherType=jobacct_gather/none
 MpiDefault=none
 ReturnToService=2
 SchedulerType=sched/backfill
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
 # Seconds between SIGTERM and SIGKILL when a job is cancelled or hits its time limit (SLURM's default).
 KillWait=30
 MinJobAge=60
 NodeName=$NODE CPUs=$CPUS RealMemory=$MEM_MB Gres=gpu:1 State=UNKNOWN
 PartitionName=cpu Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
-PartitionName=gpu Nodes=$NODE MaxTime=INFINITE State=UP
+PartitionName=gpu Nodes=$NODE MaxTime=INFINITE State=UP PriorityTier=1 GraceTime=60
+PartitionName=urgent Nodes=$NODE MaxTime=INFINITE State=UP PriorityTier=2 PreemptMode=OFF
 EOF
+}
+
+write_config() {
+    mkdir -p "$CONF" "$STATE"/{ctld,d} "$LOGS" /run/slurm
+    chown -R slurm:slurm "$STATE" "$LOGS" /run/slurm
+    slurm_conf >"$CONF/slurm.conf"
     echo "NodeName=$NODE Name=gpu File=/dev/null" >"$CONF/gres.conf"
     cat >"$CONF/cgroup.conf" <<EOF
 CgroupPlugin=autodetect
@@ -126,21 +135,24 @@ status() {
     scontrol ping >/dev/null 2>&1 && sinfo -h -N -o %t | grep -qE '^(idle|mix|alloc)' && sacct -n -X -S now >/dev/null
 }
 
-stop() {
-    for d in slurmd slurmctld slurmdbd; do
-        if running "/run/slurm/$d.pid"; then kill "$(cat "/run/slurm/$d.pid")"; fi
+stop() {  # and wait until each daemon is gone, so that a start right after starts it again
+    for pidfile in /run/slurm/{slurmd,slurmctld,slurmdbd}.pid /run/munge/munged.pid; do
+        if running "$pidfile"; then
+            kill "$(cat "$pidfile")"
+            for _ in $(seq 60); do running "$pidfile" || break; sleep 0.5; done
+        fi
+        [ "$pidfile" != /run/slurm/slurmdbd.pid ] || mysqladmin shutdown >/dev/null 2>&1 || true
     done
-    mysqladmin shutdown >/dev/null 2>&1 || true
-    if running /run/munge/munged.pid; then kill "$(cat /run/munge/munged.pid)"; fi
 }
 
 case "${1:-}" in
     up)
-        if status; then log "up already"; exit 0; fi
+        if status && [ "$(slurm_conf)" = "$(cat "$CONF/slurm.conf")" ]; then log "up already"; exit 0; fi
         install
+        stop  # a cluster up with an older slurm.conf restarts with this one
         write_config
         start
-        log "up: node $NODE, $CPUS CPUs, partitions cpu (default) and gpu, proctrack/$PROCTRACK" ;;
+        log "up: node $NODE, $CPUS CPUs, partitions cpu (default), gpu and urgent, proctrack/$PROCTRACK" ;;
     down) stop; log "down" ;;
     status) status ;;
     *) echo "usage: $0 up|down|status" >&2; exit 2 ;;

@@ -22,11 +22,13 @@ def _now() -> str:
 
 
 def start(directory: str | Path) -> list[dict]:
-    """The record with this attempt appended (and written); names the SLURM job where there is one."""
+    """The record with this attempt appended (and written); names the SLURM job where there is one, and how often
+    SLURM requeued it (a preemption under PreemptMode=REQUEUE runs the job again under its own id)."""
     path = Path(directory) / FILE
     history = read_json(path)["attempts"] if path.exists() else []
     history.append({"attempt": len(history) + 1, "started": _now(), "host": platform.node(),
-                    "slurm_job_id": os.environ.get("SLURM_JOB_ID"), "resumed_at": None, "ended": None,
+                    "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+                    "slurm_restarts": int(os.environ.get("SLURM_RESTART_COUNT", 0)), "resumed_at": None, "ended": None,
                     "outcome": None, "signal": None, "iterations": None})
     write_json({"attempts": history}, path)
     return history
@@ -41,7 +43,9 @@ def end(directory: str | Path, history: list[dict], outcome: str, **fields) -> N
 
 def describe(entry: dict) -> str:
     """One line for the run's log."""
-    where = f" (SLURM job {entry['slurm_job_id']})" if entry["slurm_job_id"] else ""
+    restarts = entry.get("slurm_restarts")  # absent from records written before it was kept
+    where = (f" (SLURM job {entry['slurm_job_id']}" + (f", requeued {restarts}x" if restarts else "") + ")"
+             if entry["slurm_job_id"] else "")
     head = f"attempt {entry['attempt']}{where} on {entry['host']}"
     if entry["outcome"] is None:
         return f"{head}, started {entry['started']}: killed before it recorded an end"
