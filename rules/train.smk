@@ -38,8 +38,9 @@ rule train:
         ENV
     log:
         f"{RUN}/train.log",
-    # exec: the trainer is the step's process, so that SLURM's signal reaches it and no shell in between dies
-    # of it; >>: a retry appends to the log of the attempts before it.
+    # exec: the trainer takes the shell's place, so that the signals the job's Snakemake passes on (common.smk)
+    # reach it and no shell in between dies of them. Snakemake empties the log before every attempt; the trainer starts it with one line per earlier
+    # attempt (from the record beside the checkpoints), and a non-preemption's error is appended after it.
     shell:
         "if [ {resources.attempt} -gt 1 ] && [ -e {params.failed:q} ]; then cat {params.failed:q} >> {log:q}; "
         "echo 'not retried: the failure above is not a preemption' >> {log:q}; exit 2; fi; "
