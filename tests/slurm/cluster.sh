@@ -23,7 +23,7 @@ PACKAGES="slurm-wlm munge mariadb-server slurmdbd"
 log() { echo "cluster.sh: $*" >&2; }
 
 # A pid file names its daemon: /run is not a tmpfs on every machine, so a file left from before a reboot can
-# hold a pid that some other process has now (CI: slurmd was never started, as another process held its old pid).
+# hold a pid that some other process has now (CI: slurmd never started: another process had its old pid).
 running() {  # running PIDFILE: the daemon the file is named after runs under that pid
     local pid
     pid=$(cat "$1" 2>/dev/null) && [ "$(ps -p "$pid" -o comm= 2>/dev/null)" = "$(basename "$1" .pid)" ]
