@@ -39,8 +39,9 @@ rule train:
     log:
         f"{RUN}/train.log",
     # exec: the trainer takes the shell's place, so that the signals the job's Snakemake passes on (common.smk)
-    # reach it and no shell in between dies of them. Snakemake empties the log before every attempt; the trainer starts it with one line per earlier
-    # attempt (from the record beside the checkpoints), and a non-preemption's error is appended after it.
+    # reach it and no shell in between dies of them. Snakemake empties the log before every attempt; the trainer
+    # starts it with one line per earlier attempt (from the record beside the checkpoints), and a failure that is
+    # no preemption has its error appended after it.
     shell:
         "if [ {resources.attempt} -gt 1 ] && [ -e {params.failed:q} ]; then cat {params.failed:q} >> {log:q}; "
         "echo 'not retried: the failure above is not a preemption' >> {log:q}; exit 2; fi; "
