@@ -56,9 +56,10 @@ def _dry_run_one(study: Path, root: Path, workdir: Path | None) -> DryRun:
     return DryRun(trains, _named(study, set(trains)))
 
 
-def _parse_once():
-    """Patch Snakemake's parser to translate each workflow file once (per content: a file is keyed by its path,
-    size and modification time) and replay the translation for every later workflow; returns the original."""
+@contextmanager
+def _parsed_once():
+    """Within the block, Snakemake's parser translates each workflow file once (per content: a file is keyed by its
+    path, size and modification time) and replays the translation for every later workflow."""
     import snakemake.api  # noqa: F401 (snakemake.workflow cannot be imported first)
     import snakemake.workflow as module
     original, cache = module.parse, {}
@@ -76,14 +77,6 @@ def _parse_once():
         return code, count
 
     module.parse = parse
-    return original
-
-
-@contextmanager
-def _parsed_once():
-    """_parse_once within the block."""
-    original = _parse_once()
-    import snakemake.workflow as module  # after _parse_once's import of snakemake.api
     try:
         yield
     finally:
