@@ -135,14 +135,16 @@ status() {
     scontrol ping >/dev/null 2>&1 && sinfo -h -N -o %t | grep -qE '^(idle|mix|alloc)' && sacct -n -X -S now >/dev/null
 }
 
-stop() {  # and wait until each daemon is gone, so that a start right after starts it again
-    for pidfile in /run/slurm/{slurmd,slurmctld,slurmdbd}.pid /run/munge/munged.pid; do
-        if running "$pidfile"; then
-            kill "$(cat "$pidfile")"
-            for _ in $(seq 60); do running "$pidfile" || break; sleep 0.5; done
-        fi
-        [ "$pidfile" != /run/slurm/slurmdbd.pid ] || mysqladmin shutdown >/dev/null 2>&1 || true
-    done
+stop_daemon() {  # stop_daemon PIDFILE, and wait until it is gone, so that a start right after starts it again
+    running "$1" || return 0
+    kill "$(cat "$1")"
+    for _ in $(seq 60); do running "$1" || return 0; sleep 0.5; done
+}
+
+stop() {
+    for d in slurmd slurmctld slurmdbd; do stop_daemon "/run/slurm/$d.pid"; done
+    mysqladmin shutdown >/dev/null 2>&1 || true
+    stop_daemon /run/munge/munged.pid
 }
 
 case "${1:-}" in
