@@ -61,9 +61,9 @@ def _jobs(workdir: Path, rule: str) -> list[str]:
 
 
 def _sacct(job: str) -> dict:
-    line = subprocess.run(["sacct", "-n", "-X", "-P", "-j", job, "-o", "Partition,State,ExitCode"],
+    line = subprocess.run(["sacct", "-n", "-X", "-P", "-j", job, "-o", "Partition,State,ExitCode,Start,End"],
                           capture_output=True, text=True, check=True).stdout.strip()
-    return dict(zip(("partition", "state", "exit"), line.split("|")))
+    return dict(zip(("partition", "state", "exit", "start", "end"), line.split("|")))  # ISO times sort as strings
 
 
 def _stored(workdir: Path, arm: str) -> str:
@@ -118,13 +118,6 @@ def _outrank(job: str) -> str:
     return subprocess.run(["sbatch", "--parsable", "-p", "urgent", "--gpus=1", "-c", "1", "--mem=100",
                            "-A", "mcgrpo", "-o", "/dev/null", "--wrap", "true"],
                           capture_output=True, text=True, check=True).stdout.strip()
-
-
-def _span(job: str) -> tuple[str, str]:
-    """(start, end) of a finished job, as sacct prints them (ISO times, which sort as strings)."""
-    line = subprocess.run(["sacct", "-n", "-X", "-P", "-j", job, "-o", "Start,End"],
-                          capture_output=True, text=True, check=True).stdout.strip()
-    return tuple(line.split("|"))
 
 
 @pytest.fixture(scope="module")
@@ -234,7 +227,8 @@ def test_a_job_preempted_by_a_higher_partition_checkpoints_in_its_grace_time_and
     assert len({a["slurm_job_id"] for a in attempts}) == len(attempts)  # ended in its grace time: not requeued
     log = (run / "train.log").read_text()
     assert f"attempt 1 (SLURM job {outranked}) on" in log and "interrupted by SIGTERM after" in log
-    assert _sacct(urgent)["state"] == "COMPLETED" and _span(urgent)[0] >= _span(outranked)[1]  # the GPU, once freed
+    urgent, outranked = _sacct(urgent), _sacct(outranked)
+    assert urgent["state"] == "COMPLETED" and urgent["start"] >= outranked["end"]  # the GPU, once freed
 
 
 def test_a_finished_study_schedules_nothing(studies):
