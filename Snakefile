@@ -9,7 +9,7 @@ min_version("9")
 # --config key=value still overrides single keys of either.
 if not workflow.overwrite_configfiles:
 
-    configfile: "config/config.yaml"
+    configfile: f"{workflow.basedir}/config/config.yaml"
 
 
 include: "rules/common.smk"

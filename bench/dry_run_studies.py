@@ -1,6 +1,6 @@
 """Seconds to dry-run every paper study (config/studies/paper/, S1-S35) in one process.
 
-    python bench/dry_run_studies.py [STUDY.yaml ...]
+    python bench/dry_run_studies.py [--workdir DIR] [STUDY.yaml ...]
 
 The target is under 10 s for all of them (54) on a 2-core machine. Prints per-study train jobs and the total: the jobs
 the studies' DAGs hold, and the runs the run store trains once each (results/_shared/runs: a run named by several
@@ -9,6 +9,7 @@ studies is one job of each of their DAGs, and one training).
 
 from __future__ import annotations
 
+import argparse
 import resource
 import sys
 import time
@@ -27,9 +28,13 @@ def _cpu() -> float:
 
 
 def main(argv: list[str]) -> int:
-    studies = [Path(a).resolve() for a in argv] or sorted((ROOT / "config" / "studies" / "paper").glob("*.yaml"))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workdir", type=Path, help="dry-run against the files here (default: the repo root)")
+    parser.add_argument("studies", nargs="*", type=Path)
+    args = parser.parse_args(argv)
+    studies = [a.resolve() for a in args.studies] or sorted((ROOT / "config" / "studies" / "paper").glob("*.yaml"))
     start, cpu = time.perf_counter(), _cpu()
-    results = dry_run(studies)
+    results = dry_run(studies, workdir=args.workdir)
     wall, cpu = time.perf_counter() - start, _cpu() - cpu
     for study, result in results.items():
         print(f"{study.stem:<40} " + (f"error: {result.error}" if result.error else f"{len(result.trains):>4} train jobs"))

@@ -36,7 +36,7 @@ def test_dry_run_studies_counts_train_jobs_and_the_stored_runs_they_share(tmp_pa
     study = ROOT / "config" / "studies" / "selection.yaml"
     renamed = tmp_path / "renamed.yaml"  # the same runs under another study's name
     renamed.write_text(study.read_text().replace("study: selection", "study: renamed"))
-    out = _bench("dry_run_studies.py", str(study), str(renamed))
+    out = _bench("dry_run_studies.py", "--workdir", str(tmp_path), str(study), str(renamed))
     assert "selection" in out and "30 train jobs" in out and "dry-ran 2 studies" in out
     assert "train jobs: 60 in the studies' DAGs; 30 distinct stored runs" in out
 

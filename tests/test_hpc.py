@@ -18,10 +18,12 @@ from mcgrpo import studies
 from mcgrpo.core import layout
 
 
-def _dry_run(*args) -> str:
+def _dry_run(workdir, *args) -> str:
+    """Dry-run the workflow of the repo root (its profiles, its default study) against an empty `workdir`: what
+    the repo's own results/ holds (a `make run` calibrates B and trains shared runs) must not change the DAG."""
     env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}"}
-    done = subprocess.run([sys.executable, "-m", "snakemake", "-n", *args], cwd=ROOT, capture_output=True,
-                          text=True, env=env, timeout=300)
+    done = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--directory", str(workdir), *args], cwd=ROOT,
+                          capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done.stdout + done.stderr
 
@@ -35,9 +37,9 @@ def _resources(output: str, rule: str = "train") -> dict[str, str]:
 _train_resources = _resources
 
 
-def test_slurm_profile_sends_gpu_rules_to_the_gpu_partition_and_the_rest_to_the_cpu_one():
+def test_slurm_profile_sends_gpu_rules_to_the_gpu_partition_and_the_rest_to_the_cpu_one(tmp_path):
     pytest.importorskip("snakemake_executor_plugin_slurm")
-    out = _dry_run("--profile", "slurm", "--forceall")
+    out = _dry_run(tmp_path, "--profile", "slurm", "--forceall")
     train, data = _resources(out), _resources(out, "prepare_data")
     assert train["slurm_partition"] == "gpu" and _resources(out, "calibrate")["slurm_partition"] == "gpu"
     assert data["slurm_partition"] == "cpu" and data["slurm_account"] == train["slurm_account"]
@@ -47,9 +49,9 @@ def test_slurm_profile_sends_gpu_rules_to_the_gpu_partition_and_the_rest_to_the_
     assert {"gpu", "cpus_per_gpu", "mem_mb", "runtime"} <= set(train)
 
 
-def test_overriding_partition_and_account_keeps_the_signal():
+def test_overriding_partition_and_account_keeps_the_signal(tmp_path):
     pytest.importorskip("snakemake_executor_plugin_slurm")
-    out = _dry_run("--profile", "slurm", "--forceall", "--default-resources", "slurm_account=lab",
+    out = _dry_run(tmp_path, "--profile", "slurm", "--forceall", "--default-resources", "slurm_account=lab",
                    "slurm_partition=short", "--set-resources", "train:slurm_partition=a100")
     train = _resources(out)
     assert train["slurm_partition"] == "a100" and train["slurm_account"] == "lab"
@@ -62,7 +64,7 @@ def test_slurm_cpu_profile_asks_for_no_gpu_on_the_cpu_partition(tmp_path):
     study = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     study.update(study="gpu", resources={"train": {"gpu": 1, "runtime": 240}})
     (tmp_path / "gpu.yaml").write_text(yaml.safe_dump(study))
-    train = _resources(_dry_run("--profile", "slurm-cpu", "--forceall", "--configfile", str(tmp_path / "gpu.yaml")))
+    train = _resources(_dry_run(tmp_path, "--profile", "slurm-cpu", "--forceall", "--configfile", str(tmp_path / "gpu.yaml")))
     assert train["gpu"] == "0" and train["slurm_partition"] == "cpu"
     assert train["slurm_extra"] == "--signal=USR1@300"
 
@@ -79,8 +81,8 @@ def test_rules_run_with_the_interpreter_of_the_workflow_where_path_has_no_python
     assert (tmp_path / layout.data_dir(studies.validate(copy.deepcopy(SMALL_STUDY))) / "pool.parquet").exists()
 
 
-def test_the_trainer_is_the_job_steps_process_and_a_retry_appends_to_its_log():
-    out = _dry_run("--forceall", "-p")
+def test_the_trainer_is_the_job_steps_process_and_a_retry_appends_to_its_log(tmp_path):
+    out = _dry_run(tmp_path, "--forceall", "-p")
     train = next(line.removeprefix("Shell command: ") for line in out.splitlines() if " -m mcgrpo train " in line)
     # after the check that stops a retry of a failure that is not a preemption, the trainer replaces the shell
     assert "; exec $PYTHON -m mcgrpo train " in train and train.count(" -m mcgrpo ") == 1
@@ -94,7 +96,7 @@ def test_sbatch_command_of_a_train_job_asks_for_gpus_memory_and_time(tmp_path):
     study = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     study.update(study="gpu", resources={"train": {"gpu": 1, "mem_mb": 64000, "runtime": 240}})
     (tmp_path / "gpu.yaml").write_text(yaml.safe_dump(study))
-    res = _train_resources(_dry_run("--profile", "slurm", "--configfile", str(tmp_path / "gpu.yaml")))
+    res = _train_resources(_dry_run(tmp_path, "--profile", "slurm", "--configfile", str(tmp_path / "gpu.yaml")))
     resources = SimpleNamespace(**{k: (int(v) if v.isdigit() else v) for k, v in res.items()})
     resources.get = lambda key, default=None: getattr(resources, key, default)
     job = SimpleNamespace(resources=resources, threads=1, is_group=lambda: False, name="train")

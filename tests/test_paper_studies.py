@@ -31,8 +31,8 @@ def test_every_study_of_the_paper_has_a_config():
 
 
 @pytest.fixture(scope="module")
-def dry_runs() -> dict[Path, DryRun]:
-    return dry_run(STUDIES)
+def dry_runs(tmp_path_factory) -> dict[Path, DryRun]:
+    return dry_run(STUDIES, workdir=tmp_path_factory.mktemp("fresh"))  # not the repo's results/: a fresh clone's DAGs
 
 
 @pytest.mark.parametrize("study", STUDIES, ids=[p.stem for p in STUDIES])
