@@ -5,6 +5,8 @@ All of them are dry-run in this one process (mcgrpo.dryrun); bench/dry_run_studi
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -32,7 +34,21 @@ def test_every_study_of_the_paper_has_a_config():
 
 @pytest.fixture(scope="module")
 def dry_runs(tmp_path_factory) -> dict[Path, DryRun]:
-    return dry_run(STUDIES, workdir=tmp_path_factory.mktemp("fresh"))  # not the repo's results/: a fresh clone's DAGs
+    # against an empty workdir, not the repo's results/: a fresh clone's DAGs
+    return dry_run(STUDIES, workdir=tmp_path_factory.mktemp("fresh"), workers=len(os.sched_getaffinity(0)))
+
+
+def test_workers_dry_run_what_one_process_does(tmp_path):
+    few = [ROOT / "config" / "config.yaml", *STUDIES[:2], tmp_path / "missing.yaml"]
+    alone, split = dry_run(few, workdir=tmp_path), dry_run(few, workdir=tmp_path, workers=2)
+    assert list(split) == few and split == alone
+    assert alone[few[0]].runs and "missing.yaml" in alone[few[-1]].error
+
+
+def test_a_worker_that_fails_raises_with_its_exit_status(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "executable", "/bin/false")
+    with pytest.raises(RuntimeError, match="dry-run worker for 1 studies exited 1"):
+        dry_run(STUDIES[:2], workdir=tmp_path, workers=2)
 
 
 @pytest.mark.parametrize("study", STUDIES, ids=[p.stem for p in STUDIES])

@@ -3,18 +3,24 @@
 Used by tests/test_paper_studies.py and bench/dry_run_studies.py; the `snakemake -n --configfile`
 command line does the same for one study. Where the time goes (54 paper studies, 2 cores): building each DAG and
 parsing the Snakefile, all CPU. So each workflow file is parsed once (Snakemake parses every file again for every
-workflow it builds). Worker processes (a multiprocessing pool, forked or spawned) hung now and then: not used.
+workflow it builds), and `workers` > 1 splits the studies over that many interpreters of their own
+(`python -m mcgrpo.dryrun`, results back as JSON on stdout): a multiprocessing pool, forked or spawned, hung now
+and then inside Snakemake, a plain child process cannot share its state.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import re
+import subprocess
 import sys
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from contextlib import ExitStack, contextmanager, redirect_stdout
+from dataclasses import asdict, dataclass, field
 from functools import wraps
 from pathlib import Path
+from tempfile import TemporaryFile
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_JSON = re.compile(r"_shared/runs/(?P<run>[0-9a-f]+)/run\.json$")
@@ -29,10 +35,36 @@ class DryRun:
     error: str | None = None
 
 
-def dry_run(studies: list[Path], root: Path = ROOT, workdir: Path | None = None) -> dict[Path, DryRun]:
-    """Build each study's DAG and dry-run it against the files under `workdir` (default `root`)."""
+def dry_run(studies: list[Path], root: Path = ROOT, workdir: Path | None = None, workers: int = 1) -> dict[Path, DryRun]:
+    """Build each study's DAG and dry-run it against the files under `workdir` (default `root`), in this process
+    or split over `workers` child processes."""
+    if workers > 1 and len(studies) > 1:
+        return _in_workers(studies, root, workdir, min(workers, len(studies)))
     with _parsed_once():
         return {study: _dry_run_one(study, root, workdir) for study in studies}
+
+
+def _in_workers(studies: list[Path], root: Path, workdir: Path | None, workers: int) -> dict[Path, DryRun]:
+    """Every `workers`-th study to each child; a child that fails raises with its own traceback."""
+    chunks = [studies[i::workers] for i in range(workers)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]),
+                                                       os.environ.get("PYTHONPATH", "")])}
+    where = ["--root", str(root)] + (["--workdir", str(workdir)] if workdir else [])
+    results: dict[Path, DryRun] = {}
+    with ExitStack() as files:
+        outs = [(files.enter_context(TemporaryFile("w+")), files.enter_context(TemporaryFile("w+"))) for _ in chunks]
+        children = [subprocess.Popen([sys.executable, "-m", "mcgrpo.dryrun", *where, *map(str, chunk)], env=env,
+                                     stdout=out, stderr=err, text=True) for chunk, (out, err) in zip(chunks, outs)]
+        files.callback(lambda: [child.kill() for child in children if child.poll() is None])  # after a failure
+        for child, chunk, (out, err) in zip(children, chunks, outs):
+            if child.wait():
+                err.seek(0)
+                raise RuntimeError(f"dry-run worker for {len(chunk)} studies exited {child.returncode}:\n"
+                                   f"{err.read()[-5000:]}")
+            out.seek(0)
+            for study, one in zip(chunk, json.loads(out.read())):
+                results[study] = DryRun(one["trains"], [tuple(run) for run in one["runs"]], one["error"])
+    return {study: results[study] for study in studies}
 
 
 def _dry_run_one(study: Path, root: Path, workdir: Path | None) -> DryRun:
@@ -88,3 +120,19 @@ def _named(study: Path, trains: set[str]) -> list[tuple[str, int]]:
     from mcgrpo import studies
     from mcgrpo.core import layout
     return sorted(run for run, key in layout.run_keys(studies.load(study)).items() if key in trains)
+
+
+def main(argv: list[str]) -> None:
+    """A worker of `dry_run(..., workers=N)`: the dry-runs of the studies given, as a JSON list on stdout."""
+    parser = argparse.ArgumentParser(prog="python -m mcgrpo.dryrun", description=main.__doc__)
+    parser.add_argument("--root", type=Path, default=ROOT)
+    parser.add_argument("--workdir", type=Path)
+    parser.add_argument("studies", nargs="+", type=Path)
+    args = parser.parse_args(argv)
+    with redirect_stdout(sys.stderr):  # stdout carries the JSON alone
+        results = dry_run(args.studies, args.root, args.workdir)
+    print(json.dumps([asdict(results[study]) for study in args.studies]))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
