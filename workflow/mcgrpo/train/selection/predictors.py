@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections import deque
 
 import numpy as np
-from sklearn.linear_model import Ridge
 
 
 class _Window:
@@ -49,6 +48,7 @@ class PromptCritic:
     def predict(self, indices, features, levels) -> np.ndarray:
         if len(self.data.rows) < 2:
             return np.full(len(indices), np.nan)
+        from sklearn.linear_model import Ridge  # here: scikit-learn and scipy take 2 s of every train job's start
         x = np.stack([f for _, _, f, _ in self.data.rows])
         model = Ridge(alpha=self.alpha).fit(x, self.data.rewards())
         return np.clip(model.predict(np.asarray(features)), 0.0, 1.0)
