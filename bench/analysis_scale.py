@@ -30,6 +30,7 @@ import pandas as pd  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "workflow"))
 from mcgrpo.core import store  # noqa: E402
+from mcgrpo.core import layout  # noqa: E402
 from mcgrpo import studies  # noqa: E402
 from mcgrpo.analysis import prereg, steps  # noqa: E402
 from mcgrpo.core.clock import STAGES  # noqa: E402
@@ -123,7 +124,7 @@ def build(root: Path, studies: int, scale: Scale) -> list[tuple[dict, Path]]:
                                           "B": [B]}), results / "calibration" / "budget.parquet")
         for j, arm in enumerate(cfg["arms"]):
             for seed in cfg["seeds"]:
-                write_run(results / "runs" / arm / f"seed{seed}", rng, 1.0 - 0.1 * j, start + timedelta(hours=1), scale)
+                write_run(layout.study_run(results, arm, seed), rng, 1.0 - 0.1 * j, start + timedelta(hours=1), scale)
         store.write_json(prereg.make_lock(cfg, now=start), results / "prereg.lock.json")
         print(f"built {cfg['study']}: {arms} arms x {seeds} seeds", flush=True)
     return out

@@ -88,7 +88,7 @@ def run_files(name):
     """Every stored run's file `name` (evals.parquet, samples.parquet, run.json, ...). An analysis-only run never
     relinks: it reads the runs the study's links point at, as trained (the prereg table names any stale one)."""
     if config["analysis_only"]:
-        return [f"{R}/runs/{arm}/seed{seed}/{name}" for arm, seed in study_config.runs(config)]
+        return [str(layout.study_run(R, arm, seed) / name) for arm, seed in study_config.runs(config)]
     return [f"{RUN.format(run=key)}/{name}" for key in NAMED]
 
 

@@ -15,7 +15,7 @@ import yaml
 from conftest import ROOT, SMALL_STUDY
 from mcgrpo import studies
 from mcgrpo.core import config as study_config, layout
-from mcgrpo.core.store import COLUMNS, parquet_metadata, read_contract
+from mcgrpo.core.store import parquet_metadata, read_contract
 
 pytestmark = pytest.mark.slow
 

@@ -7,7 +7,6 @@ import pytest
 
 from mcgrpo.core import config as study_config
 from mcgrpo import studies
-from mcgrpo.train.engines import build as build_engine
 from mcgrpo.train.models.tiny import build_model
 from mcgrpo.train.selection import nearest_with_extras
 from mcgrpo.train.selection.predictors import History, Level

@@ -1,8 +1,5 @@
 """The training loop: budget stop, evaluation schedule, common random numbers, logged contracts."""
 
-import copy
-
-import numpy as np
 import pytest
 
 from mcgrpo.core import config as study_config

@@ -12,6 +12,7 @@ from mcgrpo.analysis.plan import planned_keys
 from mcgrpo.analysis.steps import budget
 from mcgrpo.core import store
 from mcgrpo.core.errors import ConfigError, DataError
+from mcgrpo.core.layout import study_run
 
 
 def _shared_seeds(results: Path, arms: set[str]) -> list[int]:
@@ -56,7 +57,7 @@ def contrast(results: Path, a: str, b: str, basis: str, metric: str, eval_set: s
     """
     results = Path(results)
     seeds = _shared_seeds(results, {a, b})
-    sets = sorted(runs.read_evals(results / "runs" / a / f"seed{seeds[0]}" / "evals.parquet")["eval_set"].unique())
+    sets = sorted(runs.read_evals(study_run(results, a, seeds[0]) / "evals.parquet")["eval_set"].unique())
     if eval_set is None and len(sets) != 1:
         raise ConfigError(f"runs hold eval sets {', '.join(sets)}: choose one with --eval-set")
     eval_set = eval_set or sets[0]

@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 from mcgrpo.analysis.stats import pass_at_k
 from mcgrpo.core.store import COLUMNS, read_arrow, read_contract
 from mcgrpo.core.errors import ConfigError, DataError
+from mcgrpo.core.layout import study_run
 
 EVAL_METRICS = {c for c in COLUMNS["evals"] if c.startswith("acc_")}  # readable without samples.parquet
 # analysis.clock -> the evals.parquet column that times training (the stages' wall or process CPU seconds)
@@ -193,7 +194,7 @@ def load(results_dir: str | Path, arms: list[str], seeds: list[int], eval_sets: 
     runs = {}
     for arm in arms:
         for seed in seeds:
-            for run in read_runs(Path(results_dir) / "runs" / arm / f"seed{seed}", arm, seed, eval_sets, samples,
+            for run in read_runs(study_run(results_dir, arm, seed), arm, seed, eval_sets, samples,
                                  clock):
                 runs[arm, seed, run.eval_set] = run
     return runs

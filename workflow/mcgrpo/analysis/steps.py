@@ -14,6 +14,7 @@ from mcgrpo.analysis import (along, breakdown, contrasts, curves, drift, efficie
 from mcgrpo.core import store
 from mcgrpo.core.budget import Budget, from_table
 from mcgrpo.core import config as study_config
+from mcgrpo.core.layout import study_run
 from mcgrpo.analysis.plan import keys
 
 
@@ -130,7 +131,7 @@ def breakdown_step(cfg: dict, results: Path) -> None:
     rows = []
     for (arm, seed, eval_set), run in _runs(cfg, results, samples=False).items():
         if eval_set == cfg["evaluation"]["sets"][0]:  # every set is evaluated at the same iterations
-            iterations = runs.read_iterations(results / "runs" / arm / f"seed{seed}", breakdown.COLUMNS)
+            iterations = runs.read_iterations(study_run(results, arm, seed), breakdown.COLUMNS)
             at_budget = run.coords("tokens_total")[contrasts.budget_row(run, B)]
             rows.append({"arm": arm, "seed": seed, **breakdown.run_totals(iterations, at_budget)})
     totals = pd.DataFrame(rows)
@@ -148,7 +149,7 @@ def hardware(cfg: dict, results: Path) -> str | None:
     distinct one, in run order); None where no run records it."""
     seen = []
     for arm, seed in study_config.runs(cfg):
-        path = Path(results) / "runs" / arm / f"seed{seed}" / "run.json"
+        path = study_run(results, arm, seed) / "run.json"
         h = store.read_json(path).get("hardware") if path.exists() else None
         if h:
             threads = f"{h['threads']} thread{'s' if h['threads'] != 1 else ''}"
@@ -215,7 +216,7 @@ def alignment_step(cfg: dict, results: Path) -> None:
     """Alignment along training beside accuracy, for every run measured (evaluation.alignment)."""
     results, pieces = Path(results), []
     for arm, seed in study_config.runs(cfg):
-        folder = results / "runs" / arm / f"seed{seed}"
+        folder = study_run(results, arm, seed)
         pieces.append(along.run_table(store.read_parquet(folder / "alignment.parquet"),
                                       runs.read_evals(folder / "evals.parquet"), arm, seed))
     table = pd.concat([p for p in pieces if len(p)], ignore_index=True) if any(len(p) for p in pieces) else \

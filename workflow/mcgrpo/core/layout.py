@@ -117,20 +117,28 @@ def first_names(keys: dict[tuple[str, int], str]) -> dict[str, tuple[str, int]]:
     return named
 
 
-def study_links(cfg: dict, folder: Path | None = None) -> dict[Path, Path]:
-    """The links of the study's folder (default study_dir) into the store: runs/<arm>/seed<N> to each run,
-    calibration/ to its B."""
+def study_run(folder: Path | str, arm: str, seed: int) -> Path:
+    """A run's place in a study's results folder, runs/<arm>/seed<N> (a link into the store): the one spelling of
+    it for every reader of a study's runs."""
+    return Path(folder) / "runs" / arm / f"seed{seed}"
+
+
+def study_links(cfg: dict, folder: Path | None = None, keys: dict[tuple[str, int], str] | None = None
+                ) -> dict[Path, Path]:
+    """The links of the study's folder (default study_dir) into the store: runs/<arm>/seed<N> to each run (of
+    run_keys' `keys`, computed when not given), calibration/ to its B."""
     folder = Path(folder or study_dir(cfg))
-    links = {folder / "runs" / arm / f"seed{seed}": runs_dir(cfg) / key for (arm, seed), key in run_keys(cfg).items()}
+    links = {study_run(folder, arm, seed): runs_dir(cfg) / key for (arm, seed), key in (keys or run_keys(cfg)).items()}
     return {**links, folder / "calibration": calibration_dir(cfg)}
 
 
 def link_study(cfg: dict, index: Path) -> None:
     """The study's links into the store (study_links), and `index` (its runs/store.parquet): the stored run of each
     (arm, seed), and the calibration."""
-    for path, target in study_links(cfg, index.parents[1]).items():
+    keys = run_keys(cfg)
+    for path, target in study_links(cfg, index.parents[1], keys).items():
         link(path, target)
-    rows = [(arm, seed, key, calibration_key(cfg)) for (arm, seed), key in run_keys(cfg).items()]
+    rows = [(arm, seed, key, calibration_key(cfg)) for (arm, seed), key in keys.items()]
     store.write_parquet(pd.DataFrame(rows, columns=store.COLUMNS["store"]), index, config_hash(cfg))
 
 

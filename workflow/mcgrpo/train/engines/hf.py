@@ -38,7 +38,7 @@ class HFEngine:
 
     @torch.no_grad()
     def _generate_batch(self, prompts, limits, seeds) -> list[Completion]:
-        model, device = self.model, self.model.device
+        model = self.model
         was_training = model.training
         model.eval()
         n, horizon = len(prompts), max(max(limits), 0)
