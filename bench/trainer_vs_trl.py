@@ -142,7 +142,8 @@ class Matmuls(TorchDispatchMode):
 
 def matmul_floor(mcgrpo: Trainer, updates: list[tuple]) -> None:
     """The update's FLOP/s against plain matmuls of the same shapes on the same threads: each recorded
-    update is run again, timed, then its matrix products are recorded and run alone, timed, in turn."""
+    update is run again, timed, then its matrix products are recorded and run alone, timed, in turn (updates that
+    ran none are left out)."""
     rows = []
     for args in updates:
         start = time.perf_counter()
@@ -152,6 +153,10 @@ def matmul_floor(mcgrpo: Trainer, updates: list[tuple]) -> None:
             mcgrpo.update(*args)
         matmuls.replay(mcgrpo.model.device)  # warm
         rows.append((matmuls.flops(), seconds, matmuls.replay(mcgrpo.model.device)))
+    rows = [row for row in rows if row[0]]
+    if not rows:  # an untrained model's groups all have equal rewards: nothing scored, no floor to compare with
+        print("mcgrpo update FLOP/s: no update ran a matrix product (every group had equal rewards)")
+        return
     flops, seconds, floor = (statistics.median(r[i] for r in rows) for i in range(3))
     print(f"mcgrpo update FLOP/s: {flops / 1e9:.2f} GFLOP of matrix products per update in {seconds:.3f} s = "
           f"{flops / seconds / 1e9:.1f} GFLOP/s; the same products as plain matmuls: {floor:.3f} s = "

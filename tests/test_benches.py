@@ -65,7 +65,7 @@ BENCH_PYTHON = ROOT / ".venv-bench" / "bin" / "python"
 @pytest.mark.skipif(not (ROOT / ".venv-bench" / ".installed").exists(),
                     reason="TRL lives in .venv-bench only (`make bench-env`; .ci/run builds it)")
 def test_trainer_against_trl():
-    out = _bench("trainer_vs_trl.py", "--warmup", "0", "--iterations", "1", "--limit", "8",
+    out = _bench("trainer_vs_trl.py", "--warmup", "0", "--iterations", "1", "--limit", "8", "--score-all",
                  python=str(BENCH_PYTHON))
     assert "ratio mcgrpo / TRL" in out and "mcgrpo update FLOP/s" in out and "update / matmul floor" in out
 
