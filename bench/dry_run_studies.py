@@ -1,4 +1,4 @@
-"""Seconds to dry-run every paper study (config/studies/paper/, S1-S35) in one process.
+"""Seconds to dry-run every paper study (config/studies/paper/, S1-S35), split over one process per core.
 
     python bench/dry_run_studies.py [--workdir DIR] [--workers N] [STUDY.yaml ...]
 
