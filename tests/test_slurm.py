@@ -60,6 +60,11 @@ def _jobs(workdir: Path, rule: str) -> list[str]:
     return sorted((p.stem for p in logs), key=int)
 
 
+def _queue() -> str:
+    """The cluster's queue with each pending job's reason: what a run that stalls waits on."""
+    return subprocess.run(["squeue", "-o", "%i %P %j %T %R"], capture_output=True, text=True).stdout
+
+
 def _sacct(job: str) -> dict:
     line = subprocess.run(["sacct", "-n", "-X", "-P", "-j", job, "-o", "Partition,State,ExitCode,Start,End"],
                           capture_output=True, text=True, check=True).stdout.strip()
@@ -152,7 +157,7 @@ def studies(tmp_path_factory):
                 trainer.resume()
                 signalled[arm] = waiting.pop(arm)[0]
         assert on_slurm.poll() is None and time.time() < deadline, (
-            f"signalled {signalled}, waiting {list(waiting)}\n" + (slurm / "snakemake.out").read_text()[-3000:])
+            f"signalled {signalled}, waiting {list(waiting)}\n{_queue()}\n" + (slurm / "snakemake.out").read_text()[-3000:])
         time.sleep(0.1)
     for workdir, proc in ((slurm, on_slurm), (local, at_home)):
         assert proc.wait(timeout=1500) == 0, (workdir / "snakemake.out").read_text()[-4000:]
@@ -241,7 +246,7 @@ def test_a_finished_study_schedules_nothing(studies):
 
 def test_the_cluster_comes_up_past_a_pid_file_left_from_before_a_reboot():
     """A daemon's pid file that names a live process of another program (as after a reboot, where /run is not a
-    tmpfs) does not pass for the daemon: `up` starts it. Last in this file: it restarts the cluster."""
+    tmpfs) does not pass for the daemon: `up` starts it. Near the end of this file: it restarts the cluster."""
     subprocess.run([str(CLUSTER), "down"], check=True, capture_output=True)
     other = subprocess.Popen(["sleep", "300"])
     try:
@@ -252,3 +257,27 @@ def test_the_cluster_comes_up_past_a_pid_file_left_from_before_a_reboot():
         assert int(Path("/run/slurm/slurmd.pid").read_text()) != other.pid
     finally:
         other.kill()
+
+
+def test_the_cluster_comes_up_without_the_jobs_that_ran_before_a_reboot():
+    """A job that held the GPU when the machine went down (every daemon and process killed at once) does not come
+    back as running and hold it for good: `up` starts a cluster with no jobs, and a GPU job runs at once. Last in
+    this file: it kills the cluster."""
+    held = subprocess.run(["sbatch", "--parsable", "-p", "gpu", "--gpus=1", "--wrap", "sleep 600"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+    try:
+        deadline = time.time() + 60
+        while subprocess.run(["squeue", "-h", "-j", held, "-o", "%T"], capture_output=True, text=True).stdout.strip() != "RUNNING":
+            assert time.time() < deadline, _queue()
+            time.sleep(0.5)
+        for program in ("slurmctld", "slurmd", "slurmstepd", "slurmdbd"):
+            subprocess.run(["pkill", "-KILL", "-x", program])
+        subprocess.run(["pkill", "-KILL", "-f", "^sleep 600$"])
+        up = subprocess.run([str(CLUSTER), "up"], capture_output=True, text=True, timeout=300)
+        assert up.returncode == 0, up.stderr
+        assert held not in _queue().split(), _queue()
+        ran = subprocess.run(["sbatch", "--parsable", "--wait", "-p", "gpu", "--gpus=1", "--time=1", "--wrap", "true"],
+                             capture_output=True, text=True, timeout=120)
+        assert ran.returncode == 0, ran.stderr + _queue()
+    finally:
+        subprocess.run(["scancel", "--name=wrap"])

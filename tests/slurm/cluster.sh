@@ -127,6 +127,11 @@ start() {
     sacctmgr -i -Q add user root Account=mcgrpo DefaultAccount=mcgrpo >/dev/null 2>&1 || true
     running /run/slurm/slurmctld.pid || slurmctld
     wait_for 30 slurmctld scontrol ping
+    # A cluster this script starts begins with no jobs. The controller's saved state can name jobs whose processes
+    # died with the machine: it recovers them as running, and they hold their CPUs and the one GPU for good (CI: a
+    # job running when the machine was last stopped kept every test job pending). Cancelling keeps job ids unique,
+    # which the executor plugin's `sacct` polls need; `slurmctld -c` would restart them at 1.
+    squeue -h -o %A | xargs -r scancel
     running /run/slurm/slurmd.pid || slurmd
     wait_for 60 "node $NODE" sh -c "sinfo -h -N -o %t | grep -qE '^(idle|mix|alloc)'"
 }
