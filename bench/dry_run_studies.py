@@ -10,7 +10,6 @@ studies is one job of each of their DAGs, and one training).
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 import sys
 import time
@@ -19,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "workflow"))
 
-from mcgrpo.dryrun import dry_run  # noqa: E402
+from mcgrpo.dryrun import dry_run, worker_count  # noqa: E402
 
 
 def _cpu() -> float:
@@ -31,7 +30,7 @@ def _cpu() -> float:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workdir", type=Path, help="dry-run against the files here (default: the repo root)")
-    parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)),
+    parser.add_argument("--workers", type=int,
                         help="child processes to split the studies over (default: one per core; 1: this process)")
     parser.add_argument("studies", nargs="*", type=Path)
     args = parser.parse_args(argv)
@@ -44,8 +43,8 @@ def main(argv: list[str]) -> int:
     jobs = sum(len(r.trains) for r in results.values())
     print(f"\ntrain jobs: {jobs} in the studies' DAGs; {len({t for r in results.values() for t in r.trains})} "
           f"distinct stored runs (the run store trains each once)")
-    print(f"dry-ran {len(studies)} studies in {wall:.1f} s ({cpu:.1f} s of CPU, {args.workers} worker(s), "
-          f"{wall / len(studies):.2f} s each)")
+    print(f"dry-ran {len(studies)} studies in {wall:.1f} s ({cpu:.1f} s of CPU, "
+          f"{worker_count(len(studies), args.workers)} worker(s), {wall / len(studies):.2f} s each)")
     return int(any(r.error for r in results.values()))
 
 

@@ -205,7 +205,7 @@ def dry_runs(tmp_path_factory):
              for i, (key, case) in enumerate(FLAT.items()) if (files / f"{i:03d}").mkdir() is None}
     valid = files / "valid.yaml"
     valid.write_text(SMALL_YAML)
-    results = dry_run([valid, *paths.values()], workdir=work, workers=len(os.sched_getaffinity(0)))
+    results = dry_run([valid, *paths.values()], workdir=work)
     return {key: (results[path], path) for key, path in paths.items()}, results[valid], before, _tree(work)
 
 

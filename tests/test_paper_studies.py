@@ -5,7 +5,6 @@ All of them are dry-run in this one process (mcgrpo.dryrun); bench/dry_run_studi
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from mcgrpo.dryrun import DryRun, dry_run
+from mcgrpo.dryrun import DryRun, _claimed, dry_run
 
 PAPER = ROOT / "config" / "studies" / "paper"
 STUDIES = sorted(PAPER.glob("*.yaml"))
@@ -35,19 +34,26 @@ def test_every_study_of_the_paper_has_a_config():
 @pytest.fixture(scope="module")
 def dry_runs(tmp_path_factory) -> dict[Path, DryRun]:
     # against an empty workdir, not the repo's results/: a fresh clone's DAGs
-    return dry_run(STUDIES, workdir=tmp_path_factory.mktemp("fresh"), workers=len(os.sched_getaffinity(0)))
+    return dry_run(STUDIES, workdir=tmp_path_factory.mktemp("fresh"))
 
 
 def test_workers_dry_run_what_one_process_does(tmp_path):
     few = [ROOT / "config" / "config.yaml", *STUDIES[:2], tmp_path / "missing.yaml"]
-    alone, split = dry_run(few, workdir=tmp_path), dry_run(few, workdir=tmp_path, workers=2)
+    alone, split = dry_run(few, workdir=tmp_path, workers=1), dry_run(few, workdir=tmp_path, workers=2)
     assert list(split) == few and split == alone
     assert alone[few[0]].runs and "missing.yaml" in alone[few[-1]].error
 
 
+def test_workers_claim_each_study_once_and_the_quicker_one_claims_more(tmp_path):
+    first, second = _claimed(STUDIES[:5], str(tmp_path)), _claimed(STUDIES[:5], str(tmp_path))
+    got = [next(first), next(second), next(first), next(first), next(second)]  # the second one is slower
+    assert sorted(i for i, _ in got) == [0, 1, 2, 3, 4] and [study for _, study in sorted(got)] == STUDIES[:5]
+    assert next(first, None) is None and next(second, None) is None
+
+
 def test_a_worker_that_fails_raises_with_its_exit_status(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "executable", "/bin/false")
-    with pytest.raises(RuntimeError, match="dry-run worker for 1 studies exited 1"):
+    with pytest.raises(RuntimeError, match="dry-run worker exited 1"):
         dry_run(STUDIES[:2], workdir=tmp_path, workers=2)
 
 
