@@ -36,6 +36,7 @@ dry-run: env
 
 lint: env
 	$(BIN)/snakemake --lint
+	$(BIN)/ruff check --quiet .
 
 analysis: env
 	$(BIN)/snakemake --cores $(CORES) analysis --config analysis_only=True
