@@ -1,6 +1,6 @@
 """Hostile configs: nothing a study file can say deletes data, runs a hybrid, or fails after training.
 
-Every case is a study file a careless or hostile user could write. All of them are dry-run in one process
+Every case is a study file a careless or hostile user could write. All of them are dry-run together
 (`mcgrpo.dryrun`) in a working directory that already holds a finished-looking study folder: each must stop
 before any job with a message naming the key (or the file and line), and the folder must survive them all.
 The command-line cases (data files, options) must end in a message and exit status 2, never a traceback.

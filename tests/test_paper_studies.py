@@ -1,6 +1,6 @@
 """The paper's studies (config/studies/paper/, S1-S35) each build their DAG, with one train job per arm and seed.
 
-All of them are dry-run in this one process (mcgrpo.dryrun); bench/dry_run_studies.py times the same batch.
+All of them are dry-run together (mcgrpo.dryrun: one worker per core); bench/dry_run_studies.py times the same batch.
 """
 
 from __future__ import annotations

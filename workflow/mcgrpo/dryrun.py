@@ -1,4 +1,4 @@
-"""Dry-run many studies in one process: Snakemake and the interpreter start once, not once per study.
+"""Dry-run many studies in a few processes: Snakemake and the interpreter start once per process, not per study.
 
 Used by tests/test_paper_studies.py and bench/dry_run_studies.py; the `snakemake -n --configfile`
 command line does the same for one study. Where the time goes (54 paper studies, 2 cores): building each DAG and
