@@ -244,6 +244,25 @@ def test_a_finished_study_schedules_nothing(studies):
     assert done.returncode == 0 and "Nothing to be done" in done.stdout + done.stderr
 
 
+def test_another_clusters_config_is_left_alone():
+    """On a machine whose slurm.conf names another cluster, `up` and `down` refuse, touching neither its daemons nor
+    its config, and `status` fails, so that these tests skip there."""
+    conf = Path("/etc/slurm/slurm.conf")
+    ours = conf.read_text()
+    site = ours.replace("ClusterName=mcgrpo", "ClusterName=site")
+    try:
+        conf.write_text(site)
+        for verb in ("up", "down"):
+            done = subprocess.run([str(CLUSTER), verb], capture_output=True, text=True, timeout=60)
+            assert done.returncode == 1 and "another cluster's (ClusterName=site): not touching it" in done.stderr
+        assert subprocess.run([str(CLUSTER), "status"]).returncode != 0
+        assert conf.read_text() == site
+        assert subprocess.run(["pgrep", "-x", "slurmctld"], capture_output=True).returncode == 0
+    finally:
+        conf.write_text(ours)
+    assert subprocess.run([str(CLUSTER), "status"]).returncode == 0
+
+
 def test_the_cluster_comes_up_past_a_pid_file_left_from_before_a_reboot():
     """A daemon's pid file that names a live process of another program (as after a reboot, where /run is not a
     tmpfs) does not pass for the daemon: `up` starts it. Near the end of this file: it restarts the cluster."""

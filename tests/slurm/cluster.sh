@@ -22,6 +22,15 @@ PACKAGES="slurm-wlm munge mariadb-server slurmdbd"
 
 log() { echo "cluster.sh: $*" >&2; }
 
+# A machine whose slurm.conf is another cluster's (a site's head node) is left alone: `up` would stop its daemons
+# and overwrite its config, and the tests would run against it.
+ours() { grep -qx "ClusterName=mcgrpo" "$CONF/slurm.conf" 2>/dev/null; }
+refuse_other() {
+    [ -e "$CONF/slurm.conf" ] && ! ours || return 0
+    log "$CONF/slurm.conf is another cluster's ($(grep -m1 -i '^ClusterName=' "$CONF/slurm.conf" || echo 'no ClusterName')): not touching it"
+    exit 1
+}
+
 # A pid file names its daemon: /run is not a tmpfs on every machine, so a file left from before a reboot can
 # hold a pid that some other process has now (CI: slurmd never started: another process had its old pid).
 running() {  # running PIDFILE: the daemon the file is named after runs under that pid
@@ -137,7 +146,7 @@ start() {
 }
 
 status() {
-    scontrol ping >/dev/null 2>&1 && sinfo -h -N -o %t | grep -qE '^(idle|mix|alloc)' && sacct -n -X -S now >/dev/null
+    ours && scontrol ping >/dev/null 2>&1 && sinfo -h -N -o %t | grep -qE '^(idle|mix|alloc)' && sacct -n -X -S now >/dev/null
 }
 
 stop_daemon() {  # stop_daemon PIDFILE, and wait until it is gone, so that a start right after starts it again
@@ -154,13 +163,14 @@ stop() {
 
 case "${1:-}" in
     up)
+        refuse_other
         if status && [ "$(slurm_conf)" = "$(cat "$CONF/slurm.conf")" ]; then log "up already"; exit 0; fi
         install
         stop  # a cluster up with an older slurm.conf restarts with this one
         write_config
         start
         log "up: node $NODE, $CPUS CPUs, partitions cpu (default), gpu and urgent, proctrack/$PROCTRACK" ;;
-    down) stop; log "down" ;;
+    down) refuse_other; stop; log "down" ;;
     status) status ;;
     *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
 esac
