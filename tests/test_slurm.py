@@ -282,7 +282,7 @@ def test_the_cluster_comes_up_without_the_jobs_that_ran_before_a_reboot():
     """A job that held the GPU when the machine went down (every daemon and process killed at once) does not come
     back as running and hold it for good: `up` starts a cluster with no jobs, and a GPU job runs at once. Last in
     this file: it kills the cluster."""
-    held = subprocess.run(["sbatch", "--parsable", "-p", "gpu", "--gpus=1", "--wrap", "sleep 600"],
+    held = subprocess.run(["sbatch", "--parsable", "-o", "/dev/null", "-p", "gpu", "--gpus=1", "--wrap", "sleep 600"],
                           check=True, capture_output=True, text=True).stdout.strip()
     try:
         deadline = time.time() + 60
@@ -295,7 +295,7 @@ def test_the_cluster_comes_up_without_the_jobs_that_ran_before_a_reboot():
         up = subprocess.run([str(CLUSTER), "up"], capture_output=True, text=True, timeout=300)
         assert up.returncode == 0, up.stderr
         assert held not in _queue().split(), _queue()
-        ran = subprocess.run(["sbatch", "--parsable", "--wait", "-p", "gpu", "--gpus=1", "--time=1", "--wrap", "true"],
+        ran = subprocess.run(["sbatch", "--parsable", "--wait", "-o", "/dev/null", "-p", "gpu", "--gpus=1", "--time=1", "--wrap", "true"],
                              capture_output=True, text=True, timeout=120)
         assert ran.returncode == 0, ran.stderr + _queue()
     finally:
