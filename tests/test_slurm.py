@@ -157,7 +157,8 @@ def studies(tmp_path_factory):
                 trainer.resume()
                 signalled[arm] = waiting.pop(arm)[0]
         assert on_slurm.poll() is None and time.time() < deadline, (
-            f"signalled {signalled}, waiting {list(waiting)}\n{_queue()}\n" + (slurm / "snakemake.out").read_text()[-3000:])
+            f"signalled {signalled}, waiting {list(waiting)}\n{_queue()}\n"
+            + (slurm / "snakemake.out").read_text()[-3000:])
         time.sleep(0.1)
     for workdir, proc in ((slurm, on_slurm), (local, at_home)):
         assert proc.wait(timeout=1500) == 0, (workdir / "snakemake.out").read_text()[-4000:]
@@ -281,12 +282,13 @@ def test_the_cluster_comes_up_past_a_pid_file_left_from_before_a_reboot():
 def test_the_cluster_comes_up_without_the_jobs_that_ran_before_a_reboot():
     """A job that held the GPU when the machine went down (every daemon and process killed at once) does not come
     back as running and hold it for good: `up` starts a cluster with no jobs, and a GPU job runs at once. Last in
-    this file: it kills the cluster."""
-    held = subprocess.run(["sbatch", "--parsable", "-o", "/dev/null", "-p", "gpu", "--gpus=1", "--wrap", "sleep 600"],
-                          check=True, capture_output=True, text=True).stdout.strip()
+    this file: it kills the cluster and brings it up again."""
+    gpu_job = ["sbatch", "--parsable", "-o", "/dev/null", "-p", "gpu", "--gpus=1"]
+    held = subprocess.run([*gpu_job, "--wrap", "sleep 600"], check=True, capture_output=True, text=True).stdout.strip()
     try:
         deadline = time.time() + 60
-        while subprocess.run(["squeue", "-h", "-j", held, "-o", "%T"], capture_output=True, text=True).stdout.strip() != "RUNNING":
+        while subprocess.run(["squeue", "-h", "-j", held, "-o", "%T"],
+                             capture_output=True, text=True).stdout.strip() != "RUNNING":
             assert time.time() < deadline, _queue()
             time.sleep(0.5)
         for program in ("slurmctld", "slurmd", "slurmstepd", "slurmdbd"):
@@ -295,8 +297,8 @@ def test_the_cluster_comes_up_without_the_jobs_that_ran_before_a_reboot():
         up = subprocess.run([str(CLUSTER), "up"], capture_output=True, text=True, timeout=300)
         assert up.returncode == 0, up.stderr
         assert held not in _queue().split(), _queue()
-        ran = subprocess.run(["sbatch", "--parsable", "--wait", "-o", "/dev/null", "-p", "gpu", "--gpus=1", "--time=1", "--wrap", "true"],
-                             capture_output=True, text=True, timeout=120)
+        ran = subprocess.run([*gpu_job, "--wait", "--time=1", "--wrap", "true"], capture_output=True, text=True,
+                             timeout=120)
         assert ran.returncode == 0, ran.stderr + _queue()
     finally:
         subprocess.run(["scancel", "--name=wrap"])

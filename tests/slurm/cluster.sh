@@ -27,7 +27,9 @@ log() { echo "cluster.sh: $*" >&2; }
 ours() { grep -qx "ClusterName=mcgrpo" "$CONF/slurm.conf" 2>/dev/null; }
 refuse_other() {
     [ -e "$CONF/slurm.conf" ] && ! ours || return 0
-    log "$CONF/slurm.conf is another cluster's ($(grep -m1 -i '^ClusterName=' "$CONF/slurm.conf" || echo 'no ClusterName')): not touching it"
+    local name
+    name=$(grep -m1 -i '^ClusterName=' "$CONF/slurm.conf" || echo 'no ClusterName')
+    log "$CONF/slurm.conf is another cluster's ($name): not touching it"
     exit 1
 }
 
