@@ -70,3 +70,41 @@ def test_warm_start_lowers_the_supervised_loss(world):
         with torch.no_grad():
             scores.append(float(sft_step(model, batch, tok.pad_token_id)))
     assert scores[1] < scores[0] - 1.0
+
+
+def _pairs(lengths):
+    rng = np.random.default_rng(5)
+    return [(tuple(rng.integers(7, 100, p).tolist()), tuple(rng.integers(7, 100, t).tolist())) for p, t in lengths]
+
+
+def test_packed_pairs_fill_few_rows_and_hold_each_pair_once():
+    from mcgrpo.train.models.warm_start import packed
+    batch = _pairs([(9, 12), (5, 3), (8, 2), (4, 4), (3, 1), (6, 15)])  # lengths 21, 8, 10, 8, 4, 21
+    out = packed(batch, pad_id=0)
+    assert out["input_ids"].shape == (4, 21)  # 72 tokens in 4 rows of 21 ([21], [21], [10, 8], [8, 4]), not 6
+    starts = (out["position_ids"] == 0) & (out["input_ids"] != 0)
+    assert starts.sum() == len(batch)
+    targets = sorted(out["labels"][i, j:j + len(p) + len(t)][len(p):].tolist()
+                     for i, j in starts.nonzero().tolist() for p, t in batch
+                     if out["input_ids"][i, j:j + len(p) + len(t)].tolist() == list(p + t))
+    assert targets == sorted(list(t) for _, t in batch)
+    assert (out["labels"] != -100).sum() == sum(len(t) for _, t in batch)
+
+
+def test_packed_warm_start_loss_and_gradient_are_each_pair_scored_alone(tiny):
+    """The packed step's loss is the mean target cross-entropy of every pair run on its own (no padding, no
+    packing); packing without restarting positions (pairs attending to the pairs before them) is not."""
+    from mcgrpo.train.models.warm_start import packed, sft_step
+    model, _ = tiny
+    batch = _pairs([(9, 12), (5, 3), (8, 2), (4, 4), (3, 1), (6, 15)])
+    total = sum(len(t) for _, t in batch)
+    reference = sum(torch.nn.functional.cross_entropy(
+        model(input_ids=torch.tensor([p + t])).logits[0, len(p) - 1:-1], torch.tensor(t), reduction="sum")
+        for p, t in batch) / total
+    loss = sft_step(model, batch, pad_id=0)
+    assert abs(loss.item() - reference.item()) < 1e-6
+    for a, b in zip(torch.autograd.grad(loss, list(model.parameters())),
+                    torch.autograd.grad(reference, list(model.parameters()))):
+        assert torch.allclose(a, b, atol=1e-7, rtol=1e-5)
+    run_on = {**packed(batch, 0), "position_ids": None}
+    assert abs(model(**run_on, use_cache=False).loss.item() - reference.item()) > 1e-4
