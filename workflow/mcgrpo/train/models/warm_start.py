@@ -47,42 +47,17 @@ def training_pairs(corpus: pd.DataFrame, unboxed_share: float, misboxed_share: f
     return list(zip(corpus["question"], targets))
 
 
-def packed(batch: list[tuple[tuple[int, ...], tuple[int, ...]]], pad_id: int) -> dict[str, torch.Tensor]:
-    """The (prompt, target) pairs laid end to end in as few rows as the longest pair fills (first fit, longest
-    first): input ids, position ids that restart at every pair, and labels on the targets only.
-
-    Given position ids that restart and no attention mask, transformers' masks let a token attend within its
-    own pair only, so the loss and its gradient are those of the pairs padded one to a row, without computing
-    the padding (about 45% of a padded warm-start batch: lengths 20 to 67, mean 36). A pair's last target token
-    is followed by the next pair's first prompt token, whose label is ignored, so nothing is learnt across pairs.
-    """
-    lengths = [len(p) + len(t) for p, t in batch]
-    width, rows, room = max(lengths), [], []
-    for r in sorted(range(len(batch)), key=lambda r: -lengths[r]):
-        j = next((j for j, free in enumerate(room) if free >= lengths[r]), len(rows))
-        if j == len(rows):
-            rows.append([])
-            room.append(width)
-        rows[j].append(r)
-        room[j] -= lengths[r]
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    labels, positions = torch.full_like(ids, -100), torch.zeros_like(ids)  # padding: its own one-token pairs
-    for i, row in enumerate(rows):
-        at = 0
-        for r in row:
-            prompt, target = batch[r]
-            ids[i, at:at + lengths[r]] = torch.tensor(prompt + target)
-            labels[i, at + len(prompt):at + lengths[r]] = torch.tensor(target)
-            positions[i, at:at + lengths[r]] = torch.arange(lengths[r])
-            at += lengths[r]
-    return {"input_ids": ids, "position_ids": positions, "labels": labels}
-
-
 def sft_step(model, batch: list[tuple[tuple[int, ...], tuple[int, ...]]], pad_id: int) -> torch.Tensor:
-    """Mean cross-entropy of the target tokens (end-of-turn included) given the prompt, over the batch's
-    target tokens: the pairs packed (no attention mask, no cache, so the position ids mark the pairs)."""
-    inputs = {k: v.to(model.device) for k, v in packed(batch, pad_id).items()}
-    return model(**inputs, attention_mask=None, use_cache=False).loss
+    """Mean cross-entropy of the target tokens (end-of-turn included) given the prompt."""
+    width = max(len(p) + len(t) for p, t in batch)
+    ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+    labels = torch.full_like(ids, -100)
+    for r, (p, t) in enumerate(batch):
+        ids[r, :len(p) + len(t)] = torch.tensor(p + t)
+        labels[r, len(p):len(p) + len(t)] = torch.tensor(t)
+    attn = (torch.arange(width)[None] < torch.tensor([len(p) + len(t) for p, t in batch])[:, None]).long()
+    return model(input_ids=ids.to(model.device), attention_mask=attn.to(model.device),
+                 labels=labels.to(model.device)).loss
 
 
 def warm_start(corpus: pd.DataFrame, tiny: dict, steps: int, batch_size: int, lr: float,
