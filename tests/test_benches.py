@@ -59,6 +59,14 @@ def test_iteration_profile_of_a_study_arm(tmp_path):
     assert "mini / outcome" in out and "generated tokens per iteration" in out
 
 
+def test_decode_share_times_each_share_and_decodes_the_same_tokens(tmp_path):
+    (tmp_path / "study.yaml").write_text(yaml.safe_dump({**SMALL_STUDY, "results_dir": str(tmp_path / "results")}))
+    out = _bench("decode_share.py", "--study", str(tmp_path / "study.yaml"), "--shares", "0", "0.5", "--rounds", "1",
+                 cwd=tmp_path)
+    assert "share 0.5    evaluation" in out and "tokens identical across shares: True" in out
+    assert out.splitlines()[-1].startswith("evaluation time over share 0: 0 1.00x, 0.5 ")
+
+
 BENCH_PYTHON = ROOT / ".venv-bench" / "bin" / "python"
 
 

@@ -89,7 +89,7 @@ class HFEngine:
                 done = len(alive) - int(alive.sum())  # finished rows still in the batch
                 if done == len(alive):
                     break
-                if done >= LEAVE_SHARE * len(alive):
+                if done and done >= LEAVE_SHARE * len(alive):  # LEAVE_SHARE 0: at every finish
                     keep = alive.nonzero().squeeze(-1)
                     cache.batch_select_indices(keep)
                     where = where[keep.cpu()]
