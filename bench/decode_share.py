@@ -52,11 +52,11 @@ def main() -> None:
     torch.set_num_threads(1)
     cfg, model, tokenizer, pool = load_world(args)
     engine, limit = hf.HFEngine(model, tokenizer), cfg["recipe"]["completion_limit"]
-    seconds, tokens = {}, {}
+    prompts_of, seconds, tokens = batches(cfg, tokenizer, pool), {}, {}
     for _ in range(args.rounds):
         for share in args.shares:
             hf.LEAVE_SHARE = share
-            for kind, prompts in batches(cfg, tokenizer, pool).items():
+            for kind, prompts in prompts_of.items():
                 start = time.perf_counter()
                 out = engine.generate(prompts, [limit] * len(prompts), list(range(len(prompts))))
                 seconds.setdefault((share, kind), []).append(time.perf_counter() - start)
