@@ -19,6 +19,15 @@ def test_version_and_a_description_per_verb(capsys):
     assert helps["figures"].startswith("Analysis: the study's figures")
 
 
+def test_every_help_page_renders(capsys):
+    """argparse %-formats help strings: a docstring with "80%" once broke `python -m mcgrpo --help`."""
+    for argv in (["--help"], *([verb, "--help"] for verb in cli.VERBS)):
+        with pytest.raises(SystemExit) as exit_:
+            cli.parser().parse_args(argv)
+        assert exit_.value.code == 0, argv
+    assert "80% power" in capsys.readouterr().out
+
+
 def options(verb: str) -> set[str]:
     return {o for a in cli.parser()._subparsers._group_actions[0].choices[verb]._actions
             for o in a.option_strings} - {"-h", "--help"}

@@ -530,7 +530,8 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="verb", required=True, metavar="VERB")
     for name, verb in VERBS.items():
         doc = (verb.__doc__ or "").strip()
-        v = sub.add_parser(name, help=doc.splitlines()[0] if doc else None, description=doc,
+        # argparse %-formats help (not descriptions): a docstring's "80%" must reach it as "80%%".
+        v = sub.add_parser(name, help=doc.splitlines()[0].replace("%", "%%") if doc else None, description=doc,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         if name in JSON_INPUT:
             v.add_argument(JSON_INPUT[name][0], required=True, help=JSON_INPUT[name][1])
