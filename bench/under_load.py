@@ -30,6 +30,7 @@ from mcgrpo import studies  # noqa: E402
 from mcgrpo.core import config as study_config  # noqa: E402
 from mcgrpo.core import store  # noqa: E402
 from mcgrpo.core.budget import budget_table  # noqa: E402
+from mcgrpo.core.openmp import describe  # noqa: E402
 
 JOBS = ("warm start", "training run")
 SPIN = "import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end:\n    pass\n"
@@ -37,7 +38,7 @@ SPIN = "import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() 
 
 def _env(threads: int, policy: str | None) -> dict:
     """The environment Snakemake gives a job with `threads` threads (see snakemake/shell.py), with OpenMP's
-    wait policy `policy` (None: the project's default, set in mcgrpo/__main__.py)."""
+    wait policy `policy` (None: the project's default, mcgrpo/core/openmp.py; a policy given adds no spin)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT / "workflow"))
     if policy:
         env["OMP_WAIT_POLICY"] = policy
@@ -97,7 +98,8 @@ def main() -> None:
     p.add_argument("--load", type=int, default=1, help="busy loops beside each job (cores kept busy)")
     p.add_argument("--max-seconds", type=float, default=900, help="the busy loops stop after this in any case")
     p.add_argument("--wait-policy", nargs="*", default=[None], metavar="POLICY",
-                   help="OMP_WAIT_POLICY values to compare, side by side (default: the project's, PASSIVE)")
+                   help="OMP_WAIT_POLICY values to compare, side by side (default: the project's, "
+                        f"{describe({})})")
     args = p.parse_args()
     cfg = studies.load(args.study)
     cfg["model"]["warm_start"]["steps"] = args.warm_steps
@@ -110,7 +112,8 @@ def main() -> None:
     print(f"{os.cpu_count()} cores; {args.load} busy loop(s) beside each loaded job")
     for policy, (quiet, loaded) in results.items():
         for name in quiet:  # the two jobs, then the training stages' wall and CPU clocks side by side
-            print(f"OMP_WAIT_POLICY={policy or 'default (PASSIVE)':<18} {name:<13} alone {quiet[name]:6.1f} s   "
+            label = f"OMP_WAIT_POLICY={policy}" if policy else f"default ({describe({})})"
+            print(f"{label:<52} {name:<13} alone {quiet[name]:6.1f} s   "
                   f"loaded {loaded[name]:6.1f} s   ratio {loaded[name] / quiet[name]:.2f}")
     quiet, loaded = results[args.wait_policy[0]]
     print(f"ratio under load / quiet: {max(loaded[n] / quiet[n] for n in JOBS):.2f}")

@@ -82,5 +82,5 @@ def test_under_load_prints_the_ratio(tmp_path):
     (tmp_path / "study.yaml").write_text(yaml.safe_dump(SMALL_STUDY))
     out = _bench("under_load.py", "--study", str(tmp_path / "study.yaml"), "--warm-steps", "3", "--tokens", "300",
                  "--max-seconds", "120")
-    assert "OMP_WAIT_POLICY=default (PASSIVE)" in out and "training run" in out and "train CPU" in out
+    assert "default (OMP_WAIT_POLICY=PASSIVE GOMP_SPINCOUNT=400)" in out and "training run" in out and "train CPU" in out
     assert out.splitlines()[-1].startswith("ratio under load / quiet: ")
