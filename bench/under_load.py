@@ -5,7 +5,7 @@ Each job runs as its rule runs it (`python -m mcgrpo <verb>` with Snakemake's th
 copy of a study (fewer warm-start steps, a small token budget), so the whole bench takes a few minutes:
 
     python bench/under_load.py [--study config/config.yaml] [--warm-steps 300] [--tokens 30000] [--load 1]
-                               [--wait-policy PASSIVE ACTIVE]
+                               [--wait-policy default PASSIVE ACTIVE]
 
 It prints each job's seconds alone and loaded, the training run's own wall and CPU clocks of its training stages
 (run.json), and last, on a line of its own,
@@ -36,18 +36,20 @@ JOBS = ("warm start", "training run")
 SPIN = "import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end:\n    pass\n"
 
 
-def _env(threads: int, policy: str | None) -> dict:
+def _env(threads: int, policy: str) -> dict:
     """The environment Snakemake gives a job with `threads` threads (see snakemake/shell.py), with OpenMP's
-    wait policy `policy` (None: the project's default, mcgrpo/core/openmp.py; a policy given adds no spin)."""
+    wait policy `policy` ("default": the project's, mcgrpo/core/openmp.py; a policy given adds no spin)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT / "workflow"))
-    if policy:
+    env.pop("GOMP_SPINCOUNT", None)
+    env.pop("OMP_WAIT_POLICY", None)
+    if policy != "default":
         env["OMP_WAIT_POLICY"] = policy
     env.update({k: str(threads) for k in ("OMP_NUM_THREADS", "GOTO_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                                           "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")})
     return env
 
 
-def _run(args: list[str], threads: int, policy: str | None = None) -> float:
+def _run(args: list[str], threads: int, policy: str = "default") -> float:
     """Wall seconds of one `python -m mcgrpo` job (it must succeed)."""
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "mcgrpo", *args], env=_env(threads, policy), capture_output=True,
@@ -71,7 +73,7 @@ def jobs(cfg: dict, work: Path) -> dict[str, tuple[list[str], int]]:
     }
 
 
-def timed(cfg: dict, work: Path, load: int, seconds: float, policy: str | None) -> dict[str, float]:
+def timed(cfg: dict, work: Path, load: int, seconds: float, policy: str) -> dict[str, float]:
     """Seconds of each job, with `load` busy loops running beside it, and the training run's own two clocks of
     its training stages (run.json: wall and process CPU seconds), under "train wall" and "train CPU"."""
     out = {}
@@ -97,9 +99,9 @@ def main() -> None:
     p.add_argument("--tokens", type=int, default=30_000, help="the training run's budget B")
     p.add_argument("--load", type=int, default=1, help="busy loops beside each job (cores kept busy)")
     p.add_argument("--max-seconds", type=float, default=900, help="the busy loops stop after this in any case")
-    p.add_argument("--wait-policy", nargs="*", default=[None], metavar="POLICY",
-                   help="OMP_WAIT_POLICY values to compare, side by side (default: the project's, "
-                        f"{describe({})})")
+    p.add_argument("--wait-policy", nargs="+", default=["default"], metavar="POLICY",
+                   help="OMP_WAIT_POLICY values to compare side by side, the first for the ratio line; 'default': "
+                        f"the project's, {describe({})} (the default)")
     args = p.parse_args()
     cfg = studies.load(args.study)
     cfg["model"]["warm_start"]["steps"] = args.warm_steps
@@ -112,7 +114,7 @@ def main() -> None:
     print(f"{os.cpu_count()} cores; {args.load} busy loop(s) beside each loaded job")
     for policy, (quiet, loaded) in results.items():
         for name in quiet:  # the two jobs, then the training stages' wall and CPU clocks side by side
-            label = f"OMP_WAIT_POLICY={policy}" if policy else f"default ({describe({})})"
+            label = f"default ({describe({})})" if policy == "default" else f"OMP_WAIT_POLICY={policy}"
             print(f"{label:<52} {name:<13} alone {quiet[name]:6.1f} s   "
                   f"loaded {loaded[name]:6.1f} s   ratio {loaded[name] / quiet[name]:.2f}")
     quiet, loaded = results[args.wait_policy[0]]
