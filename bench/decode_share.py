@@ -23,19 +23,16 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "workflow"))
 
-from mcgrpo import data  # noqa: E402
-from mcgrpo.core import layout  # noqa: E402
 from mcgrpo.train.engines import hf  # noqa: E402
 from mcgrpo.train.rollout import Prompter  # noqa: E402
-from trainer_vs_trl import load_world  # noqa: E402
+from trainer_vs_trl import load_world, study_data  # noqa: E402
 
 
 def batches(cfg, tokenizer, pool) -> dict[str, list[tuple[int, ...]]]:
     """The prompts of one evaluation and of one rollout batch."""
     prompter, r = Prompter(tokenizer, cfg["task"].get("prompt", "{question}")), cfg["recipe"]
     name = cfg["evaluation"]["sets"][0]
-    evals = data.read(layout.data_dir(cfg), [name])[1][name] if (layout.data_dir(cfg) / "pool.parquet").exists() \
-        else data.build(cfg["task"])[1][name]
+    evals = study_data(cfg, [name])[1][name]
     return {"evaluation": [prompter(q) for q in evals["question"] for _ in range(cfg["evaluation"]["samples"])],
             "rollouts": [prompter(q) for q in pool["question"][:r["prompts_per_iteration"]]
                          for _ in range(r["group_size"])]}

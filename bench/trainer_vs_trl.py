@@ -179,11 +179,16 @@ def load_world(args):
     else:
         path = Path(args.model) if args.model else layout.model_path(cfg)
         model, tokenizer = models.load(path) if (path / "config.json").exists() else _fresh_tiny(cfg)
-    pool = data.read(layout.data_dir(cfg), [])[0] if (layout.data_dir(cfg) / "pool.parquet").exists() \
-        else data.build(cfg["task"])[0]
+    pool = study_data(cfg, [])[0]
     if args.limit:
         cfg["recipe"]["completion_limit"] = args.limit
     return cfg, model, tokenizer, pool
+
+
+def study_data(cfg: dict, eval_names: list[str]):
+    """(pool, {name: eval set}): the study's data where `make run` stored it, else built afresh (every eval set)."""
+    stored = layout.data_dir(cfg)
+    return data.read(stored, eval_names) if (stored / "pool.parquet").exists() else data.build(cfg["task"])
 
 
 def _fresh_tiny(cfg):
