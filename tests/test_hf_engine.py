@@ -54,3 +54,19 @@ def test_the_two_dimensional_decode_mask_of_other_attention_draws_what_sdpa_draw
     finally:
         model.set_attn_implementation("sdpa")
     assert [c.tokens for c in other] == [c.tokens for c in sdpa]
+
+
+def test_a_model_trains_after_generating_and_keeps_its_mode(tiny):
+    """The engine decodes under inference mode: nothing it leaves behind may stop the shared model from training."""
+    from mcgrpo.train.loss import backward_policy_loss
+
+    model, tokenizer = tiny
+    model.train()
+    prompts, limits, seeds = _requests(tokenizer, 8)
+    completions = HFEngine(model, tokenizer).generate(prompts, limits, seeds)
+    assert model.training
+    credit = [np.full(len(c), 1.0 if r % 2 else -1.0) for r, c in enumerate(completions)]
+    backward_policy_loss(model, prompts, [c.tokens for c in completions], credit, tokenizer.pad_token_id, 4)
+    grads = [p.grad for p in model.parameters()]
+    assert all(g is not None and not g.is_inference() for g in grads)
+    assert any(bool(g.abs().sum()) for g in grads)

@@ -43,7 +43,7 @@ class HFEngine:
             out += self._generate_batch(prompts[start:stop], max_new_tokens[start:stop], seeds[start:stop])
         return out
 
-    @torch.no_grad()
+    @torch.inference_mode()  # no autograd bookkeeping at all (no_grad still counts versions and views)
     def _generate_batch(self, prompts, limits, seeds) -> list[Completion]:
         model = self.model
         was_training = model.training
@@ -83,8 +83,8 @@ class HFEngine:
             alive = torch.ones(len(mask), dtype=torch.bool, device=device)
             for t in range(horizon):
                 token, logprob = self._sample(logits.float(), uniforms[:, t])
-                live = alive.cpu()
-                generated[where[live], t], logprobs[where[live], t] = token[alive].cpu(), logprob[alive].cpu()
+                # every row in the batch is recorded: a finished row's tokens after its end are never read
+                generated[where, t], logprobs[where, t] = token.cpu(), logprob.cpu()
                 alive &= (token != self.eos_id) & (t + 1 < limit)
                 done = len(alive) - int(alive.sum())  # finished rows still in the batch
                 if done == len(alive):
@@ -100,7 +100,8 @@ class HFEngine:
                                     **{cache_arg: cache}).logits[:, -1]
                 position = position + 1
         limit = torch.tensor(limits)[rows].clamp(max=horizon)
-        ended = (generated[rows] == self.eos_id) & (torch.arange(horizon) < limit[:, None])  # pad may be eos
+        # past a row's limit: padding, or tokens it sampled after it had finished (never read)
+        ended = (generated[rows] == self.eos_id) & (torch.arange(horizon) < limit[:, None])
         lengths[rows] = torch.where(ended.any(-1), ended.int().argmax(-1) + 1, limit)
 
     def _decode_mask(self, mask: torch.Tensor, horizon: int) -> torch.Tensor:
