@@ -15,7 +15,6 @@ from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
-from sklearn.linear_model import Ridge
 
 from mcgrpo.train.credit import Credit, CreditContext, group_advantages, per_token
 from mcgrpo.train.credit.monte_carlo import cut_positions, segment_bounds, segment_credit
@@ -88,6 +87,7 @@ class Critic:
                  "critic_error": np.nan, "critic_brier": np.nan, "critic_brier_constant": np.nan}
         if len({row[0] for row in earlier}) < self.min_iterations:
             return None, stats
+        from sklearn.linear_model import Ridge  # here: every training job builds the credit rules, few fit a critic
         train_x, train_y = np.concatenate([r[1] for r in earlier]), np.concatenate([r[2] for r in earlier])
         values = np.clip(Ridge(alpha=self.ridge).fit(train_x, train_y).predict(x), 0.0, 1.0)
         stats.update(critic_active=1.0, critic_error=float(np.mean((values[prompt_rows] - prompt_value) ** 2)),
