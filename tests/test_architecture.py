@@ -121,3 +121,15 @@ def test_no_module_imports_the_tracking_libraries_until_a_run_asks_for_one():
     """)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PACKAGE.parent)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def test_a_training_job_imports_no_scikit_learn_or_scipy_until_a_critic_or_predictor_fits():
+    """Every training job builds the credit rules and the selector; scikit-learn and scipy (2-3 s of a job's
+    start) are imported only by the fits that need them."""
+    code = ("import sys\n"
+            "import mcgrpo.cli, mcgrpo.train.trainer\n"
+            "from mcgrpo.train import credit\n"
+            "credit._rules()\n"
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'sklearn', 'scipy'}))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PACKAGE.parent)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr[-2000:]
