@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from mcgrpo.train.engines.hf import LEAVE_SHARE, HFEngine
+from mcgrpo.train.loss import backward_policy_loss
 from mcgrpo.train.rollout import Prompter
 
 QUESTIONS = ["1+2", "3*4-5", "(6+7)*8", "9", "12-3*2", "5*5+5", "7-8", "2*(3+4)"]
@@ -58,8 +59,6 @@ def test_the_two_dimensional_decode_mask_of_other_attention_draws_what_sdpa_draw
 
 def test_a_model_trains_after_generating_and_keeps_its_mode(tiny):
     """The engine decodes under inference mode: nothing it leaves behind may stop the shared model from training."""
-    from mcgrpo.train.loss import backward_policy_loss
-
     model, tokenizer = tiny
     model.train()
     prompts, limits, seeds = _requests(tokenizer, 8)

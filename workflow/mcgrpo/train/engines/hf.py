@@ -100,7 +100,8 @@ class HFEngine:
                                     **{cache_arg: cache}).logits[:, -1]
                 position = position + 1
         limit = torch.tensor(limits)[rows].clamp(max=horizon)
-        # past a row's limit: padding, or tokens it sampled after it had finished (never read)
+        # a row ends at its first end token within its limit; what follows it (tokens sampled after it had
+        # finished, or padding, which may be the end token) is never read
         ended = (generated[rows] == self.eos_id) & (torch.arange(horizon) < limit[:, None])
         lengths[rows] = torch.where(ended.any(-1), ended.int().argmax(-1) + 1, limit)
 
