@@ -20,6 +20,13 @@ def _module(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def _python(code: str) -> str:
+    """What `code` prints, run in a fresh interpreter (only its own imports loaded); it must exit 0."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PACKAGE.parent)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip()
+
+
 def _imports(path: Path, top_level_only: bool) -> set[str]:
     """mcgrpo modules `path` imports (at module level only, or anywhere)."""
     tree = ast.parse(path.read_text())
@@ -86,8 +93,7 @@ def test_analysis_and_the_cli_import_with_torch_unimportable():
             "sys.meta_path.insert(0, Block())\n"
             f"for m in {[*light, 'mcgrpo.studies', 'mcgrpo.cli']!r}: __import__(m)\n"
             "print('ok')")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PACKAGE.parent)
-    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+    assert _python(code) == "ok"
 
 
 NOT_IMPORTED = {"mcgrpo.__main__", "mcgrpo.train.engines.vllm"}  # runs the CLI; needs the vllm package
@@ -119,8 +125,7 @@ def test_no_module_imports_the_tracking_libraries_until_a_run_asks_for_one():
                 assert f"config key tracking: '{{backend}}' needs" in str(e) and 'pip install' in str(e), e
         print('ok')
     """)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PACKAGE.parent)
-    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+    assert _python(code) == "ok"
 
 
 def test_a_training_job_imports_no_scikit_learn_or_scipy_until_a_critic_or_predictor_fits():
@@ -131,5 +136,4 @@ def test_a_training_job_imports_no_scikit_learn_or_scipy_until_a_critic_or_predi
             "from mcgrpo.train import credit\n"
             "credit._rules()\n"
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'sklearn', 'scipy'}))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PACKAGE.parent)
-    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr[-2000:]
+    assert _python(code) == "[]"
