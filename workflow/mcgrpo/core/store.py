@@ -161,7 +161,7 @@ def read_json(path: str | Path) -> Any:
     return json.loads(path.read_text())
 
 
-# The Parquet contracts of DESIGN §3: the minimum columns of each stored file kind.
+# The Parquet contracts (docs/outputs.md says what each file holds): the minimum columns of each stored file kind.
 COLUMNS: dict[str, tuple[str, ...]] = {
     "problems": ("problem_id", "question", "answer", "level", "subject", "source", "steps"),
     "budget": ("model", "iteration", "tokens_generated", "B"),

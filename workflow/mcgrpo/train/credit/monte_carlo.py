@@ -1,4 +1,4 @@
-"""The Monte-Carlo dense reward (DESIGN §5) and its variants.
+"""The Monte-Carlo dense reward (paper §2.2; docs/extending.md, "Dense rewards") and its variants.
 
 Each completion is cut at fixed token offsets (round(s L / (cuts + 1)) by default, or `positions`); from
 every cut it reaches, k continuations are sampled (they may use the rest of the limit) and p_s is their
