@@ -45,9 +45,10 @@ analysis: env
 report: env
 	$(BIN)/snakemake --report results/default/report.html
 
-# The manual (docs/, mkdocs.yml) as HTML in site/: a strict build, so that a broken link, a missing anchor or a
-# page left out of the nav fails.
+# The manual (docs/, mkdocs.yml) as HTML in site/: the configuration reference generated from the schema first,
+# then a strict build, so that a broken link, a missing anchor or a page left out of the nav fails.
 docs: env
+	$(BIN)/python docs/gen_config_reference.py
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet -d site
 
 clean:  # every study's results, not results/README.md; the built manual
