@@ -70,8 +70,9 @@ def lines(study: str, contrasts: pd.DataFrame, prereg_note: str, results: str, c
                     f"{clock}).", ""]
     out += [f"- tables: {results}/tables/ (headline.md, then contrasts.md for every contrast)",
             f"- figures: {results}/figures/ (PNG, and PDF for papers)",
-            f"- report: snakemake --report {results}/report.html (with the study's --configfile, if any), "
-            f"then open it in a browser",
+            f"- report: snakemake --report {results}/report.html (with the study's --configfile, if any; the "
+            f"venv's snakemake: .venv/bin/snakemake, or `make report` for the default study), then open it in a "
+            f"browser",
             f"- logs: {results}/logs/, and each run's train.log in its folder ({results}/runs/<arm>/seed<N>/)"]
     return out
 
