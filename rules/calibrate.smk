@@ -37,9 +37,7 @@ else:
             data=folder_of("pool"),
         threads: config["recipe"]["threads"]
         resources:
-            gpu=TRAIN_RESOURCES["gpu"],
-            cpus_per_gpu=TRAIN_RESOURCES["cpus_per_gpu"],
-            mem_mb=TRAIN_RESOURCES["mem_mb"],
+            **GPU_RESOURCES,
             runtime=CPU_RESOURCES["runtime"],
         container:
             config["containers"]["train"]

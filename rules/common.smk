@@ -120,6 +120,9 @@ def run_label(wildcards):
 
 TRAIN_RESOURCES = config["resources"]["train"]
 CPU_RESOURCES = config["resources"]["cpu"]
+# What every GPU job asks for (train, calibrate, gradient_tests): one definition, so that no GPU rule can be left
+# with another's request. The profiles send the same three rules to the GPU partition (tests/test_profiles.py).
+GPU_RESOURCES = {key: TRAIN_RESOURCES[key] for key in ("gpu", "cpus_per_gpu", "mem_mb")}
 
 
 def train_runtime(wildcards, input):

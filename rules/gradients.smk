@@ -14,9 +14,7 @@ if not config["analysis_only"]:
             data=folder_of("pool"),
         threads: config["recipe"]["threads"]
         resources:
-            gpu=TRAIN_RESOURCES["gpu"],
-            cpus_per_gpu=TRAIN_RESOURCES["cpus_per_gpu"],
-            mem_mb=TRAIN_RESOURCES["mem_mb"],
+            **GPU_RESOURCES,
             runtime=config["resources"]["gradient_tests"]["runtime"],
         container:
             config["containers"]["train"]

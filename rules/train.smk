@@ -21,9 +21,7 @@ rule train:
     # the allocation that is about to end. A user error (exit 2) or a bug (1) would fail the same way again: the
     # trainer leaves its error beside the run, and the retry reports it and fails at once.
     resources:
-        gpu=TRAIN_RESOURCES["gpu"],
-        cpus_per_gpu=TRAIN_RESOURCES["cpus_per_gpu"],
-        mem_mb=TRAIN_RESOURCES["mem_mb"],
+        **GPU_RESOURCES,
         runtime=train_runtime,
         slurm_extra=train_signal,
         attempt=lambda wildcards, attempt: attempt,

@@ -106,6 +106,59 @@ def test_sbatch_command_of_a_train_job_asks_for_gpus_memory_and_time(tmp_path):
     assert "--cpus-per-gpu=8" in call and "--signal=USR1@300" in call
 
 
+def _submitted_jobs(output: str) -> list[tuple[str, dict[str, str]]]:
+    """(rule, resources) of every job a dry-run would submit to SLURM (local rules run in Snakemake itself)."""
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", output):
+        rule = re.match(r"rule (\w+):", block)
+        line = next((l for l in block.splitlines() if l.strip().startswith("resources:")), None)
+        if rule and line:
+            jobs.append((rule.group(1), dict(kv.split("=", 1) for kv in line.split(":", 1)[1].strip().split(", "))))
+    return jobs
+
+
+def _sbatch(rule: str, res: dict[str, str]) -> str:
+    """The sbatch line the SLURM executor plugin renders for a job with these resources."""
+    from snakemake_executor_plugin_slurm.submit_string import get_submit_command
+    from snakemake_executor_plugin_slurm.utils import set_gres_string
+    resources = SimpleNamespace(**{k: (int(v) if v.isdigit() else v) for k, v in res.items()})
+    resources.get = lambda key, default=None: getattr(resources, key, default)
+    job = SimpleNamespace(resources=resources, threads=1, is_group=lambda: False, name=rule)
+    params = {"run_uuid": "u", "slurm_logfile": "log", "comment_str": rule, "workdir": ".",
+              "account": f"-A {res['slurm_account']}", "partition": f"-p {res['slurm_partition']}"}
+    return get_submit_command(job, params) + set_gres_string(job)
+
+
+PAPER_STUDY = ROOT / "config" / "studies" / "paper" / "s01_mc_reward_qwen2.5-1.5b.yaml"
+
+
+@pytest.mark.parametrize("profile", ["slurm", "slurm-cpu"])
+def test_every_gpu_rule_of_a_paper_study_asks_the_gpu_partition_for_a_gpu(tmp_path, profile):
+    """Each submitted job's sbatch line: the GPU rules (train, calibrate, gradient_tests) on the GPU partition with
+    a GPU under `slurm`, on the CPU partition without one under `slurm-cpu`; every other job on the CPU partition
+    without a GPU."""
+    pytest.importorskip("snakemake_executor_plugin_slurm")
+    jobs = _submitted_jobs(_dry_run(tmp_path, "--profile", profile, "--forceall", "--configfile", str(PAPER_STUDY)))
+    gpu_rules = {"train", "calibrate", "gradient_tests"}
+    assert gpu_rules <= {rule for rule, _ in jobs}
+    for rule, res in jobs:
+        call = _sbatch(rule, res)
+        wants_gpu = profile == "slurm" and rule in gpu_rules
+        assert (" -p gpu" in call) == wants_gpu and ("--gpus=" in call) == wants_gpu, (rule, call)
+        if wants_gpu:
+            assert "--gpus=1" in call and "--cpus-per-gpu=8" in call and "--mem 64000" in call, (rule, call)
+
+
+def test_apptainer_arguments_are_written_in_the_form_snakemake_parses():
+    """`--apptainer-args "--nv"` is refused by Snakemake 9 (a separate value starting with "-" reads as an option):
+    every command the project shows writes `--apptainer-args="..."`."""
+    files = [path for pattern in ("*.md", "docs/**/*.md", "config/**/*.yaml", "profiles/*/config.yaml",
+                                  "containers/*/Dockerfile") for path in ROOT.glob(pattern)]
+    wrong = [str(path.relative_to(ROOT)) for path in files
+             if re.search(r"--(apptainer|singularity)-args +[\"']?-", path.read_text())]
+    assert not wrong
+
+
 DOCKERFILES = sorted((ROOT / "containers").glob("*/Dockerfile"))
 
 
