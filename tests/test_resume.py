@@ -232,14 +232,11 @@ def test_a_user_error_in_training_is_not_retried(tmp_path):
     """Snakemake retries every failed job; the train rule's retry of a user error (exit 2) restores the
     failed attempt's log and stops at once, while a preemption (exit 75) would resume."""
     import yaml
-    from conftest import SMALL_STUDY
+    from conftest import SMALL_STUDY, snakemake as run_snakemake
     (tmp_path / "study.yaml").write_text(yaml.safe_dump(SMALL_STUDY))
-    env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}"}
 
     def snakemake(*args):
-        return subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory",
-                               str(tmp_path), "--configfile", str(tmp_path / "study.yaml"), "--cores", "1",
-                               "--retries", "2", *args], capture_output=True, text=True, env=env, timeout=900)
+        return run_snakemake(tmp_path, "--cores", "1", "--retries", "2", *args)
     assert snakemake("--until", "prepare_data").returncode == 0
     evals = tmp_path / layout.data_dir(studies.validate(copy.deepcopy(SMALL_STUDY))) / "eval_heldout.parquet"
     store.write_parquet(store.read_parquet(evals).head(1), evals)  # fewer problems than the set's size

@@ -5,12 +5,11 @@ through Snakemake and checks the Parquet. That run takes a minute or two on 2 CP
 import importlib.util
 import os
 import subprocess
-import sys
 
 import pytest
 import yaml
 
-from conftest import ROOT
+from conftest import ROOT, snakemake as run_snakemake
 from mcgrpo import studies
 from mcgrpo.core import layout
 from mcgrpo.core.store import read_contract
@@ -20,10 +19,7 @@ GSM8K = ROOT.parent / "shared" / "data" / "gsm8k" / "train.jsonl"
 
 
 def snakemake(workdir, configfile, *args) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}"}
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
-           "--configfile", str(configfile), "--cores", "2", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1200)
+    return run_snakemake(workdir, "--cores", "2", *args, configfile=configfile, timeout=1200)
 
 
 def test_the_study_dry_runs_without_data_or_weights(tmp_path):
