@@ -39,7 +39,8 @@ def snakemake_command(workdir, *args, configfile="study.yaml", snakefile=ROOT / 
     """`python -m snakemake` on `snakefile` with its outputs (results/, .snakemake/) in `workdir`, never in the
     checkout. `configfile`: a path, a name in `workdir`, or None for the default study (config/config.yaml)."""
     config = [] if configfile is None else ["--configfile", str(Path(workdir) / configfile)]
-    return [sys.executable, "-m", "snakemake", "-s", str(snakefile), "--directory", str(workdir), *config, *args]
+    # --configfile last: it takes every word up to the next option, which would swallow a target after it
+    return [sys.executable, "-m", "snakemake", "-s", str(snakefile), "--directory", str(workdir), *args, *config]
 
 
 def snakemake(workdir, *args, configfile="study.yaml", snakefile=ROOT / "Snakefile", env=None,

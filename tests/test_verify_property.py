@@ -1,4 +1,5 @@
-"""The verifiers on 10,000+ random and hostile strings: never an exception, never a slow check.
+"""The verifiers on random and hostile strings (500 in `make test`, 10,000 in `make test-all`: five times the
+hypothesis profile's example count, tests/conftest.py): never an exception, never a slow check.
 
 Each check is timed three times and its fastest time kept, so that the scheduler of a shared
 machine does not count as verifier time; the slowest such check is printed (`pytest -s`; it was
@@ -12,7 +13,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from mcgrpo.core.verify import Verdict, extract_answer, number_value, plain_number, verify
 
-EXAMPLES = 10_000
+EXAMPLES = 5 * settings.default.max_examples
 BOUND_S = 0.1
 REPEATS = 3
 PIECES = ["\\boxed{", "\\boxed", "\\boxed ", "{", "}", "<think>", "</think>", "####", "1", "9", "0", "-", "+",
@@ -63,7 +64,7 @@ def test_report_the_slowest_check():
 NUMBERISH = st.text(alphabet="0123456789,.-+ x)]}{\\!#", max_size=120)
 
 
-@settings(max_examples=2_000, deadline=None, database=None, derandomize=True)
+@settings(max_examples=settings.default.max_examples, deadline=None, database=None, derandomize=True)
 @given(NUMBERISH)
 def test_windowed_number_search_reads_like_a_full_scan(text):
     """The fast last-number search equals a plain left-to-right scan of the whole text."""
