@@ -38,6 +38,7 @@ def test_a_model_with_a_source_is_the_studys_own_reference():
     assert layout.model_path(cfg) == layout.study_dir(cfg) / "models" / "mine.json"
 
 
+@pytest.mark.slow
 def test_a_second_study_reuses_the_first_ones_data_and_warm_start(tmp_path):
     other = {**SMALL_STUDY, "study": "other", "arms": {"outcome": {}}}
     for name, cfg in (("first.yaml", SMALL_STUDY), ("second.yaml", other)):

@@ -81,6 +81,7 @@ def _interrupt(command, out, sig) -> int:
     return proc.returncode
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig, status", [(signal.SIGKILL, -signal.SIGKILL), (signal.SIGTERM, 75)])
 def test_interrupted_run_resumes_to_the_same_parquet(inputs, tmp_path, sig, status):
     """Resumed under a config whose seeds were reordered and whose arm description was edited: neither
@@ -107,6 +108,7 @@ def test_interrupted_run_resumes_to_the_same_parquet(inputs, tmp_path, sig, stat
     assert second["outcome"] == "finished" and second["resumed_at"] > 0
 
 
+@pytest.mark.slow
 def test_a_finished_run_ended_by_its_job_is_written_again_not_trained_again(inputs, tmp_path):
     """SLURM may end a job (TIMEOUT) just after the trainer wrote its outputs; Snakemake then deletes them and
     retries. The final checkpoint is kept, so the retry rewrites the same files without a single iteration."""
@@ -126,6 +128,7 @@ def test_a_finished_run_ended_by_its_job_is_written_again_not_trained_again(inpu
     assert attempts[1]["resumed_at"] == attempts[1]["iterations"] == attempts[0]["iterations"]
 
 
+@pytest.mark.slow
 def test_an_interrupted_run_whose_budget_changed_never_resumes(inputs, tmp_path):
     """A recalibrated B under an interrupted run: resuming would train a hybrid of two budgets, so the run
     refuses (exit 2, which the train rule does not retry), naming the folder to delete."""
