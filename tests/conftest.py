@@ -100,6 +100,17 @@ def tiny():
     return model, tokenizer
 
 
+@pytest.fixture(scope="session", autouse=True)
+def checkout_results_untouched():
+    """No test writes into the checkout's results/ (where `make run` puts the default study): each works in a
+    temporary folder of its own."""
+    def listing():
+        return {p: p.lstat().st_mtime_ns for p in (ROOT / "results").rglob("*")} if (ROOT / "results").exists() else {}
+    before = listing()
+    yield
+    assert listing() == before, "a test wrote into the checkout's results/"
+
+
 def pytest_addoption(parser):
     parser.addoption("--slurm", action="store_true",
                      help="run the SLURM tests (`slurm` marker) against the cluster up on this machine (make test-slurm)")

@@ -2,9 +2,9 @@
 hypothesis profile's example count, tests/conftest.py): never an exception, never a slow check.
 
 Each check is timed three times and its fastest time kept, so that the scheduler of a shared
-machine does not count as verifier time; the slowest such check is printed (`pytest -s`; it was
-about 2-3 ms here, against a target of 10 ms). The bound asserted is generous, so that only a
-real regression (catastrophic backtracking takes seconds) can fail it on a loaded CI machine.
+machine does not count as verifier time (the slowest was about 2-3 ms on a quiet machine, against a
+target of 10 ms). The bound asserted is generous, so that only a real regression (catastrophic
+backtracking takes seconds) can fail it on a loaded CI machine.
 """
 
 import time
@@ -36,7 +36,6 @@ texts = st.one_of(
     st.builds(lambda n, p: "\\boxed{" + "7" * n + p, st.integers(1, 100_000), st.sampled_from(["", "}", ".5}"])),
 )
 references = st.one_of(st.sampled_from(["5", "-1.5", "1000", "0.5", "\\frac{1}{2}", "B"]), st.text(max_size=20))
-slowest = [0.0]
 
 
 @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
@@ -49,16 +48,10 @@ def test_no_string_breaks_or_stalls_a_verifier(text, reference):
         verdict = verify(text, reference)
         extract_answer(text), extract_answer(text, strict=True), plain_number(text), number_value(text)
         fastest = min(fastest, time.perf_counter() - start)
-    slowest[0] = max(slowest[0], fastest)
+    assert fastest < BOUND_S, f"{fastest * 1e3:.1f} ms"
     assert isinstance(verdict, Verdict)
     assert not (verdict.strict and not verdict.boxed)       # strict credit needs a box
     assert not (verdict.strict and not verdict.default)     # a correct box is correct by default too
-
-
-def test_report_the_slowest_check():
-    """Runs after the property test (file order) and reports its slowest check."""
-    print(f"\nslowest verifier check over {EXAMPLES:,} generated strings: {slowest[0] * 1e3:.2f} ms")
-    assert 0 < slowest[0] < BOUND_S
 
 
 NUMBERISH = st.text(alphabet="0123456789,.-+ x)]}{\\!#", max_size=120)
