@@ -88,11 +88,15 @@ def _past_first_evaluation(workdir: Path, arm: str) -> bool:
 
 def _trainer(job: str) -> psutil.Process:
     """The `mcgrpo train` process of SLURM job `job` (the cluster is this machine)."""
-    listed = subprocess.run(["scontrol", "listpids", job], capture_output=True, text=True, check=True).stdout
-    pids = [int(line.split()[0]) for line in listed.splitlines()[1:] if line.split()[0].isdigit()]
-    trainers = [p for p in map(psutil.Process, pids) if "mcgrpo" in p.cmdline() and "train" in p.cmdline()]
-    assert len(trainers) == 1, (job, listed)
+    trainers = [p for p in _processes(job) if "mcgrpo" in p.cmdline() and "train" in p.cmdline()]
+    assert len(trainers) == 1, (job, _queue())
     return trainers[0]
+
+
+def _processes(job: str) -> list[psutil.Process]:
+    """The processes of SLURM job `job` (`scontrol listpids`: the cluster is this machine)."""
+    listed = subprocess.run(["scontrol", "listpids", job], capture_output=True, text=True, check=True).stdout
+    return [psutil.Process(int(line.split()[0])) for line in listed.splitlines()[1:] if line.split()[0].isdigit()]
 
 
 def _pending(trainer: psutil.Process, signum: int) -> bool:
@@ -300,9 +304,11 @@ def test_the_cluster_comes_up_without_the_jobs_that_ran_before_a_reboot():
         # (its step daemon, its script, its `sleep`): never a process of the same name that is someone else's.
         daemons = [int(pid) for name, pid in map(str.split, CLUSTER_PIDS.read_text().splitlines())
                    if name in ("slurmctld", "slurmd", "slurmdbd")]
-        job = [psutil.Process(int(line.split()[0])) for line in subprocess.run(
-            ["scontrol", "listpids", held], capture_output=True, text=True, check=True).stdout.splitlines()[1:]
-            if line.split()[0].isdigit()]
+        job = _processes(held)
+        while not any(proc.name() == "sleep" for proc in job):  # RUNNING comes before the step spawns its script
+            assert time.time() < deadline, _queue()
+            time.sleep(0.2)
+            job = _processes(held)
         steps = {p for proc in job for p in proc.parents() if p.name() == "slurmstepd"}
         for proc in [*map(psutil.Process, daemons), *steps, *job]:
             try:
