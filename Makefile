@@ -1,11 +1,12 @@
-# Two commands for a fresh machine:  `make run` (the default study)  and  `make test` (the tests).
+# Two commands for a fresh machine:  `make run` (the default study)  and  `make test` (the fast tests, minutes).
+# `make test-all`: every test (CI), docs/testing.md.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 CORES  ?= 2
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: run test env dry-run lint analysis report docs clean check-containers test-containers vllm-env test-vllm bench-env bench-trl test-slurm
+.PHONY: run test test-all env dry-run lint analysis report docs clean check-containers test-containers vllm-env test-vllm bench-env bench-trl test-slurm
 
 env: $(VENV)/.installed
 
@@ -21,15 +22,22 @@ $(VENV)/.installed: pyproject.toml $(HOST_PINS) containers/analysis/requirements
 run: env
 	$(BIN)/snakemake --cores $(CORES)
 
+# The fast tier: units, contracts, small integrations (tests marked `slow` left out).
+TEST_ARGS ?=  # more pytest arguments, e.g. --slurm (CI), -x, a file
 test: env
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -m "not slow" $(TEST_ARGS)
+
+# Everything: the slow tier too (Snakemake end to end, benches, long property tests with more examples), the opt-in
+# tests whose optional packages are installed, and the SLURM tests where this checkout's cluster is up.
+test-all: env
+	$(BIN)/python -m pytest -q --hypothesis-profile=all $(TEST_ARGS)
 
 # A one-node SLURM cluster on this machine (as root, Debian packages: tests/slurm/cluster.sh), then a small study
 # through `snakemake --profile slurm` on it, preempted and time-limited, checked against a local run.
-# `tests/slurm/cluster.sh down` stops it again.
+# `tests/slurm/cluster.sh down` stops it again; `down --purge` also removes what `up` installed.
 test-slurm: env
 	tests/slurm/cluster.sh up
-	$(BIN)/python -m pytest -q tests/test_slurm.py
+	$(BIN)/python -m pytest -q --slurm tests/test_slurm.py
 
 dry-run: env
 	$(BIN)/snakemake -n

@@ -62,3 +62,6 @@ if ALIGNMENT_TARGETS:
             **analysis_step("alignment"),
         log:
             f"{R}/logs/alignment.log",
+
+    localrules:
+        alignment,  # seconds of work: no SLURM job of its own (see the Snakefile)

@@ -42,3 +42,7 @@ use rule drift as prediction with:
         **analysis_step("prediction"),
     log:
         f"{R}/logs/prediction.log",
+
+
+localrules:
+    prediction,  # seconds of work: no SLURM job of its own (see the Snakefile)

@@ -43,3 +43,6 @@ else:
             f"{R}/logs/resolve_model.log",
         shell:
             "$PYTHON -m mcgrpo resolve-model --model-json {params.spec:q} --out {output:q} > {log:q} 2>&1"
+
+    localrules:
+        resolve_model,  # seconds: writes where the model is (see the Snakefile)

@@ -113,7 +113,7 @@ def result(v: Fraction, notation: str) -> str:
     return f"{sign}{v.numerator}/{v.denominator}"
 
 
-@settings(max_examples=600, deadline=None, database=None, derandomize=True)
+@settings(max_examples=3 * settings.default.max_examples, deadline=None, database=None, derandomize=True)
 @given(trees.filter(lambda t: isinstance(t, tuple) and t[0] != "neg"), st.sampled_from(sorted(NOTATIONS)),
        st.booleans())
 def test_verdicts_match_exact_evaluation(tree, notation, honest):

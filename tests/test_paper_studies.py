@@ -37,6 +37,7 @@ def dry_runs(tmp_path_factory) -> dict[Path, DryRun]:
     return dry_run(STUDIES, workdir=tmp_path_factory.mktemp("fresh"))
 
 
+@pytest.mark.slow
 def test_workers_dry_run_what_one_process_does(tmp_path):
     few = [ROOT / "config" / "config.yaml", *STUDIES[:2], tmp_path / "missing.yaml"]
     alone, split = dry_run(few, workdir=tmp_path, workers=1), dry_run(few, workdir=tmp_path, workers=2)
@@ -57,6 +58,7 @@ def test_a_worker_that_fails_raises_with_its_exit_status(tmp_path, monkeypatch):
         dry_run(STUDIES[:2], workdir=tmp_path, workers=2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("study", STUDIES, ids=[p.stem for p in STUDIES])
 def test_study_dry_runs_with_one_train_job_per_arm_and_seed(dry_runs, study):
     result = dry_runs[study]

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import shutil
 import subprocess
-import sys
 
 import pytest
 import yaml
 
-from conftest import ROOT, SMALL_STUDY
+from conftest import ROOT, SMALL_STUDY, snakemake as run_snakemake
 from mcgrpo import studies
 from mcgrpo.core import config as study_config, layout
 from mcgrpo.core.store import parquet_metadata, read_contract
@@ -21,10 +19,7 @@ pytestmark = pytest.mark.slow
 
 
 def snakemake(workdir, *args, repo=ROOT) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}"}
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(repo / "Snakefile"), "--directory", str(workdir),
-           "--configfile", str(workdir / "study.yaml"), "--cores", "2", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+    return run_snakemake(workdir, "--cores", "2", *args, snakefile=repo / "Snakefile")
 
 
 PLAN = {"primary": [{"id": "T1", "a": "mc_k2", "b": "outcome", "direction": "less"}],
