@@ -30,8 +30,9 @@ AXES = {"tokens_total": ("generated tokens",
 _CLOCK_OF = {column: clock for clock, column in CLOCKS.items()}
 BASIS_MARKERS = {"tokens": "D", "updates": "s", "time": "^", "time_c": "v"}
 PALETTE = [f"C{i}" for i in range(10)]
-# Stages are not arms: their own colours, from a palette the arms never use.
-STAGE_COLOURS = dict(zip(STAGES, ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3")))
+# Stages are not arms: navy, greys, sand and yellow, each far (in RGB) from every colour of the arms' PALETTE
+# (matplotlib's tab10), so that no stage reads as an arm.
+STAGE_COLOURS = dict(zip(STAGES, ("#00224e", "#3d3d3d", "#b0b0b0", "#d8c59a", "#fee838")))
 
 
 def arm_colours(arms: list[str]) -> dict[str, str]:
