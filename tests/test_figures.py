@@ -175,3 +175,19 @@ def test_prediction_table_differences_are_in_points():
     assert cells == {"arm": "mc_k4", "per_token": "0.0412", "diff_tokens": "-0.3", "diff_tokens_low": "-5.1",
                      "diff_updates_high": "+3.0", "observed_minus_extrapolated": "+1.2", "ome_low": "-0.4",
                      "acc_default": "42.2%"}
+
+
+def test_long_titles_are_wrapped_inside_the_figure(tmp_path):
+    """A title wider than its axes (or a suptitle wider than the figure) is wrapped, never clipped at the edges."""
+    fig, axes = figures._figure(7, 4.5, ncols=2)
+    long = "Accuracy (default verifier) on heldout against training time, each arm up to its shortest run " * 2
+    for ax in axes:
+        ax.set_title(long)
+    fig.suptitle(long)
+    figures._save(fig, tmp_path / "long.png")
+    renderer = fig.canvas.get_renderer()
+    box = fig.bbox
+    for text in [ax.title for ax in axes] + [fig._suptitle]:
+        extent = text.get_window_extent(renderer)
+        assert "\n" in text.get_text()
+        assert box.x0 <= extent.x0 and extent.x1 <= box.x1 and extent.y1 <= box.y1

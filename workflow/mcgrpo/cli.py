@@ -366,7 +366,8 @@ def gradient_tests(args) -> None:
     table = gradients.run(run, model, tokenizer, pool)
     store.write_parquet(table, args.out, study_config.config_hash(run))
     means = table.pivot_table(index="arm", columns="measure", values="value", sort=False)
-    print(means[["alignment", "share_outside_v", "projection_residual", "cos_full", "tokens"]].to_string())
+    # reindex: a measure undefined on every batch (all groups one outcome: NaN) is a column of NaN, not a KeyError
+    print(means.reindex(columns=["alignment", "share_outside_v", "projection_residual", "cos_full", "tokens"]).to_string())
 
 
 STEPS = {"drift": "verifier drift (default minus strict accuracy) per run and evaluation",
