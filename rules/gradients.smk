@@ -23,8 +23,8 @@ if not config["analysis_only"]:
         log:
             f"{R}/logs/gradient_tests.log",
         shell:
-            "$PYTHON -m mcgrpo gradient-tests --run-json {params.run:q} --model {input.model:q} "
-            "--data {params.data:q} --out {output:q} > {log:q} 2>&1"
+            "export MCGRPO_CONSOLE_FD=3; $PYTHON -m mcgrpo gradient-tests --run-json {params.run:q} "
+            "--model {input.model:q} --data {params.data:q} --out {output:q} 3>&2 > {log:q} 2>&1"
 
 
 use rule drift as prediction with:

@@ -22,8 +22,8 @@ if config["model"]["source"] is None:
         log:
             str(layout.shared_log(Path(MODEL))),
         shell:
-            "$PYTHON -m mcgrpo warm-start --model-json {params.spec:q} --data {params.data:q} "
-            "--threads {threads} --out {output:q} > {log:q} 2>&1"
+            "export MCGRPO_CONSOLE_FD=3; $PYTHON -m mcgrpo warm-start --model-json {params.spec:q} --data {params.data:q} "
+            "--threads {threads} --out {output:q} 3>&2 > {log:q} 2>&1"
 
 else:
 

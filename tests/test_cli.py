@@ -36,7 +36,7 @@ def options(verb: str) -> set[str]:
 def test_each_verb_takes_only_the_options_it_uses():
     assert options("figures") == {"--config", "--config-json", "--results"}
     assert options("prepare-data") == {"--task-json", "--out"}
-    assert options("warm-start") == {"--model-json", "--data", "--out", "--threads"}
+    assert options("warm-start") == {"--model-json", "--data", "--out", "--threads", "--rebuild"}
     assert options("gradient-tests") == {"--run-json", "--model", "--data", "--out"}  # what rules/gradients.smk passes
     assert options("train") == {"--run-json", "--config", "--arm", "--seed", "--model", "--data", "--budget", "--out",
                                 "--failed-log", "--tracking", "--label"}

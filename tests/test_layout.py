@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 import yaml
@@ -49,7 +50,9 @@ def test_a_second_study_reuses_the_first_ones_data_and_warm_start(tmp_path):
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         return done.stdout + done.stderr
 
-    snakemake("first.yaml", "warm_start")
+    first = snakemake("first.yaml", "warm_start", "--quiet=rules")
+    # make run's terminal: no job blocks, and the long job's own progress lines, timed (the rule hands them on)
+    assert "localrule warm_start:" not in first and re.search(r"\d\d:\d\d:\d\d warm start: 30/30 step", first)
     second = snakemake("second.yaml", "-n")
     assert "rule train:" in second and "rule calibrate:" in second
     assert "rule warm_start:" not in second and "rule prepare_data:" not in second

@@ -196,12 +196,18 @@ def resolve_model(args) -> None:
 
 
 def warm_start(args) -> None:
-    """The tiny model, supervised on a fresh corpus of training-side problems."""
+    """The tiny model, supervised on a fresh corpus of training-side problems; the shipped checkpoint, copied byte
+    for byte, where the spec is the one it was built from (mcgrpo.train.models.shipped)."""
+    from mcgrpo.train.models import shipped
+    spec = _json(args.model_json, "--model-json", ("model", "task"))
+    if not args.rebuild and shipped.matches(spec):  # before torch is imported: seconds, not half a minute
+        shipped.copy_to(args.out)
+        print(f"warm start: the shipped checkpoint of this model and task ({shipped.FOLDER.name}), copied")
+        return
     import torch
     from mcgrpo import data
     from mcgrpo.train import models
     from mcgrpo.train.models.warm_start import warm_start as run_warm_start
-    spec = _json(args.model_json, "--model-json", ("model", "task"))
     torch.set_num_threads(args.threads)
     ws = dict(spec["model"]["warm_start"])
     corpus = data.warm_start_corpus(spec["task"], ws.pop("problems"), ws.pop("levels"), ws["seed"], args.data)
@@ -324,13 +330,21 @@ def _train(args) -> None:
         "started": history[0]["started"], "ended": history[-1]["ended"], "attempts": history,
         "versions": {"mcgrpo": __version__, "torch": torch.__version__,
                      "transformers": transformers.__version__, "python": platform.python_version()},
-        "hardware": {"device": str(model.device), "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
-                     "cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads()},
+        "hardware": _hardware(model),
         "git_sha": store.git_sha(),
         # Both clocks of the training stages: wall time far above CPU time (x threads) means a shared machine.
         "clock": _clocks(log.iterations),
         "tracking": backend,  # where it logged: <out>/tracking/ (mcgrpo.train.tracking)
     }, out / "run.json")
+
+
+def _hardware(model) -> dict:
+    """Where a run was timed: its device, the GPU's name or None, the CPU's model name and torch's threads (the
+    figures' time axes name it)."""
+    import torch
+    from mcgrpo.core.machine import cpu_model
+    return {"device": str(model.device), "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+            "cpu": cpu_model(), "threads": torch.get_num_threads()}
 
 
 def check(args) -> None:
@@ -352,7 +366,8 @@ def gradient_tests(args) -> None:
     table = gradients.run(run, model, tokenizer, pool)
     store.write_parquet(table, args.out, study_config.config_hash(run))
     means = table.pivot_table(index="arm", columns="measure", values="value", sort=False)
-    print(means[["alignment", "share_outside_v", "projection_residual", "cos_full", "tokens"]].to_string())
+    # reindex: a measure undefined on every batch (all groups one outcome: NaN) is a column of NaN, not a KeyError
+    print(means.reindex(columns=["alignment", "share_outside_v", "projection_residual", "cos_full", "tokens"]).to_string())
 
 
 STEPS = {"drift": "verifier drift (default minus strict accuracy) per run and evaluation",
@@ -545,6 +560,8 @@ def parser() -> argparse.ArgumentParser:
             v.add_argument(opt, help=text, required=(opt, name) in REQUIRED)
         if name == "warm-start":
             v.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+            v.add_argument("--rebuild", action="store_true",
+                           help="warm-start even where the shipped checkpoint is this model's (make tiny-model)")
     _data_arguments(sub.choices["data"])
     _verify_arguments(sub.choices["verify"])
     _contrast_arguments(sub.choices["contrast"])

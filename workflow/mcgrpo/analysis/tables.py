@@ -20,6 +20,9 @@ from mcgrpo.core.store import write_text
 P_COLUMNS = {"p", "p_holm", "tost_p", "ni_p"}
 POINT_COLUMNS = {"mean", "ci_low", "ci_high", "ni_low", "crossed_low", "crossed_high", "margin"}
 PERCENT_COLUMNS = {"a", "base", "mixed_low", "mixed_high"}
+# The prediction table's training differences (diff_<basis>, its bounds) and observed minus extrapolated accuracy
+# (and its bounds, ome_low/ome_high) are accuracy differences too; acc_* columns are accuracies.
+POINT_PREFIXES = ("diff_", "ome_", "observed_minus_extrapolated")
 READING_NOTE = "Readable copies: differences in points (1 point = 0.01 accuracy), accuracies and shares in %."
 
 
@@ -34,9 +37,9 @@ def _reader(column: str):
         return lambda v: formats.points(v).lstrip("+")
     if column in P_COLUMNS:
         return formats.p_value
-    if column in POINT_COLUMNS:
+    if column in POINT_COLUMNS or column.startswith(POINT_PREFIXES):
         return formats.points
-    if column in PERCENT_COLUMNS or column.startswith("share_"):
+    if column in PERCENT_COLUMNS or column.startswith(("share_", "acc_")):
         return formats.percent
     if column.startswith("tokens") or column == "B":
         return formats.tokens

@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from mcgrpo.core import progress
 from mcgrpo.core.seeds import stable_seed
 from mcgrpo.train import credit as credit_rules
 from mcgrpo.train import engines, updates
@@ -195,9 +196,10 @@ def arm_rules(cfg: dict, pool=None) -> dict[str, Callable]:
     return {name: credit_rules.build(c, pool, name) for name, c in credits.items()}
 
 
-def run(cfg: dict, model, tokenizer, pool: pd.DataFrame, log: Callable[[str], None] = print) -> pd.DataFrame:
+def run(cfg: dict, model, tokenizer, pool: pd.DataFrame) -> pd.DataFrame:
     """The study's gradient tests at the initial policy: `gradient_tests.batches` fixed batches of the recipe's
-    shape (prompts_per_iteration x group_size), every arm on the same rollouts."""
+    shape (prompts_per_iteration x group_size), every arm on the same rollouts; a progress bar over the batches,
+    each batch's measures noted above it."""
     spec, r = cfg["gradient_tests"], cfg["recipe"]
     rules = arm_rules(cfg, pool)
     reference_policy = frozen(model) if any(getattr(x, "needs_reference", False) for x in rules.values()) else None
@@ -207,6 +209,10 @@ def run(cfg: dict, model, tokenizer, pool: pd.DataFrame, log: Callable[[str], No
                            **{k: v for k, v in cfg["engine"].items() if k != "name"})
     batches = fixed_batches(len(pool), spec["batches"], r["prompts_per_iteration"], spec["seed"])
     ratio = log_ratio(model, reference_policy, tokenizer.pad_token_id) if reference_policy is not None else None
-    table = probe(model, tokenizer, pool.to_dict("records"), r, rules, reference_rule(spec["reference"]), batches,
-                  spec["seed"], engine, prompter, params, ratio, log)
+    with progress.bar("gradient tests", total=len(batches), unit="batch") as shown:
+        def log(line: str) -> None:
+            progress.note(shown, line)
+            shown.update()
+        table = probe(model, tokenizer, pool.to_dict("records"), r, rules, reference_rule(spec["reference"]),
+                      batches, spec["seed"], engine, prompter, params, ratio, log)
     return table.assign(policy="initial", space=spec["space"])
