@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mcgrpo.analysis import plan
-from mcgrpo.core import config
+from mcgrpo.core import config, templating
 from mcgrpo.core.errors import ConfigError
 from mcgrpo.data import spec as task_spec
 from mcgrpo.train import spec as train_spec
@@ -38,3 +38,17 @@ def load(path: str | Path) -> dict:
         return validate(cfg)
     except ConfigError as e:
         raise ConfigError(f"{path}:\n{e}") from None
+
+
+def from_snakemake(cfg: dict, configfiles: list, entries: list[str] | str | None) -> dict:
+    """The Snakefile's study, validated before any job: the `--config` entries (`entries`, Snakemake's raw
+    words) read as YAML where the schema expects no string, then each config file read again strictly (no key
+    twice, no template without the command line's opt-in; Snakemake's loader would keep the last of a key given
+    twice), then `validate`. Fills `cfg` in place and returns it."""
+    from snakemake.utils import update_config  # Snakemake's own merge: recursive into blocks, as `--config` merges
+    update_config(cfg, config.command_line(entries if isinstance(entries, list) else None))
+    allowed = cfg.get(templating.OPT_IN) is True
+    for path in configfiles:
+        templating.refuse(path, config.read(path), allowed)
+    return validate(cfg)
+

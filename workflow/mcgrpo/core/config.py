@@ -172,6 +172,9 @@ def _check_sizes(cfg: dict) -> None:
                               f"cannot fit in budget.{key} = {size}; allowed: at most {size}")
 
 
+_MERGE = "tag:yaml.org,2002:merge"
+
+
 class _Duplicate(yaml.YAMLError):
     def __init__(self, line: int, message: str):
         super().__init__(message)
@@ -184,6 +187,8 @@ class _StrictLoader(_LOADER):
     def construct_mapping(self, node, deep=False):
         first: dict = {}
         for key_node, _ in node.value:
+            if key_node.tag == _MERGE:  # `<<: *defaults`: the keys given beside it override the merged ones
+                continue
             key = self.construct_object(key_node, deep=True)
             line = key_node.start_mark.line + 1
             try:
@@ -307,3 +312,68 @@ def train_runtime(cfg: dict, budget: int | None) -> int:
         budget = None  # B counts iterations: the tokens a run generates are budget_guess's to guess
     tokens = cfg["budget"]["horizon"] * (budget or cfg["budget"]["tokens"] or spec["budget_guess"])
     return min(math.ceil(1.5 * tokens / spec["tokens_per_second"] / 60) + 10, spec["max_runtime"])
+
+
+def command_line(entries: list[str] | None) -> dict[str, Any]:
+    """The `--config key=value ...` entries (Snakemake's raw words), each value read as YAML where the schema
+    expects anything but a string (as `--set` in other tools): `seeds=[1,2]` is two integers and
+    `model={"warm_start": {"steps": 200}}` a block, while `study=1e3` stays the name '1e3'. Snakemake itself keeps
+    the leaves of a list or block as strings, which the schema would refuse."""
+    overrides: dict[str, Any] = {}
+    for entry in entries or []:
+        key, sep, text = entry.partition("=")
+        if sep:
+            overrides[key] = None if text == "" else _typed(_plain(text), schema()["properties"].get(key, {}))
+    return overrides
+
+
+def _plain(text: str) -> Any:
+    """`text` as YAML with every scalar kept as its text (the schema decides what each one is); text that is
+    not YAML stays text."""
+    try:
+        return yaml.load(text, Loader=yaml.BaseLoader)
+    except yaml.YAMLError:
+        return text
+
+
+def _typed(node: Any, sub: dict) -> Any:
+    """`node` (from `_plain`) with each leaf read as YAML unless `sub`, its schema, wants a string."""
+    sub = _resolved(sub)
+    if _wants_text(sub):
+        return node
+    if isinstance(node, dict):
+        return {k: _typed(v, _property(sub, k)) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_typed(v, _resolved(sub.get("items", {}))) for v in node]
+    try:
+        value = yaml.load(node, Loader=_LOADER)
+    except yaml.YAMLError:
+        return node
+    kinds = sub.get("type") if isinstance(sub.get("type"), list) else [sub.get("type")]
+    if isinstance(value, str) and "number" in kinds:  # YAML 1.1 reads 1e-3 (no dot) as text
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    return value
+
+
+def _resolved(sub: dict) -> dict:
+    ref = sub.get("$ref", "")
+    return {**schema()["$defs"][ref.rsplit("/", 1)[-1]], **{k: v for k, v in sub.items() if k != "$ref"}} if ref else sub
+
+
+def _property(sub: dict, key: str) -> dict:
+    if key in sub.get("properties", {}):
+        return sub["properties"][key]
+    extra = sub.get("additionalProperties")
+    return extra if isinstance(extra, dict) else {}
+
+
+def _wants_text(sub: dict) -> bool:
+    """The schema allows a string and nothing else here (a name, a path, a choice of words)."""
+    kind = sub.get("type")
+    if kind is not None:
+        return kind == "string" or kind == ["string"]
+    choices = sub.get("enum")
+    return bool(choices) and all(isinstance(c, str) for c in choices)
