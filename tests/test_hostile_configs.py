@@ -14,15 +14,19 @@ import copy
 import hashlib
 import json
 import os
+import re
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
 
-from conftest import SMALL_STUDY, edited_study
+from conftest import ROOT, SMALL_STUDY, edited_study
 from mcgrpo import cli, studies
-from mcgrpo.core import layout
+from mcgrpo.core import config as study_config, layout, templating
+from mcgrpo.core.errors import ConfigError, UserExit
 from mcgrpo.dryrun import dry_run
 
 
@@ -317,3 +321,148 @@ def test_an_unwritable_output_folder_is_a_message_not_a_retried_traceback(tmp_pa
         (tmp_path / "ro").mkdir(mode=0o555)
         with pytest.raises(DataError, match=r"ro: cannot write"):
             store.write_text("x", tmp_path / "ro" / "file.json")
+
+
+# Issue 30. No code from a config: Snakemake renders a file with `__use_yte__: true` (YTE) while it reads the
+# config, before the Snakefile, so the refusal must come first (profiles/default installs it; the Snakefile
+# refuses again where that profile was skipped).
+def _template(marker: Path) -> str:
+    return (f"__use_yte__: true\nstudy: '?\"default\" if __import__(\"os\").system(\"touch {marker}\")==0 else \"x\"'\n"
+            "seeds: [1]\narms: {outcome: {}}\n")
+
+
+def _snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
+    """`snakemake -n` as a user runs it: from the repository root, its workflow profile found there."""
+    cmd = [sys.executable, "-m", "snakemake", "-n", "-d", str(workdir), *args]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_a_templated_config_runs_no_code_under_a_dry_run(tmp_path):
+    marker = tmp_path / "PWNED"
+    (tmp_path / "study.yaml").write_text(_template(marker))
+    done = _snakemake(tmp_path / "work", "--configfile", str(tmp_path / "study.yaml"))
+    assert not marker.exists()
+    assert done.returncode == 2 and "Traceback" not in done.stderr and 'File "' not in done.stderr, done.stderr
+    assert "study.yaml: config key __use_yte__" in done.stderr and "--config allow_templates=true" in done.stderr
+
+
+@pytest.mark.slow
+def test_a_template_renders_when_the_command_line_opts_in_and_config_values_are_yaml(tmp_path):
+    """The opt-in is the command line's; `--config` values typed there mean what they say (seeds=[1,2] two
+    integers, a block with an integer inside), while a name that looks like a number stays a name."""
+    (tmp_path / "study.yaml").write_text("__use_yte__: true\nstudy: '?\"tmpl\" + str(1 + 1)'\nseeds: [1]\n"
+                                         "arms: {outcome: {}, mc: {credit: {monte_carlo: {k: 2}}}}\n")
+    done = _snakemake(tmp_path / "work", "--configfile", str(tmp_path / "study.yaml"), "--config",
+                      "allow_templates=true", "seeds=[1,2]", 'model={"warm_start": {"steps": 200}}')
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "results/tmpl2/prereg.lock.json" in done.stdout
+    assert re.search(r"^train\s+4$", done.stdout, re.M), done.stdout[-3000:]  # 2 arms x seeds 1 and 2
+    named = _snakemake(tmp_path / "work", "--config", "study=1e3")
+    assert named.returncode == 0 and "results/1e3/prereg.lock.json" in named.stdout, named.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_a_user_error_in_the_snakefile_is_its_message_alone_and_exit_2(tmp_path):
+    (tmp_path / "study.yaml").write_text(SMALL_YAML.replace("group_size: 4", "group_size: 4.5"))
+    done = _snakemake(tmp_path / "work", "--configfile", str(tmp_path / "study.yaml"), "--workflow-profile", "none")
+    assert done.returncode == 2 and 'File "' not in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert "config key recipe.group_size: 4.5 is not allowed; allowed: an integer" in done.stderr
+
+
+def test_the_snakefile_refuses_a_template_where_the_profile_was_skipped(tmp_path):
+    """`--workflow-profile none` skips the guard: Snakemake has rendered the file by then, but no job runs."""
+    (tmp_path / "study.yaml").write_text("__use_yte__: false\n" + SMALL_YAML)
+    with pytest.raises(ConfigError, match=r"study.yaml: config key __use_yte__: .* --config allow_templates=true"):
+        studies.from_snakemake(copy.deepcopy(SMALL_STUDY), [tmp_path / "study.yaml"], [])
+    cfg = studies.from_snakemake(copy.deepcopy(SMALL_STUDY), [tmp_path / "study.yaml"], ["allow_templates=true"])
+    assert cfg["allow_templates"] is True
+
+
+def test_the_guard_refuses_before_yte_renders(tmp_path):
+    """Snakemake's own loader, wrapped as the profile wraps it: the template's code never runs."""
+    from snakemake.common import configfile
+    marker = tmp_path / "PWNED"
+    (tmp_path / "study.yaml").write_text(_template(marker))
+    original = configfile._load_configfile
+    try:
+        templating.install(["-n", "--configfile", "study.yaml"])
+        with pytest.raises(UserExit) as stopped:
+            configfile.load_configfile(str(tmp_path / "study.yaml"))
+        assert stopped.value.code == 2 and "config key __use_yte__" in str(stopped.value.error)
+        assert not marker.exists()
+        templating.install(["--config", "allow_templates=true"])  # opted in: rendered, as Snakemake would
+        assert configfile.load_configfile(str(tmp_path / "study.yaml"))["study"] == "default" and marker.exists()
+    finally:
+        configfile._load_configfile = original
+
+
+@pytest.mark.parametrize("argv, allowed", [
+    (["--config", "allow_templates=true"], True),
+    (["-C", "seeds=[1]", "allow_templates=True"], True),
+    (["--config=allow_templates=1"], True),
+    (["--config", "allow_templates=false"], False),
+    (["--config", "seeds=[1]", "-n", "allow_templates=true"], False),  # a target named so, not a config value
+    (["allow_templates=true"], False),
+    ([], False),
+])
+def test_only_a_config_value_on_the_command_line_opts_in(argv, allowed):
+    assert templating.opted_in(argv) is allowed
+
+
+# Valid inputs accepted: YAML merge keys and anchors (sharing a block between arms).
+MERGED = """study: merged
+seeds: [1, 2]
+task: {seed: 7, pool: {size: 64, levels: [1, 2]}, eval_sets: {heldout: {size: 6, levels: [1, 2]}}}
+model:
+  tiny: {hidden_size: 32, num_layers: 1, num_heads: 2, intermediate_size: 64, max_positions: 96}
+  warm_start: {steps: 30, batch_size: 8, problems: 200}
+recipe: {prompts_per_iteration: 2, group_size: 4, completion_limit: 24, microbatch_size: 3}
+budget: {tokens: 600}
+evaluation: {samples: 2, per_budget: 4}
+arms:
+  outcome: {}
+  mc_k2: &mc
+    description: Monte-Carlo credit
+    credit: {monte_carlo: {k: 2, prompt_value: 0.5}}
+  mc_k2_strict:
+    <<: *mc
+    recipe: {reward_verifier: strict}
+analysis: {base: outcome}
+"""
+
+
+def test_merge_keys_and_anchors_are_read_as_yaml_means_them(tmp_path):
+    (tmp_path / "study.yaml").write_text(MERGED)
+    cfg = studies.load(tmp_path / "study.yaml")
+    assert cfg["arms"]["mc_k2_strict"]["credit"] == cfg["arms"]["mc_k2"]["credit"]
+    assert cfg["arms"]["mc_k2_strict"]["credit"]["monte_carlo"]["prompt_value"] == 0.5
+    assert cfg["arms"]["mc_k2_strict"]["recipe"] == {"reward_verifier": "strict"}
+    (tmp_path / "twice.yaml").write_text(MERGED.replace("    <<: *mc\n", "    <<: *mc\n    recipe: {}\n"))
+    with pytest.raises(ConfigError, match=r"twice.yaml:17: key 'recipe' is given twice \(first at line 16\)"):
+        study_config.read(tmp_path / "twice.yaml")
+
+
+@pytest.mark.parametrize("entries, expected", [
+    (["seeds=[1,2]"], {"seeds": [1, 2]}),
+    (['model={"warm_start": {"steps": 200}}'], {"model": {"warm_start": {"steps": 200}}}),
+    (["study=1e3", "results_dir=2024"], {"study": "1e3", "results_dir": "2024"}),  # names stay names
+    (["recipe={lr: 1e-3, reward_verifier: strict}"], {"recipe": {"lr": 0.001, "reward_verifier": "strict"}}),
+    (["analysis={pairs: [[mc_k2, outcome]], margin: .05}"], {"analysis": {"pairs": [["mc_k2", "outcome"]],
+                                                                         "margin": 0.05}}),
+    (["containers={train: null}", "analysis_only=True", "allow_templates=true"],
+     {"containers": {"train": None}, "analysis_only": True, "allow_templates": True}),
+    (["arms={o: {}, m: {credit: {monte_carlo: {k: 2}}}}"], {"arms": {"o": {}, "m": {"credit": {"monte_carlo": {"k": 2}}}}}),
+    (["study='1'"], {"study": "1"}),  # what the API passes (Snakemake's repr of a string)
+])
+def test_config_values_on_the_command_line_are_yaml_typed_by_the_schema(entries, expected):
+    assert study_config.command_line(entries) == expected
+
+
+def test_command_line_values_merge_into_the_study_as_snakemake_merges_them():
+    cfg = copy.deepcopy(SMALL_STUDY)
+    cfg["model"]["warm_start"]["steps"] = "200"  # what Snakemake made of the block: a string leaf
+    cfg["seeds"] = ["3", "4"]
+    studies.from_snakemake(cfg, [], ['model={"warm_start": {"steps": 200}}', "seeds=[3,4]"])
+    assert cfg["model"]["warm_start"]["steps"] == 200 and cfg["model"]["warm_start"]["problems"] == 200
+    assert cfg["seeds"] == [3, 4]
