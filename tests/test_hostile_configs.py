@@ -439,7 +439,7 @@ def test_merge_keys_and_anchors_are_read_as_yaml_means_them(tmp_path):
     assert cfg["arms"]["mc_k2_strict"]["credit"]["monte_carlo"]["prompt_value"] == 0.5
     assert cfg["arms"]["mc_k2_strict"]["recipe"] == {"reward_verifier": "strict"}
     (tmp_path / "twice.yaml").write_text(MERGED.replace("    <<: *mc\n", "    <<: *mc\n    recipe: {}\n"))
-    with pytest.raises(ConfigError, match=r"twice.yaml:17: key 'recipe' is given twice \(first at line 16\)"):
+    with pytest.raises(ConfigError, match=r"twice.yaml:18: key 'recipe' is given twice \(first at line 17\)"):
         study_config.read(tmp_path / "twice.yaml")
 
 
