@@ -136,6 +136,17 @@ def validate_schema(cfg: dict) -> dict:
     return cfg
 
 
+def validate_blocks(value: dict, keys: tuple[str, ...], option: str) -> dict:
+    """The study blocks `keys` of a JSON option (what a rule passes, or a hand-written part of it): each checked
+    against its schema, defaults filled in place (a no-op on what a rule passes, which is validated already)."""
+    sub = {"type": "object", "required": list(keys), "$defs": schema()["$defs"],
+           "properties": {k: schema()["properties"][k] for k in keys}}
+    errors = sorted(_validator().evolve(schema=sub).iter_errors(value), key=lambda e: [str(p) for p in e.absolute_path])
+    if errors:
+        raise ConfigError("\n".join(f"{option}: {_describe(e)}" for e in errors))
+    return value
+
+
 def check_references(cfg: dict) -> None:
     """The rules that tie one top-level block to another."""
     arms, sets = list(cfg["arms"]), list(cfg["task"]["eval_sets"])
@@ -201,11 +212,14 @@ class _StrictLoader(_LOADER):
         return super().construct_mapping(node, deep)
 
 
-def text(path: str | Path) -> str:
-    """A text file's content; an error naming the file and line where it is missing or not UTF-8."""
+def text(path: str | Path, what: str = "config file") -> str:
+    """A text file's content; an error naming the file (`what` it is) and line where it is missing, a folder or
+    not UTF-8."""
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"{path}: a folder, not a file; allowed: a {what} saved as UTF-8 text")
     if not path.is_file():
-        raise ConfigError(f"{path}: config file not found")
+        raise ConfigError(f"{path}: {what} not found")
     raw = path.read_bytes()
     try:
         return raw.decode("utf-8")
