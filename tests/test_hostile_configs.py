@@ -148,6 +148,19 @@ CASES: dict[str, dict[str, Case]] = {
                                resources={"train": {"runtime": 525600}}),
         "horizon 1e6": edit("config key budget.horizon", budget__horizon=1.0e6),
         "calibration seed negative": edit("config key budget.calibration_seed", budget__calibration_seed=-1),
+        # Issue 30: every number with a sane range has an upper bound (the schema documents it).
+        "temperature 1000": edit(("config key recipe.temperature", "maximum of 10"), recipe__temperature=1000.0),
+        "lr 5": edit(("config key recipe.lr", "maximum of 1"), recipe__lr=5.0),
+        "group_size 100000": edit(("config key recipe.group_size", "maximum"), recipe__group_size=100000),
+        "mem_mb a petabyte": edit(("config key resources.train.mem_mb", "maximum"),
+                                  resources={"train": {"mem_mb": 10 ** 9}}),
+        "resamples 1e8": edit(("config key analysis.resamples", "maximum"), analysis__resamples=10 ** 8),
+        "round_to 1e20": edit(("config key budget.round_to", "maximum"), budget__round_to=10 ** 20),
+        "round_to 1e20 float": edit(("config key budget.round_to", "an integer"), budget__round_to=1e20),
+        "margin 1": edit(("config key analysis.margin", "maximum"), analysis__margin=1.0),
+        "seed 2^40": edit(("config key seeds[1]", "maximum"), seeds=[1, 2 ** 40]),
+        "k 100000": edit(("config key arms.mc_k2.credit.monte_carlo.k", "maximum"),
+                         arms__mc_k2__credit={"monte_carlo": {"k": 100000}}),
     },
     "before training": {
         "plan metric verifier": edit(("config key plan.primary[0].metric", "acc_lenient"),
@@ -466,3 +479,28 @@ def test_command_line_values_merge_into_the_study_as_snakemake_merges_them():
     studies.from_snakemake(cfg, [], ['model={"warm_start": {"steps": 200}}', "seeds=[3,4]"])
     assert cfg["model"]["warm_start"]["steps"] == 200 and cfg["model"]["warm_start"]["problems"] == 200
     assert cfg["seeds"] == [3, 4]
+
+
+# Numbers the schema leaves unbounded above, on purpose: the chat template's keyword arguments are the tokenizer's.
+UNBOUNDED = {".model.chat_template[additionalProperties]"}
+
+
+def _numbers(node, path=""):
+    """(path, schema) of every integer or number in the study schema."""
+    if not isinstance(node, dict):
+        return
+    kinds = node.get("type") if isinstance(node.get("type"), list) else [node.get("type")]
+    if {"integer", "number"} & set(kinds):
+        yield path, node
+    for key in ("properties", "$defs"):
+        for name, sub in node.get(key, {}).items():
+            yield from _numbers(sub, f"{path}.{name}")
+    for key in ("items", "additionalProperties"):
+        yield from _numbers(node.get(key), f"{path}[{key}]")
+
+
+def test_every_number_in_the_schema_has_an_upper_bound():
+    numbers = dict(_numbers(study_config.schema()))
+    assert len(numbers) > 100
+    unbounded = {p for p, n in numbers.items() if "maximum" not in n and "exclusiveMaximum" not in n}
+    assert unbounded == UNBOUNDED
