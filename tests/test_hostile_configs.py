@@ -184,6 +184,45 @@ CASES: dict[str, dict[str, Case]] = {
                                                  task__pool__size=8,
                                                  arms={**ARMS, "f": {"selection": {"critic_filter": {
                                                      "candidates": 24, "keep": 1}}}}),
+        # Issue 30: found before any job, by name, with what is allowed.
+        "pool beyond its levels": edit(("config key task.pool.size", "level 1 has 149", "more levels"),
+                                       task__pool={"size": 5000, "levels": [1]}),
+        "eval set beyond its levels": edit(("config key task.eval_sets.heldout.size", "level 1 has 13"),
+                                           task__eval_sets={"heldout": {"size": 5000, "levels": [1]}}),
+        "eval sets beyond their levels together": edit(("config key task.eval_sets.b.size", "need 20"),
+                                                       task__eval_sets={"a": {"size": 10, "levels": [1]},
+                                                                        "b": {"size": 10, "levels": [1]}}),
+        "pass_k beyond samples": edit(("config key analysis.pass_k[1]", "needs 64 samples", "k <= 2"),
+                                      analysis__pass_k=[2, 64]),
+        "pair twice": edit(("config key analysis.pairs", "non-unique"),
+                           analysis__pairs=[["mc_k2", "outcome"], ["mc_k2", "outcome"]]),
+        "pair reversed": edit(("config key analysis.pairs[1]", "reversed"),
+                              analysis__pairs=[["mc_k2", "outcome"], ["outcome", "mc_k2"]]),
+        "amendment id twice": edit("config key plan.amendments[0].ids",
+                                   plan={"primary": [{"id": "T1", "a": "mc_k2", "b": "outcome"}],
+                                         "amendments": [{"date": "2025-01-01", "note": "x", "ids": ["T1", "T1"]}]}),
+        "shuffled nothing": edit(("config key arms.sh.credit.shuffled", "changes nothing", "under another name"),
+                                 arms={**ARMS, "sh": {"credit": {"shuffled": {}}}}),
+        "shuffled length": edit(("config key arms.sh.credit.shuffled", "length credit is constant"),
+                                arms={**ARMS, "sh": {"credit": {"shuffled": {"length": {}}}}}),
+        "length lambda 0": edit(("config key arms.l0.credit.length", "outcome-only"),
+                                arms={**ARMS, "l0": {"credit": {"length": {"lambda": 0}}}}),
+        "penalty of nothing": edit(("config key arms.p0.credit.path_penalty", "every advantage is 0"),
+                                   arms={**ARMS, "p0": {"credit": {"path_penalty": {"lambda": 0, "beta": 0,
+                                                                                   "outcome": False}}}}),
+        "outcome twice": edit(("trains exactly what", "arms.again", "arms.outcome"),
+                              arms={**ARMS, "again": {"description": "the base again", "credit": {}}}),
+        "positions below the completion": edit(("config key model.tiny.max_positions", "at least 36"),
+                                               model__tiny__max_positions=32),
+    },
+    "results_dir in use": {
+        "a file": edit(("config key results_dir", "is a file"), results_dir="results/README.md"),
+        "the store": edit(("config key results_dir", "run store"), results_dir="results/_shared"),
+        "inside the store": edit(("config key results_dir", "run store"), results_dir="results/_shared/runs"),
+        "another study": edit(("config key results_dir", "study folder 'results/mini'", "prereg.lock.json"),
+                              results_dir="results/mini"),
+        "inside another study": edit(("config key results_dir", "study folder 'results/mini'"),
+                                     results_dir="results/mini/runs"),
     },
 }
 FLAT = {f"{kind}: {name}": case for kind, cases in CASES.items() for name, case in cases.items()}
@@ -214,7 +253,8 @@ def dry_runs(tmp_path_factory):
     work = tmp_path_factory.mktemp("work")
     small = studies.validate(copy.deepcopy(SMALL_STUDY))
     stored = layout.run_dir(small, "outcome", 1) / "evals.parquet"
-    for name in (stored, layout.model_path(small) / "config.json", "results/mini/prereg.lock.json"):
+    for name in (stored, layout.model_path(small) / "config.json", "results/mini/prereg.lock.json",
+                 "results/README.md"):
         (work / name).parent.mkdir(parents=True, exist_ok=True)
         (work / name).write_text(f"weeks of GPU time: {name}\n")
     before = _tree(work)
@@ -504,3 +544,27 @@ def test_every_number_in_the_schema_has_an_upper_bound():
     assert len(numbers) > 100
     unbounded = {p for p, n in numbers.items() if "maximum" not in n and "exclusiveMaximum" not in n}
     assert unbounded == UNBOUNDED
+
+
+def test_the_arith_supply_table_counts_level_1_exactly():
+    """SUPPLY's level 1 (and the rule that no set may take more): every question enumerated again."""
+    from itertools import product
+    from mcgrpo.data import arith
+    shape, sides = arith._SHAPES[1], [0, 0]
+    for ops, spans, xs in product(shape.opsets, shape.spansets, product(range(1, shape.high + 1), repeat=shape.terms)):
+        question = arith._render(list(xs), ops, spans)
+        solution, steps = arith.solve(question)
+        if len(solution) <= arith.MAX_SOLUTION_CHARS and abs(int(steps[-1])) <= arith.MAX_ANSWER:
+            sides[arith.is_eval_eligible(question)] += 1
+    assert tuple(sides) + (sum(sides),) == arith.SUPPLY[1] == (149, 13, 162)
+    pool, evals = arith.build(7, arith.supply(1, False), [1], {"a": {"size": arith.supply(1, True), "levels": [1]}})
+    assert len(pool) == 149 and len(evals["a"]) == 13  # the whole supply, drawn
+    ok = studies.validate(edited_study(task__pool={"size": 149, "levels": [1]},
+                                       task__eval_sets={"heldout": {"size": 13, "levels": [1]}}))
+    assert ok["task"]["pool"]["size"] == 149
+
+
+def test_pass_k_defaults_to_what_the_samples_allow():
+    assert studies.validate(copy.deepcopy(SMALL_STUDY))["analysis"]["pass_k"] == [2]  # 2 samples
+    assert studies.validate(edited_study(evaluation__samples=8))["analysis"]["pass_k"] == [2, 4, 8]
+    assert studies.validate(edited_study(evaluation__samples=8, analysis__pass_k=[8]))["analysis"]["pass_k"] == [8]

@@ -28,7 +28,27 @@ def validate(cfg: dict) -> dict:
     config.check_references(cfg)
     _raise(plan.problems(cfg))
     _raise(train_spec.problems(cfg))
+    _raise(_positions(cfg))
     return cfg
+
+
+def _positions(cfg: dict) -> list[str]:
+    """The tiny model (no model.source) sees a rendered prompt and then up to recipe.completion_limit tokens, one
+    token a character: max_positions must hold both. The prompt is its chat markers (4 tokens), task.prompt and
+    the longest question (arith's, from its levels; a file's is known once read, so only task.prompt counts)."""
+    if cfg["model"]["source"] is not None:
+        return []
+    from mcgrpo.data import arith
+    task, limit = cfg["task"], cfg["recipe"]["completion_limit"]
+    levels = {lv for spec in (task["pool"], *task["eval_sets"].values()) for lv in spec.get("levels") or arith.LEVELS}
+    question = arith.longest_question(sorted(levels)) if task["name"] == "arith" else 0
+    prompt = 4 + len(task["prompt"].replace("{question}", "")) + question
+    most = cfg["model"]["tiny"]["max_positions"]
+    if prompt + limit <= most:
+        return []
+    longest = f"the longest level-{max(levels)} question's" if question else "task.prompt's"
+    return [f"config key model.tiny.max_positions: {most} positions cannot hold {longest} prompt ({prompt} tokens) "
+            f"and recipe.completion_limit ({limit}); allowed: at least {prompt + limit}, or a shorter completion_limit"]
 
 
 def load(path: str | Path) -> dict:

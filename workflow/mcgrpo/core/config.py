@@ -164,7 +164,32 @@ def check_references(cfg: dict) -> None:
                                   f"allowed: {', '.join(arms)}")
         if pair[0] == pair[1]:
             raise ConfigError(f"config key analysis.pairs[{i}]: an arm cannot be contrasted with itself ({pair[0]!r})")
+        if list(reversed(pair)) in cfg["analysis"]["pairs"][:i]:
+            raise ConfigError(f"config key analysis.pairs[{i}]: {pair} is pair "
+                              f"{cfg['analysis']['pairs'].index(list(reversed(pair)))} reversed (the same contrast, "
+                              f"its sign flipped); allowed: each pair once")
     _check_sizes(cfg)
+    _check_results_dir(cfg["results_dir"])
+
+
+# A study's folder holds these; a results_dir inside one would nest a study in another's outputs.
+STUDY_MARKERS = ("prereg.lock.json", "runs/store.parquet")
+
+
+def _check_results_dir(results_dir: str) -> None:
+    """results_dir must be a folder of study folders: not a file, not the run store (mcgrpo.core.layout keeps
+    it at <results_dir>/_shared) and not inside another study's folder."""
+    path, where = Path(results_dir), f"config key results_dir: {results_dir!r}"
+    if "_shared" in path.parts:
+        raise ConfigError(f"{where} is inside a run store (_shared/, which only the workflow writes); allowed: "
+                          f"the folder holding it, e.g. {Path(*path.parts[:path.parts.index('_shared')]) or '.'}")
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{where} is a file, not a folder; allowed: a folder (or a path not there yet)")
+    for folder in (path, *path.parents):
+        marker = next((m for m in STUDY_MARKERS if (folder / m).is_file()), None)
+        if marker:
+            raise ConfigError(f"{where} is inside the study folder {str(folder)!r} (it holds {marker}); allowed: "
+                              f"a folder of studies, e.g. {str(folder.parent)!r}")
 
 
 def _check_sizes(cfg: dict) -> None:
