@@ -420,7 +420,8 @@ def test_a_user_error_in_the_snakefile_is_its_message_alone_and_exit_2(tmp_path)
     (tmp_path / "study.yaml").write_text(SMALL_YAML.replace("group_size: 4", "group_size: 4.5"))
     done = _snakemake(tmp_path / "work", "--configfile", str(tmp_path / "study.yaml"), "--workflow-profile", "none")
     assert done.returncode == 2 and 'File "' not in done.stderr and "Traceback" not in done.stderr, done.stderr
-    assert "config key recipe.group_size: 4.5 is not allowed; allowed: an integer" in done.stderr
+    assert re.search(r"study.yaml:\d+: config key recipe.group_size: 4.5 is not allowed; allowed: an integer",
+                     done.stderr), done.stderr
 
 
 def test_the_snakefile_refuses_a_template_where_the_profile_was_skipped(tmp_path):
@@ -568,3 +569,16 @@ def test_pass_k_defaults_to_what_the_samples_allow():
     assert studies.validate(copy.deepcopy(SMALL_STUDY))["analysis"]["pass_k"] == [2]  # 2 samples
     assert studies.validate(edited_study(evaluation__samples=8))["analysis"]["pass_k"] == [2, 4, 8]
     assert studies.validate(edited_study(evaluation__samples=8, analysis__pass_k=[8]))["analysis"]["pass_k"] == [8]
+
+
+def test_a_snakefile_error_names_the_file_and_line_of_its_key(tmp_path):
+    (tmp_path / "base.yaml").write_text("study: loc\nseeds: [1, 2]\nrecipe:\n  lr: 0.5\narms: {outcome: {}}\n")
+    (tmp_path / "over.yaml").write_text("recipe:\n  group_size: 4.5\n  lr: 5\n")
+    paths = [tmp_path / "base.yaml", tmp_path / "over.yaml"]
+    cfg = {**study_config.read(paths[0]), "recipe": {"group_size": 4.5, "lr": 5}}
+    with pytest.raises(ConfigError) as refused:
+        studies.from_snakemake(cfg, paths, [])
+    assert str(refused.value).split("\n") == [
+        f"{paths[1]}:2: config key recipe.group_size: 4.5 is not allowed; allowed: an integer (written without a "
+        f"decimal point)",
+        f"{paths[1]}:3: config key recipe.lr: 5 is greater than the maximum of 1"]  # the file that overrides

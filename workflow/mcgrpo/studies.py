@@ -70,5 +70,8 @@ def from_snakemake(cfg: dict, configfiles: list, entries: list[str] | str | None
     allowed = cfg.get(templating.OPT_IN) is True
     for path in configfiles:
         templating.refuse(path, config.read(path), allowed)
-    return validate(cfg)
+    try:
+        return validate(cfg)
+    except ConfigError as e:
+        raise ConfigError(config.located(str(e), list(configfiles))) from None
 

@@ -416,3 +416,40 @@ def _wants_text(sub: dict) -> bool:
         return kind == "string" or kind == ["string"]
     choices = sub.get("enum")
     return bool(choices) and all(isinstance(c, str) for c in choices)
+
+
+_KEY_LINE = re.compile(r"^config key ([A-Za-z0-9_.@\[\]-]+)")
+
+
+def located(message: str, paths: list) -> str:
+    """`message` with each `config key a.b[0]` line prefixed by the file and line that gives that key (the last
+    of `paths` that does: later files override earlier ones), where one does."""
+    def where(line: str) -> str:
+        match = _KEY_LINE.match(line)
+        found = [f"{p}:{n}" for p in paths if match and (n := _line_of(p, match.group(1)))]
+        return f"{found[-1]}: {line}" if found else line
+    return "\n".join(map(where, message.split("\n")))
+
+
+def _line_of(path, key: str) -> int | None:
+    """The line of config key `key` (a.b[0].c) in the YAML file at `path`, or None."""
+    try:
+        node = yaml.compose(Path(path).read_text(encoding="utf-8"), Loader=_LOADER)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    line = None
+    for part in re.findall(r"[^.\[\]]+|\[\d+\]", key):
+        if isinstance(node, yaml.MappingNode):
+            hit = next(((k, v) for k, v in node.value if k.value == part), None)
+            if hit is None:
+                return line
+            line, node = hit[0].start_mark.line + 1, hit[1]
+        elif isinstance(node, yaml.SequenceNode) and part.startswith("["):
+            i = int(part[1:-1])
+            if i >= len(node.value):
+                return line
+            node = node.value[i]
+            line = node.start_mark.line + 1
+        else:
+            return line
+    return line
