@@ -92,7 +92,6 @@ LATIN1 = b'{"text": "caf\xe9", "reference": "1"}\n'
     (["contrast", "--results", "FOLDER", "--a", "x", "--b", "y", "--margin", "1"], ("--margin", "'1' is not allowed")),
     (["contrast", "--results", "FOLDER", "--a", "x", "--b", "y", "--resamples", "10000000"], ("--resamples", "1000000")),
     (["contrast", "--results", "FOLDER", "--a", "x", "--b", "y", "--metric", "acc"], ("--metric", "pass@<k>")),
-    (["contrast", "--results", "FOLDER", "--a", "x", "--b", "y", "--basis", "token"], ("--basis", "invalid choice")),
     (["contrast", "--results", "FOLDER", "--a", "../x", "--b", "y"], ("--a", "letters, digits")),
     (["contrast", "--results", "FOLDER", "--a", "x", "--b", "y", "--eval-set", "a b"], ("--eval-set", "'a b'")),
     (["contrast", "--results", "FOLDER/nowhere", "--a", "x", "--b", "y"], ("--results", "an existing folder")),
