@@ -37,8 +37,14 @@ def _require(value: dict, option: str, required: tuple[str, ...]) -> dict:
     return value
 
 
+# The study blocks of a run's effective config checked against the schema (its evaluation block is resolved for
+# the run: mcgrpo.core.config.run_config).
+RUN_BLOCKS = ("task", "model", "engine", "budget", "recipe")
+
+
 def _run(args) -> dict:
-    return _json(args.run_json, "--run-json", study_config.RUN_KEYS)
+    return study_config.validate_blocks(_json(args.run_json, "--run-json", study_config.RUN_KEYS), RUN_BLOCKS,
+                                        "--run-json")
 
 
 def _config(args) -> dict:
@@ -78,7 +84,7 @@ def _training_run(args) -> tuple[dict, dict[str, str], tuple[str, str]]:
             problems.append(f"train --run-json also needs {', '.join(missing)}")
         if problems:
             raise ConfigError("\n".join(problems))
-        return run, given, _names(args.label)
+        return study_config.validate_blocks(run, RUN_BLOCKS, "--run-json"), given, _names(args.label)
     if args.arm is None or args.seed is None:
         raise ConfigError("train --config names the run with --arm A --seed N")
     cfg = _study(args.config)
