@@ -1,5 +1,7 @@
 """The command line: one description per verb, only the options each uses, --version, training one run by hand."""
 
+import json
+
 import pytest
 import yaml
 
@@ -146,3 +148,18 @@ def test_a_json_option_is_checked_against_the_study_schema(tmp_path, monkeypatch
     err = capsys.readouterr().err
     assert "Traceback" not in err and all(word in err for word in names), err
     assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_check_refuses_a_template_without_rendering_it(tmp_path, capsys):
+    marker = tmp_path / "PWNED"
+    (tmp_path / "study.yaml").write_text(f"__use_yte__: true\nstudy: '?__import__(\"os\").system(\"touch {marker}\")'\n"
+                                         "seeds: [1]\narms: {outcome: {}}\n")
+    assert cli.main(["check", "--config", str(tmp_path / "study.yaml")]) == 2
+    assert "study.yaml: config key __use_yte__" in capsys.readouterr().err and not marker.exists()
+
+
+def test_a_run_json_block_is_checked_against_the_schema(capsys):
+    run = {"task": {}, "model": {}, "engine": {}, "budget": {"tokens": -1}, "evaluation": {}, "recipe": {},
+           "seed": 1, "arm_config": {}}
+    assert cli.main(["calibrate", "--run-json", json.dumps(run), "--model", "m", "--data", "d", "--out", "o"]) == 2
+    assert "--run-json: config key budget.tokens: -1 is less than the minimum of 1" in capsys.readouterr().err

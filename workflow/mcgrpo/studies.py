@@ -52,8 +52,9 @@ def _positions(cfg: dict) -> list[str]:
 
 
 def load(path: str | Path) -> dict:
-    """Read a YAML study config and validate it; errors name the file."""
+    """Read a YAML study config (never rendered: a template is refused) and validate it; errors name the file."""
     cfg = config.read(path)
+    templating.refuse(path, cfg, allowed=False)
     try:
         return validate(cfg)
     except ConfigError as e:
