@@ -582,3 +582,14 @@ def test_a_snakefile_error_names_the_file_and_line_of_its_key(tmp_path):
         f"{paths[1]}:2: config key recipe.group_size: 4.5 is not allowed; allowed: an integer (written without a "
         f"decimal point)",
         f"{paths[1]}:3: config key recipe.lr: 5 is greater than the maximum of 1"]  # the file that overrides
+
+
+def test_stopping_ends_a_user_error_with_its_message_and_lets_a_bug_through(capsys):
+    from mcgrpo.core.errors import DataError, stopping
+    with pytest.raises(UserExit) as stopped, stopping():
+        raise DataError("results/x.parquet: file not found")
+    assert stopped.value.code == 2 and isinstance(stopped.value.error, DataError)
+    assert capsys.readouterr().err == "Error: results/x.parquet: file not found\n"
+    with pytest.raises(KeyError), stopping():  # a bug: its own exception, traceback and all
+        raise KeyError("task")
+    assert capsys.readouterr().err == ""
