@@ -15,12 +15,14 @@ sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 from mcgrpo.core import config as study_config  # noqa: E402
 from mcgrpo.core import layout
 from mcgrpo import studies
+from mcgrpo.core.errors import stopping
 
-# Before any job: each config file read again strictly (Snakemake's YAML loader keeps the last of a key
-# given twice), then the schema (one line per error, naming the key) and the cross-references.
-for path in workflow.configfiles:
-    study_config.read(path)
-studies.validate(config)
+# Before any job: the --config values read as YAML by the schema, each config file read again strictly
+# (Snakemake's YAML loader keeps the last of a key given twice; a template needs the command line's opt-in), then
+# the schema (one line per error, naming the key) and the cross-references. A user error prints its message
+# alone and exits 2; a bug keeps its traceback.
+with stopping():
+    studies.from_snakemake(config, workflow.configfiles, workflow.config_settings.config_args)
 
 R = str(layout.study_dir(config))
 EVAL_SETS = list(config["task"]["eval_sets"])
@@ -41,10 +43,11 @@ RUN_FILES = ("iterations.parquet", "evals.parquet", "samples.parquet", "prompts.
              "alignment.parquet")  # the gradient tests along training (evaluation.alignment): empty if unmeasured
 STORE = f"{R}/runs/store.parquet"  # which stored run each (arm, seed) is; written with the links (link_study)
 LOCK = f"{R}/prereg.lock.json"
-# The analysis reads the whole study config, less the switch saying how Snakemake was invoked, the images its
+# The analysis reads the whole study config, less the switches saying how Snakemake was invoked, the images its
 # jobs run in and where training reports to (where a job runs or reports is no part of what it computes, nor of
 # the config_hash of what it writes).
-STUDY_JSON = json.dumps({k: v for k, v in config.items() if k not in ("analysis_only", "containers", "tracking")},
+STUDY_JSON = json.dumps({k: v for k, v in config.items()
+                         if k not in ("analysis_only", "allow_templates", "containers", "tracking")},
                         sort_keys=True)
 ENV = "../workflow/envs/mcgrpo.yaml"
 # Rules call the interpreter this workflow runs with: a SLURM job's PATH need not hold a `python`, or the right

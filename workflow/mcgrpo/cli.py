@@ -37,8 +37,14 @@ def _require(value: dict, option: str, required: tuple[str, ...]) -> dict:
     return value
 
 
+# The study blocks of a run's effective config checked against the schema (its evaluation block is resolved for
+# the run: mcgrpo.core.config.run_config).
+RUN_BLOCKS = ("task", "model", "engine", "budget", "recipe")
+
+
 def _run(args) -> dict:
-    return _json(args.run_json, "--run-json", study_config.RUN_KEYS)
+    return study_config.validate_blocks(_json(args.run_json, "--run-json", study_config.RUN_KEYS), RUN_BLOCKS,
+                                        "--run-json")
 
 
 def _config(args) -> dict:
@@ -78,7 +84,7 @@ def _training_run(args) -> tuple[dict, dict[str, str], tuple[str, str]]:
             problems.append(f"train --run-json also needs {', '.join(missing)}")
         if problems:
             raise ConfigError("\n".join(problems))
-        return run, given, _names(args.label)
+        return study_config.validate_blocks(run, RUN_BLOCKS, "--run-json"), given, _names(args.label)
     if args.arm is None or args.seed is None:
         raise ConfigError("train --config names the run with --arm A --seed N")
     cfg = _study(args.config)
@@ -109,6 +115,7 @@ def prepare_data(args) -> None:
     """The pool and evaluation sets, and the log of what filtering and deduplication removed."""
     from mcgrpo import data
     task = _json(args.task_json, "--task-json", ("name", "seed", "pool", "eval_sets"))
+    study_config.validate_blocks({"task": task}, ("task",), "--task-json")
     prepared = data.prepare(task)
     data.write(prepared.pool, prepared.evals, args.out, study_config.config_hash(task), prepared.removed)
     print("\n".join(prepared.lines()))
@@ -164,18 +171,17 @@ def _verify_inputs(args):
             raise ConfigError("TEXT needs --reference, the answer it is checked against")
         yield "text", args.text, args.reference
         return
-    with open(args.file, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataError(f"{args.file} line {n}: not JSON ({e.msg})") from None
-            if not (isinstance(item, dict) and isinstance(item.get("text"), str)
-                    and isinstance(item.get("reference"), (str, int, float))):
-                raise DataError(f"{args.file} line {n}: needs an object with string 'text' and 'reference'")
-            yield f"{args.file} line {n}", item["text"], str(item["reference"])
+    for n, line in enumerate(study_config.text(args.file, "--file").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DataError(f"{args.file} line {n}: not JSON ({e.msg})") from None
+        if not (isinstance(item, dict) and isinstance(item.get("text"), str)
+                and isinstance(item.get("reference"), (str, int, float))):
+            raise DataError(f"{args.file} line {n}: needs an object with string 'text' and 'reference'")
+        yield f"{args.file} line {n}", item["text"], str(item["reference"])
 
 
 def _verify_arguments(v: argparse.ArgumentParser) -> None:
@@ -190,6 +196,7 @@ def resolve_model(args) -> None:
     """The reference file that training loads a model with a source from (checked to be there)."""
     from mcgrpo.train.models import sources
     model = _json(args.model_json, "--model-json", ("name", "source"))
+    study_config.validate_blocks({"model": model}, ("model",), "--model-json")
     where = sources.resolve(model["source"])
     store.write_json({"name": model["name"], "source": model["source"], "resolved": where}, args.out)
     print(f"model {model['name']}: {where['location']}" + (f" ({where['gguf_file']})" if where["gguf_file"] else ""))
@@ -200,6 +207,7 @@ def warm_start(args) -> None:
     for byte, where the spec is the one it was built from (mcgrpo.train.models.shipped)."""
     from mcgrpo.train.models import shipped
     spec = _json(args.model_json, "--model-json", ("model", "task"))
+    study_config.validate_blocks(json.loads(json.dumps(spec)), ("model", "task"), "--model-json")  # a copy
     if not args.rebuild and shipped.matches(spec):  # before torch is imported: seconds, not half a minute
         shipped.copy_to(args.out)
         print(f"warm start: the shipped checkpoint of this model and task ({shipped.FOLDER.name}), copied")
@@ -359,7 +367,7 @@ def gradient_tests(args) -> None:
     import torch
     from mcgrpo import data
     from mcgrpo.train import gradients, models
-    run = _json(args.run_json, "--run-json")
+    run = study_config.validate_blocks(_json(args.run_json, "--run-json"), GRADIENT_BLOCKS, "--run-json")
     torch.set_num_threads(run["recipe"]["threads"])
     pool, _ = data.read(args.data, [])
     model, tokenizer = models.load(args.model)
@@ -370,6 +378,7 @@ def gradient_tests(args) -> None:
     print(means.reindex(columns=["alignment", "share_outside_v", "projection_residual", "cos_full", "tokens"]).to_string())
 
 
+GRADIENT_BLOCKS = ("task", "model", "engine", "recipe", "gradient_tests", "arms")  # gradient_tests_config's
 STEPS = {"drift": "verifier drift (default minus strict accuracy) per run and evaluation",
          "contrasts": "every contrast with its statistics, labelled against the preregistration lock",
          "curves": "differences at every evaluation, the share of B to reach the base, the extrapolation",
@@ -433,15 +442,34 @@ def contrast(args) -> None:
     print(f"written: {out}")
 
 
-def _positive(text: str) -> int:
-    """An argparse type: an integer of at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not allowed; allowed: an integer of at least 1")
-    return value
+def _typed(convert, ok, allowed: str):
+    """An argparse type: `convert(text)` where `ok` holds of it, else argparse's message naming the option, the
+    value and what is allowed (exit 2, no traceback)."""
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except (ValueError, OverflowError):
+            value = None
+        if value is None or not ok(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not allowed; allowed: {allowed}")
+        return value
+    return parse
+
+
+def _format(name: str):
+    """An argparse type: a string of the study schema's format `name` (a metric, an arm or set key)."""
+    check, allowed = study_config.FORMATS[name]
+    return _typed(str, check, allowed)
+
+
+# The options' values, one validator per kind (the study schema's bounds where an option mirrors a key).
+_positive = _typed(int, lambda v: v >= 1, "an integer of at least 1")
+_resamples = _typed(int, lambda v: 1 <= v <= 1_000_000, "an integer from 1 to 1000000")
+_threads = _typed(int, lambda v: 1 <= v <= 1024, "an integer from 1 to 1024")
+_seed = _typed(int, lambda v: 0 <= v < 2 ** 32, "an integer from 0 to 4294967295")
+_share = _typed(float, lambda v: 0 < v < 1, "a number strictly between 0 and 1")
+_folder = _typed(Path, Path.is_dir, "an existing folder (a study's results folder, results/<study>)")
+BASES = tuple(study_config.schema()["$defs"]["basis"]["enum"])
 
 
 def seeds_power(args) -> None:
@@ -460,26 +488,27 @@ def seeds_power(args) -> None:
 
 
 def _power_arguments(v: argparse.ArgumentParser) -> None:
-    v.add_argument("--results", required=True, help="the study's (or pilot's) results folder (results/<study>)")
-    v.add_argument("--metric", default="acc_default", help="the metric (default acc_default)")
-    v.add_argument("--basis", action="append", help="only this basis (repeatable; default: every basis)")
-    v.add_argument("--margin", type=float, help="equivalence margin (default: the lock's, else 0.02)")
-    v.add_argument("--alpha", type=float, default=0.05, help="test level (default 0.05)")
-    v.add_argument("--power", type=float, default=0.8, help="power wanted (default 0.8)")
+    v.add_argument("--results", required=True, type=_folder,
+                   help="the study's (or pilot's) results folder (results/<study>)")
+    v.add_argument("--metric", default="acc_default", type=_format("metric"), help="the metric (default acc_default)")
+    v.add_argument("--basis", action="append", choices=BASES, help="only this basis (repeatable; default: every basis)")
+    v.add_argument("--margin", type=_share, help="equivalence margin (default: the lock's, else 0.02)")
+    v.add_argument("--alpha", type=_share, default=0.05, help="test level (default 0.05)")
+    v.add_argument("--power", type=_share, default=0.8, help="power wanted (default 0.8)")
 
 
 def _contrast_arguments(v: argparse.ArgumentParser) -> None:
-    v.add_argument("--a", required=True, help="the arm under test")
-    v.add_argument("--b", required=True, help="the arm it is compared with (the base)")
-    v.add_argument("--basis", default="tokens",
+    v.add_argument("--a", required=True, type=_format("key"), help="the arm under test")
+    v.add_argument("--b", required=True, type=_format("key"), help="the arm it is compared with (the base)")
+    v.add_argument("--basis", default="tokens",  # the verb names the bases allowed (mcgrpo.analysis.recompute)
                    help="tokens, iterations, updates, time or time_c (default tokens; an equal-iteration study: "
                         "iterations, updates or time)")
-    v.add_argument("--metric", default="acc_default",
+    v.add_argument("--metric", default="acc_default", type=_format("metric"),
                    help="acc_<verifier> or pass@<k>_<verifier>, e.g. acc_strict, pass@8_default")
-    v.add_argument("--eval-set", help="the evaluation set (default: the only one)")
-    v.add_argument("--margin", type=float, help="equivalence margin (default: the lock's, else 0.02)")
-    v.add_argument("--resamples", type=_positive, default=10_000, help="crossed-bootstrap resamples")
-    v.add_argument("--bootstrap-seed", type=int, default=0)
+    v.add_argument("--eval-set", type=_format("key"), help="the evaluation set (default: the only one)")
+    v.add_argument("--margin", type=_share, help="equivalence margin (default: the lock's, else 0.02)")
+    v.add_argument("--resamples", type=_resamples, default=10_000, help="crossed-bootstrap resamples")
+    v.add_argument("--bootstrap-seed", type=_seed, default=0)
     v.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                    help="the training-time clock of the time bases: the stages' wall or process CPU time (default wall)")
 
@@ -528,8 +557,8 @@ def _train_arguments(v: argparse.ArgumentParser) -> None:
     src = v.add_mutually_exclusive_group(required=True)
     src.add_argument("--run-json", help="the run's effective config as JSON (what the rule passes)")
     src.add_argument("--config", metavar="STUDY.yaml", help="by hand: the study config; with --arm and --seed")
-    v.add_argument("--arm", help="with --config: the arm to train")
-    v.add_argument("--seed", type=int, help="with --config: the seed")
+    v.add_argument("--arm", type=_format("key"), help="with --config: the arm to train")
+    v.add_argument("--seed", type=_seed, help="with --config: the seed")
     v.add_argument("--label", metavar="STUDY/ARM",
                    help="with --run-json: what messages and trackers call the run (the rule's study and arm; a stored "
                         "run is one run whichever studies name it)")
@@ -557,9 +586,10 @@ def parser() -> argparse.ArgumentParser:
         if name in STEPS:
             v.add_argument("--results", required=True, help="the study's results folder (results/<study>)")
         for opt, text in FILES.get(name, {}).items():
-            v.add_argument(opt, help=text, required=(opt, name) in REQUIRED)
+            v.add_argument(opt, help=text, required=(opt, name) in REQUIRED,
+                           **({"type": _folder} if (opt, name) == ("--results", "contrast") else {}))
         if name == "warm-start":
-            v.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+            v.add_argument("--threads", type=_threads, default=1, help="torch threads (default 1)")
             v.add_argument("--rebuild", action="store_true",
                            help="warm-start even where the shipped checkpoint is this model's (make tiny-model)")
     _data_arguments(sub.choices["data"])

@@ -3,6 +3,7 @@ update options against the recipe, checked before any job runs (one line per pro
 
 from __future__ import annotations
 
+from mcgrpo.core.config import config_hash, run_config
 from mcgrpo.train.credit import problems as credit_problems
 
 
@@ -30,6 +31,7 @@ def problems(cfg: dict) -> list[str]:
     credits.update({f"evaluation.alignment.controls.{name}": c for name, c in along.get("controls", {}).items()})
     found += gradient_test_problems(cfg, tests) + alignment_problems(cfg, along)
     found += [p for key, credit in credits.items() for p in credit_problems(key, credit, recipe, cfg["task"])]
+    found += same_arms(cfg)
     batch = recipe["prompts_per_iteration"] * recipe["group_size"]
     for arm, spec in cfg["arms"].items():
         if (spec.get("update") or {}).get("minibatches", 1) > batch:
@@ -76,3 +78,20 @@ def alignment_problems(cfg: dict, along: dict) -> list[str]:
     found += [f"{key}.seeds[{i}]: {seed} is not a seed of the study; allowed: {', '.join(map(str, cfg['seeds']))}"
               for i, seed in enumerate(along.get("seeds") or []) if seed not in cfg["seeds"]]
     return found + _control_names("evaluation.alignment", along, arms)
+
+
+def same_arms(cfg: dict) -> list[str]:
+    """An arm that trains exactly what an earlier arm trains (its runs would be the same stored runs, and the
+    contrast between them zero by construction) is a name, not an arm. Compared as trained: an absent credit
+    block is outcome-only, and an arm's recipe keys are compared merged into the recipe."""
+    seen: dict[str, str] = {}
+    found = []
+    for arm in cfg["arms"]:
+        run = run_config(cfg, arm, cfg["seeds"][0])
+        spec = {k: v for k, v in run["arm_config"].items() if k != "recipe"}
+        run["arm_config"] = {**spec, "credit": spec.get("credit") or {"outcome": {}}}
+        other = seen.setdefault(config_hash(run), arm)
+        if other != arm:
+            found.append(f"config key arms.{arm}: trains exactly what arms.{other} trains (the same credit, "
+                         f"selection, lr, update and recipe); allowed: arms that differ in what they train")
+    return found
