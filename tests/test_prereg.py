@@ -8,6 +8,7 @@ from mcgrpo.analysis import plan as analysis, prereg
 from mcgrpo.core import config as study_config
 from mcgrpo import studies
 from mcgrpo.cli import main
+from mcgrpo.core.manifest import seal
 from mcgrpo.core.store import write_json
 
 LOCKED_AT = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
@@ -126,6 +127,7 @@ def test_status_reads_the_lock_run_start_times_and_stale_runs(tmp_path, planned)
         write_json({"started": f"2025-03-0{seed + 1}T00:00:00+00:00",
                     "config": study_config.run_config(planned, arm, seed)},
                    tmp_path / "runs" / arm / f"seed{seed}" / "run.json")
+        seal(tmp_path / "runs" / arm / f"seed{seed}", ["run.json"], "")
     status = prereg.status(tmp_path, planned)
     assert status["state"] == "matches" and status["first_run_started"] == "2025-03-02T00:00:00+00:00"
     assert status["stale_runs"] == []

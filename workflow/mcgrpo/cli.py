@@ -13,7 +13,7 @@ import traceback
 from pathlib import Path
 
 from mcgrpo import __version__
-from mcgrpo.core import config as study_config, layout, store
+from mcgrpo.core import config as study_config, layout, manifest, store
 from mcgrpo import studies
 from mcgrpo.core.errors import ConfigError, DataError, Interrupted, McgrpoError
 
@@ -331,6 +331,8 @@ def _train(args) -> None:
         "clock": _clocks(log.iterations),
         "tracking": backend,  # where it logged: <out>/tracking/ (mcgrpo.train.tracking)
     }, out / "run.json")
+    # Last: the manifest vouches for every file above (mcgrpo.core.manifest); a run without one never finished.
+    manifest.seal(out, [f"{name}.parquet" for name in log.frames()] + ["run.json"], identity, cfg_hash)
 
 
 def check(args) -> None:

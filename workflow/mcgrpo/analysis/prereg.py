@@ -17,6 +17,7 @@ from mcgrpo.core import config as study_config
 from mcgrpo.core.layout import study_run
 from mcgrpo.analysis.plan import entries, key
 from mcgrpo.analysis.contrasts import label_key
+from mcgrpo.core.manifest import checked
 from mcgrpo.core.store import git_sha, read_json
 
 GLOBAL = ("margin", "eval_sets", "arms", "seeds", "budget")  # a change here touches every planned contrast
@@ -58,7 +59,7 @@ def make_lock(cfg: dict, now: datetime | None = None) -> dict:
 
 def first_start(results_dir: Path, cfg: dict) -> str | None:
     """The earliest start time recorded in the study's run.json files (None if none recorded)."""
-    starts = [read_json(p).get("started") for arm, seed in study_config.runs(cfg)
+    starts = [read_json(checked(p)).get("started") for arm, seed in study_config.runs(cfg)
               if (p := study_run(results_dir, arm, seed) / "run.json").exists()]
     starts = [s for s in starts if s]
     return min(starts, key=datetime.fromisoformat) if starts else None
@@ -69,7 +70,7 @@ def stale_runs(results_dir: Path, cfg: dict) -> list[str]:
     out = []
     for arm, seed in study_config.runs(cfg):
         path = study_run(results_dir, arm, seed) / "run.json"
-        stored = read_json(path).get("config") if path.exists() else None
+        stored = read_json(checked(path)).get("config") if path.exists() else None
         if stored is not None and study_config.config_hash(stored) != study_config.config_hash(
                 study_config.run_config(cfg, arm, seed)):
             out.append(f"{arm}/seed{seed}")

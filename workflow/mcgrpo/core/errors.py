@@ -32,3 +32,8 @@ class CheckpointMismatch(McgrpoError, RuntimeError):
 
 class Interrupted(Exception):
     """Training stopped on request (a preemption signal) after writing a checkpoint; not an error."""
+
+
+class IntegrityError(DataError):
+    """A stored run's file that is not what its run wrote: changed after the run finished (sha256), another
+    run's (config_hash), unsealed (no manifest) or unreadable (truncated). The message names the file."""
