@@ -7,8 +7,9 @@ from mcgrpo.core.manifest import seal
 from mcgrpo.core.store import COLUMNS, write_parquet
 
 
-def write_run(folder, correct, eval_sets=("test",), shuffle=True):
-    """evals.parquet and samples.parquet of a run: correct[e][i][j] is sample j of problem i at evaluation e."""
+def write_run(folder, correct, eval_sets=("test",), shuffle=True, identity=""):
+    """evals.parquet and samples.parquet of a run, sealed under `identity`: correct[e][i][j] is sample j of
+    problem i at evaluation e."""
     correct = np.asarray(correct, dtype=bool)
     E, P, S = correct.shape
     samples = pd.concat([pd.DataFrame({
@@ -24,16 +25,16 @@ def write_run(folder, correct, eval_sets=("test",), shuffle=True):
         "updates": np.arange(E), "train_seconds": np.arange(E) * 2.0, "eval_set": name,
         "acc_default": correct.mean(axis=(1, 2)), "acc_strict": 0.0, "boxed_share": 1.0, "truncated_share": 0.0,
         "mean_length": 10.0, "eval_seconds": 1.0}) for name in eval_sets])
-    write_parquet(samples, folder / "samples.parquet")
-    write_parquet(evals.iloc[::-1], folder / "evals.parquet")  # out of order on purpose
-    seal_run(folder)
+    write_parquet(samples, folder / "samples.parquet", identity)
+    write_parquet(evals.iloc[::-1], folder / "evals.parquet", identity)  # out of order on purpose
+    seal_run(folder, identity)
     return samples, evals
 
 
-def seal_run(folder):
+def seal_run(folder, identity=""):
     """The run's manifest over every file in it, as the trainer writes it last (identity '': what write_parquet
     puts in files written without a config_hash)."""
-    seal(folder, [p.name for p in folder.iterdir() if p.is_file() and p.name != "manifest.json"], "")
+    seal(folder, [p.name for p in folder.iterdir() if p.is_file() and p.name != "manifest.json"], identity)
 
 
 CORRECT = np.array([[[1, 0, 0, 0], [1, 1, 1, 1], [0, 0, 0, 0]],

@@ -186,3 +186,42 @@ def fingerprint(folders: list[str | Path]) -> str:
         except (IntegrityError, MissingFile) as e:
             digest.update(str(e).encode())
     return digest.hexdigest()
+
+
+def check_store(runs: str | Path) -> tuple[dict[str, list[str]], list[str]]:
+    """Every run of a run store (results/_shared/runs) verified in full: ({run: what is wrong} of the runs to
+    retrain, the runs not finished, which are left alone: a run still training, or one its retry resumes)."""
+    bad, unfinished = {}, []
+    for folder in sorted(p for p in Path(runs).iterdir() if p.is_dir() and not p.name.startswith(".")):
+        if not (folder / MANIFEST).exists() and not any(p.suffix in (".parquet", ".json") for p in folder.iterdir()):
+            unfinished.append(folder.name)
+            continue
+        found = problems(folder)
+        if found:
+            bad[folder.name] = found
+    return bad, unfinished
+
+
+def check_links(study: str | Path) -> dict[str, list[str]]:
+    """A study's runs/<arm>/seed<N> checked against runs/store.parquet: {arm/seed: what is wrong}."""
+    index = Path(study) / "runs" / "store.parquet"
+    if not index.exists():
+        return {}
+    out = {}
+    for (arm, seed), key in _index(index, index.stat().st_mtime_ns, index.stat().st_size).items():
+        link = Path(study) / "runs" / arm / f"seed{seed}"
+        try:
+            if link.exists():
+                read(link)
+        except IntegrityError as e:
+            out[f"{arm}/seed{seed}"] = [str(e)]
+    return out
+
+
+def quarantine(folder: str | Path, into: str | Path) -> Path:
+    """Move a run's folder aside, into `into`/<run>-<UTC time> (never deleted), so that the workflow retrains it."""
+    folder = Path(folder)
+    target = Path(into) / f"{folder.name}-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S%fZ')}"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(folder, target)
+    return target
