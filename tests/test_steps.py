@@ -199,3 +199,19 @@ def test_the_cpu_clock_refuses_runs_that_never_recorded_it(results, tmp_path):
     with pytest.raises(DataError, match=r"evals.parquet: no column train_cpu_seconds .* allowed: retrain it, "
                                         r"or analysis.clock: wall"):
         steps.contrasts_step({**cfg, "analysis": {**cfg["analysis"], "clock": "cpu"}}, folder)
+
+
+def test_a_recipe_changed_after_the_lock_reaches_the_summary(results, tmp_path):
+    """Issue 30: recipe.lr changed after the lock (and the runs retrained): the summary must stop saying the plan
+    matches its lock, and T1 must be reported exploratory with the dated reason."""
+    cfg, root = results
+    folder = tmp_path / "relearned"
+    shutil.copytree(root, folder)
+    cfg = {**cfg, "recipe": {**cfg["recipe"], "lr": cfg["recipe"]["lr"] * 2}}
+    steps.contrasts_step(cfg, folder)
+    steps.summary_step(cfg, folder)
+    text = (folder / "summary.md").read_text()
+    assert "matches its lock" not in text and "recipe.lr changed after the lock (2025-01-01)" in text
+    assert "T1 (exploratory)" in text
+    labelled = read_contract(folder / "analysis" / "contrasts.parquet", "contrasts").set_index("id").drop(index="")
+    assert labelled.loc["T1", "label"] == "exploratory"
