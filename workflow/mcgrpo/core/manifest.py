@@ -107,14 +107,15 @@ def _manifest(path: Path, *stamp: int) -> dict:
     return manifest
 
 
-def problem(path: Path, manifest: dict) -> str | None:
-    """What is wrong with run file `path` against `manifest` (None when it is what the run wrote)."""
+def problem(path: Path, manifest: dict, by_stamp: bool = True) -> str | None:
+    """What is wrong with run file `path` against `manifest` (None when it is what the run wrote); `by_stamp`: a file
+    whose stamp is the sealed one is taken as sealed, unread."""
     entry = manifest["files"].get(path.name)
     if entry is None:
         return f"{path}: not listed in {path.parent / MANIFEST}, so not written by this run"
     if not path.exists():
         return f"{path}: missing, though {MANIFEST} lists it: {RETRAIN}"
-    if _stamp(path) == entry.get("stamp"):
+    if by_stamp and _stamp(path) == entry.get("stamp"):
         return None  # untouched since sealed: the hash it had then
     found = _hash(path, *_stamp(path))
     if found == entry["sha256"]:
@@ -160,16 +161,7 @@ def problems(folder: str | Path) -> list[str]:
         manifest = read(folder)
     except IntegrityError as e:
         return [str(e)]
-    found = []
-    for name in manifest["files"]:
-        path = folder / name
-        entry = manifest["files"][name]
-        if path.exists() and sha256(path) != entry["sha256"]:
-            entry = {**entry, "stamp": None}  # hashed below whatever its stamp says
-        why = problem(path, {**manifest, "files": {**manifest["files"], name: entry}})
-        if why:
-            found.append(why)
-    return found
+    return [why for name in manifest["files"] if (why := problem(folder / name, manifest, by_stamp=False))]
 
 
 def fingerprint(folders: list[str | Path]) -> str:
@@ -181,8 +173,8 @@ def fingerprint(folders: list[str | Path]) -> str:
         try:
             manifest = read(folder)
             state = [problem(folder / name, manifest) or name for name in sorted(manifest["files"])]
-            digest.update(json.dumps([str(folder), manifest["run"], manifest["files"] and
-                                      {k: v["sha256"] for k, v in manifest["files"].items()}, state]).encode())
+            sealed = {name: entry["sha256"] for name, entry in manifest["files"].items()}
+            digest.update(json.dumps([str(folder), manifest["run"], sealed, state]).encode())
         except (IntegrityError, MissingFile) as e:
             digest.update(str(e).encode())
     return digest.hexdigest()
