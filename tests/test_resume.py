@@ -18,7 +18,7 @@ import torch
 
 from conftest import ROOT
 from mcgrpo.train import checkpoint, models
-from mcgrpo.core import config as study_config, layout, manifest, store
+from mcgrpo.core import config as study_config, layout, manifest as run_manifest, store
 from mcgrpo import studies
 from mcgrpo import data
 from mcgrpo.core.budget import budget_table
@@ -105,7 +105,7 @@ def test_interrupted_run_resumes_to_the_same_parquet(inputs, tmp_path, sig, stat
         assert first["outcome"] == "interrupted" and first["signal"] == "SIGTERM"
         assert f"interrupted by SIGTERM after {first['iterations']} iterations" in resumed.stderr
     assert second["outcome"] == "finished" and second["resumed_at"] > 0
-    assert manifest.problems(out) == []  # sealed last, over every file the resumed run wrote
+    assert run_manifest.problems(out) == []  # sealed last, over every file the resumed run wrote
 
 
 def test_a_finished_run_ended_by_its_job_is_written_again_not_trained_again(inputs, tmp_path):

@@ -60,8 +60,8 @@ def test_intact_runs_read_and_a_manifest_lists_every_file_with_its_sha256(result
 
 def test_a_flipped_bit_with_the_size_unchanged_is_refused_naming_the_file(results):
     flip_a_bit(stored(results, 2, "samples.parquet"))
-    with pytest.raises(IntegrityError, match=rf"mini/runs/a/seed2/samples.parquet: sha256 differs from manifest.json "
-                                             rf".*the file changed after the run finished: .*check-store --repair"):
+    with pytest.raises(IntegrityError, match=r"mini/runs/a/seed2/samples.parquet: sha256 differs from manifest.json "
+                                             r".*the file changed after the run finished: .*check-store --repair"):
         load(results)
 
 

@@ -6,10 +6,10 @@ own hash), and a manifest written last, atomically, is also the mark that the ru
 without one never finished, or predates manifests (runs written before them are refused: `mcgrpo check-store
 --repair` sets them aside for retraining).
 
-What a file is checked for, in order: listed in the manifest; same sha256 (else: it changed after the run
-finished); its Parquet `config_hash` metadata is the manifest's identity (else: it belongs to another run; this
-is told before the sha256, as the likelier cause). The manifest itself is checked against the run it is read as:
-a study's runs/<arm>/seed<N> links to the store's runs/<key>, and runs/store.parquet names that key.
+A file is checked to be listed in the manifest and to have the sha256 sealed; where it has not, its Parquet
+`config_hash` metadata tells another run's file (config_hash differs) from one changed after the run finished
+(sha256 differs). The manifest itself is checked against the run it is read as: a study's runs/<arm>/seed<N>
+links to the store's runs/<key>, and runs/store.parquet names that key.
 """
 
 from __future__ import annotations
