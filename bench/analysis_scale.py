@@ -29,7 +29,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "workflow"))
-from mcgrpo.core import store  # noqa: E402
+from mcgrpo.core import manifest, store  # noqa: E402
 from mcgrpo.core import layout  # noqa: E402
 from mcgrpo import studies  # noqa: E402
 from mcgrpo.analysis import prereg, steps  # noqa: E402
@@ -108,6 +108,7 @@ def write_run(folder: Path, rng: np.random.Generator, skill: float, started: dat
     store.write_parquet(samples, folder / "samples.parquet")
     store.write_parquet(iterations, folder / "iterations.parquet")
     store.write_json({"started": started.isoformat(), "finished": True}, folder / "run.json")
+    manifest.seal(folder, ["evals.parquet", "samples.parquet", "iterations.parquet", "run.json"], "")
 
 
 def build(root: Path, studies: int, scale: Scale) -> list[tuple[dict, Path]]:

@@ -13,7 +13,7 @@ from snakemake.settings.types import DeploymentMethod
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 from mcgrpo.core import config as study_config  # noqa: E402
-from mcgrpo.core import layout
+from mcgrpo.core import layout, manifest
 from mcgrpo import studies
 from mcgrpo.core.errors import stopping
 
@@ -40,7 +40,8 @@ RUN_KEYS = layout.run_keys(config)
 NAMED = layout.first_names(RUN_KEYS)
 RUN = f"{layout.runs_dir(config)}/{{run}}"
 RUN_FILES = ("iterations.parquet", "evals.parquet", "samples.parquet", "prompts.parquet", "run.json",
-             "alignment.parquet")  # the gradient tests along training (evaluation.alignment): empty if unmeasured
+             "alignment.parquet",  # the gradient tests along training (evaluation.alignment): empty if unmeasured
+             "manifest.json")  # written last: every file above with its sha256 (mcgrpo.core.manifest)
 STORE = f"{R}/runs/store.parquet"  # which stored run each (arm, seed) is; written with the links (link_study)
 LOCK = f"{R}/prereg.lock.json"
 # The analysis reads the whole study config, less the switches saying how Snakemake was invoked, the images its
@@ -159,7 +160,16 @@ LOCK_INPUT = [LOCK] if not config["analysis_only"] or Path(LOCK).exists() else [
 def analysis_step(verb):
     """The params of analysis rule `verb` (rules/drift.smk's template runs `$PYTHON -m mcgrpo <verb>`); the
     study's JSON is a function, since it holds braces that are never wildcards."""
-    return dict(verb=verb, study=lambda wildcards: STUDY_JSON, results=folder_of("store", 1))  # runs/store.parquet
+    return dict(verb=verb, study=lambda wildcards: STUDY_JSON, results=folder_of("store", 1),  # runs/store.parquet
+                sealed=sealed_runs)
+
+
+def sealed_runs(wildcards):
+    """A checksum trigger: one value that changes whenever a stored run's file does, even restored with `cp -p` to
+    an mtime older than the analysis (Snakemake's mtime trigger misses it). A param of wildcards alone is recorded
+    and compared on every invocation; the analysis then reruns and names the file. Only files touched since they
+    were sealed are hashed (mcgrpo.core.manifest.fingerprint)."""
+    return manifest.fingerprint([Path(path).parent for path in run_files("manifest.json")])
 
 
 # The targets: figures and tables of the study, each marked for `snakemake --report report.html`.

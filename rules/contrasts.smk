@@ -2,6 +2,7 @@
 use rule drift as contrasts with:
     input:
         run_files("evals.parquet"),
+        run_files("manifest.json"),  # what vouches for them (mcgrpo.core.manifest)
         run_files("samples.parquet"),
         run_files("run.json"),
         LOCK_INPUT,
@@ -20,6 +21,7 @@ use rule drift as curves with:
     input:
         GRADIENT_TESTS,  # the extrapolation reads the measured per-token efficiency
         run_files("evals.parquet"),
+        run_files("manifest.json"),  # what vouches for them (mcgrpo.core.manifest)
         run_files("samples.parquet"),
         store=STORE,
     output:
@@ -35,6 +37,7 @@ use rule drift as curves with:
 use rule drift as breakdown with:
     input:
         run_files("evals.parquet"),
+        run_files("manifest.json"),  # what vouches for them (mcgrpo.core.manifest)
         run_files("iterations.parquet"),
         store=STORE,
     output:

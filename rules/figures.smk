@@ -2,6 +2,7 @@
 use rule drift as figures with:
     input:
         run_files("evals.parquet"),
+        run_files("manifest.json"),  # what vouches for them (mcgrpo.core.manifest)
         rules.contrasts.output.contrasts,
         rules.contrasts.output.paired,
         rules.curves.output,
@@ -55,6 +56,7 @@ if ALIGNMENT_TARGETS:
         input:
             run_files("alignment.parquet"),
             run_files("evals.parquet"),
+            run_files("manifest.json"),  # what vouches for them (mcgrpo.core.manifest)
             store=STORE,
         output:
             ALIGNMENT_TARGETS,

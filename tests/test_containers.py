@@ -160,3 +160,21 @@ def test_comparison_of_run_json_sets_aside_clock_and_patch_version_only(tmp_path
     assert compare.difference(tmp_path / "h" / "run.json", tmp_path / "o" / "run.json", timing_aside=True) is None
     (tmp_path / "o" / "run.json").write_text(json.dumps({**later, "B": 700}))
     assert compare.difference(tmp_path / "h" / "run.json", tmp_path / "o" / "run.json", timing_aside=True)
+
+
+def test_comparison_checks_each_side_against_its_manifest(tmp_path):
+    """A run file changed after its run finished differs, whatever the other side holds; the manifests compare by
+    identity and the files they list (their hashes move with the timing columns of a run trained again)."""
+    from mcgrpo.core.manifest import seal
+    for side in ("h", "o"):
+        (tmp_path / side).mkdir()
+        _write(tmp_path / side / "evals.parquet", pd.DataFrame({"loss": [0.5], "train_seconds": [1.0 if side == "h"
+                                                                                                  else 2.0]}))
+        seal(tmp_path / side, ["evals.parquet"], "run-identity")
+    h, o = tmp_path / "h", tmp_path / "o"
+    assert compare.difference(h / "manifest.json", o / "manifest.json") is None
+    assert compare.difference(h / "evals.parquet", o / "evals.parquet", timing_aside=True) is None
+    _write(o / "evals.parquet", pd.DataFrame({"loss": [0.5], "train_seconds": [1.0]}))  # now equal to the host's
+    assert "other: " in compare.difference(h / "evals.parquet", o / "evals.parquet")
+    assert "sha256 differs" in compare.difference(h / "evals.parquet", o / "evals.parquet")
+    assert "sha256 differs" in compare.difference(h / "manifest.json", o / "manifest.json")

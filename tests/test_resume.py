@@ -18,7 +18,7 @@ import torch
 
 from conftest import ROOT
 from mcgrpo.train import checkpoint, models
-from mcgrpo.core import config as study_config, layout, store
+from mcgrpo.core import config as study_config, layout, manifest as run_manifest, store
 from mcgrpo import studies
 from mcgrpo import data
 from mcgrpo.core.budget import budget_table
@@ -89,7 +89,7 @@ def test_interrupted_run_resumes_to_the_same_parquet(inputs, tmp_path, sig, stat
     command, reference, cfg = inputs
     out = tmp_path / "run"
     assert _interrupt(command, out, sig) == status
-    assert not (out / "run.json").exists()
+    assert not (out / "run.json").exists() and not (out / "manifest.json").exists()  # unsealed: never read
     assert list((out / "checkpoints").glob("ckpt-*.pt"))
     edited = copy.deepcopy(cfg)
     edited["seeds"] = edited["seeds"][::-1]
@@ -106,6 +106,7 @@ def test_interrupted_run_resumes_to_the_same_parquet(inputs, tmp_path, sig, stat
         assert first["outcome"] == "interrupted" and first["signal"] == "SIGTERM"
         assert f"interrupted by SIGTERM after {first['iterations']} iterations" in resumed.stderr
     assert second["outcome"] == "finished" and second["resumed_at"] > 0
+    assert run_manifest.problems(out) == []  # sealed last, over every file the resumed run wrote
 
 
 @pytest.mark.slow

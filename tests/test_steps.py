@@ -15,7 +15,7 @@ from mcgrpo.analysis import prereg, steps
 from mcgrpo.cli import main
 from mcgrpo.core.errors import DataError
 from mcgrpo.core.store import COLUMNS, read_contract, read_json, read_parquet, write_json, write_parquet
-from test_runs import write_run
+from test_runs import seal_run, write_run
 
 B = 100
 PLAN = {"primary": [{"id": "T1", "a": "mc_k2", "b": "outcome", "direction": "less", "family": "H"},
@@ -44,6 +44,7 @@ def results(tmp_path_factory):
                                     for c in COLUMNS["iterations"]}), folder / "iterations.parquet")
         write_json({"started": "2025-01-02T00:00:00+00:00", "config": study_config.run_config(cfg, arm, seed)},
                    folder / "run.json")
+        seal_run(folder)
     for name in ("drift", "contrasts", "curves", "breakdown", "figures", "tables", "summary"):
         assert main([name, "--config-json", json.dumps(cfg), "--results", str(root)]) == 0
     return cfg, root
@@ -164,6 +165,7 @@ def _clocked(root, tmp_path, cpu: bool):
         cpu_seconds = evals["train_seconds"]
         evals["train_seconds"] = cpu_seconds * (3 if path.parts[-3] == "mc_k2" else 1)
         write_parquet(evals.assign(train_cpu_seconds=cpu_seconds) if cpu else evals, path)
+        seal_run(path.parent)
     return copy_
 
 
@@ -197,3 +199,19 @@ def test_the_cpu_clock_refuses_runs_that_never_recorded_it(results, tmp_path):
     with pytest.raises(DataError, match=r"evals.parquet: no column train_cpu_seconds .* allowed: retrain it, "
                                         r"or analysis.clock: wall"):
         steps.contrasts_step({**cfg, "analysis": {**cfg["analysis"], "clock": "cpu"}}, folder)
+
+
+def test_a_recipe_changed_after_the_lock_reaches_the_summary(results, tmp_path):
+    """Issue 30: recipe.lr changed after the lock (and the runs retrained): the summary must stop saying the plan
+    matches its lock, and T1 must be reported exploratory with the dated reason."""
+    cfg, root = results
+    folder = tmp_path / "relearned"
+    shutil.copytree(root, folder)
+    cfg = {**cfg, "recipe": {**cfg["recipe"], "lr": cfg["recipe"]["lr"] * 2}}
+    steps.contrasts_step(cfg, folder)
+    steps.summary_step(cfg, folder)
+    text = (folder / "summary.md").read_text()
+    assert "matches its lock" not in text and "recipe.lr changed after the lock (2025-01-01)" in text
+    assert "T1 (exploratory)" in text
+    labelled = read_contract(folder / "analysis" / "contrasts.parquet", "contrasts").set_index("id").drop(index="")
+    assert labelled.loc["T1", "label"] == "exploratory"

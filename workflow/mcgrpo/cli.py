@@ -13,7 +13,7 @@ import traceback
 from pathlib import Path
 
 from mcgrpo import __version__
-from mcgrpo.core import config as study_config, layout, store
+from mcgrpo.core import config as study_config, layout, manifest, store
 from mcgrpo import studies
 from mcgrpo.core.errors import ConfigError, DataError, Interrupted, McgrpoError
 
@@ -344,6 +344,8 @@ def _train(args) -> None:
         "clock": _clocks(log.iterations),
         "tracking": backend,  # where it logged: <out>/tracking/ (mcgrpo.train.tracking)
     }, out / "run.json")
+    # Last: the manifest vouches for every file above (mcgrpo.core.manifest); a run without one never finished.
+    manifest.seal(out, [f"{name}.parquet" for name in log.frames()] + ["run.json"], identity, cfg_hash)
 
 
 def _hardware(model) -> dict:
@@ -472,6 +474,56 @@ _folder = _typed(Path, Path.is_dir, "an existing folder (a study's results folde
 BASES = tuple(study_config.schema()["$defs"]["basis"]["enum"])
 
 
+def check_store(args) -> None:
+    """Verify every stored run (manifest, every file's sha256 and config_hash) and each study's links; name the runs
+    to retrain. --repair moves them aside (to <results>/_shared/quarantine/, never deleted): the workflow retrains
+    them on its next run."""
+    runs = Path(args.store) if args.store else Path(args.results) / layout.SHARED / "runs"
+    studies_ = [] if args.store else sorted(p.parent.parent for p in Path(args.results).glob("*/runs/store.parquet"))
+    if not runs.is_dir():
+        raise DataError(f"{runs}: no run store here; allowed: --results RESULTS_DIR (holding {layout.SHARED}/runs) "
+                        f"or --store RESULTS_DIR/{layout.SHARED}/runs")
+    bad, unfinished = manifest.check_store(runs)
+    for name in unfinished:
+        print(f"unfinished {name}: no results yet (training, or resumed by its retry); left alone")
+    linked = {f"{study.name}/{run}": why for study in studies_ for run, why in manifest.check_links(study).items()}
+    for name, why in [*bad.items(), *linked.items()]:
+        print(f"BAD {name}:\n  " + "\n  ".join(why))
+    total = sum(1 for p in runs.iterdir() if p.is_dir() and not p.name.startswith("."))
+    print(f"{total - len(bad) - len(unfinished)} of {total} stored runs verified" + (
+        f"; {len(linked)} study link(s) wrong (rerun the workflow to relink)" if linked else ""))
+    if not bad:
+        if linked:
+            raise DataError(f"{len(linked)} study link(s) point at the wrong run: {', '.join(linked)}")
+        return
+    if not args.repair:
+        raise DataError(f"{len(bad)} run(s) to retrain: {', '.join(bad)}; rerun with --repair to move them aside, "
+                        f"then rerun the workflow")
+    into = runs.parent / "quarantine"
+    for name in bad:
+        print(f"moved {runs / name} to {manifest.quarantine(runs / name, into)}")
+    print(f"{len(bad)} run(s) set aside; the workflow retrains them on its next run")
+
+
+def _check_store_arguments(v: argparse.ArgumentParser) -> None:
+    where = v.add_mutually_exclusive_group()
+    where.add_argument("--results", default="results", help="the results folder holding _shared/runs (default results)")
+    where.add_argument("--store", help="a run store folder (RESULTS/_shared/runs) itself")
+    v.add_argument("--repair", action="store_true",
+                   help="move the runs that fail to RESULTS/_shared/quarantine/<run>-<time>, so that they are retrained")
+
+
+def _positive(text: str) -> int:
+    """An argparse type: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not allowed; allowed: an integer of at least 1")
+    return value
+
+
 def seeds_power(args) -> None:
     """How many paired seeds each contrast needs (80% power to exclude 0, and to show equivalence), from a
     finished study's or a pilot's per-seed differences (analysis/paired.parquet)."""
@@ -516,6 +568,7 @@ def _contrast_arguments(v: argparse.ArgumentParser) -> None:
 VERBS = {"data": data_summary, "verify": verify, "prepare-data": prepare_data, "resolve-model": resolve_model, "warm-start": warm_start, "calibrate": calibrate, "train": train,
          "gradient-tests": gradient_tests,
          "prereg-lock": prereg_lock, "link-study": link_study, "contrast": contrast, "check": check, "power": seeds_power,
+         "check-store": check_store,
          **{name: _step(name) for name in STEPS}}
 
 
@@ -581,7 +634,7 @@ def parser() -> argparse.ArgumentParser:
             v.add_argument(JSON_INPUT[name][0], required=True, help=JSON_INPUT[name][1])
         elif name == "train":
             _train_arguments(v)
-        elif name not in ("data", "verify", "contrast", "power"):
+        elif name not in ("data", "verify", "contrast", "power", "check-store"):
             _study_source(v)
         if name in STEPS:
             v.add_argument("--results", required=True, help="the study's results folder (results/<study>)")
@@ -596,6 +649,7 @@ def parser() -> argparse.ArgumentParser:
     _verify_arguments(sub.choices["verify"])
     _contrast_arguments(sub.choices["contrast"])
     _power_arguments(sub.choices["power"])
+    _check_store_arguments(sub.choices["check-store"])
     return p
 
 

@@ -11,7 +11,7 @@ import pandas as pd
 
 from mcgrpo.analysis import (along, breakdown, contrasts, curves, drift, efficiency, figures, power, prereg, runs,
                              summary, tables)
-from mcgrpo.core import store
+from mcgrpo.core import manifest, store
 from mcgrpo.core.budget import Budget, from_table
 from mcgrpo.core import config as study_config
 from mcgrpo.core.layout import study_run
@@ -150,7 +150,7 @@ def hardware(cfg: dict, results: Path) -> str | None:
     seen = []
     for arm, seed in study_config.runs(cfg):
         path = study_run(results, arm, seed) / "run.json"
-        h = store.read_json(path).get("hardware") if path.exists() else None
+        h = store.read_json(manifest.checked(path)).get("hardware") if path.exists() else None
         if h:
             threads = f"{h['threads']} thread{'s' if h['threads'] != 1 else ''}"
             seen.append(h["gpu"] or f"CPU ({h['cpu']}), {threads}")
@@ -217,7 +217,7 @@ def alignment_step(cfg: dict, results: Path) -> None:
     results, pieces = Path(results), []
     for arm, seed in study_config.runs(cfg):
         folder = study_run(results, arm, seed)
-        pieces.append(along.run_table(store.read_parquet(folder / "alignment.parquet"),
+        pieces.append(along.run_table(store.read_parquet(manifest.checked(folder / "alignment.parquet")),
                                       runs.read_evals(folder / "evals.parquet"), arm, seed))
     table = pd.concat([p for p in pieces if len(p)], ignore_index=True) if any(len(p) for p in pieces) else \
         pd.DataFrame(columns=along.COLUMNS)

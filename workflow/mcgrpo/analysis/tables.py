@@ -127,6 +127,8 @@ def prereg_note(status: dict) -> str:
             "changed": f"The plan changed since its lock of {status['locked_at']} without a dated amendment: "
                        f"{', '.join(status['demoted']) or 'no contrast'} reported as exploratory."}[state]
     changes = f" Changes: {'; '.join(status['changes'])}." if status["changes"] and state != "missing" else ""
+    if status.get("uncovered") and state not in ("missing", "late"):
+        changes += f" Note: {status['uncovered']}."
     stale = (f"\nWarning: runs trained with a config other than the current one: {', '.join(status['stale_runs'])}."
              if status.get("stale_runs") else "")
     return line + changes + stale

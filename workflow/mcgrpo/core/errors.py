@@ -55,3 +55,8 @@ def stopping():
     except McgrpoError as e:
         print(f"Error: {e}", file=sys.stderr)
         raise UserExit(e) from None
+
+
+class IntegrityError(DataError):
+    """A stored run's file that is not what its run wrote: changed after the run finished (sha256), another
+    run's (config_hash), unsealed (no manifest) or unreadable (truncated). The message names the file."""
