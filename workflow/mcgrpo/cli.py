@@ -205,7 +205,7 @@ def warm_start(args) -> None:
     torch.set_num_threads(args.threads)
     ws = dict(spec["model"]["warm_start"])
     corpus = data.warm_start_corpus(spec["task"], ws.pop("problems"), ws.pop("levels"), ws["seed"], args.data)
-    model, tokenizer = run_warm_start(corpus, spec["model"]["tiny"], **ws)
+    model, tokenizer = run_warm_start(corpus, spec["model"]["tiny"], **ws, study=spec)
     models.save(model, tokenizer, args.out)
 
 

@@ -38,7 +38,7 @@ from mcgrpo.train.credit import Credit, CreditContext
 from mcgrpo.train.credit.monte_carlo import MonteCarlo
 from mcgrpo.train.loss import backward_policy_loss
 from mcgrpo.train.policy import PolicyView, frozen, log_ratio
-from mcgrpo.train.rollout import Prompter, Rollouts, sample_groups
+from mcgrpo.train.rollout import study_prompter, Rollouts, sample_groups
 
 INSIDE_V = 1e-5  # ||P_perp u|| / ||u|| below this is the projection's float32 noise: the update lies in V
 MEASURES = ("inner", "sq_norm", "alignment", "share_outside_v", "projection_residual", "cos_full", "tokens",
@@ -202,7 +202,7 @@ def run(cfg: dict, model, tokenizer, pool: pd.DataFrame, log: Callable[[str], No
     rules = arm_rules(cfg, pool)
     reference_policy = frozen(model) if any(getattr(x, "needs_reference", False) for x in rules.values()) else None
     params = parameter_space(model, spec["space"], spec["lora"])
-    prompter = Prompter(tokenizer, cfg["task"].get("prompt", "{question}"))
+    prompter = study_prompter(tokenizer, cfg)
     engine = engines.build(cfg["engine"]["name"], model, tokenizer, temperature=r["temperature"], top_p=r["top_p"],
                            **{k: v for k, v in cfg["engine"].items() if k != "name"})
     batches = fixed_batches(len(pool), spec["batches"], r["prompts_per_iteration"], spec["seed"])

@@ -37,6 +37,13 @@ class Prompter:
         return self.tokenizer.decode(list(tokens), skip_special_tokens=True)
 
 
+def study_prompter(tokenizer, cfg: dict) -> Prompter:
+    """The study's Prompter: its `task.prompt` and `model.chat_template`. The package builds every Prompter
+    here (tests/test_chat_template.py checks), so no stage renders a prompt the others do not."""
+    return Prompter(tokenizer, cfg.get("task", {}).get("prompt", "{question}"),
+                    cfg.get("model", {}).get("chat_template"))
+
+
 @dataclass
 class Scores:
     default: np.ndarray  # bool per completion

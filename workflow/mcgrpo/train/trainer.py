@@ -30,7 +30,7 @@ from mcgrpo.train.entropy_kl import entropy_kl
 from mcgrpo.train.evaluation import Evaluator, eval_points
 from mcgrpo.train.loss import backward_policy_loss
 from mcgrpo.train.policy import PolicyView, frozen, log_ratio
-from mcgrpo.train.rollout import Prompter, sample_groups
+from mcgrpo.train.rollout import study_prompter, sample_groups
 
 
 @dataclass
@@ -60,8 +60,7 @@ class Trainer:
         r = self.recipe
         self.optimizer = torch.optim.Adam(model.parameters(), lr=r["lr"], betas=tuple(r["adam_betas"]),
                                           eps=r["adam_eps"], weight_decay=0.0)
-        self.prompter = Prompter(tokenizer, cfg["task"].get("prompt", "{question}"),
-                                 cfg["model"].get("chat_template"))
+        self.prompter = study_prompter(tokenizer, cfg)
         self.engine = engines.build(cfg["engine"]["name"], model, tokenizer, temperature=r["temperature"],
                                     top_p=r["top_p"], **{k: v for k, v in cfg["engine"].items() if k != "name"})
         self.credit = credit_rules.build(cfg["arm_config"].get("credit", {}), pool, arm)
