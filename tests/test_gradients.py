@@ -244,3 +244,45 @@ def test_memo_engine_samples_each_request_once_with_the_same_tokens(toy):
     again = memo.generate(prompts[:2], [4, 4], [1, 2])
     assert counting.generated == spent and again == first[:2] and first[2] == first[0]
     assert first == engines.build("hf", model, tokenizer).generate(prompts, [4, 4, 4], [1, 2, 1])
+
+
+def test_the_shuffled_control_permutes_the_measured_arms_own_credit(long_toy):
+    """Paper 3.1, H.3: the control keeps the measured arm's credit magnitudes. mc_k4 uses V(prompt) = 0.5, so the
+    control shuffles that credit, not the one with V(prompt) = the group mean (the nearest wrong control)."""
+    model, tokenizer, prompter = long_toy
+    engine = gradients.Memo(engines.build("hf", model, tokenizer))
+    batch = sample_groups(engine, prompter, PROBLEMS, 4, 8, list(range(8)), "default")
+    assert not np.allclose(batch.grouped(batch.rewards).mean(axis=1), 0.5)  # else the two controls coincide
+    ctx = context(engine, prompter, 8, "s", 0)
+    arm = build({"monte_carlo": {"k": 2, "prompt_value": 0.5}})(batch, ctx)
+    control = build({"shuffled": {"monte_carlo": {"k": 2, "prompt_value": 0.5}}})(batch, ctx)
+    group_mean = build({"monte_carlo": {"k": 2}})(batch, ctx)
+    for a, c in zip(arm.tokens, control.tokens):
+        np.testing.assert_array_equal(np.sort(a), np.sort(c))
+    assert any(not np.allclose(np.sort(g), np.sort(c)) for g, c in zip(group_mean.tokens, control.tokens))
+
+
+def test_a_shuffled_control_of_another_prompt_value_is_refused(study):
+    import copy
+    from mcgrpo import studies
+    from mcgrpo.core.errors import ConfigError
+    cfg = copy.deepcopy(study)
+    cfg["arms"]["mc_k2"]["credit"] = {"monte_carlo": {"k": 2, "prompt_value": 0.5}}
+    cfg["gradient_tests"] = {"arms": ["mc_k2"], "controls": {"mc_shuffled": {"shuffled": {"monte_carlo": {"k": 2}}}}}
+    with pytest.raises(ConfigError, match=r"gradient_tests\.controls\.mc_shuffled\.shuffled\.monte_carlo\.prompt_value: "
+                                          r"None is not the measured arms' V\(prompt\).*allowed: 0\.5"):
+        studies.validate(cfg)
+    cfg["gradient_tests"]["controls"]["mc_shuffled"]["shuffled"]["monte_carlo"]["prompt_value"] = 0.5
+    studies.validate(cfg)
+
+
+def test_the_calibration_credit_is_the_paper_monte_carlo_reward_by_default(study):
+    """B is calibrated on the k = 4 Monte-Carlo arm as the paper runs it: V(prompt) = 0.5 (Table 16), not the
+    group mean; the default study's mc_k4 and its calibration run share the rule."""
+    import yaml
+    from conftest import ROOT
+    from mcgrpo import studies
+    rule = study["budget"]["calibration_credit"]["monte_carlo"]
+    assert (rule["k"], rule["prompt_value"]) == (4, 0.5)
+    default = studies.validate(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()))
+    assert default["budget"]["calibration_credit"] == default["arms"]["mc_k4"]["credit"]

@@ -57,8 +57,25 @@ def gradient_test_problems(cfg: dict, tests: dict) -> list[str]:
 
 
 def _control_names(key: str, block: dict, arms: dict) -> list[str]:
-    return [f"config key {key}.controls.{name}: the name is taken by an arm; allowed: a name that is not an arm's"
-            for name in block.get("controls", {}) if name in arms or name == "outcome"]
+    found = [f"config key {key}.controls.{name}: the name is taken by an arm; allowed: a name that is not an arm's"
+             for name in block.get("controls", {}) if name in arms or name == "outcome"]
+    return found + _shuffled_values(key, block, arms)
+
+
+def _shuffled_values(key: str, block: dict, arms: dict) -> list[str]:
+    """A shuffled Monte-Carlo control permutes the measured arm's own credit (paper 3.1, H.3): its V(prompt)
+    (`prompt_value`) must be the measured Monte-Carlo arms', or it shuffles another credit's magnitudes."""
+    measured = {(arms[a].get("credit") or {})["monte_carlo"].get("prompt_value") for a in block.get("arms", [])
+                if a in arms and "monte_carlo" in (arms[a].get("credit") or {})}
+    found = []
+    for name, control in block.get("controls", {}).items():
+        inner = (control or {}).get("shuffled") or {}
+        if "monte_carlo" in inner and measured and inner["monte_carlo"].get("prompt_value") not in measured:
+            allowed = ", ".join("absent (the group mean)" if v is None else str(v) for v in sorted(measured, key=str))
+            found.append(f"config key {key}.controls.{name}.shuffled.monte_carlo.prompt_value: "
+                         f"{inner['monte_carlo'].get('prompt_value')} is not the measured arms' V(prompt), so the "
+                         f"control would shuffle another credit; allowed: {allowed}")
+    return found
 
 
 def alignment_problems(cfg: dict, along: dict) -> list[str]:
