@@ -72,7 +72,7 @@ def test_repeating_a_correct_step_does_not_raise_the_process_reward():
     assert process_reward(once, [24.0, 72.0]) == 1
     assert process_reward(thrice, [24.0, 72.0]) == pytest.approx(2 / 4 * 3 / 4)  # 2 of 4 match; 4 > 1.5 x 2
     assert process_reward("0+72=72 0+72=72 0+72=72", [24.0, 72.0]) == pytest.approx(1 / 3)
-    assert process_reward("2(3+4)=14, 10-4=6", [6.0]) == 1  # an unparsable claim is not counted
+    assert process_reward("2+*4=14, 10-4=6", [6.0]) == 1  # an unparsable claim is not counted
 
 
 def test_process_reward_refuses_a_pool_without_reference_steps():
