@@ -30,7 +30,7 @@ def test_claims_with_value_and_verdict(capsys):
     assert result["default_answer"] == "14" and result["default_correct"] and result["strict_answer"] is None
     assert result["claims"] == [{"text": "2 + 3 * 4 = 14", "value": 14, "true": True},
                                 {"text": "48 / 2 * 3 = 70", "value": 72, "true": False},
-                                {"text": "2(3 + 4) = 14", "value": None, "true": None}]
+                                {"text": "2(3 + 4) = 14", "value": 14, "true": True}]
 
 
 def test_a_file_gives_one_object_per_line_and_readable_lines(tmp_path, capsys):
