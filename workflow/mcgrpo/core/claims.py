@@ -26,8 +26,9 @@ from fractions import Fraction
 # alternative starts on a different character, so a run is matched in linear time.
 _RUN = re.compile(r"(?:\\(?:times|cdot|div|[dt]?frac|left|right|overline|\$|,|!|%)|(?<=\d)\{,\}(?=\d{3}(?!\d))"
                   r"|[0-9.+\-*/×·÷−()=${}^% \t]|(?<=\d),(?=\d{3}(?!\d)))+")
-# `72 0+72`: two numbers side by side end one run, unless the second is a mixed number's fraction (`2 1/2`)
-_GAP = re.compile(r"(?<=[\d.])[ \t]+(?=[\d$])(?!\d+/\d+(?![\d.]))")
+# `72 0+72`: two numbers side by side end one run, unless the second is a proper fraction (`2 1/2`, `_split`)
+_GAP = re.compile(r"(?<=[\d.])[ \t]+(?=[\d$])")
+_PROPER = re.compile(r"(\d+)/(\d+)(?![\d.])")
 _TIMES_X = re.compile(r"(?<=[\d)])( ?)x( ?)(?=[\d(])")  # `3 x 4`: a multiplication, not a variable
 _FRAC = re.compile(r"\\[dt]?frac\{([^{}]*)\}\{([^{}]*)\}|\\[dt]?frac(\d)(\d)")
 _REPEATING = re.compile(r"(\d*)\.(\d*)\\overline\{(\d+)\}")  # 0.1\overline{6}
@@ -73,12 +74,19 @@ def claims(text: str) -> list[Claim]:
     out = []
     for run in _RUN.finditer(read):
         start = run.start()
-        for gap in [*_GAP.finditer(read, run.start(), run.end()), None]:
+        for gap in [*filter(_split, _GAP.finditer(read, run.start(), run.end())), None]:
             end = run.end() if gap is None else gap.start()
             if "=" in read[start:end]:
                 out += _chain(text, read, start, end)
             start = end if gap is None else gap.end()
     return out
+
+
+def _split(gap: re.Match) -> bool:
+    """Whether a gap between two numbers ends a run: not when a proper fraction follows (`2 1/2`: a mixed
+    number), since `24 48/2` is two steps side by side."""
+    fraction = _PROPER.match(gap.string, gap.end())
+    return not (fraction and int(fraction[1]) < int(fraction[2]))
 
 
 def _chain(text: str, read: str, start: int, end: int) -> list[Claim]:
