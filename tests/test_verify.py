@@ -88,7 +88,8 @@ def test_strict_needs_a_box():
     ("\\boxed{\u22125}", "-5"),            # Unicode minus
     (r"\boxed{1/3}", r"\frac{1}{3}"),
     (r"\boxed{12.0000001}", "12"),         # a decimal within the relative tolerance of 1e-6
-    (r"\boxed{10000000.5}", "10000000"),
+    (r"\boxed{11.9999999}", "12"),
+    ("The answer is \u22127.", "-7"),     # a Unicode minus in the last-number fallback
 ])
 def test_correct(text, reference):
     assert is_correct(text, reference)
@@ -102,6 +103,10 @@ def test_correct(text, reference):
     (r"\boxed{1,2345}", "12345"),
     (r"\boxed{\frac{1}{2}}", "2"),
     (r"\boxed{10000001}", "10000000"),     # integers compare exactly, not within 1e-6
+    (r"\boxed{1000001.0}", "1000000"),     # nor a decimal beside an integer: within 1e-6, but another integer
+    (r"\boxed{10000000.5}", "10000000"),
+    (r"\boxed{5 6}", "56"),                # two numbers, not fifty-six
+    ("The answer is \u22127.", "7"),
     (r"\boxed{\frac{1000001}{1000000}}", "1"),
     (r"\boxed{0}", "0.0000672"),           # relative, not absolute, tolerance
     (r"\boxed{0.50001}", "0.5"),

@@ -44,6 +44,7 @@ _SPACES = re.compile(r"\s*")
 _BARE = re.compile(r"[^\s${}]+")
 _TEXT = re.compile(r"\\text\s*\{([^{}]*)\}")  # `\text{12}`: a wrapper, not a unit
 _MINUS = "\u2212"  # Unicode minus sign
+_DIGIT_SPACE = re.compile(r"(?<=\d)\s+(?=\d)")
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,8 @@ def _normalize(text: str) -> str:
         text = text.replace(token, "")
     text = text.replace(_MINUS, "-")
     text = _unspace(text).replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
-    return "".join(text.split()).rstrip(".")
+    text = _DIGIT_SPACE.sub("\0", text)  # `5 6` is two numbers, never 56
+    return "".join(text.split()).replace("\0", " ").rstrip(".")
 
 
 def _plain(text: str) -> Fraction | None:
@@ -126,7 +128,8 @@ def _numeric_form(text: str) -> str | None:
     if len(text) > MAX_ANSWER_CHARS or _SPACED_COMMA.search(_unspace(text)):
         return None
     wrapped = _TEXT.fullmatch(text.strip())
-    return _normalize(wrapped[1] if wrapped else text).removeprefix("+")
+    s = _normalize(wrapped[1] if wrapped else text).removeprefix("+")
+    return None if " " in s else s
 
 
 def plain_number(text: str) -> str | None:
@@ -167,10 +170,15 @@ def number_value(text: str) -> Fraction | None:
 
 
 def _equal(a: tuple[Fraction, bool], b: tuple[Fraction, bool]) -> bool:
-    """Exactly equal when both are integers or fractions; else within RELATIVE_TOLERANCE."""
+    """Exactly equal when both are integers or fractions; else within RELATIVE_TOLERANCE, and, beside an
+    integer written as one, nearer to it than to any other integer (`1000001.0` is not 1000000, though
+    within 1e-6 of it; `12.0000001` is 12)."""
     (x, x_decimal), (y, y_decimal) = a, b
     if not (x_decimal or y_decimal):
         return x == y
+    integer = (not x_decimal and x.denominator == 1) or (not y_decimal and y.denominator == 1)
+    if integer and abs(x - y) >= Fraction(1, 2):
+        return False
     return abs(x - y) <= RELATIVE_TOLERANCE * max(abs(x), abs(y))
 
 
@@ -179,7 +187,7 @@ def _last_number(text: str) -> str | None:
     digits, commas and dots that holds the last digit, and the sign before it (look-behinds
     still see the text before the window). None if there is no digit, or if that run is longer
     than MAX_ANSWER_CHARS: the last number is then no answer."""
-    text = _unspace(text)
+    text = _unspace(text).replace(_MINUS, "-")  # one character for one: positions stay
     end = max(text.rfind(d) for d in _DIGITS)
     if end < 0:
         return None
