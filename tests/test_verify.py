@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from mcgrpo.core.verify import (Verdict, answers_match, boxed_content, drifted, extract_answer, plain_number,
+from mcgrpo.core.verify import (Verdict, answers_match, boxed_content, drifted, extract_answer, plain_number, rule_verdicts,
                            is_correct, strip_think, verify)
 
 
@@ -242,3 +242,33 @@ def test_equal_values_in_other_forms(text, reference):
 ])
 def test_plain_number(answer, number):
     assert plain_number(answer) == number
+
+
+@pytest.mark.parametrize("text, reference, whole_box, paper", [
+    (r"\boxed{45^\circ}", "45", False, True),        # C.1, H.1: the last number inside the final box
+    (r"\boxed{15\%}", "15", False, True),
+    (r"\boxed{12\text{ cm}}", "12", False, True),
+    (r"\boxed{5, 6}", "6", False, True),              # the paper's rule pays the last of a hedge
+    (r"\boxed{\frac{1}{2}}", "0.5", True, False),     # ... and reads a fraction's denominator
+    (r"\boxed{0}", "0.0000672", False, True),         # absolute tolerance 1e-4, not relative 1e-6
+    (r"\boxed{3.00005}", "3", False, True),
+    (r"\boxed{3.0002}", "3", False, False),
+    ("so #### 42", "42", True, True),
+    (r"\boxed{x}", "x", True, True),                  # no number in the box: exact strings
+])
+def test_the_papers_rule_beside_the_whole_box(text, reference, whole_box, paper):
+    assert verify(text, reference).default is whole_box
+    boxed = "boxed" in text
+    assert verify(text, reference, "paper") == Verdict(default=paper, strict=paper and boxed, boxed=boxed)
+    assert rule_verdicts(text, reference) == {"whole_box": whole_box, "paper": paper, "math_verify": None}
+
+
+def test_the_papers_strict_verifier_needs_a_box():
+    assert verify("it is 7", "7", "paper") == Verdict(default=True, strict=False, boxed=False)
+
+
+def test_an_unknown_rule_or_a_missing_backend_is_named():
+    with pytest.raises(ValueError, match="verifier.rule: unknown rule 'exact'; allowed: whole_box, paper, math_verify"):
+        verify("7", "7", "exact")
+    with pytest.raises(ValueError, match="math_verify needs a MathVerify backend"):
+        verify("7", "7", "math_verify")

@@ -139,17 +139,23 @@ def verify(args) -> None:
     """`mcgrpo verify`: what each verifier reads from a completion and its verdict, and with
     `--claims` every arithmetic claim, so that a user can see why a completion scored as it did."""
     from mcgrpo.core.claims import claims, verdict
-    from mcgrpo.core.verify import explain
+    from mcgrpo.core.verify import explain, math_verify_backend
+    backend = math_verify_backend()
+    if backend is None and not args.json:
+        print("math_verify: not installed (pip install 'mcgrpo[math]'); its verdicts are left out", file=sys.stderr)
     for where, text, reference in _verify_inputs(args):
-        out = explain(text, reference)
+        out = explain(text, reference, backend)
         if args.claims:
             out["claims"] = [verdict(c) for c in claims(text)]
         if args.json:
             print(json.dumps(out))
             continue
         print(f"{where}: reference {reference!r}")
-        for name in ("default", "strict"):
-            print(f"  {name}: answer {out[name + '_answer']!r} -> {'correct' if out[name + '_correct'] else 'wrong'}")
+        for name, rule in (("default", "whole_box"), ("strict", "whole_box, boxed only"), ("paper", "paper, C.1/H.1")):
+            verdict = "correct" if out[name + "_correct"] else "wrong"
+            print(f"  {name} ({rule}): answer {out[name + '_answer']!r} -> {verdict}")
+        if out["math_verify_correct"] is not None:
+            print(f"  math_verify: {'correct' if out['math_verify_correct'] else 'wrong'}")
         for c in out.get("claims", []):
             holds = "cannot parse" if c["true"] is None else "true" if c["true"] else "false"
             print(f"  claim {c['text']!r}: value {c['value']}, {holds}")

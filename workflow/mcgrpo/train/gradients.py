@@ -40,7 +40,7 @@ from mcgrpo.train.credit import Credit, CreditContext
 from mcgrpo.train.credit.monte_carlo import MonteCarlo
 from mcgrpo.train.loss import backward_policy_loss
 from mcgrpo.train.policy import PolicyView, frozen, log_ratio
-from mcgrpo.train.rollout import study_prompter, Rollouts, sample_groups
+from mcgrpo.train.rollout import Rollouts, sample_groups, study_prompter, study_rule
 
 INSIDE_V = 1e-5  # ||P_perp u|| / ||u|| below this is the projection's float32 noise: the update lies in V
 MEASURES = ("inner", "sq_norm", "alignment", "share_outside_v", "projection_residual", "cos_full", "tokens",
@@ -157,7 +157,7 @@ def fixed_batches(pool_size: int, batches: int, prompts: int, seed: int) -> list
 
 def probe(model, tokenizer, problems: list[dict], recipe: dict, rules: dict[str, Callable], reference,
           batches: Sequence[np.ndarray], seed: int, engine, prompter, params, log_ratio_fn=None,
-          log: Callable[[str], None] = lambda line: None) -> pd.DataFrame:
+          log: Callable[[str], None] = lambda line: None, rule: str = "whole_box") -> pd.DataFrame:
     """The long table (arm, batch, measure, value) of every rule on every batch, at the model as it is."""
     r, pad_id = recipe, tokenizer.pad_token_id
     view = PolicyView(model, prompter, problems, pad_id, r["microbatch_size"])
@@ -165,13 +165,13 @@ def probe(model, tokenizer, problems: list[dict], recipe: dict, rules: dict[str,
     for b, indices in enumerate(batches):
         seeds = [stable_seed(seed, "gradient-rollout", b, k) for k in range(len(indices) * r["group_size"])]
         batch = sample_groups(engine, prompter, [problems[j] for j in indices], r["group_size"],
-                              r["completion_limit"], seeds, r["reward_verifier"])
+                              r["completion_limit"], seeds, r["reward_verifier"], rule)
 
         memo = Memo(engine)
 
         def context(tag: str) -> CreditContext:
             return CreditContext(engine=memo, prompter=prompter, limit=r["completion_limit"],
-                                 verifier=r["reward_verifier"], advantage_eps=r["advantage_eps"],
+                                 verifier=r["reward_verifier"], rule=rule, advantage_eps=r["advantage_eps"],
                                  seed=(seed, f"gradient-{tag}", b), features=view.prefix_features,
                                  log_ratio=log_ratio_fn)
 
@@ -223,5 +223,5 @@ def run(cfg: dict, model, tokenizer, pool: pd.DataFrame, log: Callable[[str], No
     batches = fixed_batches(len(pool), spec["batches"], r["prompts_per_iteration"], spec["seed"])
     ratio = log_ratio(model, reference_policy, tokenizer.pad_token_id) if reference_policy is not None else None
     table = probe(model, tokenizer, pool.to_dict("records"), r, rules, reference_rule(spec["reference"]), batches,
-                  spec["seed"], engine, prompter, params, ratio, log)
+                  spec["seed"], engine, prompter, params, ratio, log, study_rule(cfg))
     return table.assign(policy="initial", space=spec["space"])

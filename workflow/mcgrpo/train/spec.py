@@ -28,7 +28,7 @@ def problems(cfg: dict) -> list[str]:
     credits.update({f"gradient_tests.controls.{name}": c for name, c in tests.get("controls", {}).items()})
     along = cfg["evaluation"].get("alignment") or {}
     credits.update({f"evaluation.alignment.controls.{name}": c for name, c in along.get("controls", {}).items()})
-    found += gradient_test_problems(cfg, tests) + alignment_problems(cfg, along)
+    found += gradient_test_problems(cfg, tests) + alignment_problems(cfg, along) + verifier_problems(cfg)
     found += [p for key, credit in credits.items() for p in credit_problems(key, credit, recipe, cfg["task"])]
     batch = recipe["prompts_per_iteration"] * recipe["group_size"]
     for arm, spec in cfg["arms"].items():
@@ -36,6 +36,15 @@ def problems(cfg: dict) -> list[str]:
             found.append(f"config key arms.{arm}.update.minibatches: {spec['update']['minibatches']} minibatches "
                          f"cannot be cut from {batch} completions; allowed: at most {batch}")
     return found
+
+
+def verifier_problems(cfg: dict) -> list[str]:
+    """verifier.rule math_verify needs its package before any job runs, not at the first reward."""
+    import importlib.util
+    if (cfg.get("verifier") or {}).get("rule") == "math_verify" and importlib.util.find_spec("math_verify") is None:
+        return ["config key verifier.rule: math_verify needs the math-verify package, which is not installed: "
+                "pip install 'mcgrpo[math]' (or 'math-verify>=0.7'); allowed without it: whole_box, paper"]
+    return []
 
 
 def gradient_test_problems(cfg: dict, tests: dict) -> list[str]:

@@ -130,7 +130,7 @@ def sample_continuations(rollouts: Rollouts, ctx: CreditContext, requests, k: in
             answers.append(problem["answer"])
     conts = ctx.engine.generate(prompts, limits, seeds) if prompts else []
     texts = [ctx.prompter.decode(pre + cont.tokens) for pre, cont in zip(texts_prefix, conts)]
-    correct = score(texts, answers).reward(ctx.verifier).reshape(-1, k) if conts else np.zeros((0, k))
+    correct = score(texts, answers, ctx.rule).reward(ctx.verifier).reshape(-1, k) if conts else np.zeros((0, k))
     return Draws(requests, conts, correct)
 
 
