@@ -59,6 +59,7 @@ rule all:
         TABLES,
         PREDICTION_TARGETS,
         ALIGNMENT_TARGETS,
+        VERIFIER_TABLES,
         SUMMARY,
 
 
@@ -69,6 +70,7 @@ rule analysis:
         TABLES,
         PREDICTION_TARGETS,
         ALIGNMENT_TARGETS,
+        VERIFIER_TABLES,
         SUMMARY,
 
 

@@ -62,3 +62,16 @@ if ALIGNMENT_TARGETS:
             **analysis_step("alignment"),
         log:
             f"{R}/logs/alignment.log",
+
+
+# The verifier rules side by side: accuracy under each and how often they disagree, per arm and evaluation.
+use rule drift as verifiers with:
+    input:
+        run_files("samples.parquet"),
+        store=STORE,
+    output:
+        [reported(path, "table") if path.endswith(".html") else path for path in VERIFIER_TABLES],
+    params:
+        **analysis_step("verifiers"),
+    log:
+        f"{R}/logs/verifiers.log",

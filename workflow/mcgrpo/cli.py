@@ -370,7 +370,8 @@ STEPS = {"drift": "verifier drift (default minus strict accuracy) per run and ev
          "summary": "the results summary: summary.md (printed when a run ends) and summary.rst (the report's "
                     "first page)",
          "prediction": "the gradient tests' efficiencies against the trained contrasts (table and figure)",
-         "alignment": "alignment with the reference gradient along training, beside accuracy (evaluation.alignment)"}
+         "alignment": "alignment with the reference gradient along training, beside accuracy (evaluation.alignment)",
+         "verifiers": "the verifier rules side by side: accuracy under each and their disagreement per evaluation"}
 
 
 def _clocks(iterations: list[dict]) -> dict:
