@@ -62,6 +62,7 @@ rule all:
         TABLES,
         PREDICTION_TARGETS,
         ALIGNMENT_TARGETS,
+        VERIFIER_TABLES,
         SUMMARY,
 
 
@@ -72,6 +73,7 @@ rule analysis:
         TABLES,
         PREDICTION_TARGETS,
         ALIGNMENT_TARGETS,
+        VERIFIER_TABLES,
         SUMMARY,
 
 

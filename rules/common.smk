@@ -189,6 +189,8 @@ PREDICTION_TARGETS = ([f"{R}/figures/prediction.png"] + [f"{R}/tables/{name}.{ex
 # Alignment along training (evaluation.alignment), when the study measures it.
 ALIGNMENT_TARGETS = ([f"{R}/analysis/alignment.parquet"] + [f"{R}/tables/alignment.{ext}" for ext in ("csv", "md", "html")]
                      if ALIGNMENT else [])
+# The three verifier rules side by side on every evaluation's samples (verifier.rule).
+VERIFIER_TABLES = [f"{R}/tables/verifiers.{ext}" for ext in ("csv", "md", "html")]
 SUMMARY, SUMMARY_RST = f"{R}/summary.md", f"{R}/summary.rst"
 # The report opens with the results summary once there is one (else with the study's description alone).
 REPORT_TEXT = str(Path(SUMMARY_RST).resolve()) if Path(SUMMARY_RST).exists() else "workflow/mcgrpo/analysis/report_intro.rst"

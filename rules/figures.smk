@@ -67,3 +67,15 @@ if ALIGNMENT_TARGETS:
 
     localrules:
         alignment,  # seconds of work: no SLURM job of its own (see the Snakefile)
+
+# The verifier rules side by side: accuracy under each and how often they disagree, per arm and evaluation.
+use rule drift as verifiers with:
+    input:
+        run_files("samples.parquet"),
+        store=STORE,
+    output:
+        [reported(path, "table") if path.endswith(".html") else path for path in VERIFIER_TABLES],
+    params:
+        **analysis_step("verifiers"),
+    log:
+        f"{R}/logs/verifiers.log",

@@ -72,3 +72,12 @@ def test_the_miniature_lr_decay_arm_decays_from_twice_the_rate_as_s32():
     mini = yaml.safe_load((ROOT / "config" / "studies" / "selection.yaml").read_text())["arms"]["lr_decay"]
     s32 = yaml.safe_load((ROOT / "config" / "studies" / "paper" / "s32_lr_decay_qwen2.5-1.5b.yaml").read_text())
     assert mini["lr"] == s32["arms"]["outcome_decay"]["lr"] == {"scale": 2.0, "schedule": "linear_decay"}
+
+
+def test_every_paper_file_reads_answers_by_the_papers_rule():
+    """C.1, H.1: the paper's verifier reads the last number inside the final box (tolerance 1e-4), not the box
+    whole; a reproduction needs its rule."""
+    import yaml
+    from conftest import ROOT
+    files = sorted((ROOT / "config" / "studies" / "paper").glob("*.yaml"))
+    assert files and all(yaml.safe_load(f.read_text())["verifier"] == {"rule": "paper"} for f in files)

@@ -7,6 +7,7 @@ import json
 import shutil
 import subprocess
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -63,8 +64,12 @@ def test_every_stage_writes_its_contract(finished_study):
     assert set(contrasts["basis"]) == {"tokens", "updates", "time"}
     assert set(contrasts["contrast"]) == {"mc_k2-vs-outcome"} and (contrasts["n"] == 2).all()
     for name in ("figures/accuracy_vs_tokens.png", "figures/accuracy_vs_time.png",
-                 "tables/contrasts.md", "tables/contrasts.csv", "tables/drift.md"):
+                 "tables/contrasts.md", "tables/contrasts.csv", "tables/drift.md", "tables/verifiers.md"):
         assert (r / name).stat().st_size > 0
+    samples = read_contract(r / "runs" / "outcome" / "seed1" / "samples.parquet", "samples")
+    assert (samples["correct_whole_box"] == samples["correct_default"]).all()  # the default study's rule
+    verifiers = pd.read_csv(r / "tables" / "verifiers.csv")
+    assert set(verifiers["arm"]) == {"outcome", "mc_k2"} and (verifiers["n"] == 2 * 6 * 2).all()
 
 
 def test_arms_of_a_seed_share_their_first_evaluation(finished_study):

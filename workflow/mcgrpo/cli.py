@@ -146,17 +146,23 @@ def verify(args) -> None:
     """`mcgrpo verify`: what each verifier reads from a completion and its verdict, and with
     `--claims` every arithmetic claim, so that a user can see why a completion scored as it did."""
     from mcgrpo.core.claims import claims, verdict
-    from mcgrpo.core.verify import explain
+    from mcgrpo.core.verify import explain, math_verify_backend
+    backend = math_verify_backend()
+    if backend is None and not args.json:
+        print("math_verify: not installed (pip install 'mcgrpo[math]'); its verdicts are left out", file=sys.stderr)
     for where, text, reference in _verify_inputs(args):
-        out = explain(text, reference)
+        out = explain(text, reference, backend)
         if args.claims:
             out["claims"] = [verdict(c) for c in claims(text)]
         if args.json:
             print(json.dumps(out))
             continue
         print(f"{where}: reference {reference!r}")
-        for name in ("default", "strict"):
-            print(f"  {name}: answer {out[name + '_answer']!r} -> {'correct' if out[name + '_correct'] else 'wrong'}")
+        for name, rule in (("default", "whole_box"), ("strict", "whole_box, boxed only"), ("paper", "paper, C.1/H.1")):
+            verdict = "correct" if out[name + "_correct"] else "wrong"
+            print(f"  {name} ({rule}): answer {out[name + '_answer']!r} -> {verdict}")
+        if out["math_verify_correct"] is not None:
+            print(f"  math_verify: {'correct' if out['math_verify_correct'] else 'wrong'}")
         for c in out.get("claims", []):
             holds = "cannot parse" if c["true"] is None else "true" if c["true"] else "false"
             print(f"  claim {c['text']!r}: value {c['value']}, {holds}")
@@ -219,7 +225,7 @@ def warm_start(args) -> None:
     torch.set_num_threads(args.threads)
     ws = dict(spec["model"]["warm_start"])
     corpus = data.warm_start_corpus(spec["task"], ws.pop("problems"), ws.pop("levels"), ws["seed"], args.data)
-    model, tokenizer = run_warm_start(corpus, spec["model"]["tiny"], **ws)
+    model, tokenizer = run_warm_start(corpus, spec["model"]["tiny"], **ws, study=spec)
     models.save(model, tokenizer, args.out)
 
 
@@ -390,7 +396,8 @@ STEPS = {"drift": "verifier drift (default minus strict accuracy) per run and ev
          "summary": "the results summary: summary.md (printed when a run ends) and summary.rst (the report's "
                     "first page)",
          "prediction": "the gradient tests' efficiencies against the trained contrasts (table and figure)",
-         "alignment": "alignment with the reference gradient along training, beside accuracy (evaluation.alignment)"}
+         "alignment": "alignment with the reference gradient along training, beside accuracy (evaluation.alignment)",
+         "verifiers": "the verifier rules side by side: accuracy under each and their disagreement per evaluation"}
 
 
 def _clocks(iterations: list[dict]) -> dict:

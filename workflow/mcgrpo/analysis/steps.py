@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from mcgrpo.analysis import (along, breakdown, contrasts, curves, drift, efficiency, figures, power, prereg, runs,
-                             summary, tables)
+                             summary, tables, verifiers)
 from mcgrpo.core import manifest, store
 from mcgrpo.core.budget import Budget, from_table
 from mcgrpo.core import config as study_config
@@ -229,3 +229,20 @@ def alignment_step(cfg: dict, results: Path) -> None:
                             f"rule = the run's own credit, outcome-only GRPO's, or a control's, at the run's policy. "
                             f"alignment: cos(P_perp u, P_perp h); share_outside_v: ||P_perp u|| / ||u|| (means over "
                             f"batches); acc_default / acc_greedy: the run's accuracy at that iteration's evaluation.")
+
+
+def verifiers_step(cfg: dict, results: Path) -> None:
+    """tables/verifiers: per arm, eval set and evaluation, accuracy under each verifier rule and how often each
+    pair disagrees (analysis/verifiers.py), from every run's samples.parquet."""
+    results, pieces = Path(results), []
+    for arm, seed in study_config.runs(cfg):
+        samples = store.read_parquet(study_run(results, arm, seed) / "samples.parquet")
+        pieces.append(samples.drop(columns=["text"], errors="ignore").assign(arm=arm, seed=seed))
+    table = verifiers.disagreements(pd.concat(pieces, ignore_index=True), ["arm", "eval_set", "eval_index"])
+    tables.write_table(table, results / "tables" / "verifiers",
+                       title="The verifier rules side by side (verifier.rule)",
+                       note=f"Over every seed's samples of each evaluation. acc_<rule>: accuracy under whole_box (the "
+                            f"final box read whole), paper (C.1, H.1: the last number inside the final box, tolerance "
+                            f"1e-4) and math_verify (empty where it was not installed); <a>_vs_<b>: the share of "
+                            f"samples the two rules judge differently. The study trains on "
+                            f"{(cfg.get('verifier') or {}).get('rule', 'whole_box')}.")

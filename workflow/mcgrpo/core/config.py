@@ -302,6 +302,8 @@ def run_config(cfg: dict, arm: str, seed: int) -> dict[str, Any]:
         evaluation["alignment"] = {k: v for k, v in along.items() if k not in ("arms", "seeds")}
     run = {**{k: copy.deepcopy(cfg[k]) for k in ("task", "model", "engine", "budget")}, "evaluation": evaluation,
            "recipe": {**cfg["recipe"], **spec.get("recipe", {})}, "seed": seed, "arm_config": spec}
+    if cfg.get("verifier"):  # absent where the study sets none: its runs keep their hashes
+        run["verifier"] = copy.deepcopy(cfg["verifier"])
     return {**run, "arm": arm} if measured else run
 
 
@@ -335,7 +337,7 @@ def gradient_tests_config(cfg: dict) -> dict[str, Any] | None:
     tests = cfg.get("gradient_tests")
     if not tests or not tests["enabled"]:
         return None
-    keys = ("study", "task", "model", "engine", "recipe", "gradient_tests")
+    keys = ("study", "task", "model", "engine", "recipe", "gradient_tests", *(("verifier",) if cfg.get("verifier") else ()))
     return {**{k: copy.deepcopy(cfg[k]) for k in keys},
             "arms": {arm: copy.deepcopy(cfg["arms"][arm]) for arm in tests["arms"]}}
 

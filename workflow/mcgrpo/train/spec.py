@@ -29,7 +29,7 @@ def problems(cfg: dict) -> list[str]:
     credits.update({f"gradient_tests.controls.{name}": c for name, c in tests.get("controls", {}).items()})
     along = cfg["evaluation"].get("alignment") or {}
     credits.update({f"evaluation.alignment.controls.{name}": c for name, c in along.get("controls", {}).items()})
-    found += gradient_test_problems(cfg, tests) + alignment_problems(cfg, along)
+    found += gradient_test_problems(cfg, tests) + alignment_problems(cfg, along) + verifier_problems(cfg)
     found += [p for key, credit in credits.items() for p in credit_problems(key, credit, recipe, cfg["task"])]
     found += same_arms(cfg)
     batch = recipe["prompts_per_iteration"] * recipe["group_size"]
@@ -38,6 +38,15 @@ def problems(cfg: dict) -> list[str]:
             found.append(f"config key arms.{arm}.update.minibatches: {spec['update']['minibatches']} minibatches "
                          f"cannot be cut from {batch} completions; allowed: at most {batch}")
     return found
+
+
+def verifier_problems(cfg: dict) -> list[str]:
+    """verifier.rule math_verify needs its package before any job runs, not at the first reward."""
+    import importlib.util
+    if (cfg.get("verifier") or {}).get("rule") == "math_verify" and importlib.util.find_spec("math_verify") is None:
+        return ["config key verifier.rule: math_verify needs the math-verify package, which is not installed: "
+                "pip install 'mcgrpo[math]' (or 'math-verify>=0.7'); allowed without it: whole_box, paper"]
+    return []
 
 
 def gradient_test_problems(cfg: dict, tests: dict) -> list[str]:
@@ -59,8 +68,25 @@ def gradient_test_problems(cfg: dict, tests: dict) -> list[str]:
 
 
 def _control_names(key: str, block: dict, arms: dict) -> list[str]:
-    return [f"config key {key}.controls.{name}: the name is taken by an arm; allowed: a name that is not an arm's"
-            for name in block.get("controls", {}) if name in arms or name == "outcome"]
+    found = [f"config key {key}.controls.{name}: the name is taken by an arm; allowed: a name that is not an arm's"
+             for name in block.get("controls", {}) if name in arms or name == "outcome"]
+    return found + _shuffled_values(key, block, arms)
+
+
+def _shuffled_values(key: str, block: dict, arms: dict) -> list[str]:
+    """A shuffled Monte-Carlo control permutes the measured arm's own credit (paper 3.1, H.3): its V(prompt)
+    (`prompt_value`) must be the measured Monte-Carlo arms', or it shuffles another credit's magnitudes."""
+    measured = {(arms[a].get("credit") or {})["monte_carlo"].get("prompt_value") for a in block.get("arms", [])
+                if a in arms and "monte_carlo" in (arms[a].get("credit") or {})}
+    found = []
+    for name, control in block.get("controls", {}).items():
+        inner = (control or {}).get("shuffled") or {}
+        if "monte_carlo" in inner and measured and inner["monte_carlo"].get("prompt_value") not in measured:
+            allowed = ", ".join("absent (the group mean)" if v is None else str(v) for v in sorted(measured, key=str))
+            found.append(f"config key {key}.controls.{name}.shuffled.monte_carlo.prompt_value: "
+                         f"{inner['monte_carlo'].get('prompt_value')} is not the measured arms' V(prompt), so the "
+                         f"control would shuffle another credit; allowed: {allowed}")
+    return found
 
 
 def alignment_problems(cfg: dict, along: dict) -> list[str]:

@@ -23,6 +23,7 @@ class CreditContext:
     prompter: Prompter
     limit: int            # completion limit L
     verifier: str         # the training reward's verifier
+    rule: str = "whole_box"  # how that verifier reads answers (verifier.rule)
     advantage_eps: float
     seed: tuple           # (run seed, iteration): the root of every draw the rule makes
     # the policy's last hidden state at prefix ends: (sequences, prefix lengths per sequence) -> one
