@@ -159,7 +159,7 @@ def analysis_step(verb):
 # The targets: figures and tables of the study, each marked for `snakemake --report report.html`.
 FIGURE_NAMES = ("accuracy_vs_tokens", "accuracy_vs_time", "difference_from_base", "per_seed", "stage_seconds",
                 "drift")
-TABLE_NAMES = ("headline", "prereg", "contrasts", "equal_bases", "pass_at_k", "budget_share", "stage_seconds", "groups",
+TABLE_NAMES = ("headline", "robustness", "prereg", "contrasts", "equal_bases", "pass_at_k", "budget_share", "stage_seconds", "groups",
                "drift", "extrapolation", "power")
 FIGURES = [f"{R}/figures/{name}.png" for name in FIGURE_NAMES]
 FIGURE_PDFS = [f"{R}/figures/{name}.pdf" for name in FIGURE_NAMES]  # vector copies, for papers

@@ -20,6 +20,7 @@ use rule drift as figures with:
 use rule drift as tables with:
     input:
         rules.contrasts.output,
+        rules.robustness.output,
         rules.curves.output,
         rules.breakdown.output,
         rules.drift.output,
@@ -38,6 +39,7 @@ use rule drift as summary with:
         FIGURES,
         TABLES,
         rules.contrasts.output,
+        rules.robustness.output,
         store=STORE,
     output:
         SUMMARY,

@@ -357,6 +357,7 @@ def gradient_tests(args) -> None:
 
 STEPS = {"drift": "verifier drift (default minus strict accuracy) per run and evaluation",
          "contrasts": "every contrast with its statistics, labelled against the preregistration lock",
+         "robustness": "beside each planned contrast: crossed interval, strict verifier, drift, other clock, label",
          "curves": "differences at every evaluation, the share of B to reach the base, the extrapolation",
          "breakdown": "training seconds per stage and group composition before B",
          "figures": "the study's figures (PNG and PDF) from the analysis tables",

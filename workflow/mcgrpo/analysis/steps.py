@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from mcgrpo.analysis import (along, breakdown, contrasts, curves, drift, efficiency, figures, power, prereg, runs,
-                             summary, tables)
+from mcgrpo.analysis import (along, breakdown, contrasts, curves, drift, efficiency, figures, power, prereg,
+                             robustness, runs, summary, tables)
 from mcgrpo.core import store
 from mcgrpo.core.budget import Budget, from_table
 from mcgrpo.core import config as study_config
@@ -51,6 +51,16 @@ def contrasts_step(cfg: dict, results: Path) -> None:
     _write(table, results, "contrasts", cfg)
     _write(paired, results, "paired", cfg)
     store.write_json(status, Path(results) / "analysis" / "prereg.json")
+
+
+def robustness_step(cfg: dict, results: Path) -> None:
+    """Beside every planned contrast: the crossed interval, the strict verifier, each arm's drift, the other clock."""
+    a = cfg["analysis"]
+    table = _read(results, "contrasts", "contrasts")
+    metrics = {robustness.strict_metric(m) for m in table.loc[table["id"] != "", "metric"]} - {None}
+    loaded = _runs(cfg, results, samples=not metrics <= runs.EVAL_METRICS)
+    checks = robustness.table(table, loaded, _read(results, "drift", "drift"), budget(results), a["clock"], a["alpha"])
+    _write(checks, results, "robustness", cfg)
 
 
 def curves_step(cfg: dict, results: Path) -> None:
@@ -185,7 +195,7 @@ def tables_step(cfg: dict, results: Path) -> None:
     for name, (df, title, note) in tables.study_tables(
             table, paired, status, _read(results, "drift", "drift"), _read(results, "stages"),
             _read(results, "groups"), _read(results, "budget_share"), _read(results, "extrapolation"),
-            cfg["analysis"]["drift_gap"]).items():
+            cfg["analysis"]["drift_gap"], _read(results, "robustness"), cfg["analysis"]["clock"]).items():
         tables.write_table(df, out / name, title=title, note=note)
     metric, eval_set = _headline(cfg)
     a = cfg["analysis"]
@@ -206,7 +216,7 @@ def summary_step(cfg: dict, results: Path) -> None:
     results = Path(results)
     status = store.read_json(results / "analysis" / "prereg.json")
     text = summary.lines(cfg["study"], _read(results, "contrasts", "contrasts"), tables.prereg_note(status),
-                         str(results), cfg["analysis"]["clock"])
+                         str(results), cfg["analysis"]["clock"], _read(results, "robustness"))
     store.write_text(summary.markdown(text), results / "summary.md")
     store.write_text(summary.rst(text, summary.DESCRIPTION.read_text()), results / "summary.rst")
     print(summary.markdown(text), end="")
