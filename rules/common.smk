@@ -21,6 +21,9 @@ from mcgrpo import studies
 for path in workflow.configfiles:
     study_config.read(path)
 studies.validate(config)
+# A study over several warm-start bases (`bases`) runs one base's study per invocation: --config base=N, else the
+# first (mcgrpo.core.config.base_study); `mcgrpo pool-bases` reads them all.
+study_config.select_base(config)
 
 R = str(layout.study_dir(config))
 EVAL_SETS = list(config["task"]["eval_sets"])

@@ -384,6 +384,12 @@ def _step(name: str):
     return verb
 
 
+def pool_bases(args) -> None:
+    """Each planned contrast per warm-start base and pooled over the bases (a study with `bases`, each analysed)."""
+    from mcgrpo.analysis import steps
+    print(steps.pool_bases(_config(args)), end="")
+
+
 def link_study(args) -> None:
     """Link the study's runs/<arm>/seed<N> and calibration/ into the run store, and write runs/store.parquet."""
     layout.link_study(_config(args), Path(args.out))
@@ -472,7 +478,7 @@ def _contrast_arguments(v: argparse.ArgumentParser) -> None:
 
 VERBS = {"data": data_summary, "verify": verify, "prepare-data": prepare_data, "resolve-model": resolve_model, "warm-start": warm_start, "calibrate": calibrate, "train": train,
          "gradient-tests": gradient_tests,
-         "prereg-lock": prereg_lock, "link-study": link_study, "contrast": contrast, "check": check, "power": seeds_power,
+         "prereg-lock": prereg_lock, "link-study": link_study, "pool-bases": pool_bases, "contrast": contrast, "check": check, "power": seeds_power,
          **{name: _step(name) for name in STEPS}}
 
 

@@ -9,12 +9,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from mcgrpo.analysis import (along, breakdown, contrasts, curves, drift, efficiency, figures, power, prereg,
+from mcgrpo.analysis import (along, bases, breakdown, contrasts, curves, drift, efficiency, figures, power, prereg,
                              robustness, runs, summary, tables)
 from mcgrpo.core import store
 from mcgrpo.core.budget import Budget, from_table
 from mcgrpo.core import config as study_config
-from mcgrpo.core.layout import study_run
+from mcgrpo.core.errors import ConfigError, DataError
+from mcgrpo.core.layout import study_dir, study_run
 from mcgrpo.analysis.plan import keys
 
 
@@ -239,3 +240,24 @@ def alignment_step(cfg: dict, results: Path) -> None:
                             f"rule = the run's own credit, outcome-only GRPO's, or a control's, at the run's policy. "
                             f"alignment: cos(P_perp u, P_perp h); share_outside_v: ||P_perp u|| / ||u|| (means over "
                             f"batches); acc_default / acc_greedy: the run's accuracy at that iteration's evaluation.")
+
+
+def pool_bases(cfg: dict) -> str:
+    """A study over `bases`: every base's planned contrasts and the pooled ones, written to
+    results/<study>/analysis/bases.parquet and tables/bases.*; returns the markdown table."""
+    if not cfg.get("bases"):
+        raise ConfigError(f"study {cfg['study']}: no bases to pool; allowed: a study with bases (a list of "
+                          f"warm-start seeds), e.g. config/studies/bases.yaml")
+    per_base = {}
+    for base in cfg["bases"]:
+        folder = study_dir(study_config.base_study(cfg, base))
+        if not (folder / "analysis" / "paired.parquet").exists():
+            raise DataError(f"{folder}/analysis/paired.parquet: base {base} not analysed yet; run "
+                            f"snakemake --configfile <this study> --config base={base}")
+        per_base[base] = (_read(folder, "contrasts", "contrasts"), _read(folder, "paired", "paired"))
+    a, out = cfg["analysis"], study_dir(cfg)
+    table = bases.table(per_base, a["margin"], a["alpha"])
+    _write(table, out, "bases", cfg)
+    tables.write_table(table, out / "tables" / "bases", title="Each planned contrast per warm-start base and pooled",
+                       note=bases.NOTE)
+    return (out / "tables" / "bases.md").read_text()
