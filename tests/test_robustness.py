@@ -138,6 +138,11 @@ def test_what_confirms_each_direction(direction, mean, low, high, p, expected):
     assert robustness.confirms(direction, mean, low, high, p, 0.02, 0.05, sign=1.0) is expected
 
 
+def test_two_sided_confirms_on_either_side_where_the_contrast_was_not_confirmed():
+    assert robustness.confirms("two-sided", -0.03, -0.05, -0.01, np.nan, 0.02, 0.05, sign=0.0) is True
+    assert robustness.confirms("two-sided", 0.0, -0.05, 0.01, np.nan, 0.02, 0.05, sign=0.0) is False
+
+
 def test_the_summary_states_the_result_not_the_hypothesis():
     row = pd.Series({"id": "S2", "label": "secondary", "family": "", "direction": "greater", "a": "mc_k4",
                      "b": "outcome", "basis": "updates", "n": 4, "mean": -0.003, "ci_low": -0.044, "ci_high": 0.039,

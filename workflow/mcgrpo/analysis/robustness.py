@@ -13,7 +13,8 @@ contrast this reads, from the same stored runs:
 What "the verdict holds on a check" means: the check, judged by the contrast's own rule at the same alpha,
 reaches the same verdict (confirmed or not confirmed) as the contrast. A check confirms
 - less / greater: its interval excludes 0 on the predicted side (same sign, 0 outside);
-- two-sided: its interval excludes 0, on the side of the contrast's mean;
+- two-sided: its interval excludes 0, on the side of the contrast's mean where that was confirmed (either side
+  where it was not);
 - equivalent: strict and clock: the TOST p < alpha; crossed: the interval within (-margin, +margin);
 - noninferior: strict and clock: the non-inferiority p < alpha (lower 90% bound > -margin); crossed: its lower
   end > -margin.
@@ -51,7 +52,8 @@ def confirms(direction: str, mean: float, low: float, high: float, test_p: float
     """Whether a check's reading confirms a prediction in `direction` (None where it cannot be read).
 
     `low`, `high`: its 95% interval; `test_p`: its TOST or non-inferiority p (NaN for the crossed interval,
-    which is then judged by the interval against the margin); `sign`: the contrast's own mean's sign (two-sided).
+    which is then judged by the interval against the margin); `sign`: two-sided, the side a confirmed contrast
+    found (its mean's sign), 0 where it was not confirmed (either side then confirms).
     """
     if not np.isfinite(mean) or not (np.isfinite(low) and np.isfinite(high)):
         return None
@@ -65,7 +67,7 @@ def confirms(direction: str, mean: float, low: float, high: float, test_p: float
         return bool(high < 0)
     if direction == "greater":
         return bool(low > 0)
-    return bool(high < 0) if sign < 0 else bool(low > 0)
+    return bool(high < 0 if sign < 0 else low > 0 if sign > 0 else high < 0 or low > 0)
 
 
 def strict_metric(metric: str) -> str | None:
@@ -76,7 +78,7 @@ def strict_metric(metric: str) -> str | None:
     return "acc_strict" if k == 1 else f"pass@{k}_strict"
 
 
-def _reading(runs: dict, row, basis: str, metric: str, B, alpha: float) -> dict:
+def _reading(runs: dict, row, basis: str, metric: str, B) -> dict:
     """mean, 95% paired-t interval and the planned test's p of the contrast of `row` read on `basis`/`metric`;
     all NaN where a reading is not defined."""
     try:
@@ -109,14 +111,14 @@ def _holds(check: bool | None, confirmed: bool) -> bool | None:
 def row_checks(row, runs: dict, other: dict | None, drift: pd.DataFrame, B, clock: str, alpha: float) -> dict:
     """Every check of one planned contrast (a contrasts.parquet row), its label included."""
     confirmed, direction, margin = bool(row["confirmed"]), row["direction"], row["margin"]
-    sign = np.sign(row["mean"]) if np.isfinite(row["mean"]) else 0.0
+    sign = float(np.sign(row["mean"])) if confirmed and np.isfinite(row["mean"]) else 0.0
     out = {c: row[c] for c in (*contrast_stats.KEY, "id", "a", "b", "direction", "margin",
                                "crossed_low", "crossed_high")}
     out["confirmed"] = confirmed
     out["crossed_holds"] = _holds(confirms(direction, row["mean"], row["crossed_low"], row["crossed_high"], np.nan,
                                            margin, alpha, sign), confirmed)
     strict = strict_metric(row["metric"])
-    s = _reading(runs, row, row["basis"], strict, B, alpha) if strict else dict.fromkeys(("mean", "low", "high", "p"),
+    s = _reading(runs, row, row["basis"], strict, B) if strict else dict.fromkeys(("mean", "low", "high", "p"),
                                                                                           np.nan)
     out.update(strict_metric=strict or "", strict_mean=s["mean"], strict_low=s["low"], strict_high=s["high"],
                strict_p=s["p"], strict_holds=_holds(confirms(direction, *s.values(), margin, alpha, sign),
@@ -125,7 +127,7 @@ def row_checks(row, runs: dict, other: dict | None, drift: pd.DataFrame, B, cloc
         _drift(drift, row["a"], row["eval_set"]), _drift(drift, row["b"], row["eval_set"]))
     out["drift_holds"] = None if strict is None else out["drifted_a"] == 0 and out["drifted_b"] == 0
     timed = row["basis"] in TIME_BASES and other is not None
-    c = _reading(other, row, row["basis"], row["metric"], B, alpha) if timed else dict.fromkeys(
+    c = _reading(other, row, row["basis"], row["metric"], B) if timed else dict.fromkeys(
         ("mean", "low", "high", "p"), np.nan)
     out.update(other_clock=OTHER_CLOCK[clock] if row["basis"] in TIME_BASES else "", clock_recorded=other is not None,
                clock_mean=c["mean"],
