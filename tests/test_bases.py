@@ -125,3 +125,10 @@ def test_pool_bases_verb_reads_every_base_and_writes_the_table(tmp_path, capsys)
     missing = studies.validate({**copy.deepcopy(cfg), "bases": [0, 7]})
     assert main(["pool-bases", "--config-json", json.dumps(missing)]) == 2
     assert "base 7 not analysed yet; run snakemake --configfile <this study> --config base=7" in capsys.readouterr().err
+
+
+def test_by_hand_verbs_read_the_first_base_as_snakemake_does_and_pool_bases_reads_every_one():
+    from argparse import Namespace
+    from mcgrpo import cli
+    args = Namespace(config="config/studies/bases.yaml", config_json=None)
+    assert cli._config(args)["study"] == "bases-base0" and cli._config(args, every_base=True)["bases"] == [0, 1, 2]

@@ -41,10 +41,14 @@ def _run(args) -> dict:
     return _json(args.run_json, "--run-json", study_config.RUN_KEYS)
 
 
-def _config(args) -> dict:
+def _config(args, every_base: bool = False) -> dict:
+    """The study config; of a study over `bases`, the first base's study, as Snakemake runs it by default (unless
+    `every_base`: pool-bases reads them all)."""
     if getattr(args, "config_json", None):
-        return studies.validate(_json(args.config_json, "--config-json"))
-    return _study(args.config)
+        cfg = studies.validate(_json(args.config_json, "--config-json"))
+    else:
+        cfg = _study(args.config)
+    return cfg if every_base else study_config.select_base(cfg)
 
 
 def _study(path: str) -> dict:
@@ -81,7 +85,7 @@ def _training_run(args) -> tuple[dict, dict[str, str], tuple[str, str]]:
         return run, given, _names(args.label)
     if args.arm is None or args.seed is None:
         raise ConfigError("train --config names the run with --arm A --seed N")
-    cfg = _study(args.config)
+    cfg = study_config.select_base(_study(args.config))
     run = study_config.run_config(cfg, args.arm, args.seed)
     defaults = {"model": layout.model_path(cfg), "data": layout.data_dir(cfg), "budget": layout.budget_path(cfg),
                 "out": layout.run_dir(cfg, args.arm, args.seed)}
@@ -387,7 +391,7 @@ def _step(name: str):
 def pool_bases(args) -> None:
     """Each planned contrast per warm-start base and pooled over the bases (a study with `bases`, each analysed)."""
     from mcgrpo.analysis import steps
-    print(steps.pool_bases(_config(args)), end="")
+    print(steps.pool_bases(_config(args, every_base=True)), end="")
 
 
 def link_study(args) -> None:
