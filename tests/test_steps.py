@@ -139,6 +139,11 @@ def test_summary_states_every_planned_contrast_and_the_report_opens_with_it(resu
     assert (f"- T1 (primary, family H; predicted: mc_k2 trails outcome): mc_k2 trails outcome at equal tokens: "
             f"{100 * t1['mean']:+.1f} [{100 * t1['ci_low']:+.1f}, {100 * t1['ci_high']:+.1f}] points") in text
     assert [line[2:4] for line in text.splitlines() if line[:3] in ("- T", "- S")] == ["T1", "T2", "S1"]
+    # each sentence ends with the verdict and its robustness, as analysis/robustness.parquet labels it
+    checks = read_parquet(root / "analysis" / "robustness.parquet").set_index("id")
+    t1_line = next(line for line in text.splitlines() if line.startswith("- T1"))
+    assert t1["confirmed"] and not checks.loc["T1", "robust"]  # these runs drift: a confirmed but fragile verdict
+    assert t1_line.endswith(f": confirmed, but {checks.loc['T1', 'robustness']}")
     page = (root / "summary.rst").read_text()
     assert page.startswith("Study mini: results\n") and "GRPO interventions compared at matched compute" in page
 

@@ -211,12 +211,11 @@ HEADLINE_COLUMNS = ["id", "label", "contrast", "basis", "n", "difference", "p", 
 def _headline(contrasts: pd.DataFrame, checks: pd.DataFrame | None = None) -> pd.DataFrame:
     """The preregistered contrasts, one line each, with their robustness checks: what a reader looks at first."""
     rows = summary.planned(contrasts)
-    found = (checks.set_index("id") if checks is not None else pd.DataFrame(columns=["id"]).set_index("id")
-             ).reindex(rows["id"])
-    checked = checks is not None
+    found = (checks if checks is not None else pd.DataFrame(columns=["id", "robustness"])).set_index("id").reindex(
+        rows["id"])
 
-    def cells(make):
-        return [make(r) if checked and pd.notna(r.get("robustness")) else "" for _, r in found.iterrows()]
+    def cells(make):  # a check's cell, empty where the contrast has no checks
+        return [make(r) if pd.notna(r["robustness"]) else "" for _, r in found.iterrows()]
     return pd.DataFrame({
         "id": rows["id"], "label": rows["label"], "contrast": [f"{a} minus {b}" for a, b in zip(rows["a"], rows["b"])],
         "basis": [formats.BASIS_WORDS.get(b, b) for b in rows["basis"]], "n": rows["n"],
@@ -246,7 +245,7 @@ def _robustness(checks: pd.DataFrame | None) -> pd.DataFrame:
 
 ROBUSTNESS_NOTE = ("A verdict holds on a check when the check, judged by the contrast's own rule, reaches the same "
                    "verdict: less/greater: the 95% interval excludes 0 on the predicted side; two-sided: it excludes "
-                   "0 on the side of the mean; equivalent: TOST p < alpha (crossed: the interval within ±margin); "
+                   "0 (on the side of the mean where the contrast was confirmed); equivalent: TOST p < alpha (crossed: the interval within ±margin); "
                    "noninferior: the non-inferiority test (crossed: the lower end above -margin). crossed: 95% "
                    "seed-by-problem bootstrap; strict: the contrast on the strict verifier; drift: per arm, "
                    "evaluations with acc_default - acc_strict > {gap:g} (A first; holds when none drifted); "
