@@ -39,6 +39,7 @@ from mcgrpo.core.errors import DataError
 
 OTHER_CLOCK = {"wall": "cpu", "cpu": "wall"}
 TIME_BASES = ("time", "time_c")
+UNREAD = {"mean": np.nan, "low": np.nan, "high": np.nan, "p": np.nan}  # a check that does not apply
 COLUMNS = [*contrast_stats.KEY, "id", "a", "b", "direction", "confirmed", "margin",
            "crossed_low", "crossed_high", "crossed_holds",
            "strict_metric", "strict_mean", "strict_low", "strict_high", "strict_p", "strict_holds",
@@ -84,7 +85,7 @@ def _reading(runs: dict, row, basis: str, metric: str, B) -> dict:
     try:
         pairs, _ = contrast_stats.paired(runs, row["a"], row["b"], basis, metric, row["eval_set"], B)
     except DataError:  # a run without this metric, or ending before T_c on this clock
-        return {"mean": np.nan, "low": np.nan, "high": np.nan, "p": np.nan}
+        return UNREAD
     out = contrast_stats.summary(pairs, None, row["margin"])
     p = out[contrast_stats.TEST_P[row["direction"]]] if row["direction"] in contrast_stats.TEST_P else out["p"]
     return {"mean": out["mean"], "low": out["ci_low"], "high": out["ci_high"], "p": p}
@@ -118,8 +119,7 @@ def row_checks(row, runs: dict, other: dict | None, drift: pd.DataFrame, B, cloc
     out["crossed_holds"] = _holds(confirms(direction, row["mean"], row["crossed_low"], row["crossed_high"], np.nan,
                                            margin, alpha, sign), confirmed)
     strict = strict_metric(row["metric"])
-    s = _reading(runs, row, row["basis"], strict, B) if strict else dict.fromkeys(("mean", "low", "high", "p"),
-                                                                                          np.nan)
+    s = _reading(runs, row, row["basis"], strict, B) if strict else UNREAD
     out.update(strict_metric=strict or "", strict_mean=s["mean"], strict_low=s["low"], strict_high=s["high"],
                strict_p=s["p"], strict_holds=_holds(confirms(direction, *s.values(), margin, alpha, sign),
                                                     confirmed))
@@ -127,11 +127,9 @@ def row_checks(row, runs: dict, other: dict | None, drift: pd.DataFrame, B, cloc
         _drift(drift, row["a"], row["eval_set"]), _drift(drift, row["b"], row["eval_set"]))
     out["drift_holds"] = None if strict is None else out["drifted_a"] == 0 and out["drifted_b"] == 0
     timed = row["basis"] in TIME_BASES and other is not None
-    c = _reading(other, row, row["basis"], row["metric"], B) if timed else dict.fromkeys(
-        ("mean", "low", "high", "p"), np.nan)
+    c = _reading(other, row, row["basis"], row["metric"], B) if timed else UNREAD
     out.update(other_clock=OTHER_CLOCK[clock] if row["basis"] in TIME_BASES else "", clock_recorded=other is not None,
-               clock_mean=c["mean"],
-               clock_low=c["low"], clock_high=c["high"], clock_p=c["p"],
+               clock_mean=c["mean"], clock_low=c["low"], clock_high=c["high"], clock_p=c["p"],
                clock_holds=_holds(confirms(direction, *c.values(), margin, alpha, sign), confirmed))
     failed = failures(out)
     out["robust"] = not failed
