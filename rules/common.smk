@@ -23,6 +23,10 @@ from mcgrpo.core.errors import stopping
 # alone and exits 2; a bug keeps its traceback.
 with stopping():
     studies.from_snakemake(config, workflow.configfiles, workflow.config_settings.config_args)
+# A study over several warm-start bases (`bases`) runs one base's study per invocation: --config base=N, else the
+# first (mcgrpo.core.config.base_study); `mcgrpo pool-bases` reads them all.
+with stopping():
+    study_config.select_base(config)
 
 R = str(layout.study_dir(config))
 EVAL_SETS = list(config["task"]["eval_sets"])
@@ -175,7 +179,7 @@ def sealed_runs(wildcards):
 # The targets: figures and tables of the study, each marked for `snakemake --report report.html`.
 FIGURE_NAMES = ("accuracy_vs_tokens", "accuracy_vs_time", "difference_from_base", "per_seed", "stage_seconds",
                 "drift")
-TABLE_NAMES = ("headline", "prereg", "contrasts", "equal_bases", "pass_at_k", "budget_share", "stage_seconds", "groups",
+TABLE_NAMES = ("headline", "robustness", "prereg", "contrasts", "equal_bases", "pass_at_k", "budget_share", "stage_seconds", "groups",
                "drift", "extrapolation", "power")
 FIGURES = [f"{R}/figures/{name}.png" for name in FIGURE_NAMES]
 FIGURE_PDFS = [f"{R}/figures/{name}.pdf" for name in FIGURE_NAMES]  # vector copies, for papers

@@ -17,6 +17,22 @@ use rule drift as contrasts with:
         f"{R}/logs/contrasts.log",
 
 
+# Beside every planned contrast: the crossed interval, the strict verifier, each arm's drift, the other clock.
+use rule drift as robustness with:
+    input:
+        rules.contrasts.output.contrasts,
+        rules.drift.output,
+        run_files("evals.parquet"),
+        run_files("samples.parquet"),
+        store=STORE,
+    output:
+        f"{R}/analysis/robustness.parquet",
+    params:
+        **analysis_step("robustness"),
+    log:
+        f"{R}/logs/robustness.log",
+
+
 use rule drift as curves with:
     input:
         GRADIENT_TESTS,  # the extrapolation reads the measured per-token efficiency

@@ -21,6 +21,7 @@ use rule drift as figures with:
 use rule drift as tables with:
     input:
         rules.contrasts.output,
+        rules.robustness.output,
         rules.curves.output,
         rules.breakdown.output,
         rules.drift.output,
@@ -39,6 +40,7 @@ use rule drift as summary with:
         FIGURES,
         TABLES,
         rules.contrasts.output,
+        rules.robustness.output,
         store=STORE,
     output:
         SUMMARY,

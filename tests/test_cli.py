@@ -80,7 +80,7 @@ def test_a_typo_in_a_study_name_says_which_studies_exist(monkeypatch, capsys):
     assert cli.main(["figures", "--config", "config/studies/selectoin.yaml", "--results", "r"]) == 2
     err = capsys.readouterr().err
     assert "config/studies/selectoin.yaml: config file not found; did you mean config/studies/selection.yaml?" in err
-    assert "Studies: config/config.yaml, config/studies/dense.yaml" in err
+    assert "Studies: config/config.yaml, config/studies/bases.yaml, config/studies/dense.yaml" in err
 
 
 # Issue 30: every argument validated; every user error a message naming the option or file, and exit 2.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import copy
 import json
 import shutil
@@ -219,7 +220,8 @@ def test_analysis_only_never_trains_rebuilds_the_analysis_and_reports(finished_s
     assert "train" in jobs(snakemake(work, "-n", repo=repo))  # the normal target would retrain
     done = snakemake(work, "analysis", "--config", "analysis_only=True", repo=repo)
     assert done.returncode == 0, done.stderr[-4000:]
-    assert jobs(done) == {"drift", "contrasts", "curves", "breakdown", "figures", "tables", "summary", "analysis"}
+    assert jobs(done) == {"drift", "contrasts", "robustness", "curves", "breakdown", "figures", "tables", "summary",
+                          "analysis"}
     assert {p: p.stat().st_mtime_ns for p in runs} == runs
     assert all(p.stat().st_mtime_ns > t for p, t in outputs.items())
     prereg_table = (r / "tables" / "prereg.md").read_text()

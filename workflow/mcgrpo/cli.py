@@ -47,10 +47,14 @@ def _run(args) -> dict:
                                         "--run-json")
 
 
-def _config(args) -> dict:
+def _config(args, every_base: bool = False) -> dict:
+    """The study config; of a study over `bases`, the first base's study, as Snakemake runs it by default (unless
+    `every_base`: pool-bases reads them all)."""
     if getattr(args, "config_json", None):
-        return studies.validate(_json(args.config_json, "--config-json"))
-    return _study(args.config)
+        cfg = studies.validate(_json(args.config_json, "--config-json"))
+    else:
+        cfg = _study(args.config)
+    return cfg if every_base else study_config.select_base(cfg)
 
 
 def _study(path: str) -> dict:
@@ -87,7 +91,7 @@ def _training_run(args) -> tuple[dict, dict[str, str], tuple[str, str]]:
         return study_config.validate_blocks(run, RUN_BLOCKS, "--run-json"), given, _names(args.label)
     if args.arm is None or args.seed is None:
         raise ConfigError("train --config names the run with --arm A --seed N")
-    cfg = _study(args.config)
+    cfg = study_config.select_base(_study(args.config))
     run = study_config.run_config(cfg, args.arm, args.seed)
     defaults = {"model": layout.model_path(cfg), "data": layout.data_dir(cfg), "budget": layout.budget_path(cfg),
                 "out": layout.run_dir(cfg, args.arm, args.seed)}
@@ -389,6 +393,7 @@ def gradient_tests(args) -> None:
 GRADIENT_BLOCKS = ("task", "model", "engine", "recipe", "gradient_tests", "arms")  # gradient_tests_config's
 STEPS = {"drift": "verifier drift (default minus strict accuracy) per run and evaluation",
          "contrasts": "every contrast with its statistics, labelled against the preregistration lock",
+         "robustness": "beside each planned contrast: crossed interval, strict verifier, drift, other clock, label",
          "curves": "differences at every evaluation, the share of B to reach the base, the extrapolation",
          "breakdown": "training seconds per stage and group composition before B",
          "figures": "the study's figures (PNG and PDF) from the analysis tables",
@@ -414,6 +419,12 @@ def _step(name: str):
         getattr(steps, f"{name}_step")(_config(args), Path(args.results))
     verb.__doc__ = f"Analysis: {STEPS[name]}."
     return verb
+
+
+def pool_bases(args) -> None:
+    """Each planned contrast per warm-start base and pooled over the bases (a study with `bases`, each analysed)."""
+    from mcgrpo.analysis import steps
+    print(steps.pool_bases(_config(args, every_base=True)), end="")
 
 
 def link_study(args) -> None:
@@ -575,7 +586,7 @@ def _contrast_arguments(v: argparse.ArgumentParser) -> None:
 VERBS = {"data": data_summary, "verify": verify, "prepare-data": prepare_data, "resolve-model": resolve_model, "warm-start": warm_start, "calibrate": calibrate, "train": train,
          "gradient-tests": gradient_tests,
          "prereg-lock": prereg_lock, "link-study": link_study, "contrast": contrast, "check": check, "power": seeds_power,
-         "check-store": check_store,
+         "check-store": check_store, "pool-bases": pool_bases,
          **{name: _step(name) for name in STEPS}}
 
 

@@ -26,6 +26,7 @@ def validate(cfg: dict) -> dict:
     config.validate_schema(cfg)
     _raise(task_spec.problems(cfg["task"]) + model_sources.problems(cfg["model"]["source"]))
     config.check_references(cfg)
+    _raise(config.bases_problems(cfg))
     _raise(plan.problems(cfg))
     _raise(train_spec.problems(cfg))
     _raise(_positions(cfg))

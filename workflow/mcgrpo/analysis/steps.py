@@ -9,12 +9,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from mcgrpo.analysis import (along, breakdown, contrasts, curves, drift, efficiency, figures, power, prereg, runs,
-                             summary, tables, verifiers)
+from mcgrpo.analysis import (along, bases, breakdown, contrasts, curves, drift, efficiency, figures, power, prereg,
+                             robustness, runs, summary, tables, verifiers)
 from mcgrpo.core import manifest, store
 from mcgrpo.core.budget import Budget, from_table
 from mcgrpo.core import config as study_config
-from mcgrpo.core.layout import study_run
+from mcgrpo.core.errors import ConfigError, DataError
+from mcgrpo.core.layout import study_dir, study_run
 from mcgrpo.analysis.plan import keys
 
 
@@ -51,6 +52,16 @@ def contrasts_step(cfg: dict, results: Path) -> None:
     _write(table, results, "contrasts", cfg)
     _write(paired, results, "paired", cfg)
     store.write_json(status, Path(results) / "analysis" / "prereg.json")
+
+
+def robustness_step(cfg: dict, results: Path) -> None:
+    """Beside every planned contrast: the crossed interval, the strict verifier, each arm's drift, the other clock."""
+    a = cfg["analysis"]
+    table = _read(results, "contrasts", "contrasts")
+    metrics = {robustness.strict_metric(m) for m in table.loc[table["id"] != "", "metric"]} - {None}
+    loaded = _runs(cfg, results, samples=not metrics <= runs.EVAL_METRICS)
+    checks = robustness.table(table, loaded, _read(results, "drift", "drift"), budget(results), a["clock"], a["alpha"])
+    _write(checks, results, "robustness", cfg)
 
 
 def curves_step(cfg: dict, results: Path) -> None:
@@ -185,7 +196,7 @@ def tables_step(cfg: dict, results: Path) -> None:
     for name, (df, title, note) in tables.study_tables(
             table, paired, status, _read(results, "drift", "drift"), _read(results, "stages"),
             _read(results, "groups"), _read(results, "budget_share"), _read(results, "extrapolation"),
-            cfg["analysis"]["drift_gap"]).items():
+            cfg["analysis"]["drift_gap"], _read(results, "robustness"), cfg["analysis"]["clock"]).items():
         tables.write_table(df, out / name, title=title, note=note)
     metric, eval_set = _headline(cfg)
     a = cfg["analysis"]
@@ -206,7 +217,7 @@ def summary_step(cfg: dict, results: Path) -> None:
     results = Path(results)
     status = store.read_json(results / "analysis" / "prereg.json")
     text = summary.lines(cfg["study"], _read(results, "contrasts", "contrasts"), tables.prereg_note(status),
-                         str(results), cfg["analysis"]["clock"])
+                         str(results), cfg["analysis"]["clock"], _read(results, "robustness"))
     store.write_text(summary.markdown(text), results / "summary.md")
     store.write_text(summary.rst(text, summary.DESCRIPTION.read_text()), results / "summary.rst")
     print(summary.markdown(text), end="")
@@ -246,3 +257,24 @@ def verifiers_step(cfg: dict, results: Path) -> None:
                             f"1e-4) and math_verify (empty where it was not installed); <a>_vs_<b>: the share of "
                             f"samples the two rules judge differently. The study trains on "
                             f"{(cfg.get('verifier') or {}).get('rule', 'whole_box')}.")
+
+
+def pool_bases(cfg: dict) -> str:
+    """A study over `bases`: every base's planned contrasts and the pooled ones, written to
+    results/<study>/analysis/bases.parquet and tables/bases.*; returns the markdown table."""
+    if not cfg.get("bases"):
+        raise ConfigError(f"study {cfg['study']}: no bases to pool; allowed: a study with bases (a list of "
+                          f"warm-start seeds), e.g. config/studies/bases.yaml")
+    per_base = {}
+    for base in cfg["bases"]:
+        folder = study_dir(study_config.base_study(cfg, base))
+        if not (folder / "analysis" / "paired.parquet").exists():
+            raise DataError(f"{folder}/analysis/paired.parquet: base {base} not analysed yet; run "
+                            f"snakemake --configfile <this study> --config base={base}")
+        per_base[base] = (_read(folder, "contrasts", "contrasts"), _read(folder, "paired", "paired"))
+    a, out = cfg["analysis"], study_dir(cfg)
+    table = bases.table(per_base, a["margin"], a["alpha"])
+    _write(table, out, "bases", cfg)
+    tables.write_table(table, out / "tables" / "bases", title="Each planned contrast per warm-start base and pooled",
+                       note=bases.NOTE)
+    return (out / "tables" / "bases.md").read_text()

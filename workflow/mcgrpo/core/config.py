@@ -307,6 +307,44 @@ def run_config(cfg: dict, arm: str, seed: int) -> dict[str, Any]:
     return {**run, "arm": arm} if measured else run
 
 
+def base_study(cfg: dict, base: int) -> dict[str, Any]:
+    """The study of one warm-start base of a study over `bases`: the same study warm-started with seed `base`,
+    named <study>-base<N>. Its model, B and runs are keyed by what they compute (mcgrpo.core.layout), so each base
+    gets its own, and a base equal to another study's warm-start seed shares that study's runs."""
+    out = copy.deepcopy({k: v for k, v in cfg.items() if k not in ("bases", "base")})
+    out["study"] = f"{cfg['study']}-base{base}"
+    out["model"]["warm_start"]["seed"] = base
+    return out
+
+
+def bases_problems(cfg: dict) -> list[str]:
+    """`bases` needs the warm-started tiny model; `base` must name one of them; a base's study name must fit."""
+    bases, base = cfg.get("bases"), cfg.get("base")
+    if bases is None:
+        return [] if base is None else [f"config key base: {base} given without bases; allowed: set bases (a list "
+                                        f"of warm-start seeds), or leave out base"]
+    found = []
+    if cfg["model"]["source"] is not None:
+        found.append("config key bases: repeats the warm start of the embedded tiny model, and model.source "
+                     f"{cfg['model']['source']!r} is not warm-started here; allowed: model.source null, or no bases")
+    if base is not None and base not in bases:
+        found.append(f"config key base: {base} is not one of bases; allowed: {', '.join(map(str, bases))}")
+    longest = f"{cfg['study']}-base{max(bases)}"
+    if not FORMATS["name"][0](longest):
+        found.append(f"config key study: the bases' study names ({longest}) must be {FORMATS['name'][1]}")
+    return found
+
+
+def select_base(cfg: dict) -> dict[str, Any]:
+    """`cfg` made, in place, the study of its selected base (`base`, else the first of `bases`); unchanged without
+    bases. Snakemake's `config` is this dict: one base's study per invocation."""
+    if cfg.get("bases"):
+        chosen = base_study(cfg, cfg.get("base", cfg["bases"][0]))
+        cfg.clear()
+        cfg.update(chosen)
+    return cfg
+
+
 def config_hash(obj: Any) -> str:
     """sha256 of the canonical JSON of `obj`."""
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
