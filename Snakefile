@@ -48,6 +48,8 @@ localrules:
     figures,
     tables,
     summary,
+    robustness,
+    verifiers,
 
 
 if GRADIENT_CONFIG:

@@ -220,7 +220,7 @@ def test_analysis_only_never_trains_rebuilds_the_analysis_and_reports(finished_s
     assert "train" in jobs(snakemake(work, "-n", repo=repo))  # the normal target would retrain
     done = snakemake(work, "analysis", "--config", "analysis_only=True", repo=repo)
     assert done.returncode == 0, done.stderr[-4000:]
-    assert jobs(done) == {"drift", "contrasts", "robustness", "curves", "breakdown", "figures", "tables", "summary",
+    assert jobs(done) == {"drift", "contrasts", "robustness", "verifiers", "curves", "breakdown", "figures", "tables", "summary",
                           "analysis"}
     assert {p: p.stat().st_mtime_ns for p in runs} == runs
     assert all(p.stat().st_mtime_ns > t for p, t in outputs.items())

@@ -236,6 +236,6 @@ def test_a_recipe_changed_after_the_lock_reaches_the_summary(results, tmp_path):
     steps.summary_step(cfg, folder)
     text = (folder / "summary.md").read_text()
     assert "matches its lock" not in text and "recipe.lr changed after the lock (2025-01-01)" in text
-    assert "T1 (exploratory)" in text
+    assert "T1 (exploratory" in text  # "T1 (exploratory; predicted: ...)"
     labelled = read_contract(folder / "analysis" / "contrasts.parquet", "contrasts").set_index("id").drop(index="")
     assert labelled.loc["T1", "label"] == "exploratory"
