@@ -36,7 +36,7 @@ from mcgrpo.analysis import prereg, steps  # noqa: E402
 from mcgrpo.core.clock import STAGES  # noqa: E402
 
 RUNS, ITERATIONS, B = 1668, 200, 17_000_000
-STEPS = ("drift", "contrasts", "curves", "breakdown", "tables")
+STEPS = ("drift", "contrasts", "robustness", "curves", "breakdown", "tables")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,7 +64,9 @@ def designs(studies: int, scale: Scale) -> list[tuple[int, int]]:
 def study_config_for(i: int, arms: int, seeds: int, scale: Scale) -> dict:
     names = ["outcome", *(f"arm{j}" for j in range(1, arms))]
     cfg = {"study": f"S{i + 1}", "seeds": list(range(seeds)),
-           "arms": {n: {} for n in names}, "evaluation": {"samples": scale.samples, "per_budget": scale.evals - 1},
+           # each arm its own learning rate: arms that train the same thing are refused
+           "arms": {n: ({"lr": {"scale": 1.0 + j}} if j else {}) for j, n in enumerate(names)},
+           "evaluation": {"samples": scale.samples, "per_budget": scale.evals - 1},
            "budget": {"tokens": B}, "analysis": {"base": "outcome", "resamples": scale.resamples},
            "plan": {"primary": [{"id": f"T{j}", "a": n, "b": "outcome", "family": "H1", "direction": "less"}
                                 for j, n in enumerate(names[1:], 1)],
