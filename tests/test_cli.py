@@ -105,6 +105,9 @@ LATIN1 = b'{"text": "caf\xe9", "reference": "1"}\n'
     (["power", "--results", "FOLDER/nowhere"], ("--results", "an existing folder")),
     (["train", "--config", "study.yaml", "--arm", "outcome", "--seed", "-1"], ("--seed", "'-1'")),
     (["train", "--config", "study.yaml", "--arm", "a;b", "--seed", "1"], ("--arm", "'a;b'")),
+    (["contrast", "--a", "x", "--b", "y"], ("--results", "required")),
+    (["contrast", "--results", "FOLDER", "--a", "x", "--b", "y", "--resamples", "0"],
+     ("--resamples", "an integer from 1 to 1000000")),
 ])
 def test_a_bad_option_value_is_refused_by_the_parser_naming_it(tmp_path, capsys, argv, names):
     argv = [a.replace("FOLDER", str(tmp_path)) for a in argv]

@@ -349,19 +349,6 @@ def test_a_bad_option_value_is_a_message_and_exit_2(tmp_path, capsys, argv, name
     assert not (tmp_path / "OUT").exists()
 
 
-@pytest.mark.parametrize("argv, names", [
-    (["contrast", "--a", "x", "--b", "y"], ("--results", "required")),
-    (["contrast", "--results", ".", "--a", "x", "--b", "y", "--resamples", "0"], ("--resamples", "an integer from 1 to 1000000")),
-])
-def test_contrast_options_are_checked_by_the_parser(capsys, argv, names):
-    with pytest.raises(SystemExit) as done:
-        cli.main(argv)
-    err = capsys.readouterr().err
-    assert done.value.code == 2 and "Traceback" not in err
-    for word in names:
-        assert word in err, err
-
-
 def test_an_unwritable_output_folder_is_a_message_not_a_retried_traceback(tmp_path):
     """A folder that cannot be written (read-only, or a file in its place; root ignores read-only bits, so the
     file stands in for it) is a user error naming the folder: exit 2, which the train rule never retries."""
