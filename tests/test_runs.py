@@ -7,7 +7,7 @@ from mcgrpo.core.manifest import seal
 from mcgrpo.core.store import COLUMNS, write_parquet
 
 
-def write_run(folder, correct, eval_sets=("test",), shuffle=True, identity=""):
+def write_run(folder, correct, eval_sets=("test",), shuffle=True, identity="", **columns):
     """evals.parquet and samples.parquet of a run, sealed under `identity`: correct[e][i][j] is sample j of
     problem i at evaluation e."""
     correct = np.asarray(correct, dtype=bool)
@@ -17,7 +17,7 @@ def write_run(folder, correct, eval_sets=("test",), shuffle=True, identity=""):
         "problem_id": np.tile(np.repeat([f"{name}-{i}" for i in range(P)], S), E),
         "sample": np.tile(np.arange(S), E * P), "correct_default": correct.ravel(),
         "correct_strict": correct.ravel() & (np.arange(correct.size) % 2 == 0),
-        "boxed": True, "truncated": False, "length": 10, "text": "x"}) for name in eval_sets])
+        "boxed": True, "truncated": False, "length": 10, "text": "x", **columns}) for name in eval_sets])
     if shuffle:  # the reader must not rely on the trainer's row order
         samples = samples.sample(frac=1.0, random_state=0)
     evals = pd.concat([pd.DataFrame({
@@ -52,6 +52,14 @@ def test_read_runs_reduces_samples_to_per_problem_counts(tmp_path):
     assert per_problem and np.allclose(acc.mean(axis=1), test.evals["acc_default"])
     np.testing.assert_allclose(test.scores("pass@4_default")[0], [[1, 1, 0], [1, 1, 1]])
     assert test.coords("tokens_total").tolist() == [0, 50]
+
+
+def test_a_rule_left_null_is_unknown_not_wrong(tmp_path):
+    """correct_math_verify is null where math-verify was not installed at evaluation: no metric, no error."""
+    write_run(tmp_path, CORRECT, correct_math_verify=pd.array([pd.NA] * CORRECT.size, dtype="boolean"))
+    (run,) = read_runs(tmp_path, "a", 0, ["test"])
+    assert sorted(run.correct) == ["default", "strict"]
+    np.testing.assert_array_equal(run.correct["default"], CORRECT.sum(axis=2))
 
 
 def test_metrics_name_what_is_allowed(tmp_path):

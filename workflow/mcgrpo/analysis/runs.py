@@ -166,6 +166,8 @@ def read_runs(run_dir: str | Path, arm: str, seed: int, eval_sets: list[str],
         table = read_arrow(path, COLUMNS["samples"], ["eval_set", "eval_index", "problem_id",
                                                       *(f"correct_{v}" for v in verifiers)],
                            dictionary=["eval_set", "problem_id"])
+        # a rule whose package was not installed at evaluation left its column null: unknown, not wrong
+        verifiers = [v for v in verifiers if table.column(f"correct_{v}").null_count == 0]
         by_set = _counts(table, verifiers, path)
     out = []
     for eval_set in eval_sets:
