@@ -9,8 +9,9 @@
 #      every analysis rule rerun inside the analysis image, and one training run redone inside the train image;
 #   5. the results compared with the host's (tests/containers/compare.py): every analysis file equal, every
 #      non-timing column of the training run equal; and the analysis image saved as an OCI archive (for .sif).
-# pip inside a build reaches the package index with the host's pip configuration and certificates, mounted
-# read-only for the build (never in a layer). Images get their commit from git (GIT_SHA build argument).
+# pip inside a build reaches the package index with the host's pip configuration and certificates, passed as
+# build secrets (./pip_secrets.py; never in a layer: ./layers.py checks each image's layers after its build).
+# Images get their commit from git (GIT_SHA build argument).
 # Env: BASE_IMAGE (skip step 2 and build on it), WORK (scratch, default /var/tmp/mcgrpo-containers), NICE.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -47,29 +48,33 @@ base_image() {
     rm -rf "$rootfs"
 }
 
-pip_mounts() {
-    # The host's pip configuration, the files it names (certificates, constraints, local indexes) and the
-    # certificate bundle, mounted read-only at their own paths for the builds: pip inside reaches the same index.
-    local paths=(/etc/pip.conf /etc/xdg/pip/pip.conf "$HOME/.config/pip/pip.conf" "$HOME/.pip/pip.conf"
-                 /etc/ssl/certs/ca-certificates.crt ${PIP_CONFIG_FILE:-})
-    # (a local index's files lie beside its simple/ folder)
-    paths+=($(pip config list 2>/dev/null | grep -oE "(file://)?/[^ '\"]+" | sed 's#^file://##; s#/simple/*$##' || true))
-    MOUNTS=()
-    for path in $(printf '%s\n' "${paths[@]}" | sort -u); do
-        if [[ -e $path ]]; then MOUNTS+=(-v "$path:$path:ro"); fi
-    done
+pip_secrets() {
+    # The host's pip configuration and certificate bundle as the builds' secrets (`RUN --mount=type=secret` in the
+    # Dockerfiles: never in a layer), its local paths (an index on disk, find-links) served on 127.0.0.1 while the
+    # builds run: ./pip_secrets.py. SECRETS: the --secret arguments; SECRET_PATHS: what no layer may hold.
+    local dir=$WORK/pip-secrets
+    python3 "$HERE/pip_secrets.py" "$dir" &
+    PIP_SERVER=$!
+    trap 'kill "$PIP_SERVER" 2>/dev/null || true' EXIT
+    for _ in $(seq 100); do [[ -e $dir/ready ]] && break; kill -0 "$PIP_SERVER" 2>/dev/null || break; sleep 0.2; done
+    [[ -e $dir/ready ]] || { echo "pip_secrets.py did not start" >&2; return 1; }
+    mapfile -t SECRETS <"$dir/secrets"
+    mapfile -t SECRET_PATHS <"$dir/served"
+    SECRET_PATHS+=(/etc/pip.conf /etc/pip-ca.crt /run/secrets /etc/xdg/pip "$HOME/.config/pip" "$HOME/.pip")
+    printf '%s secret(s): %s\n' "${#SECRETS[@]}" "${SECRETS[*]#--secret=}"
 }
 
 build() {  # TAG DOCKERFILE [NAME=VALUE (build argument)...]
     local tag=$1 file=$2 log=$WORK/build-$1.log
     shift 2
     step "image $tag ($file${*:+, $*})"
-    if ! $NICE podman build --network=host "${MOUNTS[@]}" --build-arg BASE_IMAGE="$BASE_IMAGE" \
+    if ! $NICE podman build --network=host "${SECRETS[@]}" --build-arg BASE_IMAGE="$BASE_IMAGE" \
             --build-arg GIT_SHA="$SHA" "${@/#/--build-arg=}" -f "$ROOT/$file" -t "$tag" "$ROOT" >"$log" 2>&1; then
         tail -40 "$log"
         return 1
     fi
     podman run --rm --network=none "$tag" pip check
+    python3 "$HERE/layers.py" "$tag" "$BASE_IMAGE" "${SECRET_PATHS[@]}"
     printf '%s: %s, python %s\n' "$tag" "$(podman image inspect --format '{{.Size}}' "$tag" | numfmt --to=iec)" \
         "$(podman run --rm --network=none "$tag" python -c 'import platform; print(platform.python_version())')"
 }
@@ -130,10 +135,11 @@ main() {
     podman_up
     base_image
     SHA=$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || true)
-    pip_mounts
+    pip_secrets
     build mcgrpo-analysis containers/analysis/Dockerfile
     build mcgrpo-train-cpu containers/train/Dockerfile PYTHON=python3 EXTRAS=train \
         REQUIREMENTS=containers/train/requirements-cpu.txt
+    kill "$PIP_SERVER" 2>/dev/null || true
     podman image prune -f >/dev/null  # earlier builds' images; the layers of these two stay cached
 
     step "host: the small study, plain path (no containers)"
