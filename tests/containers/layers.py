@@ -11,6 +11,7 @@ file or folder at each DST.
 from __future__ import annotations
 
 import json
+import stat
 import subprocess
 import sys
 import tarfile
@@ -63,12 +64,19 @@ def found_in_tars(layers: Iterable[tuple[str, list[str]]], skip: int, paths: lis
     return hits
 
 
+def _whiteout(path: Path) -> bool:
+    """overlay's mark of a deletion: a character device 0:0 (the file a secret was mounted over, removed)."""
+    info = path.lstat()
+    return stat.S_ISCHR(info.st_mode) and info.st_rdev == 0
+
+
 def found_in_dirs(dirs: list[Path], paths: list[str]) -> list[str]:
-    """The same for unpacked layers (overlay `diff` folders, bottom first, the base's left out)."""
+    """The same for unpacked layers (overlay `diff` folders, the base's left out)."""
     hits = []
-    for n, layer in enumerate(dirs):
+    for layer in dirs:
         for path in paths:
-            if (layer / path.lstrip("/")).is_symlink() or (layer / path.lstrip("/")).exists():
+            entry = layer / path.lstrip("/")
+            if (entry.is_symlink() or entry.exists()) and not _whiteout(entry):
                 hits.append(f"layer {layer.parent.name[:12]}: {path}")
     return hits
 
@@ -92,6 +100,9 @@ def main(argv: list[str] | None = None) -> int:
             hits = found_in_tars(tar_layers(archive), skip, paths)
     for hit in hits:
         print(f"{image}: {hit}")
+    if hits:
+        print(f"{image}: (a layer cached from a build that mounted them with -v? `podman rmi {image}`, "
+              "`podman image prune -f`, and build again)")
     print(f"{image}: {total - skip} layer(s) over {base} ({how}): "
           + (f"{len(hits)} build secret path(s) found" if hits else f"none of {len(paths)} build secret paths"))
     return 1 if hits else 0

@@ -7,8 +7,9 @@
 #   4. a small study finished on the host (the plain path, no containers), then, with Snakemake's own
 #      `--sdm apptainer` and podman standing in for apptainer (tests/containers/apptainer):
 #      every analysis rule rerun inside the analysis image, and one training run redone inside the train image;
-#   5. the results compared with the host's (tests/containers/compare.py): every analysis file equal, every
-#      non-timing column of the training run equal; and the analysis image saved as an OCI archive (for .sif).
+#   5. the results compared with the host's, both ways (tests/containers/compare.py): every analysis file and the
+#      summary equal, every non-timing column of the training run equal, no file on one side only; and the
+#      analysis image saved as an OCI archive (for .sif).
 # pip inside a build reaches the package index with the host's pip configuration and certificates, passed as
 # build secrets (./pip_secrets.py; never in a layer: ./layers.py checks each image's layers after its build).
 # Images get their commit from git (GIT_SHA build argument).
@@ -118,7 +119,7 @@ oci_archive() {  # TAG: the first half of the route to a .sif (README): an OCI a
     rm -f "$WORK/$1.tar"
 }
 
-compare() {  # NAME [--timing-aside] FOLDER...: the copy's FOLDERs (under results/) against the host's
+compare() {  # NAME [--timing-aside] PATH...: the copy's folders or files (under results/) against the host's
     local name=$1 failed=0 opts=(--git-sha "$SHA")  # the images' git_sha is checked against HEAD on its own
     shift
     if [[ ${1:-} == --* ]]; then opts+=("$1"); shift; fi
@@ -151,13 +152,13 @@ main() {
     snakemake_in "$WORK/host"
     rm -f "$WORK"/compare-*.txt
 
-    step "analysis image: every analysis rule, then prepare_data, rerun"
+    step "analysis image: every analysis rule and the summary, then prepare_data, rerun"
     in_images analysis
-    rm -rf "$WORK"/analysis/results/mini/{analysis,figures,tables}
+    rm -rf "$WORK"/analysis/results/mini/{analysis,figures,tables,summary.md,summary.rst}
     in_images_snakemake analysis --config analysis_only=True -- analysis
     in_images_snakemake analysis --forcerun prepare_data -- prepare_data
     jobs_in_images analysis
-    compare analysis mini/analysis mini/figures mini/tables "$(placed "$WORK/analysis" 'layout.data_dir(cfg)')"
+    compare analysis mini/analysis mini/figures mini/tables mini/summary.md mini/summary.rst "$(placed "$WORK/analysis" 'layout.data_dir(cfg)')"
 
     step "train image (CPU): one training run, redone"
     in_images train
