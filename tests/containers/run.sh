@@ -54,6 +54,7 @@ pip_secrets() {
     # Dockerfiles: never in a layer), its local paths (an index on disk, find-links) served on 127.0.0.1 while the
     # builds run: ./pip_secrets.py. SECRETS: the --secret arguments; SECRET_PATHS: what no layer may hold.
     local dir=$WORK/pip-secrets
+    rm -rf "$dir"
     python3 "$HERE/pip_secrets.py" "$dir" &
     PIP_SERVER=$!
     trap 'kill "$PIP_SERVER" 2>/dev/null || true' EXIT
