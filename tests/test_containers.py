@@ -94,7 +94,8 @@ def test_docs_is_a_host_extra_the_images_never_install():
     for path in SETS:
         assert not {"mkdocs", "mkdocs-material"} & set(pins(path)), path
     for image in ("analysis", "train"):
-        assert "docs" not in (ROOT / "containers" / image / "Dockerfile").read_text()
+        text = (ROOT / "containers" / image / "Dockerfile").read_text()
+        assert "docs" not in re.sub(r"docs/\S+\.md", "", text)  # a link to the manual is no extra
 
 
 @pytest.mark.parametrize("image", ["analysis", "train"])
@@ -178,3 +179,184 @@ def test_comparison_checks_each_side_against_its_manifest(tmp_path):
     assert "other: " in compare.difference(h / "evals.parquet", o / "evals.parquet")
     assert "sha256 differs" in compare.difference(h / "evals.parquet", o / "evals.parquet")
     assert "sha256 differs" in compare.difference(h / "manifest.json", o / "manifest.json")
+
+
+def test_comparison_goes_both_ways_and_takes_two_files(tmp_path, capsys):
+    """A file the image wrote that the host did not is a difference too; two files (a summary) compare alone."""
+    h, o = tmp_path / "h", tmp_path / "o"
+    for side in (h, o):
+        (side / "tables").mkdir(parents=True)
+        (side / "tables" / "t.md").write_text("| a |\n")
+        (side / "tables" / "table.log").write_text(f"{side.name}: a log, left aside\n")
+    assert compare.main([str(h), str(o)]) == 0
+    (o / "tables" / "extra.csv").write_text("a\n")
+    assert compare.main([str(h), str(o)]) == 1
+    assert "DIFFERS tables/extra.csv: extra: not on the host" in capsys.readouterr().out
+    (o / "tables" / "extra.csv").unlink()
+    (h / "tables" / "only_host.csv").write_text("a\n")
+    assert compare.main([str(h), str(o)]) == 1
+    assert "DIFFERS tables/only_host.csv: missing" in capsys.readouterr().out
+    (h / "summary.md").write_text("T1: confirmed\n")
+    (o / "summary.md").write_text("T1: not confirmed\n")
+    assert compare.main([str(h / "summary.md"), str(o / "summary.md")]) == 1
+    assert "DIFFERS summary.md: bytes differ" in capsys.readouterr().out
+    assert compare.main([str(h / "summary.md"), str(o / "absent.md")]) == 1
+
+
+def test_a_file_that_cannot_be_read_is_a_named_difference_not_a_traceback(tmp_path, capsys):
+    h, o = tmp_path / "h", tmp_path / "o"
+    h.mkdir(), o.mkdir()
+    _write(h / "contrasts.parquet", pd.DataFrame({"delta": [0.5]}))
+    (o / "contrasts.parquet").write_bytes(b"PAR1 not really")
+    (h / "prereg.json").write_text('{"T1": "less"}')
+    (o / "prereg.json").write_text('{"T1": ')
+    why = compare.difference(h / "contrasts.parquet", o / "contrasts.parquet")
+    assert why.startswith("other: unreadable Parquet file (") and "ArrowInvalid" in why
+    assert compare.difference(o / "contrasts.parquet", h / "contrasts.parquet").startswith("host: unreadable Parquet")
+    assert compare.difference(h / "prereg.json", o / "prereg.json").startswith("other: unreadable JSON file (JSONDecodeError")
+    assert compare.main([str(h), str(o)]) == 1
+    out = capsys.readouterr().out
+    assert "DIFFERS contrasts.parquet: other: unreadable Parquet file" in out and "0 of 2 files equal" in out
+
+
+def test_dockerfiles_take_pips_index_as_build_secrets_only():
+    """Every pip install reads the pipconf and cacert secrets (BuildKit's RUN --mount=type=secret, which Docker and
+    podman both take); nothing else of the host's pip configuration is mounted or copied."""
+    for image in ("analysis", "train"):
+        text = (ROOT / "containers" / image / "Dockerfile").read_text()
+        runs = re.findall(r"^RUN (?:.*\\\n)*.*$", text, re.M)
+        for run in (r for r in runs if "pip install" in r):
+            assert "--mount=type=secret,id=pipconf,target=/etc/pip.conf" in run, run
+            assert "--mount=type=secret,id=cacert,target=/etc/pip-ca.crt" in run, run
+        assert " -v " not in text and "podman build -v" not in text
+        assert "--secret id=pipconf" in text  # the header says how
+
+
+def test_the_hosts_pip_configuration_becomes_a_build_secret_with_local_paths_served(tmp_path):
+    sys.path.insert(0, str(ROOT / "tests" / "containers"))
+    import pip_secrets
+    (tmp_path / "pypi" / "simple" / "six").mkdir(parents=True)
+    (tmp_path / "pypi" / "files").mkdir()
+    (tmp_path / "pypi" / "files" / "six-1.0-py3-none-any.whl").write_bytes(b"wheel")
+    (tmp_path / "pypi" / "simple" / "six" / "index.html").write_text('<a href="../../files/six-1.0-py3-none-any.whl">')
+    (tmp_path / "c.txt").write_text("torch<=2.14.1\n")
+    (tmp_path / "ca.crt").write_text("-----BEGIN CERTIFICATE-----\n")
+    listing = "\n".join([
+        f"global.extra-index-url='https://pypi.example/simple file://{tmp_path}/pypi/simple'",
+        f"global.constraint='{tmp_path}/c.txt'",
+        f"global.cert='{tmp_path}/ca.crt'",
+        "global.timeout='60'",
+        f":env:.find-links='{tmp_path}/pypi/files'",
+        ":env:.timeout='180'",
+        "install.no-binary=':none:'",
+    ])
+    config = pip_secrets.host_config(listing)
+    assert config["global"]["timeout"] == "180"  # a PIP_* variable wins over the files, as in pip
+    build, served, cert = pip_secrets.for_build(config, "http://127.0.0.1:8000")
+    assert cert == f"{tmp_path}/ca.crt" and "cert" not in build["global"]
+    assert served == {tmp_path / "pypi", tmp_path / "c.txt", tmp_path / "pypi" / "files"}
+    assert build["global"]["extra-index-url"] == f"https://pypi.example/simple\nhttp://127.0.0.1:8000{tmp_path}/pypi/simple/"
+    assert build["global"]["constraint"] == f"http://127.0.0.1:8000{tmp_path}/c.txt"
+    text = pip_secrets.ini(build)
+    assert f"    http://127.0.0.1:8000{tmp_path}/pypi/simple/\n" in text and "[install]\nno-binary = :none:" in text
+    assert pip_secrets.ini({}) == ""
+
+
+def test_the_build_index_server_serves_the_configured_paths_and_nothing_else(tmp_path):
+    import functools
+    import http.server
+    import threading
+    import urllib.error
+    import urllib.request
+    sys.path.insert(0, str(ROOT / "tests" / "containers"))
+    import pip_secrets
+    (tmp_path / "pypi" / "files").mkdir(parents=True)
+    (tmp_path / "pypi" / "files" / "a.whl").write_bytes(b"wheel")
+    (tmp_path / "secret.txt").write_text("not for the build")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(pip_secrets.Handler,
+                                                                                 roots=[tmp_path / "pypi"]))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        assert urllib.request.urlopen(f"{url}{tmp_path}/pypi/files/a.whl").read() == b"wheel"
+        for path in (f"{tmp_path}/secret.txt", f"{tmp_path}/pypi/../secret.txt", "/etc/passwd"):
+            with pytest.raises(urllib.error.HTTPError, match="404"):
+                urllib.request.urlopen(url + path)
+    finally:
+        server.shutdown()
+
+
+def _oci_archive(path: Path, layers: list[dict[str, bytes | None]]) -> Path:
+    """A minimal OCI archive (podman save --format oci-archive): index.json -> manifest -> layer tars."""
+    import hashlib
+    import io
+    import json
+    import tarfile
+
+    blobs = {}
+
+    def blob(data: bytes) -> str:
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        blobs[digest] = data
+        return digest
+
+    def layer(files: dict[str, bytes | None]) -> bytes:
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for name, data in files.items():
+                info = tarfile.TarInfo(name)
+                info.type = tarfile.DIRTYPE if data is None else tarfile.REGTYPE
+                info.size = 0 if data is None else len(data)
+                tar.addfile(info, None if data is None else io.BytesIO(data))
+        return buf.getvalue()
+
+    manifest = {"layers": [{"digest": blob(layer(files))} for files in layers]}
+    index = {"manifests": [{"digest": blob(json.dumps(manifest).encode())}]}
+    with tarfile.open(path, "w") as tar:
+        for name, data in [("index.json", json.dumps(index).encode()), ("oci-layout", b"{}"),
+                           *((f"blobs/sha256/{d.split(':')[1]}", b) for d, b in blobs.items())]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_the_layer_check_finds_a_secret_path_or_its_stub_and_nothing_else(tmp_path):
+    sys.path.insert(0, str(ROOT / "tests" / "containers"))
+    import layers
+    paths = ["/etc/pip.conf", "/opt/pypi", "/run/secrets"]
+    assert layers.under("./etc/pip.conf", paths) == "/etc/pip.conf"
+    assert layers.under("opt/pypi/simple/index.html", paths) == "/opt/pypi"
+    assert layers.under("etc/.wh.pip.conf", paths) is None           # a deletion
+    assert layers.under("etc/pip.conf.d", paths) is None and layers.under("opt/pypi-more", paths) is None
+    archive = _oci_archive(tmp_path / "image.tar", [
+        {"etc/": None, "etc/pip.conf": b"[global]\n"},               # the base's: not the build's
+        {"opt/": None, "opt/venv/": None, "etc/": None, "etc/hosts": b"127.0.0.1 localhost\n"},
+        {"etc/": None, "etc/pip.conf": b"", "opt/pypi/": None},      # what `podman build -v` left
+    ])
+    hits = layers.found_in_tars(layers.tar_layers(archive), 1, paths)
+    assert [h.split(": ", 1)[1] for h in hits] == ["etc/pip.conf (/etc/pip.conf)", "opt/pypi (/opt/pypi)"]
+    assert hits[0].startswith("layer 2 sha256:")
+    assert layers.found_in_tars(layers.tar_layers(archive), 3, paths) == []
+    (tmp_path / "l1" / "diff" / "etc").mkdir(parents=True)
+    (tmp_path / "l1" / "diff" / "etc" / "hosts").write_text("")
+    (tmp_path / "l2" / "diff" / "opt" / "pypi").mkdir(parents=True)
+    assert layers.found_in_dirs([tmp_path / "l1" / "diff", tmp_path / "l2" / "diff"], paths) == ["layer l2: /opt/pypi"]
+
+
+def test_the_built_images_hold_no_build_secret_path():
+    """Where `make test-containers` has built the images (else skipped): their own layers, as podman stores them."""
+    if not shutil.which("podman"):
+        pytest.skip("no podman")
+    env = {**os.environ, "CONTAINERS_CONF": str(ROOT / "tests" / "containers" / "containers.conf")}
+    images = [i for i in ("localhost/mcgrpo-analysis", "localhost/mcgrpo-train-cpu")
+              if subprocess.run(["podman", "image", "exists", i], env=env).returncode == 0]
+    base = "localhost/mcgrpo-base:bookworm"
+    if not images or subprocess.run(["podman", "image", "exists", base], env=env).returncode:
+        pytest.skip("the images of make test-containers are not built here")
+    for image in images:
+        out = subprocess.run([sys.executable, str(ROOT / "tests" / "containers" / "layers.py"), image, base,
+                              "/etc/pip.conf", "/etc/pip-ca.crt", "/run/secrets", "/etc/xdg/pip", "/opt/pypi",
+                              "/opt/pypi-more", "/opt/wheels", str(Path.home() / ".config" / "pip")],
+                             capture_output=True, text=True, env=env)
+        assert out.returncode == 0, out.stdout + out.stderr
