@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -360,3 +361,109 @@ def test_the_built_images_hold_no_build_secret_path():
                               "/opt/pypi-more", "/opt/wheels", str(Path.home() / ".config" / "pip")],
                              capture_output=True, text=True, env=env)
         assert out.returncode == 0, out.stdout + out.stderr
+
+
+def documented_apptainer_commands() -> list[tuple[str, str]]:
+    """(where, command) of every `snakemake ... apptainer ...` command in README.md, docs/, the profiles' comments
+    and the Dockerfiles' comments; a bare `--apptainer-args=...` line (the profile's comment) as a snakemake
+    command of its own. Lines continued with a backslash are joined."""
+    files = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "profiles").glob("*/*.yaml")),
+             *sorted((ROOT / "containers").glob("*/Dockerfile"))]
+    found = []
+    for path in files:
+        text = re.sub(r"\\\n\s*#?\s*", " ", path.read_text())
+        for n, line in enumerate(text.splitlines(), 1):
+            where = f"{path.relative_to(ROOT)}:{n}"
+            for command in re.findall(r"(?<![\w./-])(snakemake\s[^`\n|]*)", line):
+                if "apptainer" in command:
+                    found.append((where, command.split(" # ")[0].strip()))
+            if re.match(r"\s*#?\s*--apptainer-args", line) and "snakemake" not in line:
+                found.append((where, "snakemake --sdm apptainer " + line.lstrip(" #").strip()))
+    return found
+
+
+def test_every_documented_apptainer_command_parses_as_written():
+    """Snakemake's own parser on every command a reader would copy: `--apptainer-args "--nv"` (a separate value that
+    starts with "-") is refused by Snakemake 9 with `expected one argument`; `--apptainer-args="--nv"` is not."""
+    import shlex
+
+    from snakemake.cli import get_argument_parser
+    commands = documented_apptainer_commands()
+    assert len(commands) >= 6, commands  # README, cluster.md, containers.md, the profile's and Dockerfile's comments
+    wheres = {w.split(":")[0] for w, _ in commands}
+    assert {"README.md", "docs/containers.md", "docs/cluster.md", "profiles/slurm/config.yaml",
+            "containers/train/Dockerfile"} <= wheres, wheres
+    parser = get_argument_parser()
+    for where, command in commands:
+        try:
+            args = parser.parse_args(shlex.split(command)[1:])
+        except SystemExit:
+            pytest.fail(f"{where}: Snakemake refuses `{command}`")
+        assert "APPTAINER" in str(args.software_deployment_method), (where, command)
+        if "--apptainer-args" in command:
+            assert args.apptainer_args.split()[0] == "--nv", (where, command)  # the GPU flag kept
+    broken = next(c for w, c in commands if "--apptainer-args=" in c).replace("--apptainer-args=", "--apptainer-args ")
+    with pytest.raises(SystemExit):  # the check catches the form that fails
+        parser.parse_args(shlex.split(broken)[1:])
+
+
+STAND_IN = """#!/usr/bin/env bash
+# apptainer for the test: records its arguments, refuses any it does not know, runs the job without a container
+echo "$*" >> {log}
+if [[ $1 == --version ]]; then echo "apptainer version 1.3.6"; exit 0; fi
+while [[ $1 == --quiet || $1 == --silent ]]; do shift; done
+[[ $1 == exec ]] || {{ echo "apptainer: not exec: $*" >&2; exit 2; }}
+shift
+while [[ $1 == -* ]]; do
+    case $1 in
+        --nv) shift ;;
+        --home | --pwd | --bind | -B) shift 2 ;;
+        *) echo "apptainer: unsupported option $1" >&2; exit 2 ;;
+    esac
+done
+[[ $1 == *.sif ]] || {{ echo "apptainer: no image: $1" >&2; exit 2; }}
+shift
+exec "$@"
+"""
+
+
+@pytest.mark.slow
+def test_a_finished_study_switched_to_apptainer_reruns_only_without_software_env(tmp_path):
+    """docs/containers.md as written, with a stand-in apptainer: a study finished without containers, switched to
+    `--sdm apptainer`, would rerun every job (software environment definition has changed); with
+    `--rerun-triggers mtime params input code` nothing; and `--apptainer-args="--nv -B ..."` reaches apptainer."""
+    import yaml
+
+    from conftest import SMALL_STUDY, SNAKEMAKE_ENV, snakemake, snakemake_command
+    (tmp_path / "study.yaml").write_text(yaml.safe_dump(SMALL_STUDY))
+    done = snakemake(tmp_path, "--cores", "2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    (tmp_path / "images.yaml").write_text(yaml.safe_dump(
+        {"containers": {"train": str(tmp_path / "mcgrpo-train.sif"), "analysis": str(tmp_path / "mcgrpo-analysis.sif")}}))
+    (tmp_path / "bin").mkdir()
+    log = tmp_path / "apptainer.log"
+    (tmp_path / "bin" / "apptainer").write_text(STAND_IN.format(log=log))
+    (tmp_path / "bin" / "apptainer").chmod(0o755)
+    env = {**SNAKEMAKE_ENV, "PATH": f"{tmp_path / 'bin'}{os.pathsep}{SNAKEMAKE_ENV['PATH']}"}
+    configs = ["--configfile", str(tmp_path / "study.yaml"), str(tmp_path / "images.yaml")]
+
+    def dry(*args):
+        out = snakemake(tmp_path, "-n", "--sdm", "apptainer", *args, *configs, configfile=None, env=env)
+        assert out.returncode == 0, out.stderr[-3000:]
+        return out.stdout + out.stderr
+
+    everything = dry()
+    assert "software environment definition has changed" in everything
+    assert re.search(r"^train\s+\d+$", everything, re.M), everything[-3000:]  # training included
+    assert "Nothing to be done" in dry("--rerun-triggers", "mtime", "params", "input", "code")
+    summary = (tmp_path / "results" / "mini" / "summary.md").read_text()
+    # One job for real, through a shell as a reader types it ($HOME expanded there).
+    command = snakemake_command(tmp_path, "--cores", "1", "--sdm", "apptainer", "--rerun-triggers", "mtime", "params",
+                                "input", "code", "--forcerun", "summary", *configs, configfile=None)
+    line = " ".join(shlex.quote(c) for c in command) + ' --apptainer-args="--nv -B /data -B $HOME/.cache/huggingface"'
+    ran = subprocess.run(["bash", "-c", line], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    calls = [c for c in log.read_text().splitlines() if " exec " in f" {c} "]
+    assert len(calls) == 1 and "mcgrpo-analysis.sif" in calls[0], calls
+    assert f"--nv -B /data -B {Path.home()}/.cache/huggingface" in calls[0], calls
+    assert (tmp_path / "results" / "mini" / "summary.md").read_text() == summary
