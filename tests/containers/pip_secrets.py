@@ -109,6 +109,7 @@ class Handler(http.server.SimpleHTTPRequestHandler):
 def main(argv: list[str] | None = None) -> int:
     out = Path((argv or sys.argv[1:])[0])
     out.mkdir(parents=True, exist_ok=True)
+    out.chmod(0o700)  # the configuration may hold an index's credentials
     for name in ("ready", "secrets", "pipconf", "served"):
         (out / name).unlink(missing_ok=True)
     listing = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True).stdout

@@ -53,17 +53,22 @@ pip_secrets() {
     # The host's pip configuration and certificate bundle as the builds' secrets (`RUN --mount=type=secret` in the
     # Dockerfiles: never in a layer), its local paths (an index on disk, find-links) served on 127.0.0.1 while the
     # builds run: ./pip_secrets.py. SECRETS: the --secret arguments; SECRET_PATHS: what no layer may hold.
-    local dir=$WORK/pip-secrets
+    local dir=$WORK/pip-secrets  # (its configuration may hold an index's credentials: 0700, gone after the builds)
     rm -rf "$dir"
     python3 "$HERE/pip_secrets.py" "$dir" &
     PIP_SERVER=$!
-    trap 'kill "$PIP_SERVER" 2>/dev/null || true' EXIT
+    trap pip_secrets_done EXIT
     for _ in $(seq 100); do [[ -e $dir/ready ]] && break; kill -0 "$PIP_SERVER" 2>/dev/null || break; sleep 0.2; done
     [[ -e $dir/ready ]] || { echo "pip_secrets.py did not start" >&2; return 1; }
     mapfile -t SECRETS <"$dir/secrets"
     mapfile -t SECRET_PATHS <"$dir/served"
     SECRET_PATHS+=(/etc/pip.conf /etc/pip-ca.crt /run/secrets /etc/xdg/pip "$HOME/.config/pip" "$HOME/.pip")
     printf '%s secret(s): %s\n' "${#SECRETS[@]}" "${SECRETS[*]#--secret=}"
+}
+
+pip_secrets_done() {  # the server stopped, the build's pip configuration deleted
+    kill "$PIP_SERVER" 2>/dev/null || true
+    rm -rf "${WORK:?}/pip-secrets"
 }
 
 build() {  # TAG DOCKERFILE [NAME=VALUE (build argument)...]
@@ -141,7 +146,7 @@ main() {
     build mcgrpo-analysis containers/analysis/Dockerfile
     build mcgrpo-train-cpu containers/train/Dockerfile PYTHON=python3 EXTRAS=train \
         REQUIREMENTS=containers/train/requirements-cpu.txt
-    kill "$PIP_SERVER" 2>/dev/null || true
+    pip_secrets_done
     podman image prune -f >/dev/null  # earlier builds' images; the layers of these two stay cached
 
     step "host: the small study, plain path (no containers)"
