@@ -214,7 +214,8 @@ def test_a_file_that_cannot_be_read_is_a_named_difference_not_a_traceback(tmp_pa
     why = compare.difference(h / "contrasts.parquet", o / "contrasts.parquet")
     assert why.startswith("other: unreadable Parquet file (") and "ArrowInvalid" in why
     assert compare.difference(o / "contrasts.parquet", h / "contrasts.parquet").startswith("host: unreadable Parquet")
-    assert compare.difference(h / "prereg.json", o / "prereg.json").startswith("other: unreadable JSON file (JSONDecodeError")
+    why = compare.difference(h / "prereg.json", o / "prereg.json")
+    assert why.startswith("other: unreadable JSON file (JSONDecodeError")
     assert compare.main([str(h), str(o)]) == 1
     out = capsys.readouterr().out
     assert "DIFFERS contrasts.parquet: other: unreadable Parquet file" in out and "0 of 2 files equal" in out
@@ -256,7 +257,8 @@ def test_the_hosts_pip_configuration_becomes_a_build_secret_with_local_paths_ser
     build, served, cert = pip_secrets.for_build(config, "http://127.0.0.1:8000")
     assert cert == f"{tmp_path}/ca.crt" and "cert" not in build["global"]
     assert served == {tmp_path / "pypi", tmp_path / "c.txt", tmp_path / "pypi" / "files"}
-    assert build["global"]["extra-index-url"] == f"https://pypi.example/simple\nhttp://127.0.0.1:8000{tmp_path}/pypi/simple/"
+    assert build["global"]["extra-index-url"] == ("https://pypi.example/simple\n"
+                                                  f"http://127.0.0.1:8000{tmp_path}/pypi/simple/")
     assert build["global"]["constraint"] == f"http://127.0.0.1:8000{tmp_path}/c.txt"
     text = pip_secrets.ini(build)
     assert f"    http://127.0.0.1:8000{tmp_path}/pypi/simple/\n" in text and "[install]\nno-binary = :none:" in text
@@ -438,8 +440,8 @@ def test_a_finished_study_switched_to_apptainer_reruns_only_without_software_env
     (tmp_path / "study.yaml").write_text(yaml.safe_dump(SMALL_STUDY))
     done = snakemake(tmp_path, "--cores", "2")
     assert done.returncode == 0, done.stderr[-3000:]
-    (tmp_path / "images.yaml").write_text(yaml.safe_dump(
-        {"containers": {"train": str(tmp_path / "mcgrpo-train.sif"), "analysis": str(tmp_path / "mcgrpo-analysis.sif")}}))
+    images = {name: str(tmp_path / f"mcgrpo-{name}.sif") for name in ("train", "analysis")}
+    (tmp_path / "images.yaml").write_text(yaml.safe_dump({"containers": images}))
     (tmp_path / "bin").mkdir()
     log = tmp_path / "apptainer.log"
     (tmp_path / "bin" / "apptainer").write_text(STAND_IN.format(log=log))

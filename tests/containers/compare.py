@@ -169,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
         why = difference(host, other, args.timing_aside, args.git_sha)
         failed += why is not None
         print(f"{'DIFFERS' if why else 'equal  '} {name}{': ' + why if why else ''}")
-    print(f"{len(pairs) - failed} of {len(pairs)} files equal" + (" (timing columns aside)" if args.timing_aside else ""))
+    aside = " (timing columns aside)" if args.timing_aside else ""
+    print(f"{len(pairs) - failed} of {len(pairs)} files equal{aside}")
     return 1 if failed else 0
 
 

@@ -1,6 +1,6 @@
 """The host's pip configuration as the images' build secrets (tests/containers/run.sh):
-`python pip_secrets.py DIR` writes DIR/pipconf and DIR/secrets, then serves, until killed, the local paths
-the configuration names.
+`python pip_secrets.py DIR` writes the build's pip configuration into DIR (a 0700 folder), then serves, until
+killed, the local paths the configuration names.
 
 The Dockerfiles read two BuildKit secrets (`RUN --mount=type=secret`, present during pip's RUNs only, never in a
 layer): `pipconf`, a pip configuration, and `cacert`, a certificate bundle. A secret is one file, so the host's
@@ -12,8 +12,9 @@ configuration (`pip config list`: its files and PIP_* variables, merged) is rewr
 - `cert` leaves it: the bundle it names (or the system's) is the `cacert` secret, and the Dockerfiles point
   PIP_CERT at it.
 
-DIR/secrets gets one `--secret` argument per line (none when the host has no pip configuration and no bundle),
-DIR/served the paths served, one a line, then DIR/ready appears. Without local paths nothing is served and the script exits at once.
+DIR/pipconf is that configuration, DIR/secrets one `--secret` argument a line (none when the host has neither a
+pip configuration nor a bundle), DIR/served the paths served, one a line; then DIR/ready appears (holding the
+server's URL). Without local paths nothing is served and the script exits at once.
 """
 
 from __future__ import annotations
