@@ -164,7 +164,8 @@ main() {
     in_images_snakemake analysis --config analysis_only=True -- analysis
     in_images_snakemake analysis --forcerun prepare_data -- prepare_data
     jobs_in_images analysis
-    compare analysis mini/analysis mini/figures mini/tables mini/summary.md mini/summary.rst "$(placed "$WORK/analysis" 'layout.data_dir(cfg)')"
+    compare analysis mini/analysis mini/figures mini/tables mini/summary.md mini/summary.rst \
+        "$(placed "$WORK/analysis" 'layout.data_dir(cfg)')"
 
     step "train image (CPU): one training run, redone"
     in_images train
