@@ -1,8 +1,10 @@
 """The training blocks' rules that the JSON Schema cannot express: model shape, selectors, credit rules and
-update options against the recipe, checked before any job runs (one line per problem, naming the key)."""
+update options against the recipe, and every plugin an arm names (installed, its protocol, its options), checked
+before any job runs (one line per problem, naming the key)."""
 
 from __future__ import annotations
 
+from mcgrpo.core import plugins
 from mcgrpo.train.credit import problems as credit_problems
 
 
@@ -14,7 +16,12 @@ def problems(cfg: dict) -> list[str]:
                      f"model.tiny.num_heads ({tiny['num_heads']})")
     pool = cfg["task"]["pool"]["size"]  # None: every qualifying problem of a file, counted by prepare-data
     for arm, spec in cfg["arms"].items():
+        for kind, name, options, key in plugins.uses(spec, recipe, f"arms.{arm}"):
+            if kind != "credit":  # credit blocks: below, with the calibration's and the controls'
+                found += plugins.check(kind, name, options, key)
         for name, rule in (spec.get("selection") or {}).items():
+            if name not in plugins.BUILTIN["selection"]:
+                continue
             if "candidates" in rule and not rule["keep"] <= recipe["prompts_per_iteration"] <= rule["candidates"]:
                 found.append(f"config key arms.{arm}.selection.{name}: needs keep ({rule['keep']}) <= "
                              f"recipe.prompts_per_iteration ({recipe['prompts_per_iteration']}) <= "
