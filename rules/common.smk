@@ -20,6 +20,8 @@ from mcgrpo import studies
 # given twice), then the schema (one line per error, naming the key) and the cross-references.
 for path in workflow.configfiles:
     study_config.read(path)
+# `snakemake screen --config screen_arm=NAME` (rules/screen.smk): a target's argument, not part of the study
+SCREEN_ARM = config.pop("screen_arm", None)
 studies.validate(config)
 
 R = str(layout.study_dir(config))

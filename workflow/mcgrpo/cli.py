@@ -275,6 +275,33 @@ def gradient_tests(args) -> None:
     print(means[["alignment", "share_outside_v", "projection_residual", "cos_full", "tokens"]].to_string())
 
 
+def screen(args) -> None:
+    """Screen one arm before training: its gradient tests against outcome-only on the study's model and data
+    (efficiency per update and per generated token, alignment and share outside V, the shuffled control) and
+    the equal-tokens difference its per-token efficiency predicts; no training (mcgrpo.screen)."""
+    from mcgrpo import screen as screening
+    cfg = _config(args)
+    table, folder, curve_from = screening.screen(cfg, args.arm, args.batches, args.out, args.curve, args.budget,
+                                                 log=lambda line: print(line, file=sys.stderr, flush=True))
+    if args.json:
+        rows = table.astype(object).where(table.notna(), None).to_dict(orient="records")
+        print(json.dumps({"study": cfg["study"], "arm": args.arm, "curve": curve_from, "folder": str(folder),
+                          "rules": rows}))
+    else:
+        print("\n".join(screening.render(table, args.arm, curve_from)))
+        print(f"written: {folder}/screen.parquet, {folder}/gradient_tests.parquet")
+
+
+def _screen_arguments(v: argparse.ArgumentParser) -> None:
+    v.add_argument("--arm", required=True, help="the study's arm to screen")
+    v.add_argument("--batches", type=_positive, help="fixed batches (default: the study's gradient_tests.batches)")
+    v.add_argument("--curve", metavar="FILE", help="the base's accuracy curve (CSV or Parquet: tokens, accuracy) "
+                   "to predict the equal-tokens difference on (default: the study's trained base runs)")
+    v.add_argument("--budget", type=float, help="with --curve: B in generated tokens (default: the curve's last point)")
+    v.add_argument("--out", help="the folder to write (default: results/<study>/screen/<arm>/)")
+    v.add_argument("--json", action="store_true", help="print one JSON object")
+
+
 STEPS = {"drift": "verifier drift (default minus strict accuracy) per run and evaluation",
          "contrasts": "every contrast with its statistics, labelled against the preregistration lock",
          "curves": "differences at every evaluation, the share of B to reach the base, the extrapolation",
@@ -383,7 +410,7 @@ def _contrast_arguments(v: argparse.ArgumentParser) -> None:
 
 
 VERBS = {"data": data_summary, "verify": verify, "prepare-data": prepare_data, "resolve-model": resolve_model, "warm-start": warm_start, "calibrate": calibrate, "train": train,
-         "gradient-tests": gradient_tests,
+         "gradient-tests": gradient_tests, "screen": screen,
          "prereg-lock": prereg_lock, "link-study": link_study, "contrast": contrast, "check": check, "power": seeds_power,
          **{name: _step(name) for name in STEPS}}
 
@@ -462,6 +489,7 @@ def parser() -> argparse.ArgumentParser:
     _verify_arguments(sub.choices["verify"])
     _contrast_arguments(sub.choices["contrast"])
     _power_arguments(sub.choices["power"])
+    _screen_arguments(sub.choices["screen"])
     return p
 
 
