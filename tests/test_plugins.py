@@ -132,6 +132,8 @@ def test_editing_the_plugin_changes_the_run_identity(installed):
      "config key arms.mine.credit.shuffled.step_bonus.weight: True is not allowed"),
     ({"credit": {"no_such_module:Rule": {}}}, {},
      "config key arms.mine.credit: 'no_such_module:Rule' is not importable"),
+    ({"credit": {"my_rewards.step:StepBonnus": {}}}, {},
+     "config key arms.mine.credit: 'my_rewards.step:StepBonnus': module 'my_rewards.step' defines no 'StepBonnus'"),
     ({"selection": {"skip_solvd": {}}}, {},
      "config key arms.mine.selection: 'skip_solvd' is not installed; installed selectors: critic_filter"),
     ({"recipe": {"reward_verifier": "one_argument"}}, {},

@@ -82,9 +82,9 @@ def _missing(kind: str, name: str, key: str, why: str) -> ConfigError:
                        f"'module:Name' path)")
 
 
-def _import(target: str, what: str) -> Any:
+def _import(target: str, what: str, key: str, kind: str) -> Any:
     """The object at 'module:Name'. A module that raises on import is a bug in it: its traceback is kept,
-    with a note saying which plugin was being loaded."""
+    with a note saying which plugin was being loaded; a name the module does not define is a config error."""
     module_name, _, attr = target.partition(":")
     try:
         module = importlib.import_module(module_name)
@@ -93,6 +93,8 @@ def _import(target: str, what: str) -> Any:
         raise
     obj = module
     for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise _missing(kind, target, key, f"{target!r}: module {module_name!r} defines no {attr!r}")
         obj = getattr(obj, part)
     return obj
 
@@ -121,20 +123,21 @@ def load(kind: str, name: str, key: str) -> Plugin:
     """The plugin a config names at `key`; ConfigError naming the key, the plugin and the installed ones when
     there is none of that name."""
     if name in BUILTIN[kind]:
-        return Plugin(kind, name, _import(BUILTIN[kind][name], f"the built-in {name}"), True, None, None, None)
+        return Plugin(kind, name, _import(BUILTIN[kind][name], f"the built-in {name}", key, kind), True, None, None, None)
     if ":" in name:
         module_name, _, attr = name.partition(":")
         if not attr or not _module_exists(module_name):
             raise _missing(kind, name, key, f"{name!r} is not importable (no module {module_name!r} on the "
                                             f"Python path, or no ':Name' after it)")
-        factory = _import(name, f"the {kind} plugin {name!r}")  # the module exists: what it raises is its bug
+        factory = _import(name, f"the {kind} plugin {name!r}", key, kind)  # the module exists: what it raises is its bug
         top = module_name.split(".")[0]
         dist = (_distributions().get(top) or [None])[0]
     else:
         ep = entry_points(kind).get(name)
         if ep is None:
             raise _missing(kind, name, key, f"{name!r} is not installed")
-        factory = _import(ep.value, f"the {kind} plugin {name!r} (entry point of {ep.dist.name if ep.dist else '?'})")
+        factory = _import(ep.value, f"the {kind} plugin {name!r} (entry point of {ep.dist.name if ep.dist else '?'})",
+                          key, kind)
         dist = ep.dist.name if ep.dist else None
     version = importlib.metadata.version(dist) if dist else None
     return Plugin(kind, name, factory, False, dist, version, _source_sha256(factory))
