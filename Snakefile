@@ -37,7 +37,9 @@ include: "rules/figures.smk"
 
 
 # Small rules, seconds of work each: on SLURM they run in the submitting Snakemake rather than as jobs of
-# their own (10-15 s of queueing and polling each).
+# their own (10-15 s of queueing and polling each). The other rules of seconds (prereg_lock, link_study,
+# iteration_budget, resolve_model, prediction, alignment) say so where they are defined; tests/test_hpc.py checks
+# that only prepare_data, warm_start, calibrate, train and gradient_tests are SLURM jobs.
 localrules:
     drift,
     contrasts,
@@ -45,6 +47,9 @@ localrules:
     breakdown,
     figures,
     tables,
+    summary,
+    robustness,
+    verifiers,
 
 
 if GRADIENT_CONFIG:
@@ -64,6 +69,7 @@ rule all:
         TABLES,
         PREDICTION_TARGETS,
         ALIGNMENT_TARGETS,
+        VERIFIER_TABLES,
         SUMMARY,
 
 
@@ -74,6 +80,7 @@ rule analysis:
         TABLES,
         PREDICTION_TARGETS,
         ALIGNMENT_TARGETS,
+        VERIFIER_TABLES,
         SUMMARY,
 
 

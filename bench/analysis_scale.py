@@ -29,14 +29,14 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "workflow"))
-from mcgrpo.core import store  # noqa: E402
+from mcgrpo.core import manifest, store  # noqa: E402
 from mcgrpo.core import layout  # noqa: E402
 from mcgrpo import studies  # noqa: E402
 from mcgrpo.analysis import prereg, steps  # noqa: E402
 from mcgrpo.core.clock import STAGES  # noqa: E402
 
 RUNS, ITERATIONS, B = 1668, 200, 17_000_000
-STEPS = ("drift", "contrasts", "curves", "breakdown", "tables")
+STEPS = ("drift", "contrasts", "robustness", "curves", "breakdown", "tables")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,7 +64,9 @@ def designs(studies: int, scale: Scale) -> list[tuple[int, int]]:
 def study_config_for(i: int, arms: int, seeds: int, scale: Scale) -> dict:
     names = ["outcome", *(f"arm{j}" for j in range(1, arms))]
     cfg = {"study": f"S{i + 1}", "seeds": list(range(seeds)),
-           "arms": {n: {} for n in names}, "evaluation": {"samples": scale.samples, "per_budget": scale.evals - 1},
+           # each arm its own learning rate: arms that train the same thing are refused
+           "arms": {n: ({"lr": {"scale": 1.0 + j}} if j else {}) for j, n in enumerate(names)},
+           "evaluation": {"samples": scale.samples, "per_budget": scale.evals - 1},
            "budget": {"tokens": B}, "analysis": {"base": "outcome", "resamples": scale.resamples},
            "plan": {"primary": [{"id": f"T{j}", "a": n, "b": "outcome", "family": "H1", "direction": "less"}
                                 for j, n in enumerate(names[1:], 1)],
@@ -108,6 +110,7 @@ def write_run(folder: Path, rng: np.random.Generator, skill: float, started: dat
     store.write_parquet(samples, folder / "samples.parquet")
     store.write_parquet(iterations, folder / "iterations.parquet")
     store.write_json({"started": started.isoformat(), "finished": True}, folder / "run.json")
+    manifest.seal(folder, ["evals.parquet", "samples.parquet", "iterations.parquet", "run.json"], "")
 
 
 def build(root: Path, studies: int, scale: Scale) -> list[tuple[dict, Path]]:

@@ -37,9 +37,7 @@ else:
             data=folder_of("pool"),
         threads: config["recipe"]["threads"]
         resources:
-            gpu=TRAIN_RESOURCES["gpu"],
-            cpus_per_gpu=TRAIN_RESOURCES["cpus_per_gpu"],
-            mem_mb=TRAIN_RESOURCES["mem_mb"],
+            **GPU_RESOURCES,
             runtime=CPU_RESOURCES["runtime"],
         container:
             config["containers"]["train"]
@@ -48,5 +46,5 @@ else:
         log:
             f"{layout.calibration_dir(config)}/calibrate.log",
         shell:
-            "$PYTHON -m mcgrpo calibrate --run-json {params.run:q} --model {input.model:q} "
-            "--data {params.data:q} --out {output:q} > {log:q} 2>&1"
+            "export MCGRPO_CONSOLE_FD=3; $PYTHON -m mcgrpo calibrate --run-json {params.run:q} --model {input.model:q} "
+            "--data {params.data:q} --out {output:q} 3>&2 > {log:q} 2>&1"

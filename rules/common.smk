@@ -13,16 +13,24 @@ from snakemake.settings.types import DeploymentMethod
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 from mcgrpo.core import config as study_config  # noqa: E402
-from mcgrpo.core import layout
+from mcgrpo.core import layout, manifest
 from mcgrpo import studies
+from mcgrpo.core.errors import stopping
 
-# Before any job: each config file read again strictly (Snakemake's YAML loader keeps the last of a key
-# given twice), then the schema (one line per error, naming the key) and the cross-references.
-for path in workflow.configfiles:
-    study_config.read(path)
-# `snakemake screen --config screen_arm=NAME` (rules/screen.smk): a target's argument, not part of the study
+# `snakemake screen --config screen_arm=NAME` (rules/screen.smk): a target's argument, not part of the study, so
+# it leaves the config (and the command line's entries the study is read from) before the study is checked.
 SCREEN_ARM = config.pop("screen_arm", None)
-studies.validate(config)
+# Before any job: the --config values read as YAML by the schema, each config file read again strictly
+# (Snakemake's YAML loader keeps the last of a key given twice; a template needs the command line's opt-in), then
+# the schema (one line per error, naming the key) and the cross-references. A user error prints its message
+# alone and exits 2; a bug keeps its traceback.
+with stopping():
+    studies.from_snakemake(config, workflow.configfiles,
+                           [e for e in workflow.config_settings.config_args or [] if not e.startswith("screen_arm=")])
+# A study over several warm-start bases (`bases`) runs one base's study per invocation: --config base=N, else the
+# first (mcgrpo.core.config.base_study); `mcgrpo pool-bases` reads them all.
+with stopping():
+    study_config.select_base(config)
 
 R = str(layout.study_dir(config))
 EVAL_SETS = list(config["task"]["eval_sets"])
@@ -40,13 +48,15 @@ RUN_KEYS = layout.run_keys(config)
 NAMED = layout.first_names(RUN_KEYS)
 RUN = f"{layout.runs_dir(config)}/{{run}}"
 RUN_FILES = ("iterations.parquet", "evals.parquet", "samples.parquet", "prompts.parquet", "run.json",
-             "alignment.parquet")  # the gradient tests along training (evaluation.alignment): empty if unmeasured
+             "alignment.parquet",  # the gradient tests along training (evaluation.alignment): empty if unmeasured
+             "manifest.json")  # written last: every file above with its sha256 (mcgrpo.core.manifest)
 STORE = f"{R}/runs/store.parquet"  # which stored run each (arm, seed) is; written with the links (link_study)
 LOCK = f"{R}/prereg.lock.json"
-# The analysis reads the whole study config, less the switch saying how Snakemake was invoked, the images its
+# The analysis reads the whole study config, less the switches saying how Snakemake was invoked, the images its
 # jobs run in and where training reports to (where a job runs or reports is no part of what it computes, nor of
 # the config_hash of what it writes).
-STUDY_JSON = json.dumps({k: v for k, v in config.items() if k not in ("analysis_only", "containers", "tracking")},
+STUDY_JSON = json.dumps({k: v for k, v in config.items()
+                         if k not in ("analysis_only", "allow_templates", "containers", "tracking")},
                         sort_keys=True)
 ENV = "../workflow/envs/mcgrpo.yaml"
 # Rules call the interpreter this workflow runs with: a SLURM job's PATH need not hold a `python`, or the right
@@ -122,6 +132,9 @@ def run_label(wildcards):
 
 TRAIN_RESOURCES = config["resources"]["train"]
 CPU_RESOURCES = config["resources"]["cpu"]
+# What every GPU job asks for (train, calibrate, gradient_tests): one definition, so that no GPU rule can be left
+# with another's request. The profiles send the same three rules to the GPU partition (tests/test_profiles.py).
+GPU_RESOURCES = {key: TRAIN_RESOURCES[key] for key in ("gpu", "cpus_per_gpu", "mem_mb")}
 
 
 def train_runtime(wildcards, input):
@@ -155,13 +168,22 @@ LOCK_INPUT = [LOCK] if not config["analysis_only"] or Path(LOCK).exists() else [
 def analysis_step(verb):
     """The params of analysis rule `verb` (rules/drift.smk's template runs `$PYTHON -m mcgrpo <verb>`); the
     study's JSON is a function, since it holds braces that are never wildcards."""
-    return dict(verb=verb, study=lambda wildcards: STUDY_JSON, results=folder_of("store", 1))  # runs/store.parquet
+    return dict(verb=verb, study=lambda wildcards: STUDY_JSON, results=folder_of("store", 1),  # runs/store.parquet
+                sealed=sealed_runs)
+
+
+def sealed_runs(wildcards):
+    """A checksum trigger: one value that changes whenever a stored run's file does, even restored with `cp -p` to
+    an mtime older than the analysis (Snakemake's mtime trigger misses it). A param of wildcards alone is recorded
+    and compared on every invocation; the analysis then reruns and names the file. Only files touched since they
+    were sealed are hashed (mcgrpo.core.manifest.fingerprint)."""
+    return manifest.fingerprint([Path(path).parent for path in run_files("manifest.json")])
 
 
 # The targets: figures and tables of the study, each marked for `snakemake --report report.html`.
 FIGURE_NAMES = ("accuracy_vs_tokens", "accuracy_vs_time", "difference_from_base", "per_seed", "stage_seconds",
                 "drift")
-TABLE_NAMES = ("headline", "prereg", "contrasts", "equal_bases", "pass_at_k", "budget_share", "stage_seconds", "groups",
+TABLE_NAMES = ("headline", "robustness", "prereg", "contrasts", "equal_bases", "pass_at_k", "budget_share", "stage_seconds", "groups",
                "drift", "extrapolation", "power")
 FIGURES = [f"{R}/figures/{name}.png" for name in FIGURE_NAMES]
 FIGURE_PDFS = [f"{R}/figures/{name}.pdf" for name in FIGURE_NAMES]  # vector copies, for papers
@@ -175,6 +197,8 @@ PREDICTION_TARGETS = ([f"{R}/figures/prediction.png"] + [f"{R}/tables/{name}.{ex
 # Alignment along training (evaluation.alignment), when the study measures it.
 ALIGNMENT_TARGETS = ([f"{R}/analysis/alignment.parquet"] + [f"{R}/tables/alignment.{ext}" for ext in ("csv", "md", "html")]
                      if ALIGNMENT else [])
+# The three verifier rules side by side on every evaluation's samples (verifier.rule).
+VERIFIER_TABLES = [f"{R}/tables/verifiers.{ext}" for ext in ("csv", "md", "html")]
 SUMMARY, SUMMARY_RST = f"{R}/summary.md", f"{R}/summary.rst"
 # The report opens with the results summary once there is one (else with the study's description alone).
 REPORT_TEXT = str(Path(SUMMARY_RST).resolve()) if Path(SUMMARY_RST).exists() else "workflow/mcgrpo/analysis/report_intro.rst"

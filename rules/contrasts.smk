@@ -2,6 +2,7 @@
 use rule drift as contrasts with:
     input:
         run_files("evals.parquet"),
+        run_files("manifest.json"),  # what vouches for them (mcgrpo.core.manifest)
         run_files("samples.parquet"),
         run_files("run.json"),
         LOCK_INPUT,
@@ -16,10 +17,27 @@ use rule drift as contrasts with:
         f"{R}/logs/contrasts.log",
 
 
+# Beside every planned contrast: the crossed interval, the strict verifier, each arm's drift, the other clock.
+use rule drift as robustness with:
+    input:
+        rules.contrasts.output.contrasts,
+        rules.drift.output,
+        run_files("evals.parquet"),
+        run_files("samples.parquet"),
+        store=STORE,
+    output:
+        f"{R}/analysis/robustness.parquet",
+    params:
+        **analysis_step("robustness"),
+    log:
+        f"{R}/logs/robustness.log",
+
+
 use rule drift as curves with:
     input:
         GRADIENT_TESTS,  # the extrapolation reads the measured per-token efficiency
         run_files("evals.parquet"),
+        run_files("manifest.json"),  # what vouches for them (mcgrpo.core.manifest)
         run_files("samples.parquet"),
         store=STORE,
     output:
@@ -35,6 +53,7 @@ use rule drift as curves with:
 use rule drift as breakdown with:
     input:
         run_files("evals.parquet"),
+        run_files("manifest.json"),  # what vouches for them (mcgrpo.core.manifest)
         run_files("iterations.parquet"),
         store=STORE,
     output:

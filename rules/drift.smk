@@ -3,6 +3,7 @@
 rule drift:
     input:
         run_files("evals.parquet"),
+        run_files("manifest.json"),  # what vouches for them (mcgrpo.core.manifest)
         store=STORE,
     output:
         f"{R}/analysis/drift.parquet",

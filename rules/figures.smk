@@ -2,6 +2,7 @@
 use rule drift as figures with:
     input:
         run_files("evals.parquet"),
+        run_files("manifest.json"),  # what vouches for them (mcgrpo.core.manifest)
         rules.contrasts.output.contrasts,
         rules.contrasts.output.paired,
         rules.curves.output,
@@ -20,6 +21,7 @@ use rule drift as figures with:
 use rule drift as tables with:
     input:
         rules.contrasts.output,
+        rules.robustness.output,
         rules.curves.output,
         rules.breakdown.output,
         rules.drift.output,
@@ -38,6 +40,7 @@ use rule drift as summary with:
         FIGURES,
         TABLES,
         rules.contrasts.output,
+        rules.robustness.output,
         store=STORE,
     output:
         SUMMARY,
@@ -55,6 +58,7 @@ if ALIGNMENT_TARGETS:
         input:
             run_files("alignment.parquet"),
             run_files("evals.parquet"),
+            run_files("manifest.json"),  # what vouches for them (mcgrpo.core.manifest)
             store=STORE,
         output:
             ALIGNMENT_TARGETS,
@@ -62,3 +66,18 @@ if ALIGNMENT_TARGETS:
             **analysis_step("alignment"),
         log:
             f"{R}/logs/alignment.log",
+
+    localrules:
+        alignment,  # seconds of work: no SLURM job of its own (see the Snakefile)
+
+# The verifier rules side by side: accuracy under each and how often they disagree, per arm and evaluation.
+use rule drift as verifiers with:
+    input:
+        run_files("samples.parquet"),
+        store=STORE,
+    output:
+        [reported(path, "table") if path.endswith(".html") else path for path in VERIFIER_TABLES],
+    params:
+        **analysis_step("verifiers"),
+    log:
+        f"{R}/logs/verifiers.log",

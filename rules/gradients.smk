@@ -14,9 +14,7 @@ if not config["analysis_only"]:
             data=folder_of("pool"),
         threads: config["recipe"]["threads"]
         resources:
-            gpu=TRAIN_RESOURCES["gpu"],
-            cpus_per_gpu=TRAIN_RESOURCES["cpus_per_gpu"],
-            mem_mb=TRAIN_RESOURCES["mem_mb"],
+            **GPU_RESOURCES,
             runtime=config["resources"]["gradient_tests"]["runtime"],
         container:
             config["containers"]["train"]
@@ -25,8 +23,8 @@ if not config["analysis_only"]:
         log:
             f"{R}/logs/gradient_tests.log",
         shell:
-            "$PYTHON -m mcgrpo gradient-tests --run-json {params.run:q} --model {input.model:q} "
-            "--data {params.data:q} --out {output:q} > {log:q} 2>&1"
+            "export MCGRPO_CONSOLE_FD=3; $PYTHON -m mcgrpo gradient-tests --run-json {params.run:q} "
+            "--model {input.model:q} --data {params.data:q} --out {output:q} 3>&2 > {log:q} 2>&1"
 
 
 use rule drift as prediction with:
@@ -44,3 +42,7 @@ use rule drift as prediction with:
         **analysis_step("prediction"),
     log:
         f"{R}/logs/prediction.log",
+
+
+localrules:
+    prediction,  # seconds of work: no SLURM job of its own (see the Snakefile)

@@ -22,8 +22,8 @@ if config["model"]["source"] is None:
         log:
             str(layout.shared_log(Path(MODEL))),
         shell:
-            "$PYTHON -m mcgrpo warm-start --model-json {params.spec:q} --data {params.data:q} "
-            "--threads {threads} --out {output:q} > {log:q} 2>&1"
+            "export MCGRPO_CONSOLE_FD=3; $PYTHON -m mcgrpo warm-start --model-json {params.spec:q} --data {params.data:q} "
+            "--threads {threads} --out {output:q} 3>&2 > {log:q} 2>&1"
 
 else:
 
@@ -43,3 +43,6 @@ else:
             f"{R}/logs/resolve_model.log",
         shell:
             "$PYTHON -m mcgrpo resolve-model --model-json {params.spec:q} --out {output:q} > {log:q} 2>&1"
+
+    localrules:
+        resolve_model,  # seconds: writes where the model is (see the Snakefile)

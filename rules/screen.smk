@@ -13,9 +13,7 @@ rule screen:
         out=f"{R}/screen/{SCREEN_ARM}",
     threads: config["recipe"]["threads"]
     resources:
-        gpu=TRAIN_RESOURCES["gpu"],
-        cpus_per_gpu=TRAIN_RESOURCES["cpus_per_gpu"],
-        mem_mb=TRAIN_RESOURCES["mem_mb"],
+        **GPU_RESOURCES,
         runtime=config["resources"]["gradient_tests"]["runtime"],
     container:
         config["containers"]["train"]

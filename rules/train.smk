@@ -21,9 +21,7 @@ rule train:
     # the allocation that is about to end. A user error (exit 2) or a bug (1) would fail the same way again: the
     # trainer leaves its error beside the run, and the retry reports it and fails at once.
     resources:
-        gpu=TRAIN_RESOURCES["gpu"],
-        cpus_per_gpu=TRAIN_RESOURCES["cpus_per_gpu"],
-        mem_mb=TRAIN_RESOURCES["mem_mb"],
+        **GPU_RESOURCES,
         runtime=train_runtime,
         slurm_extra=train_signal,
         attempt=lambda wildcards, attempt: attempt,
@@ -45,9 +43,9 @@ rule train:
     shell:
         "if [ {resources.attempt} -gt 1 ] && [ -e {params.failed:q} ]; then cat {params.failed:q} >> {log:q}; "
         "echo 'not retried: the failure above is not a preemption' >> {log:q}; exit 2; fi; "
-        "rm -f {params.failed:q}; "
+        "rm -f {params.failed:q}; export MCGRPO_CONSOLE_FD=3; "
         "exec $PYTHON -m mcgrpo train --run-json {params.run:q} --model {input.model:q} --data {params.data:q} "
         "--budget {input.budget:q} --out {params.out:q} --failed-log {params.failed:q} --tracking {resources.tracking} "
         "--label {resources.label:q} "
-        ">> {log:q} 2>&1"
+        "3>&2 >> {log:q} 2>&1"
 

@@ -3,23 +3,52 @@
 from __future__ import annotations
 
 import copy
+import os
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 import torch
-from hypothesis import configuration
+from hypothesis import configuration, settings
 
 # `make test` leaves no files in the checkout: hypothesis keeps its caches in a temporary folder.
 configuration.set_hypothesis_home_dir(tempfile.mkdtemp(prefix="mcgrpo-hypothesis-"))
+# Example counts: `fast` (the default, `make test`) and `all` (`make test-all`: --hypothesis-profile=all). A test that
+# needs more than the default asks for a multiple of `settings.default.max_examples`, so both tiers scale it.
+settings.register_profile("fast", max_examples=100, deadline=None, database=None, derandomize=True)
+settings.register_profile("all", max_examples=2000, deadline=None, database=None, derandomize=True)
+settings.load_profile("fast")
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "workflow"))
+# What tests/slurm/cluster.sh up writes in the checkout it runs from: the PIDs of the daemons it started.
+CLUSTER_PIDS = ROOT / ".cluster" / "pids"
 
 from mcgrpo import studies  # noqa: E402
 from mcgrpo import data  # noqa: E402
 from mcgrpo.train.models.tiny import build_model, build_tokenizer  # noqa: E402
+
+# Snakemake in a subprocess finds the venv's programs (`python -m mcgrpo`) and this checkout's package.
+SNAKEMAKE_ENV = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}",
+                 "PYTHONPATH": str(ROOT / "workflow")}
+
+
+def snakemake_command(workdir, *args, configfile="study.yaml", snakefile=ROOT / "Snakefile") -> list[str]:
+    """`python -m snakemake` on `snakefile` with its outputs (results/, .snakemake/) in `workdir`, never in the
+    checkout. `configfile`: a path, a name in `workdir`, or None for the default study (config/config.yaml)."""
+    config = [] if configfile is None else ["--configfile", str(Path(workdir) / configfile)]
+    # --configfile last: it takes every word up to the next option, which would swallow a target after it
+    return [sys.executable, "-m", "snakemake", "-s", str(snakefile), "--directory", str(workdir), *args, *config]
+
+
+def snakemake(workdir, *args, configfile="study.yaml", snakefile=ROOT / "Snakefile", env=None,
+              timeout=900) -> subprocess.CompletedProcess:
+    """Run Snakemake (`snakemake_command`) from the repo root, where its profiles are; output captured."""
+    return subprocess.run(snakemake_command(workdir, *args, configfile=configfile, snakefile=snakefile), cwd=ROOT,
+                          env=env or SNAKEMAKE_ENV, capture_output=True, text=True, timeout=timeout)
+
 
 SMALL_STUDY = {
     "study": "mini",
@@ -69,3 +98,42 @@ def tiny():
                         max_positions=96, seed=0)
     torch.set_num_threads(1)
     return model, tokenizer
+
+
+@pytest.fixture(scope="session", autouse=True)
+def checkout_results_untouched():
+    """No test writes into the checkout's results/ (where `make run` puts the default study): each works in a
+    temporary folder of its own."""
+    def listing():
+        return {p: p.lstat().st_mtime_ns for p in (ROOT / "results").rglob("*")} if (ROOT / "results").exists() else {}
+    before = listing()
+    yield
+    assert listing() == before, "a test wrote into the checkout's results/"
+
+
+def pytest_addoption(parser):
+    parser.addoption("--slurm", action="store_true",
+                     help="run the SLURM tests (`slurm` marker) against the cluster up on this machine (make test-slurm)")
+
+
+def own_cluster() -> bool:
+    """Whether this checkout's tests/slurm/cluster.sh started the SLURM cluster that runs now: its controller runs
+    under the PID the script recorded (.cluster/pids)."""
+    try:
+        pids = dict(line.split() for line in CLUSTER_PIDS.read_text().splitlines() if line.strip())
+        return Path(f"/proc/{int(pids['slurmctld'])}/comm").read_text().strip() == "slurmctld"
+    except (OSError, KeyError, ValueError):
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    """SLURM tests run only when asked (--slurm) or against a cluster this checkout brought up: never against
+    daemons someone else started."""
+    if config.getoption("--slurm") or own_cluster():
+        return
+    skip = pytest.mark.skipif(True, reason="SLURM tests run when asked: `make test-slurm` (root; brings up the "
+                                           "one-node cluster), `pytest --slurm` with a cluster up, or after this "
+                                           "checkout's `tests/slurm/cluster.sh up`")
+    for item in items:
+        if item.get_closest_marker("slurm"):
+            item.add_marker(skip, append=False)  # the first reason given; no other condition is evaluated

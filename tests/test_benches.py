@@ -17,6 +17,7 @@ from mcgrpo.train.models.tiny import build_model, build_tokenizer
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
+pytestmark = pytest.mark.slow  # each bench runs for real, if at a tiny scale: 20-85 s each
 
 
 def _bench(script: str, *args: str, python: str = sys.executable, cwd: Path = ROOT) -> str:

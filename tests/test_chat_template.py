@@ -5,6 +5,7 @@ and Llama-3.2's do."""
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -75,3 +76,35 @@ def test_paper_files_set_the_template_of_their_model(path: Path):
     expected = {"qwen3": {"enable_thinking": False}, "llama": {"date_string": "26 Jul 2024"}}
     family = next((f for f in expected if model["name"].startswith(f)), None)
     assert model.get("chat_template") == expected.get(family)
+
+
+def test_every_prompter_of_the_package_is_built_from_the_study():
+    """Only `study_prompter` constructs a Prompter: a stage that built its own would drop the study's
+    chat-template arguments (gradients.py once did: a Qwen3 gradient test in thinking mode)."""
+    import ast
+    package = ROOT / "workflow" / "mcgrpo"
+    direct = []
+    for path in sorted(package.rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        owners = {id(node): f.name for f in ast.walk(tree) if isinstance(f, ast.FunctionDef) for node in ast.walk(f)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "Prompter":
+                direct.append((path.relative_to(package).as_posix(), owners.get(id(node))))
+    assert direct == [("train/rollout.py", "study_prompter")]
+
+
+def test_the_gradient_tests_render_the_studys_template(study, branching, world, monkeypatch):
+    from mcgrpo.train import gradients
+    model, tokenizer = branching
+    pool, _ = world
+    cfg = studies.validate({**study, "model": {**study["model"], "chat_template": ARGS},
+                            "gradient_tests": {"batches": 2}})
+    seen = {}
+
+    def spy(*args, **kw):  # the probe itself is tested in test_gradients.py: here only its prompter is read
+        seen["prompter"] = args[9]
+        return pd.DataFrame(columns=["arm", "batch", "measure", "value"])
+    monkeypatch.setattr(gradients, "probe", spy)
+    gradients.run(cfg, model, tokenizer, pool)
+    assert rendered(seen["prompter"]).endswith("<|assistant|><think>\n\n</think>\n\n")
+    assert "Today Date: 26 Jul 2024" in rendered(seen["prompter"])

@@ -1,5 +1,7 @@
 """The command line: one description per verb, only the options each uses, --version, training one run by hand."""
 
+import json
+
 import pytest
 import yaml
 
@@ -36,7 +38,7 @@ def options(verb: str) -> set[str]:
 def test_each_verb_takes_only_the_options_it_uses():
     assert options("figures") == {"--config", "--config-json", "--results"}
     assert options("prepare-data") == {"--task-json", "--out"}
-    assert options("warm-start") == {"--model-json", "--data", "--out", "--threads"}
+    assert options("warm-start") == {"--model-json", "--data", "--out", "--threads", "--rebuild"}
     assert options("gradient-tests") == {"--run-json", "--model", "--data", "--out"}  # what rules/gradients.smk passes
     assert options("train") == {"--run-json", "--config", "--arm", "--seed", "--model", "--data", "--budget", "--out",
                                 "--failed-log", "--tracking", "--label"}
@@ -78,4 +80,89 @@ def test_a_typo_in_a_study_name_says_which_studies_exist(monkeypatch, capsys):
     assert cli.main(["figures", "--config", "config/studies/selectoin.yaml", "--results", "r"]) == 2
     err = capsys.readouterr().err
     assert "config/studies/selectoin.yaml: config file not found; did you mean config/studies/selection.yaml?" in err
-    assert "Studies: config/config.yaml, config/studies/dense.yaml" in err
+    assert "Studies: config/config.yaml, config/studies/bases.yaml, config/studies/dense.yaml" in err
+
+
+# Issue 30: every argument validated; every user error a message naming the option or file, and exit 2.
+LATIN1 = b'{"text": "caf\xe9", "reference": "1"}\n'
+
+
+@pytest.mark.parametrize("argv, names", [
+    (["contrast", "--results", "FOLDER", "--a", "x", "--b", "y", "--bootstrap-seed", "-1"],
+     ("--bootstrap-seed", "'-1' is not allowed", "0 to 4294967295")),
+    (["contrast", "--results", "FOLDER", "--a", "x", "--b", "y", "--margin", "nan"], ("--margin", "strictly between 0")),
+    (["contrast", "--results", "FOLDER", "--a", "x", "--b", "y", "--margin", "1"], ("--margin", "'1' is not allowed")),
+    (["contrast", "--results", "FOLDER", "--a", "x", "--b", "y", "--resamples", "10000000"], ("--resamples", "1000000")),
+    (["contrast", "--results", "FOLDER", "--a", "x", "--b", "y", "--metric", "acc"], ("--metric", "pass@<k>")),
+    (["contrast", "--results", "FOLDER", "--a", "../x", "--b", "y"], ("--a", "letters, digits")),
+    (["contrast", "--results", "FOLDER", "--a", "x", "--b", "y", "--eval-set", "a b"], ("--eval-set", "'a b'")),
+    (["contrast", "--results", "FOLDER/nowhere", "--a", "x", "--b", "y"], ("--results", "an existing folder")),
+    (["warm-start", "--model-json", "{}", "--data", "d", "--out", "o", "--threads", "0"], ("--threads", "1 to 1024")),
+    (["power", "--results", "FOLDER", "--power", "1.5"], ("--power", "'1.5' is not allowed")),
+    (["power", "--results", "FOLDER", "--alpha", "2"], ("--alpha", "strictly between 0 and 1")),
+    (["power", "--results", "FOLDER", "--margin", "-0.1"], ("--margin", "'-0.1'")),
+    (["power", "--results", "FOLDER", "--basis", "time_d"], ("--basis", "invalid choice")),
+    (["power", "--results", "FOLDER/nowhere"], ("--results", "an existing folder")),
+    (["train", "--config", "study.yaml", "--arm", "outcome", "--seed", "-1"], ("--seed", "'-1'")),
+    (["train", "--config", "study.yaml", "--arm", "a;b", "--seed", "1"], ("--arm", "'a;b'")),
+    (["contrast", "--a", "x", "--b", "y"], ("--results", "required")),
+    (["contrast", "--results", "FOLDER", "--a", "x", "--b", "y", "--resamples", "0"],
+     ("--resamples", "an integer from 1 to 1000000")),
+])
+def test_a_bad_option_value_is_refused_by_the_parser_naming_it(tmp_path, capsys, argv, names):
+    argv = [a.replace("FOLDER", str(tmp_path)) for a in argv]
+    with pytest.raises(SystemExit) as done:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and "Traceback" not in err
+    for word in names:
+        assert word in err, err
+
+
+@pytest.mark.parametrize("name, content, names", [
+    ("nowhere.jsonl", None, ("nowhere.jsonl: --file not found",)),
+    ("latin1.jsonl", LATIN1, ("latin1.jsonl:1: byte 0xe9 at column 14 is not UTF-8",)),
+    ("folder", "dir", ("folder: a folder, not a file",)),
+    ("bad.jsonl", b'{"text": "x", "reference": "1"}\n{"text": \n', ("bad.jsonl line 2: not JSON",)),
+])
+def test_verify_file_errors_name_the_file(tmp_path, capsys, name, content, names):
+    if content == "dir":
+        (tmp_path / name).mkdir()
+    elif content is not None:
+        (tmp_path / name).write_bytes(content)
+    assert cli.main(["verify", "--file", str(tmp_path / name)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and all(word in err for word in names), err
+
+
+@pytest.mark.parametrize("argv, names", [
+    (["gradient-tests", "--run-json", "{}", "--model", "m", "--data", "d", "--out", "o"],
+     ("--run-json: config key <top level>: 'gradient_tests' is a required property",)),
+    (["resolve-model", "--model-json", '{"name": "x", "source": 5}', "--out", "o.json"],
+     ("--model-json: config key model.source: 5 is not of type",)),
+    (["prepare-data", "--task-json", '{"name": "arith", "seed": 1, "pool": {}, "eval_sets": {"h": {"size": -1}}}',
+      "--out", "d"], ("--task-json: config key task.eval_sets.h.size",)),
+    (["warm-start", "--model-json", '{"model": {}, "task": {"name": "x"}}', "--data", "d", "--out", "o"],
+     ("--model-json: config key task.name: 'x' is not one of",)),
+])
+def test_a_json_option_is_checked_against_the_study_schema(tmp_path, monkeypatch, capsys, argv, names):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and all(word in err for word in names), err
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_check_refuses_a_template_without_rendering_it(tmp_path, capsys):
+    marker = tmp_path / "PWNED"
+    (tmp_path / "study.yaml").write_text(f"__use_yte__: true\nstudy: '?__import__(\"os\").system(\"touch {marker}\")'\n"
+                                         "seeds: [1]\narms: {outcome: {}}\n")
+    assert cli.main(["check", "--config", str(tmp_path / "study.yaml")]) == 2
+    assert "study.yaml: config key __use_yte__" in capsys.readouterr().err and not marker.exists()
+
+
+def test_a_run_json_block_is_checked_against_the_schema(capsys):
+    run = {"task": {}, "model": {}, "engine": {}, "budget": {"tokens": -1}, "evaluation": {}, "recipe": {},
+           "seed": 1, "arm_config": {}}
+    assert cli.main(["calibrate", "--run-json", json.dumps(run), "--model", "m", "--data", "d", "--out", "o"]) == 2
+    assert "--run-json: config key budget.tokens: -1 is less than the minimum of 1" in capsys.readouterr().err

@@ -75,7 +75,7 @@ def test_the_analysis_image_has_neither_torch_nor_transformers():
 def test_the_host_installs_with_the_cpu_images_pins():
     make = (ROOT / "Makefile").read_text()
     assert "HOST_PINS := containers/train/requirements-cpu.txt" in make
-    assert "pip install --quiet -e '.[train,workflow,test,tracking]' -c $(HOST_PINS)" in make
+    assert "pip install --quiet -e '.[train,workflow,test,tracking,docs]' -c $(HOST_PINS)" in make
 
 
 def test_tracking_is_a_host_extra_the_images_never_install():
@@ -86,6 +86,15 @@ def test_tracking_is_a_host_extra_the_images_never_install():
         assert not {"tensorboard", "wandb"} & set(pins(path)), path
     for image in ("analysis", "train"):
         assert "tracking" not in (ROOT / "containers" / image / "Dockerfile").read_text()
+
+
+def test_docs_is_a_host_extra_the_images_never_install():
+    """`make docs` needs mkdocs where the manual is built (the host, CI); no image runs it."""
+    assert {_name(r) for r in PROJECT["optional-dependencies"]["docs"]} == {"mkdocs", "mkdocs-material"}
+    for path in SETS:
+        assert not {"mkdocs", "mkdocs-material"} & set(pins(path)), path
+    for image in ("analysis", "train"):
+        assert "docs" not in (ROOT / "containers" / image / "Dockerfile").read_text()
 
 
 @pytest.mark.parametrize("image", ["analysis", "train"])
@@ -151,3 +160,21 @@ def test_comparison_of_run_json_sets_aside_clock_and_patch_version_only(tmp_path
     assert compare.difference(tmp_path / "h" / "run.json", tmp_path / "o" / "run.json", timing_aside=True) is None
     (tmp_path / "o" / "run.json").write_text(json.dumps({**later, "B": 700}))
     assert compare.difference(tmp_path / "h" / "run.json", tmp_path / "o" / "run.json", timing_aside=True)
+
+
+def test_comparison_checks_each_side_against_its_manifest(tmp_path):
+    """A run file changed after its run finished differs, whatever the other side holds; the manifests compare by
+    identity and the files they list (their hashes move with the timing columns of a run trained again)."""
+    from mcgrpo.core.manifest import seal
+    for side in ("h", "o"):
+        (tmp_path / side).mkdir()
+        _write(tmp_path / side / "evals.parquet", pd.DataFrame({"loss": [0.5], "train_seconds": [1.0 if side == "h"
+                                                                                                  else 2.0]}))
+        seal(tmp_path / side, ["evals.parquet"], "run-identity")
+    h, o = tmp_path / "h", tmp_path / "o"
+    assert compare.difference(h / "manifest.json", o / "manifest.json") is None
+    assert compare.difference(h / "evals.parquet", o / "evals.parquet", timing_aside=True) is None
+    _write(o / "evals.parquet", pd.DataFrame({"loss": [0.5], "train_seconds": [1.0]}))  # now equal to the host's
+    assert "other: " in compare.difference(h / "evals.parquet", o / "evals.parquet")
+    assert "sha256 differs" in compare.difference(h / "evals.parquet", o / "evals.parquet")
+    assert "sha256 differs" in compare.difference(h / "manifest.json", o / "manifest.json")

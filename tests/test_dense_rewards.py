@@ -72,7 +72,7 @@ def test_repeating_a_correct_step_does_not_raise_the_process_reward():
     assert process_reward(once, [24.0, 72.0]) == 1
     assert process_reward(thrice, [24.0, 72.0]) == pytest.approx(2 / 4 * 3 / 4)  # 2 of 4 match; 4 > 1.5 x 2
     assert process_reward("0+72=72 0+72=72 0+72=72", [24.0, 72.0]) == pytest.approx(1 / 3)
-    assert process_reward("2(3+4)=14, 10-4=6", [6.0]) == 1  # an unparsable claim is not counted
+    assert process_reward("2+*4=14, 10-4=6", [6.0]) == 1  # an unparsable claim is not counted
 
 
 def test_process_reward_refuses_a_pool_without_reference_steps():
@@ -110,15 +110,33 @@ def _signal(text, **options):
 
 
 def test_fulfilled_credit_pays_a_step_once_and_only_when_it_is_used():
-    padded = "0+72=72 0+72=72 0+72=72 \\boxed{72}"
+    padded = "48/2=24 48/2=24 48/2=24 24+48=72 \\boxed{72}"
     every, once = _signal(padded), _signal(padded, credit="fulfilled")
-    assert np.count_nonzero(every) == 3 * 7 and np.count_nonzero(once) == 7  # repeats earn nothing
-    assert once[:7].tolist() == [0.25] * 7
+    assert np.count_nonzero(every) == 3 * 7 + 8 and np.count_nonzero(once) == 7 + 8  # repeats earn nothing
+    assert once[:7].tolist() == [0.25] * 7 and once[24:32].tolist() == [0.25] * 8
+    identity = "0+72=72 \\boxed{72}"  # its result is one of its own numbers: no step
+    assert np.count_nonzero(_signal(identity)) == 7 and not np.any(_signal(identity, credit="fulfilled"))
     unused = "2+2=4, 3*5=15 \\boxed{15}"  # 4 is never used again; 15 is the answer
     assert np.flatnonzero(_signal(unused, credit="fulfilled")).tolist() == list(range(7, 13))
     assert np.count_nonzero(_signal(unused, credit="fulfilled", reference=[4.0])) == 5 + 6  # a reference step
     wrong = "2+2=5, 5*3=15 \\boxed{15}"
     assert _signal(wrong, credit="fulfilled")[:5].tolist() == [-0.5] * 5  # a violation is penalized either way
+
+
+def test_a_chain_of_invented_trivial_steps_earns_nothing():
+    """Seed 003 pays a verified step of progress. `1+1=2. 2+1=3. 3+1=4` is true, unrepeated, and each result
+    is used by the next step, so "true and used" (the nearest wrong rule) pays all three; none of it starts
+    from the problem's numbers (12, 30), so `fulfilled` pays only the real step."""
+    from mcgrpo.train.credit.path_penalty import given_numbers
+    text = "1+1=2. 2+1=3. 3+1=4. 12+30=42 \\boxed{42}"
+    given = given_numbers("Ann has 12 apples and buys 30 more. How many apples does she have?")
+    assert given == {12, 30}
+    paid = _signal(text, credit="fulfilled", given=given)
+    assert np.flatnonzero(paid).tolist() == list(range(21, 29))  # `12+30=42` alone
+    # without the problem's numbers: 1+1=2 and 2+1=3 are paid (used by the next step; 3+1=4 is not used)
+    assert np.count_nonzero(_signal(text, credit="fulfilled")) == 2 * 5 + 8
+    chained = "12+30=42, 42*2=84 \\boxed{84}"  # a step from an earlier credited result is grounded too
+    assert np.count_nonzero(_signal(chained, credit="fulfilled", given=given)) == 8 + 7
 
 
 def test_gated_credit_withholds_the_reward_but_not_the_penalty():
@@ -181,3 +199,15 @@ def test_the_process_reward_on_the_math_task_is_refused_before_any_job(study):
     problems = credit_rules.problems("arms.p.credit", {"process": {}}, study["recipe"], {"name": "math"})
     assert problems == ["config key arms.p.credit.process: needs reference steps (pool column 'steps'), which "
                         "task.name 'math' does not provide; allowed tasks: arith, gsm8k"]
+
+
+def test_the_dense_studys_path_arm_is_seed_003s_form():
+    """Seed 003: fulfilment credit (not every true claim), the path channel normalized apart from the outcome,
+    annealed once compliance saturates; the earlier form stays as its own arm."""
+    import yaml
+    from conftest import ROOT
+    arms = studies.validate(yaml.safe_load((ROOT / "config" / "studies" / "dense.yaml").read_text()))["arms"]
+    seed = arms["path"]["credit"]["path_penalty"]
+    assert (seed["credit"], seed["normalize"], seed.get("outcome", True)) == ("fulfilled", "batch", True)
+    assert seed["anneal_below"] > 0
+    assert arms["path_every_true"]["credit"]["path_penalty"].get("credit", "every_true") == "every_true"

@@ -154,3 +154,40 @@ def test_figures_mark_undefined_readings_and_a_read_at_the_bases_updates():
     _mark_readings(ax, pd.Series({"mean": 0.1, "basis": "updates", "read": "base at A's position",
                                   "ci_high": 0.2}), 2)
     assert [t.get_text() for t in ax.texts] == ["not defined", "A at base's\nupdates"]
+
+
+def test_stage_colours_are_not_arm_colours():
+    """The stage chart's bars never take an arm's colour: each stage colour is far (in RGB) from all ten."""
+    from matplotlib.colors import to_rgb
+    arms = np.array([to_rgb(c) for c in figures.PALETTE]) * 255
+    for stage, colour in figures.STAGE_COLOURS.items():
+        assert np.linalg.norm(arms - np.array(to_rgb(colour)) * 255, axis=1).min() > 60, stage
+    assert len(set(figures.STAGE_COLOURS.values())) == len(figures.STAGES)
+
+
+def test_prediction_table_differences_are_in_points():
+    """The prediction table's training differences and observed-minus-extrapolated accuracy are accuracy
+    differences: points, like every other table (not fractions such as -0.00263); efficiencies stay ratios."""
+    df = pd.DataFrame({"arm": ["mc_k4"], "per_token": [0.0412], "diff_tokens": [-0.00263], "diff_tokens_low": [-0.0512],
+                       "diff_updates_high": [0.0301], "observed_minus_extrapolated": [0.012], "ome_low": [-0.004],
+                       "acc_default": [0.4219]})
+    cells = readable(df).iloc[0].to_dict()
+    assert cells == {"arm": "mc_k4", "per_token": "0.0412", "diff_tokens": "-0.3", "diff_tokens_low": "-5.1",
+                     "diff_updates_high": "+3.0", "observed_minus_extrapolated": "+1.2", "ome_low": "-0.4",
+                     "acc_default": "42.2%"}
+
+
+def test_long_titles_are_wrapped_inside_the_figure(tmp_path):
+    """A title wider than its axes (or a suptitle wider than the figure) is wrapped, never clipped at the edges."""
+    fig, axes = figures._figure(7, 4.5, ncols=2)
+    long = "Accuracy (default verifier) on heldout against training time, each arm up to its shortest run " * 2
+    for ax in axes:
+        ax.set_title(long)
+    fig.suptitle(long)
+    figures._save(fig, tmp_path / "long.png")
+    renderer = fig.canvas.get_renderer()
+    box = fig.bbox
+    for text in [ax.title for ax in axes] + [fig._suptitle]:
+        extent = text.get_window_extent(renderer)
+        assert "\n" in text.get_text()
+        assert box.x0 <= extent.x0 and extent.x1 <= box.x1 and extent.y1 <= box.y1

@@ -209,7 +209,7 @@ def test_gradient_tests_block_defaults_and_errors(study):
     cfg = copy.deepcopy(study)
     cfg["gradient_tests"] = {"arms": ["mc_k2"], "controls": {"mc_shuffled": {"shuffled": {"monte_carlo": {"k": 2}}}}}
     cfg = studies.validate(cfg)
-    assert cfg["gradient_tests"]["batches"] == 96 and cfg["gradient_tests"]["reference"] == {"k": 4, "cuts": 3, "prior": 0.5}
+    assert cfg["gradient_tests"]["batches"] == 96 and cfg["gradient_tests"]["reference"] == {"k": 4, "cuts": 3, "prior": 0.5, "length": 200, "top_p": 0.95}
     run = study_config.gradient_tests_config(cfg)
     assert set(run["arms"]) == {"mc_k2"} and "analysis" not in run
     assert study_config.gradient_tests_config({**cfg, "gradient_tests": {**cfg["gradient_tests"], "enabled": False}}) is None
@@ -244,3 +244,70 @@ def test_memo_engine_samples_each_request_once_with_the_same_tokens(toy):
     again = memo.generate(prompts[:2], [4, 4], [1, 2])
     assert counting.generated == spent and again == first[:2] and first[2] == first[0]
     assert first == engines.build("hf", model, tokenizer).generate(prompts, [4, 4, 4], [1, 2, 1])
+
+
+def test_the_shuffled_control_permutes_the_measured_arms_own_credit(long_toy):
+    """Paper 3.1, H.3: the control keeps the measured arm's credit magnitudes. mc_k4 uses V(prompt) = 0.5, so the
+    control shuffles that credit, not the one with V(prompt) = the group mean (the nearest wrong control)."""
+    model, tokenizer, prompter = long_toy
+    engine = gradients.Memo(engines.build("hf", model, tokenizer))
+    batch = sample_groups(engine, prompter, PROBLEMS, 4, 8, list(range(8)), "default")
+    assert not np.allclose(batch.grouped(batch.rewards).mean(axis=1), 0.5)  # else the two controls coincide
+    ctx = context(engine, prompter, 8, "s", 0)
+    arm = build({"monte_carlo": {"k": 2, "prompt_value": 0.5}})(batch, ctx)
+    control = build({"shuffled": {"monte_carlo": {"k": 2, "prompt_value": 0.5}}})(batch, ctx)
+    group_mean = build({"monte_carlo": {"k": 2}})(batch, ctx)
+    for a, c in zip(arm.tokens, control.tokens):
+        np.testing.assert_array_equal(np.sort(a), np.sort(c))
+    assert any(not np.allclose(np.sort(g), np.sort(c)) for g, c in zip(group_mean.tokens, control.tokens))
+
+
+def test_a_shuffled_control_of_another_prompt_value_is_refused(study):
+    import copy
+    from mcgrpo import studies
+    from mcgrpo.core.errors import ConfigError
+    cfg = copy.deepcopy(study)
+    cfg["arms"]["mc_k2"]["credit"] = {"monte_carlo": {"k": 2, "prompt_value": 0.5}}
+    cfg["gradient_tests"] = {"arms": ["mc_k2"], "controls": {"mc_shuffled": {"shuffled": {"monte_carlo": {"k": 2}}}}}
+    with pytest.raises(ConfigError, match=r"gradient_tests\.controls\.mc_shuffled\.shuffled\.monte_carlo\.prompt_value: "
+                                          r"None is not the measured arms' V\(prompt\).*allowed: 0\.5"):
+        studies.validate(cfg)
+    cfg["gradient_tests"]["controls"]["mc_shuffled"]["shuffled"]["monte_carlo"]["prompt_value"] = 0.5
+    studies.validate(cfg)
+
+
+def test_the_calibration_credit_is_the_paper_monte_carlo_reward_by_default(study):
+    """B is calibrated on the k = 4 Monte-Carlo arm as the paper runs it: V(prompt) = 0.5 (Table 16), not the
+    group mean; the default study's mc_k4 and its calibration run share the rule."""
+    import yaml
+    from conftest import ROOT
+    from mcgrpo import studies
+    rule = study["budget"]["calibration_credit"]["monte_carlo"]
+    assert (rule["k"], rule["prompt_value"]) == (4, 0.5)
+    default = studies.validate(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()))
+    assert default["budget"]["calibration_credit"] == default["arms"]["mc_k4"]["credit"]
+
+
+def test_reference_continuations_run_h3s_length_at_h3s_top_p(long_toy):
+    """H.3: the reference's continuations run up to 200 tokens at top-p 0.95, whatever the recipe's top-p and
+    completion limit; here 2 tokens of a limit of 8, so the rest-of-limit rule (the nearest wrong one) shows."""
+    from mcgrpo.train.engines.hf import HFEngine
+
+    class Recording(HFEngine):
+        def generate(self, prompts, max_new_tokens, seeds):
+            out = super().generate(prompts, max_new_tokens, seeds)
+            self.calls.append((self.top_p, max(max_new_tokens), max(len(c) for c in out)))
+            return out
+
+    model, tokenizer, prompter = long_toy
+    engine = Recording(model, tokenizer, top_p=1.0)
+    engine.calls = []
+    params = gradients.parameter_space(model, "full")
+    reference = gradients.reference_rule({"k": 2, "cuts": 3, "prior": 0.5, "length": 2, "top_p": 0.95})
+    gradients.probe(model, tokenizer, PROBLEMS, RECIPE, {"outcome": build({})}, reference, [np.array([0, 1])], 0,
+                    engine, prompter, params)
+    (rollout_p, rollout_limit, _), (ref_p, ref_limit, ref_longest) = engine.calls
+    assert (rollout_p, rollout_limit) == (1.0, 8) and engine.top_p == 1.0  # restored after the reference
+    assert (ref_p, ref_limit) == (0.95, 2) and ref_longest <= 2
+    rest = gradients.reference_rule({"k": 2, "cuts": 3, "prior": 0.5, "length": None, "top_p": None})
+    assert (rest.rule.max_tokens, rest.top_p) == (None, None)

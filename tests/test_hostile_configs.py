@@ -14,15 +14,19 @@ import copy
 import hashlib
 import json
 import os
+import re
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
 
-from conftest import SMALL_STUDY, edited_study
+from conftest import ROOT, SMALL_STUDY, edited_study
 from mcgrpo import cli, studies
-from mcgrpo.core import layout
+from mcgrpo.core import config as study_config, layout, templating
+from mcgrpo.core.errors import ConfigError, UserExit
 from mcgrpo.dryrun import dry_run
 
 
@@ -144,6 +148,19 @@ CASES: dict[str, dict[str, Case]] = {
                                resources={"train": {"runtime": 525600}}),
         "horizon 1e6": edit("config key budget.horizon", budget__horizon=1.0e6),
         "calibration seed negative": edit("config key budget.calibration_seed", budget__calibration_seed=-1),
+        # Issue 30: every number with a sane range has an upper bound (the schema documents it).
+        "temperature 1000": edit(("config key recipe.temperature", "maximum of 10"), recipe__temperature=1000.0),
+        "lr 5": edit(("config key recipe.lr", "maximum of 1"), recipe__lr=5.0),
+        "group_size 100000": edit(("config key recipe.group_size", "maximum"), recipe__group_size=100000),
+        "mem_mb a petabyte": edit(("config key resources.train.mem_mb", "maximum"),
+                                  resources={"train": {"mem_mb": 10 ** 9}}),
+        "resamples 1e8": edit(("config key analysis.resamples", "maximum"), analysis__resamples=10 ** 8),
+        "round_to 1e20": edit(("config key budget.round_to", "maximum"), budget__round_to=10 ** 20),
+        "round_to 1e20 float": edit(("config key budget.round_to", "an integer"), budget__round_to=1e20),
+        "margin 1": edit(("config key analysis.margin", "maximum"), analysis__margin=1.0),
+        "seed 2^40": edit(("config key seeds[1]", "maximum"), seeds=[1, 2 ** 40]),
+        "k 100000": edit(("config key arms.mc_k2.credit.monte_carlo.k", "maximum"),
+                         arms__mc_k2__credit={"monte_carlo": {"k": 100000}}),
     },
     "before training": {
         "plan metric verifier": edit(("config key plan.primary[0].metric", "acc_lenient"),
@@ -167,6 +184,45 @@ CASES: dict[str, dict[str, Case]] = {
                                                  task__pool__size=8,
                                                  arms={**ARMS, "f": {"selection": {"critic_filter": {
                                                      "candidates": 24, "keep": 1}}}}),
+        # Issue 30: found before any job, by name, with what is allowed.
+        "pool beyond its levels": edit(("config key task.pool.size", "level 1 has 149", "more levels"),
+                                       task__pool={"size": 5000, "levels": [1]}),
+        "eval set beyond its levels": edit(("config key task.eval_sets.heldout.size", "level 1 has 13"),
+                                           task__eval_sets={"heldout": {"size": 5000, "levels": [1]}}),
+        "eval sets beyond their levels together": edit(("config key task.eval_sets.b.size", "need 20"),
+                                                       task__eval_sets={"a": {"size": 10, "levels": [1]},
+                                                                        "b": {"size": 10, "levels": [1]}}),
+        "pass_k beyond samples": edit(("config key analysis.pass_k[1]", "needs 64 samples", "k <= 2"),
+                                      analysis__pass_k=[2, 64]),
+        "pair twice": edit(("config key analysis.pairs", "non-unique"),
+                           analysis__pairs=[["mc_k2", "outcome"], ["mc_k2", "outcome"]]),
+        "pair reversed": edit(("config key analysis.pairs[1]", "reversed"),
+                              analysis__pairs=[["mc_k2", "outcome"], ["outcome", "mc_k2"]]),
+        "amendment id twice": edit("config key plan.amendments[0].ids",
+                                   plan={"primary": [{"id": "T1", "a": "mc_k2", "b": "outcome"}],
+                                         "amendments": [{"date": "2025-01-01", "note": "x", "ids": ["T1", "T1"]}]}),
+        "shuffled nothing": edit(("config key arms.sh.credit.shuffled", "changes nothing", "under another name"),
+                                 arms={**ARMS, "sh": {"credit": {"shuffled": {}}}}),
+        "shuffled length": edit(("config key arms.sh.credit.shuffled", "length credit is constant"),
+                                arms={**ARMS, "sh": {"credit": {"shuffled": {"length": {}}}}}),
+        "length lambda 0": edit(("config key arms.l0.credit.length", "outcome-only"),
+                                arms={**ARMS, "l0": {"credit": {"length": {"lambda": 0}}}}),
+        "penalty of nothing": edit(("config key arms.p0.credit.path_penalty", "every advantage is 0"),
+                                   arms={**ARMS, "p0": {"credit": {"path_penalty": {"lambda": 0, "beta": 0,
+                                                                                   "outcome": False}}}}),
+        "outcome twice": edit(("trains exactly what", "arms.again", "arms.outcome"),
+                              arms={**ARMS, "again": {"description": "the base again", "credit": {}}}),
+        "positions below the completion": edit(("config key model.tiny.max_positions", "at least 36"),
+                                               model__tiny__max_positions=32),
+    },
+    "results_dir in use": {
+        "a file": edit(("config key results_dir", "is a file"), results_dir="results/README.md"),
+        "the store": edit(("config key results_dir", "run store"), results_dir="results/_shared"),
+        "inside the store": edit(("config key results_dir", "run store"), results_dir="results/_shared/runs"),
+        "another study": edit(("config key results_dir", "study folder 'results/mini'", "prereg.lock.json"),
+                              results_dir="results/mini"),
+        "inside another study": edit(("config key results_dir", "study folder 'results/mini'"),
+                                     results_dir="results/mini/runs"),
     },
 }
 FLAT = {f"{kind}: {name}": case for kind, cases in CASES.items() for name, case in cases.items()}
@@ -197,7 +253,8 @@ def dry_runs(tmp_path_factory):
     work = tmp_path_factory.mktemp("work")
     small = studies.validate(copy.deepcopy(SMALL_STUDY))
     stored = layout.run_dir(small, "outcome", 1) / "evals.parquet"
-    for name in (stored, layout.model_path(small) / "config.json", "results/mini/prereg.lock.json"):
+    for name in (stored, layout.model_path(small) / "config.json", "results/mini/prereg.lock.json",
+                 "results/README.md"):
         (work / name).parent.mkdir(parents=True, exist_ok=True)
         (work / name).write_text(f"weeks of GPU time: {name}\n")
     before = _tree(work)
@@ -292,19 +349,6 @@ def test_a_bad_option_value_is_a_message_and_exit_2(tmp_path, capsys, argv, name
     assert not (tmp_path / "OUT").exists()
 
 
-@pytest.mark.parametrize("argv, names", [
-    (["contrast", "--a", "x", "--b", "y"], ("--results", "required")),
-    (["contrast", "--results", ".", "--a", "x", "--b", "y", "--resamples", "0"], ("--resamples", "at least 1")),
-])
-def test_contrast_options_are_checked_by_the_parser(capsys, argv, names):
-    with pytest.raises(SystemExit) as done:
-        cli.main(argv)
-    err = capsys.readouterr().err
-    assert done.value.code == 2 and "Traceback" not in err
-    for word in names:
-        assert word in err, err
-
-
 def test_an_unwritable_output_folder_is_a_message_not_a_retried_traceback(tmp_path):
     """A folder that cannot be written (read-only, or a file in its place; root ignores read-only bits, so the
     file stands in for it) is a user error naming the folder: exit 2, which the train rule never retries."""
@@ -317,3 +361,222 @@ def test_an_unwritable_output_folder_is_a_message_not_a_retried_traceback(tmp_pa
         (tmp_path / "ro").mkdir(mode=0o555)
         with pytest.raises(DataError, match=r"ro: cannot write"):
             store.write_text("x", tmp_path / "ro" / "file.json")
+
+
+# Issue 30. No code from a config: Snakemake renders a file with `__use_yte__: true` (YTE) while it reads the
+# config, before the Snakefile, so the refusal must come first (profiles/default installs it; the Snakefile
+# refuses again where that profile was skipped).
+def _template(marker: Path) -> str:
+    return (f"__use_yte__: true\nstudy: '?\"default\" if __import__(\"os\").system(\"touch {marker}\")==0 else \"x\"'\n"
+            "seeds: [1]\narms: {outcome: {}}\n")
+
+
+def _snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
+    """`snakemake -n` as a user runs it: from the repository root, its workflow profile found there."""
+    cmd = [sys.executable, "-m", "snakemake", "-n", "-d", str(workdir), *args]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_a_templated_config_runs_no_code_under_a_dry_run(tmp_path):
+    marker = tmp_path / "PWNED"
+    (tmp_path / "study.yaml").write_text(_template(marker))
+    done = _snakemake(tmp_path / "work", "--configfile", str(tmp_path / "study.yaml"))
+    assert not marker.exists()
+    assert done.returncode == 2 and "Traceback" not in done.stderr and 'File "' not in done.stderr, done.stderr
+    assert "study.yaml: config key __use_yte__" in done.stderr and "--config allow_templates=true" in done.stderr
+
+
+@pytest.mark.slow
+def test_a_template_renders_when_the_command_line_opts_in_and_config_values_are_yaml(tmp_path):
+    """The opt-in is the command line's; `--config` values typed there mean what they say (seeds=[1,2] two
+    integers, a block with an integer inside), while a name that looks like a number stays a name."""
+    (tmp_path / "study.yaml").write_text("__use_yte__: true\nstudy: '?\"tmpl\" + str(1 + 1)'\nseeds: [1]\n"
+                                         "arms: {outcome: {}, mc: {credit: {monte_carlo: {k: 2}}}}\n")
+    done = _snakemake(tmp_path / "work", "--configfile", str(tmp_path / "study.yaml"), "--config",
+                      "allow_templates=true", "seeds=[1,2]", 'model={"warm_start": {"steps": 200}}')
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "results/tmpl2/prereg.lock.json" in done.stdout
+    assert re.search(r"^train\s+4$", done.stdout, re.M), done.stdout[-3000:]  # 2 arms x seeds 1 and 2
+    named = _snakemake(tmp_path / "work", "--config", "study=1e3")
+    assert named.returncode == 0 and "results/1e3/prereg.lock.json" in named.stdout, named.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_a_user_error_in_the_snakefile_is_its_message_alone_and_exit_2(tmp_path):
+    (tmp_path / "study.yaml").write_text(SMALL_YAML.replace("group_size: 4", "group_size: 4.5"))
+    done = _snakemake(tmp_path / "work", "--configfile", str(tmp_path / "study.yaml"), "--workflow-profile", "none")
+    assert done.returncode == 2 and 'File "' not in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert re.search(r"study.yaml:\d+: config key recipe.group_size: 4.5 is not allowed; allowed: an integer",
+                     done.stderr), done.stderr
+
+
+def test_the_snakefile_refuses_a_template_where_the_profile_was_skipped(tmp_path):
+    """`--workflow-profile none` skips the guard: Snakemake has rendered the file by then, but no job runs."""
+    (tmp_path / "study.yaml").write_text("__use_yte__: false\n" + SMALL_YAML)
+    with pytest.raises(ConfigError, match=r"study.yaml: config key __use_yte__: .* --config allow_templates=true"):
+        studies.from_snakemake(copy.deepcopy(SMALL_STUDY), [tmp_path / "study.yaml"], [])
+    cfg = studies.from_snakemake(copy.deepcopy(SMALL_STUDY), [tmp_path / "study.yaml"], ["allow_templates=true"])
+    assert cfg["allow_templates"] is True
+
+
+def test_the_guard_refuses_before_yte_renders(tmp_path):
+    """Snakemake's own loader, wrapped as the profile wraps it: the template's code never runs."""
+    from snakemake.common import configfile
+    marker = tmp_path / "PWNED"
+    (tmp_path / "study.yaml").write_text(_template(marker))
+    original = configfile._load_configfile
+    try:
+        templating.install(["-n", "--configfile", "study.yaml"])
+        with pytest.raises(UserExit) as stopped:
+            configfile.load_configfile(str(tmp_path / "study.yaml"))
+        assert stopped.value.code == 2 and "config key __use_yte__" in str(stopped.value.error)
+        assert not marker.exists()
+        templating.install(["--config", "allow_templates=true"])  # opted in: rendered, as Snakemake would
+        assert configfile.load_configfile(str(tmp_path / "study.yaml"))["study"] == "default" and marker.exists()
+    finally:
+        configfile._load_configfile = original
+
+
+@pytest.mark.parametrize("argv, allowed", [
+    (["--config", "allow_templates=true"], True),
+    (["-C", "seeds=[1]", "allow_templates=True"], True),
+    (["--config=allow_templates=1"], True),
+    (["--config", "allow_templates=false"], False),
+    (["--config", "seeds=[1]", "-n", "allow_templates=true"], False),  # a target named so, not a config value
+    (["allow_templates=true"], False),
+    ([], False),
+])
+def test_only_a_config_value_on_the_command_line_opts_in(argv, allowed):
+    assert templating.opted_in(argv) is allowed
+
+
+# Valid inputs accepted: YAML merge keys and anchors (sharing a block between arms).
+MERGED = """study: merged
+seeds: [1, 2]
+task: {seed: 7, pool: {size: 64, levels: [1, 2]}, eval_sets: {heldout: {size: 6, levels: [1, 2]}}}
+model:
+  tiny: {hidden_size: 32, num_layers: 1, num_heads: 2, intermediate_size: 64, max_positions: 96}
+  warm_start: {steps: 30, batch_size: 8, problems: 200}
+recipe: {prompts_per_iteration: 2, group_size: 4, completion_limit: 24, microbatch_size: 3}
+budget: {tokens: 600}
+evaluation: {samples: 2, per_budget: 4}
+arms:
+  outcome: {}
+  mc_k2: &mc
+    description: Monte-Carlo credit
+    credit: {monte_carlo: {k: 2, prompt_value: 0.5}}
+  mc_k2_strict:
+    <<: *mc
+    recipe: {reward_verifier: strict}
+analysis: {base: outcome}
+"""
+
+
+def test_merge_keys_and_anchors_are_read_as_yaml_means_them(tmp_path):
+    (tmp_path / "study.yaml").write_text(MERGED)
+    cfg = studies.load(tmp_path / "study.yaml")
+    assert cfg["arms"]["mc_k2_strict"]["credit"] == cfg["arms"]["mc_k2"]["credit"]
+    assert cfg["arms"]["mc_k2_strict"]["credit"]["monte_carlo"]["prompt_value"] == 0.5
+    assert cfg["arms"]["mc_k2_strict"]["recipe"] == {"reward_verifier": "strict"}
+    (tmp_path / "twice.yaml").write_text(MERGED.replace("    <<: *mc\n", "    <<: *mc\n    recipe: {}\n"))
+    with pytest.raises(ConfigError, match=r"twice.yaml:18: key 'recipe' is given twice \(first at line 17\)"):
+        study_config.read(tmp_path / "twice.yaml")
+
+
+@pytest.mark.parametrize("entries, expected", [
+    (["seeds=[1,2]"], {"seeds": [1, 2]}),
+    (['model={"warm_start": {"steps": 200}}'], {"model": {"warm_start": {"steps": 200}}}),
+    (["study=1e3", "results_dir=2024"], {"study": "1e3", "results_dir": "2024"}),  # names stay names
+    (["recipe={lr: 1e-3, reward_verifier: strict}"], {"recipe": {"lr": 0.001, "reward_verifier": "strict"}}),
+    (["analysis={pairs: [[mc_k2, outcome]], margin: .05}"], {"analysis": {"pairs": [["mc_k2", "outcome"]],
+                                                                         "margin": 0.05}}),
+    (["containers={train: null}", "analysis_only=True", "allow_templates=true"],
+     {"containers": {"train": None}, "analysis_only": True, "allow_templates": True}),
+    (["arms={o: {}, m: {credit: {monte_carlo: {k: 2}}}}"], {"arms": {"o": {}, "m": {"credit": {"monte_carlo": {"k": 2}}}}}),
+    (["study='1'"], {"study": "1"}),  # what the API passes (Snakemake's repr of a string)
+])
+def test_config_values_on_the_command_line_are_yaml_typed_by_the_schema(entries, expected):
+    assert study_config.command_line(entries) == expected
+
+
+def test_command_line_values_merge_into_the_study_as_snakemake_merges_them():
+    cfg = copy.deepcopy(SMALL_STUDY)
+    cfg["model"]["warm_start"]["steps"] = "200"  # what Snakemake made of the block: a string leaf
+    cfg["seeds"] = ["3", "4"]
+    studies.from_snakemake(cfg, [], ['model={"warm_start": {"steps": 200}}', "seeds=[3,4]"])
+    assert cfg["model"]["warm_start"]["steps"] == 200 and cfg["model"]["warm_start"]["problems"] == 200
+    assert cfg["seeds"] == [3, 4]
+
+
+# Numbers the schema leaves unbounded above, on purpose: the chat template's keyword arguments are the tokenizer's.
+UNBOUNDED = {".model.chat_template[additionalProperties]"}
+
+
+def _numbers(node, path=""):
+    """(path, schema) of every integer or number in the study schema."""
+    if not isinstance(node, dict):
+        return
+    kinds = node.get("type") if isinstance(node.get("type"), list) else [node.get("type")]
+    if {"integer", "number"} & set(kinds):
+        yield path, node
+    for key in ("properties", "$defs"):
+        for name, sub in node.get(key, {}).items():
+            yield from _numbers(sub, f"{path}.{name}")
+    for key in ("items", "additionalProperties"):
+        yield from _numbers(node.get(key), f"{path}[{key}]")
+
+
+def test_every_number_in_the_schema_has_an_upper_bound():
+    numbers = dict(_numbers(study_config.schema()))
+    assert len(numbers) > 100
+    unbounded = {p for p, n in numbers.items() if "maximum" not in n and "exclusiveMaximum" not in n}
+    assert unbounded == UNBOUNDED
+
+
+def test_the_arith_supply_table_counts_level_1_exactly():
+    """SUPPLY's level 1 (and the rule that no set may take more): every question enumerated again."""
+    from itertools import product
+    from mcgrpo.data import arith
+    shape, sides = arith._SHAPES[1], [0, 0]
+    for ops, spans, xs in product(shape.opsets, shape.spansets, product(range(1, shape.high + 1), repeat=shape.terms)):
+        question = arith._render(list(xs), ops, spans)
+        solution, steps = arith.solve(question)
+        if len(solution) <= arith.MAX_SOLUTION_CHARS and abs(int(steps[-1])) <= arith.MAX_ANSWER:
+            sides[arith.is_eval_eligible(question)] += 1
+    assert tuple(sides) + (sum(sides),) == arith.SUPPLY[1] == (149, 13, 162)
+    pool, evals = arith.build(7, arith.supply(1, False), [1], {"a": {"size": arith.supply(1, True), "levels": [1]}})
+    assert len(pool) == 149 and len(evals["a"]) == 13  # the whole supply, drawn
+    ok = studies.validate(edited_study(task__pool={"size": 149, "levels": [1]},
+                                       task__eval_sets={"heldout": {"size": 13, "levels": [1]}}))
+    assert ok["task"]["pool"]["size"] == 149
+
+
+def test_pass_k_defaults_to_what_the_samples_allow():
+    assert studies.validate(copy.deepcopy(SMALL_STUDY))["analysis"]["pass_k"] == [2]  # 2 samples
+    assert studies.validate(edited_study(evaluation__samples=8))["analysis"]["pass_k"] == [2, 4, 8]
+    assert studies.validate(edited_study(evaluation__samples=8, analysis__pass_k=[8]))["analysis"]["pass_k"] == [8]
+
+
+def test_a_snakefile_error_names_the_file_and_line_of_its_key(tmp_path):
+    (tmp_path / "base.yaml").write_text("study: loc\nseeds: [1, 2]\nrecipe:\n  lr: 0.5\narms: {outcome: {}}\n")
+    (tmp_path / "over.yaml").write_text("recipe:\n  group_size: 4.5\n  lr: 5\n")
+    paths = [tmp_path / "base.yaml", tmp_path / "over.yaml"]
+    cfg = {**study_config.read(paths[0]), "recipe": {"group_size": 4.5, "lr": 5}}
+    with pytest.raises(ConfigError) as refused:
+        studies.from_snakemake(cfg, paths, [])
+    assert str(refused.value).split("\n") == [
+        f"{paths[1]}:2: config key recipe.group_size: 4.5 is not allowed; allowed: an integer (written without a "
+        f"decimal point)",
+        f"{paths[1]}:3: config key recipe.lr: 5 is greater than the maximum of 1"]  # the file that overrides
+
+
+def test_stopping_ends_a_user_error_with_its_message_and_lets_a_bug_through(capsys):
+    from mcgrpo.core.errors import DataError, stopping
+    with pytest.raises(UserExit) as stopped, stopping():
+        raise DataError("results/x.parquet: file not found")
+    assert stopped.value.code == 2 and isinstance(stopped.value.error, DataError)
+    assert capsys.readouterr().err == "Error: results/x.parquet: file not found\n"
+    with pytest.raises(KeyError), stopping():  # a bug: its own exception, traceback and all
+        raise KeyError("task")
+    assert capsys.readouterr().err == ""

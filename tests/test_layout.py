@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
+import re
 
 import pytest
 import yaml
 
-from conftest import ROOT, SMALL_STUDY, edited_study
+from conftest import SMALL_STUDY, edited_study, snakemake as run_snakemake
 from mcgrpo import studies
 from mcgrpo.core import layout
 from mcgrpo.core.errors import DataError
@@ -40,20 +39,20 @@ def test_a_model_with_a_source_is_the_studys_own_reference():
     assert layout.model_path(cfg) == layout.study_dir(cfg) / "models" / "mine.json"
 
 
+@pytest.mark.slow
 def test_a_second_study_reuses_the_first_ones_data_and_warm_start(tmp_path):
-    env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}"}
     other = {**SMALL_STUDY, "study": "other", "arms": {"outcome": {}}}
     for name, cfg in (("first.yaml", SMALL_STUDY), ("second.yaml", other)):
         (tmp_path / name).write_text(yaml.safe_dump(cfg))
 
     def snakemake(config, *args):
-        done = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory",
-                               str(tmp_path), "--configfile", str(tmp_path / config), "--cores", "1", *args],
-                              cwd=ROOT, capture_output=True, text=True, env=env, timeout=600)
+        done = run_snakemake(tmp_path, "--cores", "1", *args, configfile=config, timeout=600)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         return done.stdout + done.stderr
 
-    snakemake("first.yaml", "warm_start")
+    first = snakemake("first.yaml", "warm_start", "--quiet=rules")
+    # make run's terminal: no job blocks, and the long job's own progress lines, timed (the rule hands them on)
+    assert "localrule warm_start:" not in first and re.search(r"\d\d:\d\d:\d\d warm start: 30/30 step", first)
     second = snakemake("second.yaml", "-n")
     assert "rule train:" in second and "rule calibrate:" in second
     assert "rule warm_start:" not in second and "rule prepare_data:" not in second

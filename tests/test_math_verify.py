@@ -34,3 +34,13 @@ def test_a_hung_check_is_killed_counted_wrong_and_the_worker_replaced(check):
     assert check(r"\boxed{9^{9^{9^{9^{9}}}}}", "1") is False
     assert time.perf_counter() - start < 10  # the timeout is 1 s; startup of a fresh worker aside
     assert check(r"\boxed{7}", "7") is True
+
+
+def test_the_math_verify_rule_scores_rewards_and_every_rule_is_recorded(check):
+    from mcgrpo.core.verify import rule_verdicts, verify
+    from mcgrpo.train.rollout import score
+    assert verify(r"\boxed{\frac{1}{2}}", "0.5", "math_verify", check).default is True
+    assert verify("it is 0.5", "0.5", "math_verify", check).strict is False  # strict needs a box
+    assert score([r"\boxed{45^\circ}", r"\boxed{44}"], ["45", "45"], "math_verify").default.tolist() == [True, False]
+    assert rule_verdicts(r"\boxed{2\sqrt{2}}", r"\sqrt{8}", check) == {"whole_box": False, "paper": False,
+                                                                     "math_verify": True}

@@ -37,6 +37,7 @@ def dry_runs(tmp_path_factory) -> dict[Path, DryRun]:
     return dry_run(STUDIES, workdir=tmp_path_factory.mktemp("fresh"))
 
 
+@pytest.mark.slow
 def test_workers_dry_run_what_one_process_does(tmp_path):
     few = [ROOT / "config" / "config.yaml", *STUDIES[:2], tmp_path / "missing.yaml"]
     alone, split = dry_run(few, workdir=tmp_path, workers=1), dry_run(few, workdir=tmp_path, workers=2)
@@ -57,6 +58,7 @@ def test_a_worker_that_fails_raises_with_its_exit_status(tmp_path, monkeypatch):
         dry_run(STUDIES[:2], workdir=tmp_path, workers=2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("study", STUDIES, ids=[p.stem for p in STUDIES])
 def test_study_dry_runs_with_one_train_job_per_arm_and_seed(dry_runs, study):
     result = dry_runs[study]
@@ -70,3 +72,12 @@ def test_the_miniature_lr_decay_arm_decays_from_twice_the_rate_as_s32():
     mini = yaml.safe_load((ROOT / "config" / "studies" / "selection.yaml").read_text())["arms"]["lr_decay"]
     s32 = yaml.safe_load((ROOT / "config" / "studies" / "paper" / "s32_lr_decay_qwen2.5-1.5b.yaml").read_text())
     assert mini["lr"] == s32["arms"]["outcome_decay"]["lr"] == {"scale": 2.0, "schedule": "linear_decay"}
+
+
+def test_every_paper_file_reads_answers_by_the_papers_rule():
+    """C.1, H.1: the paper's verifier reads the last number inside the final box (tolerance 1e-4), not the box
+    whole; a reproduction needs its rule."""
+    import yaml
+    from conftest import ROOT
+    files = sorted((ROOT / "config" / "studies" / "paper").glob("*.yaml"))
+    assert files and all(yaml.safe_load(f.read_text())["verifier"] == {"rule": "paper"} for f in files)

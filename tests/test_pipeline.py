@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import copy
 import json
-import os
 import shutil
 import subprocess
-import sys
 
+import pandas as pd
 import pytest
 import yaml
 
-from conftest import ROOT, SMALL_STUDY
+from conftest import ROOT, SMALL_STUDY, snakemake as run_snakemake
 from mcgrpo import studies
 from mcgrpo.core import config as study_config, layout
 from mcgrpo.core.store import parquet_metadata, read_contract
@@ -21,10 +21,7 @@ pytestmark = pytest.mark.slow
 
 
 def snakemake(workdir, *args, repo=ROOT) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}"}
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(repo / "Snakefile"), "--directory", str(workdir),
-           "--configfile", str(workdir / "study.yaml"), "--cores", "2", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+    return run_snakemake(workdir, "--cores", "2", *args, snakefile=repo / "Snakefile")
 
 
 PLAN = {"primary": [{"id": "T1", "a": "mc_k2", "b": "outcome", "direction": "less"}],
@@ -68,8 +65,12 @@ def test_every_stage_writes_its_contract(finished_study):
     assert set(contrasts["basis"]) == {"tokens", "updates", "time"}
     assert set(contrasts["contrast"]) == {"mc_k2-vs-outcome"} and (contrasts["n"] == 2).all()
     for name in ("figures/accuracy_vs_tokens.png", "figures/accuracy_vs_time.png",
-                 "tables/contrasts.md", "tables/contrasts.csv", "tables/drift.md"):
+                 "tables/contrasts.md", "tables/contrasts.csv", "tables/drift.md", "tables/verifiers.md"):
         assert (r / name).stat().st_size > 0
+    samples = read_contract(r / "runs" / "outcome" / "seed1" / "samples.parquet", "samples")
+    assert (samples["correct_whole_box"] == samples["correct_default"]).all()  # the default study's rule
+    verifiers = pd.read_csv(r / "tables" / "verifiers.csv")
+    assert set(verifiers["arm"]) == {"outcome", "mc_k2"} and (verifiers["n"] == 2 * 6 * 2).all()
 
 
 def test_arms_of_a_seed_share_their_first_evaluation(finished_study):
@@ -101,6 +102,43 @@ def test_a_reworded_description_reordered_seeds_or_tracking_retrains_nothing(fin
                                                                       .read_text()), "tracking": "tensorboard"}))
     dry = snakemake(work, "-n")
     assert dry.returncode == 0 and "Nothing to be done" in dry.stdout + dry.stderr, jobs(dry)
+
+
+def test_a_run_file_changed_after_its_manifest_reruns_the_analysis_which_names_it(finished_study, tmp_path):
+    """Issue 30's corruption cases through Snakemake: a bit flipped in samples.parquet (size and mtime kept) reruns
+    the analysis, which fails naming the file; restoring it with `cp -p` (an mtime older than the analysis) reruns
+    it again, and it succeeds; seed 1's files copied into seed 2's folder fail as another run's."""
+    work = tmp_path / "work"
+    shutil.copytree(finished_study.parent.parent, work, symlinks=True)
+    r = work / "results" / "mini"
+    for arm in ("outcome", "mc_k2"):
+        for seed in (1, 2):
+            sealed = json.loads((r / "runs" / arm / f"seed{seed}" / "manifest.json").read_text())
+            assert set(sealed["files"]) == {f"{k}.parquet" for k in ("iterations", "evals", "samples", "prompts",
+                                                                     "alignment")} | {"run.json"}
+    dry = snakemake(work, "-n")  # a copied store: its files hashed, found intact
+    assert dry.returncode == 0 and "Nothing to be done" in dry.stdout + dry.stderr, jobs(dry)
+    samples = (r / "runs/mc_k2/seed2/samples.parquet").resolve()
+    shutil.copy2(samples, tmp_path / "original.parquet")
+    stat, data = samples.stat(), bytearray(samples.read_bytes())
+    data[len(data) // 2] ^= 0x04
+    samples.write_bytes(bytes(data))
+    os.utime(samples, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    dry = snakemake(work, "-n")
+    assert dry.returncode == 0 and "contrasts" in jobs(dry) and "train" not in jobs(dry), jobs(dry)
+    failed = snakemake(work)
+    assert failed.returncode != 0
+    logs = "".join(p.read_text() for p in (r / "logs").glob("*.log"))
+    assert f"{samples.name}: sha256 differs from manifest.json" in logs and "changed after the run finished" in logs
+    shutil.copy2(tmp_path / "original.parquet", samples)  # cp -p
+    done = snakemake(work)
+    assert done.returncode == 0 and "contrasts" in jobs(done), done.stderr[-4000:]
+    for name in ("evals.parquet", "samples.parquet"):
+        shutil.copy2(r / "runs/mc_k2/seed1" / name, r / "runs/mc_k2/seed2" / name)
+    failed = snakemake(work)
+    assert failed.returncode != 0
+    assert "config_hash differs: the file belongs to another run" in "".join(
+        p.read_text() for p in (r / "logs").glob("*.log"))
 
 
 def test_a_bad_config_fails_before_any_job_naming_the_key(tmp_path):
@@ -182,14 +220,17 @@ def test_analysis_only_never_trains_rebuilds_the_analysis_and_reports(finished_s
     assert "train" in jobs(snakemake(work, "-n", repo=repo))  # the normal target would retrain
     done = snakemake(work, "analysis", "--config", "analysis_only=True", repo=repo)
     assert done.returncode == 0, done.stderr[-4000:]
-    assert jobs(done) == {"drift", "contrasts", "curves", "breakdown", "figures", "tables", "summary", "analysis"}
+    assert jobs(done) == {"drift", "contrasts", "robustness", "verifiers", "curves", "breakdown", "figures", "tables", "summary",
+                          "analysis"}
     assert {p: p.stat().st_mtime_ns for p in runs} == runs
     assert all(p.stat().st_mtime_ns > t for p, t in outputs.items())
     prereg_table = (r / "tables" / "prereg.md").read_text()
-    assert "without a dated amendment: S1 reported as exploratory" in prereg_table
+    # recipe.lr is part of the experiment the lock covers: every planned contrast is demoted, with the reason
+    assert "without a dated amendment: T1, S1 reported as exploratory" in prereg_table
+    assert "recipe.lr changed after the lock (" in prereg_table
     assert "Warning: runs trained with a config other than the current one: mc_k2/seed1" in prereg_table
     labels = read_contract(r / "analysis/contrasts.parquet", "contrasts").set_index("id")["label"]
-    assert labels["T1"] == "primary" and labels["S1"] == "exploratory"
+    assert labels["T1"] == "exploratory" and labels["S1"] == "exploratory"
 
     report = snakemake(work, "--report", str(tmp_path / "report.html"), "--config", "analysis_only=True", repo=repo)
     assert report.returncode == 0, report.stderr[-4000:]
@@ -198,8 +239,8 @@ def test_analysis_only_never_trains_rebuilds_the_analysis_and_reports(finished_s
                  "drift"):
         assert f"{name}.png" in html
     assert "prereg.html" in html and "contrasts.html" in html
-    assert "Study mini: results" in html and "T1 (primary" in html  # the summary is the first page
-    assert "T1 (primary" in done.stderr  # and the run printed it at its end
+    assert "Study mini: results" in html and "T1 (exploratory" in html  # the summary is the first page
+    assert "T1 (exploratory" in done.stderr  # and the run printed it at its end
 
     study["seeds"].append(3)  # a seed never trained
     (work / "study.yaml").write_text(yaml.safe_dump(study))

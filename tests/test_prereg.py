@@ -4,10 +4,11 @@ from datetime import datetime, timezone
 
 import pytest
 
-from mcgrpo.analysis import plan as analysis, prereg
+from mcgrpo.analysis import plan as analysis, prereg, tables
 from mcgrpo.core import config as study_config
 from mcgrpo import studies
 from mcgrpo.cli import main
+from mcgrpo.core.manifest import seal
 from mcgrpo.core.store import write_json
 
 LOCKED_AT = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
@@ -126,6 +127,7 @@ def test_status_reads_the_lock_run_start_times_and_stale_runs(tmp_path, planned)
         write_json({"started": f"2025-03-0{seed + 1}T00:00:00+00:00",
                     "config": study_config.run_config(planned, arm, seed)},
                    tmp_path / "runs" / arm / f"seed{seed}" / "run.json")
+        seal(tmp_path / "runs" / arm / f"seed{seed}", ["run.json"], "")
     status = prereg.status(tmp_path, planned)
     assert status["state"] == "matches" and status["first_run_started"] == "2025-03-02T00:00:00+00:00"
     assert status["stale_runs"] == []
@@ -171,3 +173,60 @@ def test_prereg_lock_verb_writes_once_and_refuses_to_relock(tmp_path, planned, c
     assert lock["material"] == json.loads(json.dumps(prereg.material(planned)))
     assert main(args) == 2
     assert "the study is locked already; a changed plan needs a dated plan.amendments entry" in capsys.readouterr().err
+
+
+def test_a_recipe_changed_after_the_lock_demotes_the_planned_contrasts_with_a_dated_reason(planned):
+    """The lock covers the experiment, not only the plan's text (issue 30: recipe.lr changed and the runs retrained,
+    and the summary still said the plan matched its lock)."""
+    lock = prereg.make_lock(planned, LOCKED_AT)
+    now = changed(planned, lambda c: c["recipe"].update(lr=c["recipe"]["lr"] * 2))
+    status = prereg.compare(now, lock, "2025-03-02T00:00:00+00:00")
+    assert status["state"] == "changed" and status["demoted"] == ["T1", "T2", "S1"]
+    assert reported(status) == {"T1": "exploratory", "T2": "exploratory", "S1": "exploratory"}
+    assert status["labels"]["T1"]["note"] == ("demoted: recipe.lr changed after the lock (2025-03-01) without a dated "
+                                              "amendment")
+    note = tables.prereg_note(status)
+    assert "matches its lock" not in note and "T1, T2, S1 reported as exploratory" in note
+    assert "recipe.lr changed after the lock (2025-03-01)" in note
+
+
+@pytest.mark.parametrize("edit, path", [
+    (lambda c: c["task"]["pool"].update(size=48), "task.pool.size"),
+    (lambda c: c["model"]["tiny"].update(hidden_size=64), "model.tiny.hidden_size"),
+    (lambda c: c["evaluation"].update(samples=4), "evaluation.samples"),
+    (lambda c: c["analysis"].update(bases=["tokens"]), "bases"),
+])
+def test_every_part_of_the_experiment_is_covered(planned, edit, path):
+    status = prereg.compare(changed(planned, edit), prereg.make_lock(planned, LOCKED_AT))
+    assert status["demoted"] == ["T1", "T2", "S1"] and f"{path} changed after the lock (2025-03-01)" in status["changes"]
+
+
+def test_a_dated_amendment_naming_the_contrast_keeps_it_primary_after_a_recipe_change(planned):
+    lock = prereg.make_lock(planned, LOCKED_AT)
+    amendment = {"date": "2025-03-05", "note": "recipe.lr doubled: the first runs diverged", "ids": ["T1"]}
+    now = changed(planned, lambda c: (c["recipe"].update(lr=c["recipe"]["lr"] * 2),
+                                      c["plan"]["amendments"].append(amendment)))
+    status = prereg.compare(now, lock)
+    assert reported(status) == {"T1": "primary", "T2": "exploratory", "S1": "exploratory"}
+    assert status["labels"]["T1"]["note"] == "amended 2025-03-05: recipe.lr doubled: the first runs diverged"
+
+
+def test_edits_that_change_nothing_trained_demote_nothing(planned):
+    lock = prereg.make_lock(planned, LOCKED_AT)
+    now = changed(planned, lambda c: (c["arms"]["mc_k2"].update(description="reworded"),
+                                      c.update(arms=dict(reversed(list(c["arms"].items())))),
+                                      c.update(seeds=c["seeds"][::-1])))
+    status = prereg.compare(now, lock)
+    assert status["state"] == "matches" and not status["changes"] and status["sha256_now"] == lock["sha256"]
+
+
+def test_a_lock_from_before_the_experiment_was_covered_reads_and_says_so(planned):
+    lock = prereg.make_lock(planned, LOCKED_AT)
+    old = {**lock, "material": {k: v for k, v in lock["material"].items() if k != "experiment"}}
+    now = changed(planned, lambda c: c["recipe"].update(lr=c["recipe"]["lr"] * 2))
+    status = prereg.compare(now, old)
+    assert status["state"] == "matches" and reported(status)["T1"] == "primary"
+    assert tables.prereg_note(status) == (
+        "The plan matches its lock of 2025-03-01T12:00:00+00:00. Note: its lock predates locks covering the task, "
+        "model, recipe, evaluation and analysis bases: changes to them since cannot be told.")
+    assert prereg.labels(prereg.locked_config(old), prereg.compare(prereg.locked_config(old), old))  # contrast verb

@@ -63,3 +63,29 @@ def test_the_stage_clock_counts_cpu_time_apart_from_waiting():
     assert lap["t_generate"] >= 0.2 and lap["cpu_generate"] < 0.05
     assert lap["cpu_update"] > 0 and set(lap) == {f"{k}_{s}" for k in ("t", "cpu")
                                                   for s in ("select", "generate", "credit", "update", "sync")}
+
+
+def test_the_console_the_rule_hands_on_gets_the_progress_lines_not_the_notes(monkeypatch):
+    """A rule runs `MCGRPO_CONSOLE_FD=3 ... 3>&2 > log 2>&1`: its bar lines reach Snakemake's terminal as well,
+    timed, so that `make run` shows every long job start, advance and finish; the notes stay in the log."""
+    import os
+    import re
+    read, write = os.pipe()
+    monkeypatch.setenv(progress.CONSOLE_FD, str(write))
+    log = io.StringIO()
+    with progress.bar("train outcome seed 1", total=10, unit="tok", stream=log) as shown:
+        progress.note(shown, "evaluation 0 at 0 tokens")
+        shown.update(10)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        echoed = pipe.read().splitlines()
+    assert [re.sub(r"^\d\d:\d\d:\d\d ", "", line) for line in echoed] == [
+        line for line in log.getvalue().splitlines() if not line.startswith("evaluation")]
+    assert len(echoed) == 2 and all(re.match(r"\d\d:\d\d:\d\d train outcome seed 1: ", line) for line in echoed)
+
+
+def test_no_console_where_none_is_handed_on(monkeypatch):
+    monkeypatch.delenv(progress.CONSOLE_FD, raising=False)
+    assert progress.console() is None
+    monkeypatch.setenv(progress.CONSOLE_FD, "987")  # not an open descriptor: the log alone
+    assert progress.console() is None

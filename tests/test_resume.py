@@ -18,7 +18,7 @@ import torch
 
 from conftest import ROOT
 from mcgrpo.train import checkpoint, models
-from mcgrpo.core import config as study_config, layout, store
+from mcgrpo.core import config as study_config, layout, manifest as run_manifest, store
 from mcgrpo import studies
 from mcgrpo import data
 from mcgrpo.core.budget import budget_table
@@ -81,6 +81,7 @@ def _interrupt(command, out, sig) -> int:
     return proc.returncode
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig, status", [(signal.SIGKILL, -signal.SIGKILL), (signal.SIGTERM, 75)])
 def test_interrupted_run_resumes_to_the_same_parquet(inputs, tmp_path, sig, status):
     """Resumed under a config whose seeds were reordered and whose arm description was edited: neither
@@ -88,7 +89,7 @@ def test_interrupted_run_resumes_to_the_same_parquet(inputs, tmp_path, sig, stat
     command, reference, cfg = inputs
     out = tmp_path / "run"
     assert _interrupt(command, out, sig) == status
-    assert not (out / "run.json").exists()
+    assert not (out / "run.json").exists() and not (out / "manifest.json").exists()  # unsealed: never read
     assert list((out / "checkpoints").glob("ckpt-*.pt"))
     edited = copy.deepcopy(cfg)
     edited["seeds"] = edited["seeds"][::-1]
@@ -105,8 +106,10 @@ def test_interrupted_run_resumes_to_the_same_parquet(inputs, tmp_path, sig, stat
         assert first["outcome"] == "interrupted" and first["signal"] == "SIGTERM"
         assert f"interrupted by SIGTERM after {first['iterations']} iterations" in resumed.stderr
     assert second["outcome"] == "finished" and second["resumed_at"] > 0
+    assert run_manifest.problems(out) == []  # sealed last, over every file the resumed run wrote
 
 
+@pytest.mark.slow
 def test_a_finished_run_ended_by_its_job_is_written_again_not_trained_again(inputs, tmp_path):
     """SLURM may end a job (TIMEOUT) just after the trainer wrote its outputs; Snakemake then deletes them and
     retries. The final checkpoint is kept, so the retry rewrites the same files without a single iteration."""
@@ -126,6 +129,7 @@ def test_a_finished_run_ended_by_its_job_is_written_again_not_trained_again(inpu
     assert attempts[1]["resumed_at"] == attempts[1]["iterations"] == attempts[0]["iterations"]
 
 
+@pytest.mark.slow
 def test_an_interrupted_run_whose_budget_changed_never_resumes(inputs, tmp_path):
     """A recalibrated B under an interrupted run: resuming would train a hybrid of two budgets, so the run
     refuses (exit 2, which the train rule does not retry), naming the folder to delete."""
@@ -232,14 +236,11 @@ def test_a_user_error_in_training_is_not_retried(tmp_path):
     """Snakemake retries every failed job; the train rule's retry of a user error (exit 2) restores the
     failed attempt's log and stops at once, while a preemption (exit 75) would resume."""
     import yaml
-    from conftest import SMALL_STUDY
+    from conftest import SMALL_STUDY, snakemake as run_snakemake
     (tmp_path / "study.yaml").write_text(yaml.safe_dump(SMALL_STUDY))
-    env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}"}
 
     def snakemake(*args):
-        return subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory",
-                               str(tmp_path), "--configfile", str(tmp_path / "study.yaml"), "--cores", "1",
-                               "--retries", "2", *args], capture_output=True, text=True, env=env, timeout=900)
+        return run_snakemake(tmp_path, "--cores", "1", "--retries", "2", *args)
     assert snakemake("--until", "prepare_data").returncode == 0
     evals = tmp_path / layout.data_dir(studies.validate(copy.deepcopy(SMALL_STUDY))) / "eval_heldout.parquet"
     store.write_parquet(store.read_parquet(evals).head(1), evals)  # fewer problems than the set's size

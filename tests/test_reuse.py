@@ -108,7 +108,9 @@ def test_ppo_epochs_take_epochs_x_minibatches_clipped_steps(tiny, world):
 def test_a_dense_arm_at_zero_weight_updates_exactly_as_outcome_only(arm, tiny, world):
     _, tokenizer = tiny
     pool, _ = world
-    cfg = _study({arm: {"credit": ZERO_WEIGHT_ARMS[arm]}})
+    cfg = _study({})  # validation refuses length, process and path_penalty at zero weight as outcome-only GRPO
+    cfg["arms"][arm] = {"credit": ZERO_WEIGHT_ARMS[arm]}  # under another name (this test is why): the schema alone
+    study_config.validate_schema(cfg)  # fills the arm's defaults
     batch = _batch(tokenizer, pool)
     assert 0 < batch.rewards.mean() < 1
 

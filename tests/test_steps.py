@@ -15,7 +15,7 @@ from mcgrpo.analysis import prereg, steps
 from mcgrpo.cli import main
 from mcgrpo.core.errors import DataError
 from mcgrpo.core.store import COLUMNS, read_contract, read_json, read_parquet, write_json, write_parquet
-from test_runs import write_run
+from test_runs import seal_run, write_run
 
 B = 100
 PLAN = {"primary": [{"id": "T1", "a": "mc_k2", "b": "outcome", "direction": "less", "family": "H"},
@@ -44,7 +44,8 @@ def results(tmp_path_factory):
                                     for c in COLUMNS["iterations"]}), folder / "iterations.parquet")
         write_json({"started": "2025-01-02T00:00:00+00:00", "config": study_config.run_config(cfg, arm, seed)},
                    folder / "run.json")
-    for name in ("drift", "contrasts", "curves", "breakdown", "figures", "tables", "summary"):
+        seal_run(folder)
+    for name in ("drift", "contrasts", "robustness", "curves", "breakdown", "figures", "tables", "summary"):
         assert main([name, "--config-json", json.dumps(cfg), "--results", str(root)]) == 0
     return cfg, root
 
@@ -59,7 +60,7 @@ def test_every_step_writes_its_outputs(results):
                  "drift"):
         assert (root / "figures" / f"{name}.png").stat().st_size > 1000
         assert (root / "figures" / f"{name}.pdf").stat().st_size > 1000
-    for name in ("headline", "prereg", "contrasts", "equal_bases", "pass_at_k", "budget_share", "stage_seconds", "groups",
+    for name in ("headline", "robustness", "prereg", "contrasts", "equal_bases", "pass_at_k", "budget_share", "stage_seconds", "groups",
                  "drift", "extrapolation", "power"):
         for ext in ("csv", "md", "html"):
             assert (root / "tables" / f"{name}.{ext}").stat().st_size > 0
@@ -136,9 +137,14 @@ def test_summary_states_every_planned_contrast_and_the_report_opens_with_it(resu
     text = (root / "summary.md").read_text()
     table = read_contract(root / "analysis" / "contrasts.parquet", "contrasts").set_index("id")
     t1 = table.loc["T1"]
-    assert (f"- T1 (primary, family H): mc_k2 trails outcome at equal tokens: "
+    assert (f"- T1 (primary, family H; predicted: mc_k2 trails outcome): mc_k2 trails outcome at equal tokens: "
             f"{100 * t1['mean']:+.1f} [{100 * t1['ci_low']:+.1f}, {100 * t1['ci_high']:+.1f}] points") in text
     assert [line[2:4] for line in text.splitlines() if line[:3] in ("- T", "- S")] == ["T1", "T2", "S1"]
+    # each sentence ends with the verdict and its robustness, as analysis/robustness.parquet labels it
+    checks = read_parquet(root / "analysis" / "robustness.parquet").set_index("id")
+    t1_line = next(line for line in text.splitlines() if line.startswith("- T1"))
+    assert t1["confirmed"] and not checks.loc["T1", "robust"]  # these runs drift: a confirmed but fragile verdict
+    assert t1_line.endswith(f": confirmed, but {checks.loc['T1', 'robustness']}")
     page = (root / "summary.rst").read_text()
     assert page.startswith("Study mini: results\n") and "GRPO interventions compared at matched compute" in page
 
@@ -147,7 +153,11 @@ def test_headline_table_has_one_readable_line_per_planned_contrast(results):
     _, root = results
     csv = pd.read_csv(root / "tables" / "headline.csv")
     assert csv["id"].tolist() == ["T1", "T2", "S1"]
-    assert list(csv.columns) == ["id", "label", "contrast", "basis", "n", "difference", "p", "p_holm", "verdict"]
+    assert list(csv.columns) == ["id", "label", "contrast", "basis", "n", "difference", "p", "p_holm", "verdict",
+                                 "crossed", "strict", "drift", "other_clock", "robustness"]
+    checks = read_parquet(root / "analysis" / "robustness.parquet").set_index("id")
+    assert csv["robustness"].tolist() == checks.loc[["T1", "T2", "S1"], "robustness"].tolist()
+    assert csv["other_clock"].fillna("").tolist() == ["", "not recorded", ""]  # these runs predate the CPU clock
     assert csv["contrast"].iloc[0] == "mc_k2 minus outcome" and csv["basis"].tolist()[:2] == ["equal tokens", "equal time (T*)"]
     assert set(csv["verdict"]) <= {"confirmed", "not confirmed", "exploratory"}
     md = (root / "tables" / "headline.md").read_text()
@@ -164,6 +174,7 @@ def _clocked(root, tmp_path, cpu: bool):
         cpu_seconds = evals["train_seconds"]
         evals["train_seconds"] = cpu_seconds * (3 if path.parts[-3] == "mc_k2" else 1)
         write_parquet(evals.assign(train_cpu_seconds=cpu_seconds) if cpu else evals, path)
+        seal_run(path.parent)
     return copy_
 
 
@@ -191,9 +202,40 @@ def test_the_cpu_clock_option_times_the_equal_time_bases(results, tmp_path):
     assert "Equal time is read on the process CPU time of the training stages" in (folder / "summary.md").read_text()
 
 
+def test_robustness_reads_equal_time_on_the_other_clock_beside_the_studys(results, tmp_path):
+    """The same 3x-slower wall clock: the study reads equal time on the wall clock, the robustness check on the CPU
+    clock, which reads mc_k2 at B as equal tokens does."""
+    cfg, root = results
+    folder = _clocked(root, tmp_path, cpu=True)
+    steps.contrasts_step(cfg, folder)
+    steps.robustness_step(cfg, folder)
+    checks = read_parquet(folder / "analysis" / "robustness.parquet").set_index("id")
+    contrasts = read_contract(folder / "analysis" / "contrasts.parquet", "contrasts").set_index("id")
+    assert checks.index.tolist() == ["T1", "T2", "S1"] and checks.loc["T2", "other_clock"] == "cpu"
+    assert checks.loc["T2", "clock_mean"] == pytest.approx(contrasts.loc["T1", "mean"])  # T1: equal tokens
+    assert contrasts.loc["T2", "mean"] != pytest.approx(contrasts.loc["T1", "mean"])
+    assert checks.loc["T1", "other_clock"] == "" and np.isnan(checks.loc["T1", "clock_mean"])
+
+
 def test_the_cpu_clock_refuses_runs_that_never_recorded_it(results, tmp_path):
     cfg, root = results
     folder = _clocked(root, tmp_path, cpu=False)
     with pytest.raises(DataError, match=r"evals.parquet: no column train_cpu_seconds .* allowed: retrain it, "
                                         r"or analysis.clock: wall"):
         steps.contrasts_step({**cfg, "analysis": {**cfg["analysis"], "clock": "cpu"}}, folder)
+
+
+def test_a_recipe_changed_after_the_lock_reaches_the_summary(results, tmp_path):
+    """Issue 30: recipe.lr changed after the lock (and the runs retrained): the summary must stop saying the plan
+    matches its lock, and T1 must be reported exploratory with the dated reason."""
+    cfg, root = results
+    folder = tmp_path / "relearned"
+    shutil.copytree(root, folder)
+    cfg = {**cfg, "recipe": {**cfg["recipe"], "lr": cfg["recipe"]["lr"] * 2}}
+    steps.contrasts_step(cfg, folder)
+    steps.summary_step(cfg, folder)
+    text = (folder / "summary.md").read_text()
+    assert "matches its lock" not in text and "recipe.lr changed after the lock (2025-01-01)" in text
+    assert "T1 (exploratory" in text  # "T1 (exploratory; predicted: ...)"
+    labelled = read_contract(folder / "analysis" / "contrasts.parquet", "contrasts").set_index("id").drop(index="")
+    assert labelled.loc["T1", "label"] == "exploratory"

@@ -25,14 +25,17 @@ def row(**changes):
 
 
 def test_a_confirmed_primary_contrast_in_one_sentence():
-    assert summary.sentence(row()) == ("T1 (primary, family H1): mc_k4 trails outcome at equal tokens: "
+    assert summary.sentence(row()) == ("T1 (primary, family H1; predicted: mc_k4 trails outcome): mc_k4 trails outcome "
+                                       "at equal tokens: "
                                        "-6.1 [-11.4, -0.7] points, p = 0.031 (Holm 0.031), 4 seeds: confirmed")
 
 
 def test_verdicts_and_predictions_in_words():
     s2 = row(id="S2", label="secondary", direction="equivalent", basis="time", p_holm=np.nan, confirmed=False)
-    assert summary.sentence(s2) == ("S2 (secondary): mc_k4 matches outcome within ±2 points at equal time (T*): "
-                                    "-6.1 [-11.4, -0.7] points, p = 0.900, 4 seeds: not confirmed")  # TOST's p
+    # the prediction in brackets, then the result (A trails: the interval lies below 0), then the verdict
+    assert summary.sentence(s2) == ("S2 (secondary; predicted: mc_k4 matches outcome within ±2 points): mc_k4 trails "
+                                    "outcome at equal time (T*): -6.1 [-11.4, -0.7] points, p = 0.900, 4 seeds: "
+                                    "not confirmed")  # TOST's p
     assert summary.verdict(row(confirmed=pd.NA)) == "exploratory"
 
 

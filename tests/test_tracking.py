@@ -146,6 +146,7 @@ def _offline() -> list[str]:
     return []
 
 
+@pytest.mark.slow
 def test_train_logs_into_the_run_folder_with_no_network(tmp_path):
     cfg = studies.validate(copy.deepcopy(SMALL_STUDY))
     data.write(*data.build(cfg["task"]), tmp_path / "data", "")

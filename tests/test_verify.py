@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from mcgrpo.core.verify import (Verdict, answers_match, boxed_content, drifted, extract_answer, plain_number,
+from mcgrpo.core.verify import (Verdict, answers_match, boxed_content, drifted, extract_answer, plain_number, rule_verdicts,
                            is_correct, strip_think, verify)
 
 
@@ -88,7 +88,8 @@ def test_strict_needs_a_box():
     ("\\boxed{\u22125}", "-5"),            # Unicode minus
     (r"\boxed{1/3}", r"\frac{1}{3}"),
     (r"\boxed{12.0000001}", "12"),         # a decimal within the relative tolerance of 1e-6
-    (r"\boxed{10000000.5}", "10000000"),
+    (r"\boxed{11.9999999}", "12"),
+    ("The answer is \u22127.", "-7"),     # a Unicode minus in the last-number fallback
 ])
 def test_correct(text, reference):
     assert is_correct(text, reference)
@@ -102,6 +103,10 @@ def test_correct(text, reference):
     (r"\boxed{1,2345}", "12345"),
     (r"\boxed{\frac{1}{2}}", "2"),
     (r"\boxed{10000001}", "10000000"),     # integers compare exactly, not within 1e-6
+    (r"\boxed{1000001.0}", "1000000"),     # nor a decimal beside an integer: within 1e-6, but another integer
+    (r"\boxed{10000000.5}", "10000000"),
+    (r"\boxed{5 6}", "56"),                # two numbers, not fifty-six
+    ("The answer is \u22127.", "7"),
     (r"\boxed{\frac{1000001}{1000000}}", "1"),
     (r"\boxed{0}", "0.0000672"),           # relative, not absolute, tolerance
     (r"\boxed{0.50001}", "0.5"),
@@ -237,3 +242,33 @@ def test_equal_values_in_other_forms(text, reference):
 ])
 def test_plain_number(answer, number):
     assert plain_number(answer) == number
+
+
+@pytest.mark.parametrize("text, reference, whole_box, paper", [
+    (r"\boxed{45^\circ}", "45", False, True),        # C.1, H.1: the last number inside the final box
+    (r"\boxed{15\%}", "15", False, True),
+    (r"\boxed{12\text{ cm}}", "12", False, True),
+    (r"\boxed{5, 6}", "6", False, True),              # the paper's rule pays the last of a hedge
+    (r"\boxed{\frac{1}{2}}", "0.5", True, False),     # ... and reads a fraction's denominator
+    (r"\boxed{0}", "0.0000672", False, True),         # absolute tolerance 1e-4, not relative 1e-6
+    (r"\boxed{3.00005}", "3", False, True),
+    (r"\boxed{3.0002}", "3", False, False),
+    ("so #### 42", "42", True, True),
+    (r"\boxed{x}", "x", True, True),                  # no number in the box: exact strings
+])
+def test_the_papers_rule_beside_the_whole_box(text, reference, whole_box, paper):
+    assert verify(text, reference).default is whole_box
+    boxed = "boxed" in text
+    assert verify(text, reference, "paper") == Verdict(default=paper, strict=paper and boxed, boxed=boxed)
+    assert rule_verdicts(text, reference) == {"whole_box": whole_box, "paper": paper, "math_verify": None}
+
+
+def test_the_papers_strict_verifier_needs_a_box():
+    assert verify("it is 7", "7", "paper") == Verdict(default=True, strict=False, boxed=False)
+
+
+def test_an_unknown_rule_or_a_missing_backend_is_named():
+    with pytest.raises(ValueError, match="verifier.rule: unknown rule 'exact'; allowed: whole_box, paper, math_verify"):
+        verify("7", "7", "exact")
+    with pytest.raises(ValueError, match="math_verify needs a MathVerify backend"):
+        verify("7", "7", "math_verify")

@@ -1,12 +1,14 @@
 """`mcgrpo verify`: what each verifier reads from a completion, its verdict, and each arithmetic claim."""
 
+import importlib.util
 import json
 
 import pytest
 
 from mcgrpo import cli
 
-KEYS = ["default_answer", "default_correct", "strict_answer", "strict_correct"]
+KEYS = ["default_answer", "default_correct", "strict_answer", "strict_correct", "paper_answer", "paper_correct",
+        "math_verify_correct"]
 
 
 def run(capsys, *argv) -> tuple[int, str, str]:
@@ -17,9 +19,11 @@ def run(capsys, *argv) -> tuple[int, str, str]:
 
 def test_one_text_as_json_with_exactly_the_named_keys(capsys):
     code, out, _ = run(capsys, "--reference", "6", "--json", r"5 + 1 = 6, so \boxed{5, 6}")
-    assert code == 0 and list(json.loads(out)) == KEYS
-    assert json.loads(out) == {"default_answer": "5, 6", "default_correct": False,
-                               "strict_answer": "5, 6", "strict_correct": False}
+    result = json.loads(out)
+    assert code == 0 and list(result) == KEYS
+    assert {k: result[k] for k in KEYS[:6]} == {"default_answer": "5, 6", "default_correct": False,
+                                                "strict_answer": "5, 6", "strict_correct": False,
+                                                "paper_answer": "6", "paper_correct": True}  # the paper's rule pays a hedge
 
 
 def test_claims_with_value_and_verdict(capsys):
@@ -30,7 +34,7 @@ def test_claims_with_value_and_verdict(capsys):
     assert result["default_answer"] == "14" and result["default_correct"] and result["strict_answer"] is None
     assert result["claims"] == [{"text": "2 + 3 * 4 = 14", "value": 14, "true": True},
                                 {"text": "48 / 2 * 3 = 70", "value": 72, "true": False},
-                                {"text": "2(3 + 4) = 14", "value": None, "true": None}]
+                                {"text": "2(3 + 4) = 14", "value": 14, "true": True}]
 
 
 def test_a_file_gives_one_object_per_line_and_readable_lines(tmp_path, capsys):
@@ -40,8 +44,17 @@ def test_a_file_gives_one_object_per_line_and_readable_lines(tmp_path, capsys):
     code, out, _ = run(capsys, "--file", str(path), "--json")
     assert code == 0 and [json.loads(line)["default_correct"] for line in out.splitlines()] == [True, False]
     code, out, _ = run(capsys, "--file", str(path), "--claims")
-    assert code == 0 and f"{path} line 1: reference '7'\n  default: answer '7' -> correct\n" in out
-    assert "  strict: answer None -> wrong" in out
+    assert code == 0 and f"{path} line 1: reference '7'\n  default (whole_box): answer '7' -> correct\n" in out
+    assert "  strict (whole_box, boxed only): answer None -> wrong" in out
+    assert "  paper (paper, C.1/H.1): answer '7' -> correct" in out
+
+
+def test_all_three_verifiers_are_printed_and_they_differ(capsys):
+    code, out, _ = run(capsys, "--reference", "45", r"the angle is \boxed{45^\circ}")
+    assert code == 0 and "default (whole_box): answer '45^\\\\circ' -> wrong" in out  # repr doubles the backslash
+    assert "paper (paper, C.1/H.1): answer '45' -> correct" in out
+    if importlib.util.find_spec("math_verify") is not None:
+        assert "math_verify: correct" in out
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -7,7 +7,10 @@ byte. With --git-sha (the host's results may be cached from an earlier commit) O
 the image's commit, and the host's is not compared. With --timing-aside (a run trained again: the clock differs, nothing else may), Parquet columns that
 hold either clock of the training stages (`t_<stage>`, `cpu_<stage>`, `*_seconds`) are left out, and so are
 run.json's start and end times, its attempts and clocks, and the interpreter's patch version. Logs (*.log) are
-left aside. Prints one line per file and exits 1 if any differs.
+left aside. A run's files are first checked against its manifest.json (mcgrpo.core.manifest), on both sides: a
+file changed after its run finished, or another run's, differs whatever the other side holds; the manifests
+themselves are compared by identity and the files they list (their hashes move with the timing columns).
+Prints one line per file and exits 1 if any differs.
 """
 
 from __future__ import annotations
@@ -20,6 +23,10 @@ from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "workflow"))
+from mcgrpo.core import manifest  # noqa: E402
+from mcgrpo.core.errors import McgrpoError  # noqa: E402
 
 TIMING = re.compile(r"^(t|cpu)_|seconds$")  # both clocks of the training stages
 META = ("schema_version", "mcgrpo_version", "git_sha", "config_hash")
@@ -69,10 +76,33 @@ def _json(host: Path, other: Path, timing_aside: bool, git_sha: str | None) -> s
     return None if a == b else f"{json.dumps(a, sort_keys=True)[:150]} != {json.dumps(b, sort_keys=True)[:150]}"
 
 
+def _unsealed(path: Path) -> str | None:
+    """What is wrong with a run's file against its folder's manifest (None outside a sealed run folder)."""
+    if not (path.parent / manifest.MANIFEST).exists():
+        return None
+    if path.name == manifest.MANIFEST:
+        return "; ".join(manifest.problems(path.parent)) or None
+    try:
+        return manifest.problem(path, manifest.read(path.parent))
+    except McgrpoError as e:
+        return str(e)
+
+
+def _manifests(host: Path, other: Path) -> str | None:
+    a, b = (json.loads(p.read_text()) for p in (host, other))
+    a, b = ({"identity": m["identity"], "files": sorted(m["files"])} for m in (a, b))
+    return None if a == b else f"{a} != {b}"
+
+
 def difference(host: Path, other: Path, timing_aside: bool = False, git_sha: str | None = None) -> str | None:
     """Why file `other` differs from `host` (None when they are equal)."""
     if not other.exists():
         return "missing"
+    for side, path in (("host", host), ("other", other)):
+        if why := _unsealed(path):
+            return f"{side}: {why}"
+    if host.name == manifest.MANIFEST:
+        return _manifests(host, other)
     if host.suffix == ".parquet":
         return _parquet(host, other, timing_aside, git_sha)
     if host.suffix == ".json":

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from mcgrpo import __version__
-from mcgrpo.core import config as study_config, layout, store
+from mcgrpo.core import config as study_config, layout, manifest, store
 from mcgrpo import studies
 from mcgrpo.core.errors import ConfigError, DataError, Interrupted, McgrpoError
 
@@ -35,14 +35,24 @@ def _require(value: dict, option: str, required: tuple[str, ...]) -> dict:
     return value
 
 
+# The study blocks of a run's effective config checked against the schema (its evaluation block is resolved for
+# the run: mcgrpo.core.config.run_config).
+RUN_BLOCKS = ("task", "model", "engine", "budget", "recipe")
+
+
 def _run(args) -> dict:
-    return _json(args.run_json, "--run-json", study_config.RUN_KEYS)
+    return study_config.validate_blocks(_json(args.run_json, "--run-json", study_config.RUN_KEYS), RUN_BLOCKS,
+                                        "--run-json")
 
 
-def _config(args) -> dict:
+def _config(args, every_base: bool = False) -> dict:
+    """The study config; of a study over `bases`, the first base's study, as Snakemake runs it by default (unless
+    `every_base`: pool-bases reads them all)."""
     if getattr(args, "config_json", None):
-        return studies.validate(_json(args.config_json, "--config-json"))
-    return _study(args.config)
+        cfg = studies.validate(_json(args.config_json, "--config-json"))
+    else:
+        cfg = _study(args.config)
+    return cfg if every_base else study_config.select_base(cfg)
 
 
 def _study(path: str) -> dict:
@@ -76,10 +86,10 @@ def _training_run(args) -> tuple[dict, dict[str, str], tuple[str, str]]:
             problems.append(f"train --run-json also needs {', '.join(missing)}")
         if problems:
             raise ConfigError("\n".join(problems))
-        return run, given, _names(args.label)
+        return study_config.validate_blocks(run, RUN_BLOCKS, "--run-json"), given, _names(args.label)
     if args.arm is None or args.seed is None:
         raise ConfigError("train --config names the run with --arm A --seed N")
-    cfg = _study(args.config)
+    cfg = study_config.select_base(_study(args.config))
     run = study_config.run_config(cfg, args.arm, args.seed)
     defaults = {"model": layout.model_path(cfg), "data": layout.data_dir(cfg), "budget": layout.budget_path(cfg),
                 "out": layout.run_dir(cfg, args.arm, args.seed)}
@@ -107,6 +117,7 @@ def prepare_data(args) -> None:
     """The pool and evaluation sets, and the log of what filtering and deduplication removed."""
     from mcgrpo import data
     task = _json(args.task_json, "--task-json", ("name", "seed", "pool", "eval_sets"))
+    study_config.validate_blocks({"task": task}, ("task",), "--task-json")
     prepared = data.prepare(task)
     data.write(prepared.pool, prepared.evals, args.out, study_config.config_hash(task), prepared.removed)
     print("\n".join(prepared.lines()))
@@ -137,17 +148,23 @@ def verify(args) -> None:
     """`mcgrpo verify`: what each verifier reads from a completion and its verdict, and with
     `--claims` every arithmetic claim, so that a user can see why a completion scored as it did."""
     from mcgrpo.core.claims import claims, verdict
-    from mcgrpo.core.verify import explain
+    from mcgrpo.core.verify import explain, math_verify_backend
+    backend = math_verify_backend()
+    if backend is None and not args.json:
+        print("math_verify: not installed (pip install 'mcgrpo[math]'); its verdicts are left out", file=sys.stderr)
     for where, text, reference in _verify_inputs(args):
-        out = explain(text, reference)
+        out = explain(text, reference, backend)
         if args.claims:
             out["claims"] = [verdict(c) for c in claims(text)]
         if args.json:
             print(json.dumps(out))
             continue
         print(f"{where}: reference {reference!r}")
-        for name in ("default", "strict"):
-            print(f"  {name}: answer {out[name + '_answer']!r} -> {'correct' if out[name + '_correct'] else 'wrong'}")
+        for name, rule in (("default", "whole_box"), ("strict", "whole_box, boxed only"), ("paper", "paper, C.1/H.1")):
+            verdict = "correct" if out[name + "_correct"] else "wrong"
+            print(f"  {name} ({rule}): answer {out[name + '_answer']!r} -> {verdict}")
+        if out["math_verify_correct"] is not None:
+            print(f"  math_verify: {'correct' if out['math_verify_correct'] else 'wrong'}")
         for c in out.get("claims", []):
             holds = "cannot parse" if c["true"] is None else "true" if c["true"] else "false"
             print(f"  claim {c['text']!r}: value {c['value']}, {holds}")
@@ -162,18 +179,17 @@ def _verify_inputs(args):
             raise ConfigError("TEXT needs --reference, the answer it is checked against")
         yield "text", args.text, args.reference
         return
-    with open(args.file, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataError(f"{args.file} line {n}: not JSON ({e.msg})") from None
-            if not (isinstance(item, dict) and isinstance(item.get("text"), str)
-                    and isinstance(item.get("reference"), (str, int, float))):
-                raise DataError(f"{args.file} line {n}: needs an object with string 'text' and 'reference'")
-            yield f"{args.file} line {n}", item["text"], str(item["reference"])
+    for n, line in enumerate(study_config.text(args.file, "--file").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DataError(f"{args.file} line {n}: not JSON ({e.msg})") from None
+        if not (isinstance(item, dict) and isinstance(item.get("text"), str)
+                and isinstance(item.get("reference"), (str, int, float))):
+            raise DataError(f"{args.file} line {n}: needs an object with string 'text' and 'reference'")
+        yield f"{args.file} line {n}", item["text"], str(item["reference"])
 
 
 def _verify_arguments(v: argparse.ArgumentParser) -> None:
@@ -188,22 +204,30 @@ def resolve_model(args) -> None:
     """The reference file that training loads a model with a source from (checked to be there)."""
     from mcgrpo.train.models import sources
     model = _json(args.model_json, "--model-json", ("name", "source"))
+    study_config.validate_blocks({"model": model}, ("model",), "--model-json")
     where = sources.resolve(model["source"])
     store.write_json({"name": model["name"], "source": model["source"], "resolved": where}, args.out)
     print(f"model {model['name']}: {where['location']}" + (f" ({where['gguf_file']})" if where["gguf_file"] else ""))
 
 
 def warm_start(args) -> None:
-    """The tiny model, supervised on a fresh corpus of training-side problems."""
+    """The tiny model, supervised on a fresh corpus of training-side problems; the shipped checkpoint, copied byte
+    for byte, where the spec is the one it was built from (mcgrpo.train.models.shipped)."""
+    from mcgrpo.train.models import shipped
+    spec = _json(args.model_json, "--model-json", ("model", "task"))
+    study_config.validate_blocks(json.loads(json.dumps(spec)), ("model", "task"), "--model-json")  # a copy
+    if not args.rebuild and shipped.matches(spec):  # before torch is imported: seconds, not half a minute
+        shipped.copy_to(args.out)
+        print(f"warm start: the shipped checkpoint of this model and task ({shipped.FOLDER.name}), copied")
+        return
     import torch
     from mcgrpo import data
     from mcgrpo.train import models
     from mcgrpo.train.models.warm_start import warm_start as run_warm_start
-    spec = _json(args.model_json, "--model-json", ("model", "task"))
     torch.set_num_threads(args.threads)
     ws = dict(spec["model"]["warm_start"])
     corpus = data.warm_start_corpus(spec["task"], ws.pop("problems"), ws.pop("levels"), ws["seed"], args.data)
-    model, tokenizer = run_warm_start(corpus, spec["model"]["tiny"], **ws)
+    model, tokenizer = run_warm_start(corpus, spec["model"]["tiny"], **ws, study=spec)
     models.save(model, tokenizer, args.out)
 
 
@@ -265,14 +289,15 @@ def gradient_tests(args) -> None:
     import torch
     from mcgrpo import data
     from mcgrpo.train import gradients, models
-    run = _json(args.run_json, "--run-json")
+    run = study_config.validate_blocks(_json(args.run_json, "--run-json"), GRADIENT_BLOCKS, "--run-json")
     torch.set_num_threads(run["recipe"]["threads"])
     pool, _ = data.read(args.data, [])
     model, tokenizer = models.load(args.model)
     table = gradients.run(run, model, tokenizer, pool)
     store.write_parquet(table, args.out, study_config.config_hash(run))
     means = table.pivot_table(index="arm", columns="measure", values="value", sort=False)
-    print(means[["alignment", "share_outside_v", "projection_residual", "cos_full", "tokens"]].to_string())
+    # reindex: a measure undefined on every batch (all groups one outcome: NaN) is a column of NaN, not a KeyError
+    print(means.reindex(columns=["alignment", "share_outside_v", "projection_residual", "cos_full", "tokens"]).to_string())
 
 
 def screen(args) -> None:
@@ -293,17 +318,19 @@ def screen(args) -> None:
 
 
 def _screen_arguments(v: argparse.ArgumentParser) -> None:
-    v.add_argument("--arm", required=True, help="the study's arm to screen")
+    v.add_argument("--arm", required=True, type=_format("key"), help="the study's arm to screen")
     v.add_argument("--batches", type=_positive, help="fixed batches (default: the study's gradient_tests.batches)")
     v.add_argument("--curve", metavar="FILE", help="the base's accuracy curve (CSV or Parquet: tokens, accuracy) "
                    "to predict the equal-tokens difference on (default: the study's trained base runs)")
-    v.add_argument("--budget", type=float, help="with --curve: B in generated tokens (default: the curve's last point)")
+    v.add_argument("--budget", type=_typed(float, lambda v: v > 0, "a number above 0"), help="with --curve: B in generated tokens (default: the curve's last point)")
     v.add_argument("--out", help="the folder to write (default: results/<study>/screen/<arm>/)")
     v.add_argument("--json", action="store_true", help="print one JSON object")
 
 
+GRADIENT_BLOCKS = ("task", "model", "engine", "recipe", "gradient_tests", "arms")  # gradient_tests_config's
 STEPS = {"drift": "verifier drift (default minus strict accuracy) per run and evaluation",
          "contrasts": "every contrast with its statistics, labelled against the preregistration lock",
+         "robustness": "beside each planned contrast: crossed interval, strict verifier, drift, other clock, label",
          "curves": "differences at every evaluation, the share of B to reach the base, the extrapolation",
          "breakdown": "training seconds per stage and group composition before B",
          "figures": "the study's figures (PNG and PDF) from the analysis tables",
@@ -311,7 +338,8 @@ STEPS = {"drift": "verifier drift (default minus strict accuracy) per run and ev
          "summary": "the results summary: summary.md (printed when a run ends) and summary.rst (the report's "
                     "first page)",
          "prediction": "the gradient tests' efficiencies against the trained contrasts (table and figure)",
-         "alignment": "alignment with the reference gradient along training, beside accuracy (evaluation.alignment)"}
+         "alignment": "alignment with the reference gradient along training, beside accuracy (evaluation.alignment)",
+         "verifiers": "the verifier rules side by side: accuracy under each and their disagreement per evaluation"}
 
 
 def _step(name: str):
@@ -321,6 +349,12 @@ def _step(name: str):
         getattr(steps, f"{name}_step")(_config(args), Path(args.results))
     verb.__doc__ = f"Analysis: {STEPS[name]}."
     return verb
+
+
+def pool_bases(args) -> None:
+    """Each planned contrast per warm-start base and pooled over the bases (a study with `bases`, each analysed)."""
+    from mcgrpo.analysis import steps
+    print(steps.pool_bases(_config(args, every_base=True)), end="")
 
 
 def link_study(args) -> None:
@@ -358,6 +392,75 @@ def contrast(args) -> None:
     print(f"written: {out}")
 
 
+def _typed(convert, ok, allowed: str):
+    """An argparse type: `convert(text)` where `ok` holds of it, else argparse's message naming the option, the
+    value and what is allowed (exit 2, no traceback)."""
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except (ValueError, OverflowError):
+            value = None
+        if value is None or not ok(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not allowed; allowed: {allowed}")
+        return value
+    return parse
+
+
+def _format(name: str):
+    """An argparse type: a string of the study schema's format `name` (a metric, an arm or set key)."""
+    check, allowed = study_config.FORMATS[name]
+    return _typed(str, check, allowed)
+
+
+# The options' values, one validator per kind (the study schema's bounds where an option mirrors a key).
+_positive = _typed(int, lambda v: v >= 1, "an integer of at least 1")
+_resamples = _typed(int, lambda v: 1 <= v <= 1_000_000, "an integer from 1 to 1000000")
+_threads = _typed(int, lambda v: 1 <= v <= 1024, "an integer from 1 to 1024")
+_seed = _typed(int, lambda v: 0 <= v < 2 ** 32, "an integer from 0 to 4294967295")
+_share = _typed(float, lambda v: 0 < v < 1, "a number strictly between 0 and 1")
+_folder = _typed(Path, Path.is_dir, "an existing folder (a study's results folder, results/<study>)")
+BASES = tuple(study_config.schema()["$defs"]["basis"]["enum"])
+
+
+def check_store(args) -> None:
+    """Verify every stored run (manifest, every file's sha256 and config_hash) and each study's links; name the runs
+    to retrain. --repair moves them aside (to <results>/_shared/quarantine/, never deleted): the workflow retrains
+    them on its next run."""
+    runs = Path(args.store) if args.store else Path(args.results) / layout.SHARED / "runs"
+    studies_ = [] if args.store else sorted(p.parent.parent for p in Path(args.results).glob("*/runs/store.parquet"))
+    if not runs.is_dir():
+        raise DataError(f"{runs}: no run store here; allowed: --results RESULTS_DIR (holding {layout.SHARED}/runs) "
+                        f"or --store RESULTS_DIR/{layout.SHARED}/runs")
+    bad, unfinished = manifest.check_store(runs)
+    for name in unfinished:
+        print(f"unfinished {name}: no results yet (training, or resumed by its retry); left alone")
+    linked = {f"{study.name}/{run}": why for study in studies_ for run, why in manifest.check_links(study).items()}
+    for name, why in [*bad.items(), *linked.items()]:
+        print(f"BAD {name}:\n  " + "\n  ".join(why))
+    total = sum(1 for p in runs.iterdir() if p.is_dir() and not p.name.startswith("."))
+    print(f"{total - len(bad) - len(unfinished)} of {total} stored runs verified" + (
+        f"; {len(linked)} study link(s) wrong (rerun the workflow to relink)" if linked else ""))
+    if not bad:
+        if linked:
+            raise DataError(f"{len(linked)} study link(s) point at the wrong run: {', '.join(linked)}")
+        return
+    if not args.repair:
+        raise DataError(f"{len(bad)} run(s) to retrain: {', '.join(bad)}; rerun with --repair to move them aside, "
+                        f"then rerun the workflow")
+    into = runs.parent / "quarantine"
+    for name in bad:
+        print(f"moved {runs / name} to {manifest.quarantine(runs / name, into)}")
+    print(f"{len(bad)} run(s) set aside; the workflow retrains them on its next run")
+
+
+def _check_store_arguments(v: argparse.ArgumentParser) -> None:
+    where = v.add_mutually_exclusive_group()
+    where.add_argument("--results", default="results", help="the results folder holding _shared/runs (default results)")
+    where.add_argument("--store", help="a run store folder (RESULTS/_shared/runs) itself")
+    v.add_argument("--repair", action="store_true",
+                   help="move the runs that fail to RESULTS/_shared/quarantine/<run>-<time>, so that they are retrained")
+
+
 def _positive(text: str) -> int:
     """An argparse type: an integer of at least 1."""
     try:
@@ -385,26 +488,27 @@ def seeds_power(args) -> None:
 
 
 def _power_arguments(v: argparse.ArgumentParser) -> None:
-    v.add_argument("--results", required=True, help="the study's (or pilot's) results folder (results/<study>)")
-    v.add_argument("--metric", default="acc_default", help="the metric (default acc_default)")
-    v.add_argument("--basis", action="append", help="only this basis (repeatable; default: every basis)")
-    v.add_argument("--margin", type=float, help="equivalence margin (default: the lock's, else 0.02)")
-    v.add_argument("--alpha", type=float, default=0.05, help="test level (default 0.05)")
-    v.add_argument("--power", type=float, default=0.8, help="power wanted (default 0.8)")
+    v.add_argument("--results", required=True, type=_folder,
+                   help="the study's (or pilot's) results folder (results/<study>)")
+    v.add_argument("--metric", default="acc_default", type=_format("metric"), help="the metric (default acc_default)")
+    v.add_argument("--basis", action="append", choices=BASES, help="only this basis (repeatable; default: every basis)")
+    v.add_argument("--margin", type=_share, help="equivalence margin (default: the lock's, else 0.02)")
+    v.add_argument("--alpha", type=_share, default=0.05, help="test level (default 0.05)")
+    v.add_argument("--power", type=_share, default=0.8, help="power wanted (default 0.8)")
 
 
 def _contrast_arguments(v: argparse.ArgumentParser) -> None:
-    v.add_argument("--a", required=True, help="the arm under test")
-    v.add_argument("--b", required=True, help="the arm it is compared with (the base)")
-    v.add_argument("--basis", default="tokens",
+    v.add_argument("--a", required=True, type=_format("key"), help="the arm under test")
+    v.add_argument("--b", required=True, type=_format("key"), help="the arm it is compared with (the base)")
+    v.add_argument("--basis", default="tokens",  # the verb names the bases allowed (mcgrpo.analysis.recompute)
                    help="tokens, iterations, updates, time or time_c (default tokens; an equal-iteration study: "
                         "iterations, updates or time)")
-    v.add_argument("--metric", default="acc_default",
+    v.add_argument("--metric", default="acc_default", type=_format("metric"),
                    help="acc_<verifier> or pass@<k>_<verifier>, e.g. acc_strict, pass@8_default")
-    v.add_argument("--eval-set", help="the evaluation set (default: the only one)")
-    v.add_argument("--margin", type=float, help="equivalence margin (default: the lock's, else 0.02)")
-    v.add_argument("--resamples", type=_positive, default=10_000, help="crossed-bootstrap resamples")
-    v.add_argument("--bootstrap-seed", type=int, default=0)
+    v.add_argument("--eval-set", type=_format("key"), help="the evaluation set (default: the only one)")
+    v.add_argument("--margin", type=_share, help="equivalence margin (default: the lock's, else 0.02)")
+    v.add_argument("--resamples", type=_resamples, default=10_000, help="crossed-bootstrap resamples")
+    v.add_argument("--bootstrap-seed", type=_seed, default=0)
     v.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                    help="the training-time clock of the time bases: the stages' wall or process CPU time (default wall)")
 
@@ -412,6 +516,7 @@ def _contrast_arguments(v: argparse.ArgumentParser) -> None:
 VERBS = {"data": data_summary, "verify": verify, "prepare-data": prepare_data, "resolve-model": resolve_model, "warm-start": warm_start, "calibrate": calibrate, "train": train,
          "gradient-tests": gradient_tests, "screen": screen,
          "prereg-lock": prereg_lock, "link-study": link_study, "contrast": contrast, "check": check, "power": seeds_power,
+         "check-store": check_store, "pool-bases": pool_bases,
          **{name: _step(name) for name in STEPS}}
 
 
@@ -453,8 +558,8 @@ def _train_arguments(v: argparse.ArgumentParser) -> None:
     src = v.add_mutually_exclusive_group(required=True)
     src.add_argument("--run-json", help="the run's effective config as JSON (what the rule passes)")
     src.add_argument("--config", metavar="STUDY.yaml", help="by hand: the study config; with --arm and --seed")
-    v.add_argument("--arm", help="with --config: the arm to train")
-    v.add_argument("--seed", type=int, help="with --config: the seed")
+    v.add_argument("--arm", type=_format("key"), help="with --config: the arm to train")
+    v.add_argument("--seed", type=_seed, help="with --config: the seed")
     v.add_argument("--label", metavar="STUDY/ARM",
                    help="with --run-json: what messages and trackers call the run (the rule's study and arm; a stored "
                         "run is one run whichever studies name it)")
@@ -477,19 +582,23 @@ def parser() -> argparse.ArgumentParser:
             v.add_argument(JSON_INPUT[name][0], required=True, help=JSON_INPUT[name][1])
         elif name == "train":
             _train_arguments(v)
-        elif name not in ("data", "verify", "contrast", "power"):
+        elif name not in ("data", "verify", "contrast", "power", "check-store"):
             _study_source(v)
         if name in STEPS:
             v.add_argument("--results", required=True, help="the study's results folder (results/<study>)")
         for opt, text in FILES.get(name, {}).items():
-            v.add_argument(opt, help=text, required=(opt, name) in REQUIRED)
+            v.add_argument(opt, help=text, required=(opt, name) in REQUIRED,
+                           **({"type": _folder} if (opt, name) == ("--results", "contrast") else {}))
         if name == "warm-start":
-            v.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+            v.add_argument("--threads", type=_threads, default=1, help="torch threads (default 1)")
+            v.add_argument("--rebuild", action="store_true",
+                           help="warm-start even where the shipped checkpoint is this model's (make tiny-model)")
     _data_arguments(sub.choices["data"])
     _verify_arguments(sub.choices["verify"])
     _contrast_arguments(sub.choices["contrast"])
     _power_arguments(sub.choices["power"])
     _screen_arguments(sub.choices["screen"])
+    _check_store_arguments(sub.choices["check-store"])
     return p
 
 

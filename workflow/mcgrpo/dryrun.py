@@ -92,6 +92,10 @@ def _dry_run_one(study: Path, root: Path, workdir: Path | None) -> DryRun:
     from snakemake.settings.enums import Quietness
     from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
 
+    from mcgrpo.core import templating
+    from mcgrpo.core.errors import UserExit
+
+    templating.install([])  # as the workflow profile does for `snakemake`: no template renders, none opted in
     updated: list[str] = []
     path_before = list(sys.path)
     try:
@@ -100,6 +104,8 @@ def _dry_run_one(study: Path, root: Path, workdir: Path | None) -> DryRun:
                                     config_settings=ConfigSettings(configfiles=[Path(study)]),
                                     snakefile=root / "Snakefile", workdir=workdir or root)
             workflow.dag().execute_workflow(executor="dryrun", updated_files=updated)
+    except UserExit as e:  # a user error, printed alone (mcgrpo.core.errors.stopping)
+        return DryRun(error=f"{type(e.error).__name__}: {e.error}")
     except Exception as e:  # one study's error does not stop the others
         return DryRun(error=f"{type(e).__name__}: {e}")
     finally:

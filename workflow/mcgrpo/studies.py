@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mcgrpo.analysis import plan
-from mcgrpo.core import config
+from mcgrpo.core import config, templating
 from mcgrpo.core.errors import ConfigError
 from mcgrpo.data import spec as task_spec
 from mcgrpo.train import spec as train_spec
@@ -26,15 +26,54 @@ def validate(cfg: dict) -> dict:
     config.validate_schema(cfg)
     _raise(task_spec.problems(cfg["task"]) + model_sources.problems(cfg["model"]["source"]))
     config.check_references(cfg)
+    _raise(config.bases_problems(cfg))
     _raise(plan.problems(cfg))
     _raise(train_spec.problems(cfg))
+    _raise(_positions(cfg))
     return cfg
 
 
+def _positions(cfg: dict) -> list[str]:
+    """The tiny model (no model.source) sees a rendered prompt and then up to recipe.completion_limit tokens, one
+    token a character: max_positions must hold both. The prompt is its chat markers (4 tokens), task.prompt and
+    the longest question (arith's, from its levels; a file's is known once read, so only task.prompt counts)."""
+    if cfg["model"]["source"] is not None:
+        return []
+    from mcgrpo.data import arith
+    task, limit = cfg["task"], cfg["recipe"]["completion_limit"]
+    levels = {lv for spec in (task["pool"], *task["eval_sets"].values()) for lv in spec.get("levels") or arith.LEVELS}
+    question = arith.longest_question(sorted(levels)) if task["name"] == "arith" else 0
+    prompt = 4 + len(task["prompt"].replace("{question}", "")) + question
+    most = cfg["model"]["tiny"]["max_positions"]
+    if prompt + limit <= most:
+        return []
+    longest = f"the longest level-{max(levels)} question's" if question else "task.prompt's"
+    return [f"config key model.tiny.max_positions: {most} positions cannot hold {longest} prompt ({prompt} tokens) "
+            f"and recipe.completion_limit ({limit}); allowed: at least {prompt + limit}, or a shorter completion_limit"]
+
+
 def load(path: str | Path) -> dict:
-    """Read a YAML study config and validate it; errors name the file."""
+    """Read a YAML study config (never rendered: a template is refused) and validate it; errors name the file."""
     cfg = config.read(path)
+    templating.refuse(path, cfg, allowed=False)
     try:
         return validate(cfg)
     except ConfigError as e:
         raise ConfigError(f"{path}:\n{e}") from None
+
+
+def from_snakemake(cfg: dict, configfiles: list, entries: list[str] | str | None) -> dict:
+    """The Snakefile's study, validated before any job: the `--config` entries (`entries`, Snakemake's raw
+    words) read as YAML where the schema expects no string, then each config file read again strictly (no key
+    twice, no template without the command line's opt-in; Snakemake's loader would keep the last of a key given
+    twice), then `validate`. Fills `cfg` in place and returns it."""
+    from snakemake.utils import update_config  # Snakemake's own merge: recursive into blocks, as `--config` merges
+    update_config(cfg, config.command_line(entries if isinstance(entries, list) else None))
+    allowed = cfg.get(templating.OPT_IN) is True
+    for path in configfiles:
+        templating.refuse(path, config.read(path), allowed)
+    try:
+        return validate(cfg)
+    except ConfigError as e:
+        raise ConfigError(config.located(str(e), list(configfiles))) from None
+

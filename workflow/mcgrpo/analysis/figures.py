@@ -8,6 +8,7 @@ equivalence margin is a grey band around zero.
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -30,8 +31,9 @@ AXES = {"tokens_total": ("generated tokens",
 _CLOCK_OF = {column: clock for clock, column in CLOCKS.items()}
 BASIS_MARKERS = {"tokens": "D", "updates": "s", "time": "^", "time_c": "v"}
 PALETTE = [f"C{i}" for i in range(10)]
-# Stages are not arms: their own colours, from a palette the arms never use.
-STAGE_COLOURS = dict(zip(STAGES, ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3")))
+# Stages are not arms: navy, greys, sand and yellow, each far (in RGB) from every colour of the arms' PALETTE
+# (matplotlib's tab10), so that no stage reads as an arm.
+STAGE_COLOURS = dict(zip(STAGES, ("#00224e", "#3d3d3d", "#b0b0b0", "#d8c59a", "#fee838")))
 
 
 def arm_colours(arms: list[str]) -> dict[str, str]:
@@ -51,8 +53,27 @@ def _figure(width: float = 7, height: float = 4.5, ncols: int = 1, sharey: bool 
     return fig, (axes[0] if ncols == 1 else axes)
 
 
+def _wrap(text: str, inches: float, points: float) -> str:
+    """`text` wrapped, line by line, to what `inches` of width hold at a font of `points` (a character averages
+    about half the font size)."""
+    width = max(20, int(inches * 72 / (0.52 * points)))
+    return "\n".join(textwrap.fill(line, width) for line in text.split("\n"))
+
+
+def _fit_titles(fig: Figure) -> None:
+    """Wrap every title (each axes' and the figure's) to the width it has, so that none is clipped at the edges;
+    tight_layout then makes room for the extra lines."""
+    for ax in fig.axes:
+        title = ax.title
+        if title.get_text():
+            title.set_text(_wrap(title.get_text(), ax.get_position().width * fig.get_figwidth(), title.get_fontsize()))
+    if fig._suptitle is not None:
+        fig._suptitle.set_text(_wrap(fig._suptitle.get_text(), fig.get_figwidth(), fig._suptitle.get_fontsize()))
+
+
 def _save(fig: Figure, path: str | Path, bottom: float = 0.0) -> Path:
     """Save as PNG at 150 dpi and as PDF beside it, leaving `bottom` (a fraction of the height) for a legend."""
+    _fit_titles(fig)
     fig.tight_layout(rect=(0, bottom, 1, 1))
     path = Path(path)
     for out in (path, path.with_suffix(".pdf")):

@@ -42,8 +42,15 @@ def headline_basis(cfg: dict) -> str:
 
 
 def pass_metrics(cfg: dict) -> list[str]:
-    """pass@k (default verifier) for each analysis.pass_k up to the samples per problem."""
-    return [f"pass@{k}_default" for k in sorted(cfg["analysis"]["pass_k"]) if k <= cfg["evaluation"]["samples"]]
+    """pass@k (default verifier) for each analysis.pass_k (validated: none beyond the samples per problem)."""
+    return [f"pass@{k}_default" for k in sorted(pass_ks(cfg))]
+
+
+def pass_ks(cfg: dict) -> list[int]:
+    """analysis.pass_k; by default (null) those of 2, 4 and 8 that evaluation.samples allows (a k beyond the
+    samples, given explicitly, is an error: `problems`)."""
+    given = cfg["analysis"]["pass_k"]
+    return list(given) if given is not None else [k for k in (2, 4, 8) if k <= cfg["evaluation"]["samples"]]
 
 
 def keys(cfg: dict) -> list[tuple[str, str, str, str, str]]:
@@ -82,6 +89,8 @@ def _pass_k(metric: str) -> int:
 def problems(cfg: dict) -> list[str]:
     """The analysis block's and the plan's references: arms, eval sets, unique ids, amendments' ids."""
     arms, sets, plan = list(cfg["arms"]), cfg["evaluation"]["sets"], cfg["plan"]
+    samples = cfg["evaluation"]["samples"]
+    cfg["analysis"]["pass_k"] = pass_ks(cfg)  # the default filled in: what the analysis contrasts, named
     found = [f"config key analysis.efficiency.{arm}: not an arm; allowed: {', '.join(arms)}"
              for arm in cfg["analysis"]["efficiency"] if arm not in arms]
     seen = set()
@@ -98,8 +107,8 @@ def problems(cfg: dict) -> list[str]:
                 found.append(f"{where}: an arm cannot be contrasted with itself ({e['a']!r})")
             if e["eval_set"] is not None and e["eval_set"] not in sets:
                 found.append(f"{where}.eval_set: {e['eval_set']!r} is not evaluated; allowed: {', '.join(sets)}")
-    samples = cfg["evaluation"]["samples"]
-    metrics = [(f"analysis.metrics[{i}]", m) for i, m in enumerate(cfg["analysis"]["metrics"])]
+    metrics = [(f"analysis.pass_k[{i}]", f"pass@{k}_default") for i, k in enumerate(cfg["analysis"]["pass_k"])]
+    metrics += [(f"analysis.metrics[{i}]", m) for i, m in enumerate(cfg["analysis"]["metrics"])]
     metrics += [(f"plan.{label}[{i}].metric", e["metric"]) for label in ("primary", "secondary")
                 for i, e in enumerate(plan[label])]
     found += [f"config key {where}: {m!r} needs {k} samples per problem, evaluation.samples is {samples}; "

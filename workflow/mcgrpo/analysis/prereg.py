@@ -1,10 +1,14 @@
 """Preregistration: lock the study's plan before training, and hold the analysis to it.
 
 A study's `plan:` names its primary contrasts (with Holm families and predicted directions) and
-its secondary ones. `lock` hashes the plan with what it depends on (margin, arms, seeds, budget)
-before the first training run; the analysis compares the current config with the lock. A planned
-contrast keeps its label only if nothing it depends on changed since, or a dated amendment added
-after the lock names it; otherwise it is reported as exploratory, with the reason.
+its secondary ones. `lock` hashes the plan with what it depends on before the first training run: the margin,
+arms, seeds and budget rule, and the experiment the claims are about (task, model, recipe, evaluation, analysis
+bases); the analysis compares the current config with the lock. A planned contrast keeps its label only if
+nothing it depends on changed since, or a dated amendment added after the lock names it; otherwise it is
+reported as exploratory, with the reason ("recipe.lr changed after the lock (2026-03-01)").
+
+The engine (hf or vllm) is left out: it samples from the same policy, and a study may move to a faster one.
+Locks written before the experiment was covered still read: the summary says what they cannot tell.
 """
 
 from __future__ import annotations
@@ -17,9 +21,13 @@ from mcgrpo.core import config as study_config
 from mcgrpo.core.layout import study_run
 from mcgrpo.analysis.plan import entries, key
 from mcgrpo.analysis.contrasts import label_key
+from mcgrpo.core.manifest import checked
 from mcgrpo.core.store import git_sha, read_json
 
 GLOBAL = ("margin", "eval_sets", "arms", "seeds", "budget")  # a change here touches every planned contrast
+EXPERIMENT = ("task", "model", "recipe", "evaluation", "bases")  # so does one here, named by its key path
+UNCOVERED = ("its lock predates locks covering the task, model, recipe, evaluation and analysis bases: changes to "
+             "them since cannot be told")
 
 
 def material(cfg: dict) -> dict:
@@ -29,7 +37,23 @@ def material(cfg: dict) -> dict:
     seeds changes no contrast, so it must not demote one."""
     return {"study": cfg["study"], "plan": cfg["plan"], "margin": cfg["analysis"]["margin"],
             "eval_sets": cfg["evaluation"]["sets"], "arms": _arms(cfg["arms"]), "seeds": sorted(cfg["seeds"]),
-            "budget": cfg["budget"]}
+            "budget": cfg["budget"], "experiment": experiment(cfg)}
+
+
+def experiment(cfg: dict) -> dict:
+    """What the claims are about besides the arms: every key a run trains or is evaluated with (the eval sets
+    are `eval_sets` already), and the bases the contrasts are read on."""
+    return {"task": cfg.get("task"), "model": cfg.get("model"), "recipe": cfg.get("recipe"),
+            "evaluation": {k: v for k, v in cfg["evaluation"].items() if k != "sets"},
+            "bases": cfg["analysis"].get("bases")}  # .get: a config rebuilt from an older lock (locked_config)
+
+
+def differences(now, then, prefix: str = "") -> list[str]:
+    """The key paths (recipe.lr, task.pool.size) where `now` and `then` differ; lists compare whole."""
+    if not (isinstance(now, dict) and isinstance(then, dict)):
+        return [] if now == then else [prefix]
+    return [path for k in sorted(set(now) | set(then), key=str)
+            for path in differences(now.get(k), then.get(k), f"{prefix}.{k}" if prefix else str(k))]
 
 
 def _arms(arms: dict) -> dict:
@@ -44,8 +68,10 @@ def _comparable(m: dict) -> dict:
 def locked_config(lock: dict) -> dict:
     """The part of a study config a lock holds, shaped as a config (for a results folder alone)."""
     m = lock["material"]
-    return {"study": m["study"], "plan": m["plan"], "analysis": {"margin": m["margin"]},
-            "evaluation": {"sets": m["eval_sets"]}, "arms": m["arms"], "seeds": m["seeds"], "budget": m["budget"]}
+    e = m.get("experiment", {})  # none in locks from before they covered the experiment
+    return {"study": m["study"], "plan": m["plan"], "analysis": {"margin": m["margin"], "bases": e.get("bases")},
+            "evaluation": {**e.get("evaluation", {}), "sets": m["eval_sets"]}, "arms": m["arms"], "seeds": m["seeds"],
+            "budget": m["budget"], **{k: e[k] for k in ("task", "model", "recipe") if k in e}}
 
 
 def make_lock(cfg: dict, now: datetime | None = None) -> dict:
@@ -58,7 +84,7 @@ def make_lock(cfg: dict, now: datetime | None = None) -> dict:
 
 def first_start(results_dir: Path, cfg: dict) -> str | None:
     """The earliest start time recorded in the study's run.json files (None if none recorded)."""
-    starts = [read_json(p).get("started") for arm, seed in study_config.runs(cfg)
+    starts = [read_json(checked(p)).get("started") for arm, seed in study_config.runs(cfg)
               if (p := study_run(results_dir, arm, seed) / "run.json").exists()]
     starts = [s for s in starts if s]
     return min(starts, key=datetime.fromisoformat) if starts else None
@@ -69,7 +95,7 @@ def stale_runs(results_dir: Path, cfg: dict) -> list[str]:
     out = []
     for arm, seed in study_config.runs(cfg):
         path = study_run(results_dir, arm, seed) / "run.json"
-        stored = read_json(path).get("config") if path.exists() else None
+        stored = read_json(checked(path)).get("config") if path.exists() else None
         if stored is not None and study_config.config_hash(stored) != study_config.config_hash(
                 study_config.run_config(cfg, arm, seed)):
             out.append(f"{arm}/seed{seed}")
@@ -85,9 +111,12 @@ def _unlocked(lock: dict | None, started: str | None) -> str:
     return ""
 
 
-def _changes(now: dict, then: dict) -> tuple[dict[str, str], list[str]]:
+def _changes(now: dict, then: dict, locked_at: str) -> tuple[dict[str, str], list[str]]:
     """(planned id -> what changed for it, changes to the rest of the plan) from lock `then` to `now`."""
-    shared = [f"{k} changed" for k in GLOBAL if now[k] != then[k]]
+    day = datetime.fromisoformat(locked_at).date().isoformat()
+    covered = differences(now["experiment"], then["experiment"]) if "experiment" in then else []  # older locks
+    shared = [f"{k} changed" for k in GLOBAL if now[k] != then[k]] + [
+        f"{path} changed after the lock ({day})" for path in covered]
     plan_now, plan_then = entries(now["plan"]), entries(then["plan"])
     touched = {i: "; ".join(shared) if shared else "added after the lock" if i not in plan_then
                else "changed after the lock"
@@ -113,13 +142,14 @@ def compare(cfg: dict, lock: dict | None, started: str | None = None) -> dict:
     if why:
         touched, rest, amendments = dict.fromkeys(now, why), [why], []
     else:
-        touched, rest = _changes(material(cfg), _comparable(lock["material"]))
+        touched, rest = _changes(material(cfg), _comparable(lock["material"]), lock["locked_at"])
         amendments = _new_amendments(cfg["plan"]["amendments"], lock["material"]["plan"]["amendments"],
                                      lock["locked_at"])
     status = {"sha256_now": study_config.config_hash(material(cfg)), "sha256_lock": lock and lock["sha256"],
               "locked_at": lock and lock["locked_at"], "first_run_started": started,
               "changes": rest + [f"{i}: {w}" for i, w in touched.items() if not why],
-              "amended": [], "demoted": [], "labels": {}}
+              "amended": [], "demoted": [], "labels": {},
+              "uncovered": UNCOVERED if lock and "experiment" not in lock["material"] else ""}
     for i, e in now.items():
         cover = [a for a in amendments if not a["ids"] or i in a["ids"]]
         if i not in touched:

@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from mcgrpo.analysis.stats import pass_at_k
+from mcgrpo.core.manifest import checked
 from mcgrpo.core.store import COLUMNS, read_arrow, read_contract
 from mcgrpo.core.errors import ConfigError, DataError
 from mcgrpo.core.layout import study_run
@@ -132,8 +133,9 @@ def _evals(path: Path, stamp: tuple[int, int]) -> pd.DataFrame:
 
 
 def read_evals(path: str | Path) -> pd.DataFrame:
-    """A run's evals.parquet (do not modify the frame: it is shared by every reader in this process)."""
-    path = Path(path)
+    """A run's evals.parquet, verified against its manifest (do not modify the frame: it is shared by every
+    reader in this process)."""
+    path = checked(path)
     stat = path.stat() if path.exists() else None
     return _evals(path, (stat.st_mtime_ns, stat.st_size)) if stat else read_contract(path, "evals")
 
@@ -158,12 +160,14 @@ def read_runs(run_dir: str | Path, arm: str, seed: int, eval_sets: list[str],
     time = _clock_column(evals, clock, run_dir / "evals.parquet")
     by_set = {}
     if samples:
-        path = run_dir / "samples.parquet"
+        path = checked(run_dir / "samples.parquet")
         verifiers = [c[len("correct_"):] for c in pq.read_schema(path).names if c.startswith("correct_")] \
             if path.exists() else []
         table = read_arrow(path, COLUMNS["samples"], ["eval_set", "eval_index", "problem_id",
                                                       *(f"correct_{v}" for v in verifiers)],
                            dictionary=["eval_set", "problem_id"])
+        # a rule whose package was not installed at evaluation left its column null: unknown, not wrong
+        verifiers = [v for v in verifiers if table.column(f"correct_{v}").null_count == 0]
         by_set = _counts(table, verifiers, path)
     out = []
     for eval_set in eval_sets:
@@ -210,5 +214,5 @@ def evals_frame(runs: dict[tuple[str, int, str], Run]) -> pd.DataFrame:
 
 def read_iterations(run_dir: str | Path, columns: list[str]) -> dict[str, np.ndarray]:
     """Columns of a run's iterations.parquet as arrays (no DataFrame: a study has thousands of them)."""
-    table = read_arrow(Path(run_dir) / "iterations.parquet", COLUMNS["iterations"], columns)
+    table = read_arrow(checked(Path(run_dir) / "iterations.parquet"), COLUMNS["iterations"], columns)
     return {c: table.column(c).to_numpy() for c in columns}

@@ -9,12 +9,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from mcgrpo.analysis import (along, breakdown, contrasts, curves, drift, efficiency, figures, power, prereg, runs,
-                             summary, tables)
-from mcgrpo.core import store
+from mcgrpo.analysis import (along, bases, breakdown, contrasts, curves, drift, efficiency, figures, power, prereg,
+                             robustness, runs, summary, tables, verifiers)
+from mcgrpo.core import manifest, store
 from mcgrpo.core.budget import Budget, from_table
 from mcgrpo.core import config as study_config
-from mcgrpo.core.layout import study_run
+from mcgrpo.core.errors import ConfigError, DataError
+from mcgrpo.core.layout import study_dir, study_run
 from mcgrpo.analysis.plan import keys
 
 
@@ -51,6 +52,16 @@ def contrasts_step(cfg: dict, results: Path) -> None:
     _write(table, results, "contrasts", cfg)
     _write(paired, results, "paired", cfg)
     store.write_json(status, Path(results) / "analysis" / "prereg.json")
+
+
+def robustness_step(cfg: dict, results: Path) -> None:
+    """Beside every planned contrast: the crossed interval, the strict verifier, each arm's drift, the other clock."""
+    a = cfg["analysis"]
+    table = _read(results, "contrasts", "contrasts")
+    metrics = {robustness.strict_metric(m) for m in table.loc[table["id"] != "", "metric"]} - {None}
+    loaded = _runs(cfg, results, samples=not metrics <= runs.EVAL_METRICS)
+    checks = robustness.table(table, loaded, _read(results, "drift", "drift"), budget(results), a["clock"], a["alpha"])
+    _write(checks, results, "robustness", cfg)
 
 
 def curves_step(cfg: dict, results: Path) -> None:
@@ -150,7 +161,7 @@ def hardware(cfg: dict, results: Path) -> str | None:
     seen = []
     for arm, seed in study_config.runs(cfg):
         path = study_run(results, arm, seed) / "run.json"
-        h = store.read_json(path).get("hardware") if path.exists() else None
+        h = store.read_json(manifest.checked(path)).get("hardware") if path.exists() else None
         if h:
             threads = f"{h['threads']} thread{'s' if h['threads'] != 1 else ''}"
             seen.append(h["gpu"] or f"CPU ({h['cpu']}), {threads}")
@@ -185,7 +196,7 @@ def tables_step(cfg: dict, results: Path) -> None:
     for name, (df, title, note) in tables.study_tables(
             table, paired, status, _read(results, "drift", "drift"), _read(results, "stages"),
             _read(results, "groups"), _read(results, "budget_share"), _read(results, "extrapolation"),
-            cfg["analysis"]["drift_gap"]).items():
+            cfg["analysis"]["drift_gap"], _read(results, "robustness"), cfg["analysis"]["clock"]).items():
         tables.write_table(df, out / name, title=title, note=note)
     metric, eval_set = _headline(cfg)
     a = cfg["analysis"]
@@ -206,7 +217,7 @@ def summary_step(cfg: dict, results: Path) -> None:
     results = Path(results)
     status = store.read_json(results / "analysis" / "prereg.json")
     text = summary.lines(cfg["study"], _read(results, "contrasts", "contrasts"), tables.prereg_note(status),
-                         str(results), cfg["analysis"]["clock"])
+                         str(results), cfg["analysis"]["clock"], _read(results, "robustness"))
     store.write_text(summary.markdown(text), results / "summary.md")
     store.write_text(summary.rst(text, summary.DESCRIPTION.read_text()), results / "summary.rst")
     print(summary.markdown(text), end="")
@@ -217,7 +228,7 @@ def alignment_step(cfg: dict, results: Path) -> None:
     results, pieces = Path(results), []
     for arm, seed in study_config.runs(cfg):
         folder = study_run(results, arm, seed)
-        pieces.append(along.run_table(store.read_parquet(folder / "alignment.parquet"),
+        pieces.append(along.run_table(store.read_parquet(manifest.checked(folder / "alignment.parquet")),
                                       runs.read_evals(folder / "evals.parquet"), arm, seed))
     table = pd.concat([p for p in pieces if len(p)], ignore_index=True) if any(len(p) for p in pieces) else \
         pd.DataFrame(columns=along.COLUMNS)
@@ -229,3 +240,41 @@ def alignment_step(cfg: dict, results: Path) -> None:
                             f"rule = the run's own credit, outcome-only GRPO's, or a control's, at the run's policy. "
                             f"alignment: cos(P_perp u, P_perp h); share_outside_v: ||P_perp u|| / ||u|| (means over "
                             f"batches); acc_default / acc_greedy: the run's accuracy at that iteration's evaluation.")
+
+
+def verifiers_step(cfg: dict, results: Path) -> None:
+    """tables/verifiers: per arm, eval set and evaluation, accuracy under each verifier rule and how often each
+    pair disagrees (analysis/verifiers.py), from every run's samples.parquet."""
+    results, pieces = Path(results), []
+    for arm, seed in study_config.runs(cfg):
+        samples = store.read_parquet(study_run(results, arm, seed) / "samples.parquet")
+        pieces.append(samples.drop(columns=["text"], errors="ignore").assign(arm=arm, seed=seed))
+    table = verifiers.disagreements(pd.concat(pieces, ignore_index=True), ["arm", "eval_set", "eval_index"])
+    tables.write_table(table, results / "tables" / "verifiers",
+                       title="The verifier rules side by side (verifier.rule)",
+                       note=f"Over every seed's samples of each evaluation. acc_<rule>: accuracy under whole_box (the "
+                            f"final box read whole), paper (C.1, H.1: the last number inside the final box, tolerance "
+                            f"1e-4) and math_verify (empty where it was not installed); <a>_vs_<b>: the share of "
+                            f"samples the two rules judge differently. The study trains on "
+                            f"{(cfg.get('verifier') or {}).get('rule', 'whole_box')}.")
+
+
+def pool_bases(cfg: dict) -> str:
+    """A study over `bases`: every base's planned contrasts and the pooled ones, written to
+    results/<study>/analysis/bases.parquet and tables/bases.*; returns the markdown table."""
+    if not cfg.get("bases"):
+        raise ConfigError(f"study {cfg['study']}: no bases to pool; allowed: a study with bases (a list of "
+                          f"warm-start seeds), e.g. config/studies/bases.yaml")
+    per_base = {}
+    for base in cfg["bases"]:
+        folder = study_dir(study_config.base_study(cfg, base))
+        if not (folder / "analysis" / "paired.parquet").exists():
+            raise DataError(f"{folder}/analysis/paired.parquet: base {base} not analysed yet; run "
+                            f"snakemake --configfile <this study> --config base={base}")
+        per_base[base] = (_read(folder, "contrasts", "contrasts"), _read(folder, "paired", "paired"))
+    a, out = cfg["analysis"], study_dir(cfg)
+    table = bases.table(per_base, a["margin"], a["alpha"])
+    _write(table, out, "bases", cfg)
+    tables.write_table(table, out / "tables" / "bases", title="Each planned contrast per warm-start base and pooled",
+                       note=bases.NOTE)
+    return (out / "tables" / "bases.md").read_text()

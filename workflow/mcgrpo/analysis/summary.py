@@ -1,5 +1,5 @@
-"""The results summary: each preregistered contrast in one sentence (prediction, difference in points with its
-95% interval, p, verdict), and where the tables, figures and report are.
+"""The results summary: each preregistered contrast in one sentence (prediction, the result in words, difference in
+points with its 95% interval, p, verdict and its robustness), and where the tables, figures and report are.
 
 Snakemake prints it at the end of a run (the Snakefile's onsuccess) and the HTML report opens with it.
 """
@@ -33,16 +33,47 @@ def planned_p(row) -> float:
     return row[TEST_P.get(row["direction"], "p")]
 
 
-def sentence(row) -> str:
-    """'T1 (primary, family H1): mc_k4 trails outcome at equal tokens: -6.1 points [-11.4, -0.7],
-    p = 0.012 (Holm 0.012), 4 seeds: confirmed'."""
+# What the numbers say, whatever was predicted: the 95% paired-t interval's side of 0, else equivalence by TOST.
+RESULTS = {"less": "{a} trails {b}", "greater": "{a} beats {b}",
+           "equivalent": "{a} matches {b} within ±{margin} points", "none": "{a} is on par with {b}",
+           "undefined": "{a} against {b}"}
+
+
+def result(row, alpha: float = 0.05) -> str:
+    """The result in words: trails / beats where the 95% interval excludes 0, matches within ±margin where
+    TOST rejects at `alpha`, else on par (the interval, printed beside it, says how closely)."""
+    if pd.isna(row["mean"]):
+        found = "undefined"
+    elif row["ci_high"] < 0:
+        found = "less"
+    elif row["ci_low"] > 0:
+        found = "greater"
+    else:
+        found = "equivalent" if row["tost_p"] < alpha else "none"
+    return RESULTS[found].format(a=row["a"], b=row["b"], margin=f"{100 * row['margin']:g}")
+
+
+def judged(row, robustness: str | None = None) -> str:
+    """The verdict and, where the checks were made, whether it is robust: 'confirmed, but fragile: ...'."""
+    said = verdict(row)
+    if not robustness or said == "exploratory":
+        return said
+    if robustness == "robust":
+        return f"{said}, and robust"
+    return f"{said}, {'but' if said == 'confirmed' else 'and'} {robustness}"
+
+
+def sentence(row, robustness: str | None = None) -> str:
+    """'T1 (primary, family H1; predicted: mc_k4 trails outcome): mc_k4 trails outcome at equal tokens:
+    -3.9 [-7.2, -0.6] points, p = 0.032 (Holm 0.032), 4 seeds: confirmed, but fragile: ...'."""
     claim = PREDICTIONS.get(row["direction"], PREDICTIONS["two-sided"]).format(
         a=row["a"], b=row["b"], margin=f"{100 * row['margin']:g}")
     family = f", family {row['family']}" if row["label"] == "primary" and row["family"] else ""
     holm = f" (Holm {formats.p_value(row['p_holm'])})" if row["label"] == "primary" else ""
-    return (f"{row['id']} ({row['label']}{family}): {claim} at {formats.BASIS_WORDS.get(row['basis'], row['basis'])}: "
+    return (f"{row['id']} ({row['label']}{family}; predicted: {claim}): {result(row)} at "
+            f"{formats.BASIS_WORDS.get(row['basis'], row['basis'])}: "
             f"{formats.interval(row['mean'], row['ci_low'], row['ci_high'])} points, "
-            f"p = {formats.p_value(planned_p(row))}{holm}, {int(row['n'])} seeds: {verdict(row)}")
+            f"p = {formats.p_value(planned_p(row))}{holm}, {int(row['n'])} seeds: {judged(row, robustness)}")
 
 
 def planned(contrasts: pd.DataFrame) -> pd.DataFrame:
@@ -54,9 +85,16 @@ def _plan_order(plan_id: str) -> tuple[int, str]:
     return ("T" != plan_id[:1], plan_id)
 
 
-def lines(study: str, contrasts: pd.DataFrame, prereg_note: str, results: str, clock: str = "wall") -> list[str]:
-    """The summary as markdown lines: the contrasts (and the clock of any at equal time), then where everything is."""
-    rows = planned(contrasts)
+def labels(robustness: pd.DataFrame | None) -> dict[str, str]:
+    """Plan id -> robustness label (analysis/robustness.parquet); empty without the checks."""
+    return {} if robustness is None else dict(zip(robustness["id"], robustness["robustness"]))
+
+
+def lines(study: str, contrasts: pd.DataFrame, prereg_note: str, results: str, clock: str = "wall",
+          robustness: pd.DataFrame | None = None) -> list[str]:
+    """The summary as markdown lines: the contrasts with their robustness (and the clock of any at equal time),
+    then where everything is."""
+    rows, robust = planned(contrasts), labels(robustness)
     out = [f"# Study {study}: results", "", prereg_note, ""]
     if rows.empty:
         out += ["The plan names no contrast: see tables/contrasts.md for every exploratory contrast.", ""]
@@ -64,14 +102,19 @@ def lines(study: str, contrasts: pd.DataFrame, prereg_note: str, results: str, c
         first = rows.iloc[0]
         out += [f"Preregistered contrasts ({first['metric']} on {first['eval_set']}, A minus base, "
                 f"mean over paired seeds [95% paired-t interval]; 1 point = 0.01 accuracy):", ""]
-        out += [f"- {sentence(r)}" for _, r in rows.iterrows()] + [""]
+        out += [f"- {sentence(r, robust.get(r['id']))}" for _, r in rows.iterrows()] + [""]
+        if robust:
+            out += ["robust: the verdict holds on the crossed seed-by-problem interval, the strict verifier, the "
+                    "other clock (equal time) and no drift of either arm; fragile: the checks it fails "
+                    "(tables/robustness.md).", ""]
         if rows["basis"].isin(["time", "time_c"]).any():
             out += [f"Equal time is read on the {formats.CLOCK_WORDS[clock]} of the training stages (analysis.clock: "
                     f"{clock}).", ""]
     out += [f"- tables: {results}/tables/ (headline.md, then contrasts.md for every contrast)",
             f"- figures: {results}/figures/ (PNG, and PDF for papers)",
-            f"- report: snakemake --report {results}/report.html (with the study's --configfile, if any), "
-            f"then open it in a browser",
+            f"- report: snakemake --report {results}/report.html (with the study's --configfile, if any; the "
+            f"venv's snakemake: .venv/bin/snakemake, or `make report` for the default study), then open it in a "
+            f"browser",
             f"- logs: {results}/logs/, and each run's train.log in its folder ({results}/runs/<arm>/seed<N>/)"]
     return out
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from mcgrpo.analysis import formats, summary
+from mcgrpo.analysis import formats, robustness, summary
 from mcgrpo.analysis.drift import drift_counts
 from mcgrpo.core.store import write_text
 
@@ -19,7 +19,13 @@ from mcgrpo.core.store import write_text
 # How the readable copies (markdown, HTML) show a column; the CSV keeps the raw values.
 P_COLUMNS = {"p", "p_holm", "tost_p", "ni_p"}
 POINT_COLUMNS = {"mean", "ci_low", "ci_high", "ni_low", "crossed_low", "crossed_high", "margin"}
+# the robustness checks' readings (analysis/robustness.parquet)
+P_COLUMNS |= {"strict_p", "clock_p"}
+POINT_COLUMNS |= {"strict_mean", "strict_low", "strict_high", "clock_mean", "clock_low", "clock_high"}
 PERCENT_COLUMNS = {"a", "base", "mixed_low", "mixed_high"}
+# The prediction table's training differences (diff_<basis>, its bounds) and observed minus extrapolated accuracy
+# (and its bounds, ome_low/ome_high) are accuracy differences too; acc_* columns are accuracies.
+POINT_PREFIXES = ("diff_", "ome_", "observed_minus_extrapolated")
 READING_NOTE = "Readable copies: differences in points (1 point = 0.01 accuracy), accuracies and shares in %."
 
 
@@ -34,9 +40,9 @@ def _reader(column: str):
         return lambda v: formats.points(v).lstrip("+")
     if column in P_COLUMNS:
         return formats.p_value
-    if column in POINT_COLUMNS:
+    if column in POINT_COLUMNS or column.startswith(POINT_PREFIXES):
         return formats.points
-    if column in PERCENT_COLUMNS or column.startswith("share_"):
+    if column in PERCENT_COLUMNS or column.startswith(("share_", "acc_")):
         return formats.percent
     if column.startswith("tokens") or column == "B":
         return formats.tokens
@@ -124,6 +130,8 @@ def prereg_note(status: dict) -> str:
             "changed": f"The plan changed since its lock of {status['locked_at']} without a dated amendment: "
                        f"{', '.join(status['demoted']) or 'no contrast'} reported as exploratory."}[state]
     changes = f" Changes: {'; '.join(status['changes'])}." if status["changes"] and state != "missing" else ""
+    if status.get("uncovered") and state not in ("missing", "late"):
+        changes += f" Note: {status['uncovered']}."
     stale = (f"\nWarning: runs trained with a config other than the current one: {', '.join(status['stale_runs'])}."
              if status.get("stale_runs") else "")
     return line + changes + stale
@@ -201,27 +209,72 @@ def _prereg(contrasts: pd.DataFrame, status: dict) -> pd.DataFrame:
                                        "metric", "result", "p", "p_holm", "confirmed", "note"])
 
 
-def _headline(contrasts: pd.DataFrame) -> pd.DataFrame:
-    """The preregistered contrasts, one line each: what a reader looks at first."""
+HEADLINE_COLUMNS = ["id", "label", "contrast", "basis", "n", "difference", "p", "p_holm", "verdict", "crossed",
+                    "strict", "drift", "other_clock", "robustness"]
+
+
+def _headline(contrasts: pd.DataFrame, checks: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The preregistered contrasts, one line each, with their robustness checks: what a reader looks at first."""
     rows = summary.planned(contrasts)
+    found = (checks if checks is not None else pd.DataFrame(columns=["id", "robustness"])).set_index("id").reindex(
+        rows["id"])
+
+    def cells(make):  # a check's cell, empty where the contrast has no checks
+        return [make(r) if pd.notna(r["robustness"]) else "" for _, r in found.iterrows()]
     return pd.DataFrame({
         "id": rows["id"], "label": rows["label"], "contrast": [f"{a} minus {b}" for a, b in zip(rows["a"], rows["b"])],
         "basis": [formats.BASIS_WORDS.get(b, b) for b in rows["basis"]], "n": rows["n"],
         "difference": [interval(*v) for v in zip(rows["mean"], rows["ci_low"], rows["ci_high"])],
-        "p": [summary.planned_p(r) for _, r in rows.iterrows()], "p_holm": rows["p_holm"], "verdict": [summary.verdict(r) for _, r in rows.iterrows()]},
-        columns=["id", "label", "contrast", "basis", "n", "difference", "p", "p_holm", "verdict"])
+        "p": [summary.planned_p(r) for _, r in rows.iterrows()], "p_holm": rows["p_holm"],
+        "verdict": [summary.verdict(r) for _, r in rows.iterrows()],
+        "crossed": [interval(*v) for v in zip(rows["mean"], rows["crossed_low"], rows["crossed_high"])],
+        "strict": cells(lambda r: interval(r["strict_mean"], r["strict_low"], r["strict_high"])
+                        if r["strict_metric"] else "(the metric is strict)"),
+        "drift": cells(robustness.drift_cell),
+        "other_clock": cells(lambda r: "" if not r["other_clock"] else "not recorded" if not r["clock_recorded"]
+                             else interval(r["clock_mean"], r["clock_low"], r["clock_high"])),
+        "robustness": cells(lambda r: r["robustness"])},
+        columns=HEADLINE_COLUMNS)
+
+
+def _robustness(checks: pd.DataFrame | None) -> pd.DataFrame:
+    """Every check of every planned contrast, with whether the verdict holds on it (empty without the checks)."""
+    columns = ["id", "contrast", "basis", "metric", "eval_set", "confirmed", "crossed_low", "crossed_high",
+               "crossed_holds", "strict_metric", "strict_mean", "strict_low", "strict_high", "strict_p", "strict_holds",
+               "drift", "drift_holds", "other_clock", "clock_mean", "clock_low", "clock_high", "clock_p",
+               "clock_holds", "robustness"]
+    if checks is None or checks.empty:
+        return pd.DataFrame(columns=columns)
+    return checks.assign(drift=[robustness.drift_cell(r) for _, r in checks.iterrows()])[columns]
+
+
+ROBUSTNESS_NOTE = ("A verdict holds on a check when the check, judged by the contrast's own rule, reaches the same "
+                   "verdict: less/greater: the 95% interval excludes 0 on the predicted side; two-sided: it excludes "
+                   "0 (on the side of the mean where the contrast was confirmed); equivalent: TOST p < alpha (crossed: the interval within ±margin); "
+                   "noninferior: the non-inferiority test (crossed: the lower end above -margin). crossed: 95% "
+                   "seed-by-problem bootstrap; strict: the contrast on the strict verifier; drift: per arm, "
+                   "evaluations with acc_default - acc_strict > {gap:g} (A first; holds when none drifted); "
+                   "other_clock: equal time read on the {other} (time bases only). robust: the verdict holds on "
+                   "every check that applies; an empty holds cell: the check does not apply.")
 
 
 def study_tables(contrasts: pd.DataFrame, paired: pd.DataFrame, status: dict, drift: pd.DataFrame,
                  stages: pd.DataFrame, groups: pd.DataFrame, shares: pd.DataFrame,
-                 extrapolation: pd.DataFrame, gap: float) -> dict[str, tuple[pd.DataFrame, str, str]]:
-    """name -> (table, title, note) of every table of the study."""
+                 extrapolation: pd.DataFrame, gap: float, checks: pd.DataFrame | None = None,
+                 clock: str = "wall") -> dict[str, tuple[pd.DataFrame, str, str]]:
+    """name -> (table, title, note) of every table of the study; `checks`: analysis/robustness.parquet."""
     plan_note = prereg_note(status)
+    other = formats.CLOCK_WORDS[robustness.OTHER_CLOCK[clock]]
     return {
-        "headline": (_headline(contrasts), "Headline: the preregistered contrasts",
+        "headline": (_headline(contrasts, checks), "Headline: the preregistered contrasts",
                      f"{plan_note}\ndifference: A minus base, mean over paired seeds [95% paired-t CI] in points; "
                      f"p: the planned test; p_holm: Holm within the primary family. Every contrast: the contrasts "
-                     f"table."),
+                     f"table.\ncrossed: mean [95% seed-by-problem bootstrap]; strict: the same contrast on the strict "
+                     f"verifier; drift: evaluations where acc_default - acc_strict > {gap:g}, per arm (A first); "
+                     f"other_clock: equal time on the {other}; robustness: robust, or the checks the verdict "
+                     f"fails (tables/robustness.md)."),
+        "robustness": (_robustness(checks), "Robustness of each preregistered verdict",
+                       ROBUSTNESS_NOTE.format(gap=gap, other=other)),
         "contrasts": (_contrasts(contrasts), "Every contrast (A minus base, paired by seed)",
                       f"{plan_note}\nmean, 95% paired-t CI (ci_low, ci_high), two-sided p; p_holm: Holm within "
                       f"the primary family; tost_p: equivalence within ±margin; noninferior: lower 90% bound > "

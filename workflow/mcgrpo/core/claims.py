@@ -4,9 +4,14 @@ Both the process reward (does a claim's result match a reference step?) and the 
 claim true?) read them. A claim is read by Python's own expression parser (`ast`), so precedence,
 associativity, parentheses and unary minus are Python's (`2 + 3 * 4 = 14`, `48 / 2 * 3 = 72`,
 `12 - 4 - 3 = 5`), after the notations of written work are translated: `\\times`, `\\cdot`, `×`, `·`,
-`x` between numbers, `\\div`, `÷`, `\\frac{a}{b}`, `^`, `$` amounts and `1,200` thousands separators.
-Values are exact rationals. A claim that cannot be parsed (`2(3+4) = 14`, `x = 5`) has no value and no
-verdict: it is neither a violation nor a fulfilment.
+`x` between numbers, `\\div`, `÷`, `\\frac{a}{b}`, `^`, `$` amounts, `1,200` and `1{,}200` thousands
+separators, percent (`50\\%` is 1/2), repeating decimals (`0.\\overline{3}` is 1/3), mixed numbers
+(`2 1/2`, `2\\frac{1}{2}`) and implicit multiplication (`2(3 + 4)`). Values are exact rationals.
+
+Every link of a chain `a = b = c` whose sides are not all bare numbers is a claim (`2 + 3 = 5 = 11 / 2`
+holds two, the second false), and a bare number on the left of a computation is its result
+(`15 = 2 + 3 \\times 4`: result first). A claim that cannot be parsed (`x = 5`, `2 + * 3 = 5`) has no
+value and no verdict: it is neither a violation nor a fulfilment.
 """
 
 from __future__ import annotations
@@ -19,12 +24,20 @@ from fractions import Fraction
 # What written arithmetic is made of; a run of these holding `=` is a chain of claims. A comma
 # belongs to a run only as a thousands separator (`1,200`), so `2-5=-3,-3*4=-12` is two runs. Each
 # alternative starts on a different character, so a run is matched in linear time.
-_RUN = re.compile(r"(?:\\(?:times|cdot|div|[dt]?frac|left|right|\$|,|!)|[0-9.+\-*/×·÷−()=${}^ \t]"
-                  r"|(?<=\d),(?=\d{3}(?!\d)))+")
-_GAP = re.compile(r"(?<=[\d.])[ \t]+(?=[\d$])")  # `72 0+72`: two numbers side by side end one run
+_RUN = re.compile(r"(?:\\(?:times|cdot|div|[dt]?frac|left|right|overline|\$|,|!|%)|(?<=\d)\{,\}(?=\d{3}(?!\d))"
+                  r"|[0-9.+\-*/×·÷−()=${}^% \t]|(?<=\d),(?=\d{3}(?!\d)))+")
+# `72 0+72`: two numbers side by side end one run, unless the second is a proper fraction (`2 1/2`, `_split`)
+_GAP = re.compile(r"(?<=[\d.])[ \t]+(?=[\d$])")
+_PROPER = re.compile(r"(\d+)/(\d+)(?![\d.])")
 _TIMES_X = re.compile(r"(?<=[\d)])( ?)x( ?)(?=[\d(])")  # `3 x 4`: a multiplication, not a variable
 _FRAC = re.compile(r"\\[dt]?frac\{([^{}]*)\}\{([^{}]*)\}|\\[dt]?frac(\d)(\d)")
-_TRANSLATE = [("\\times", "*"), ("\\cdot", "*"), ("×", "*"), ("·", "*"), ("\\div", "/"), ("÷", "/"),
+_REPEATING = re.compile(r"(\d*)\.(\d*)\\overline\{(\d+)\}")  # 0.1\overline{6}
+_MIXED_FRAC = re.compile(r"(?<![\d.])(\d+)[ \t]*\\[dt]?frac\{(\d+)\}\{(\d+)\}")  # 2\frac{1}{2}: two and a half
+_MIXED = re.compile(r"(?<![\d./])(\d+)[ \t]+(\d+)/(\d+)(?![\d.])")  # 2 1/2
+_PERCENT = re.compile(r"(\d[\d,]*(?:\.\d+)?)[ \t]*\\?%")
+_IMPLICIT = re.compile(r"(?<=[\d)])[ \t]*(?=\()|(?<=\))[ \t]*(?=\d)")  # 2(3 + 4), (1 + 2)(3 + 4), (3 + 4)2
+_LITERAL = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
+_TRANSLATE = [("{,}", ""), ("\\times", "*"), ("\\cdot", "*"), ("×", "*"), ("·", "*"), ("\\div", "/"), ("÷", "/"),
               ("−", "-"), ("^", "**"), ("\\left", ""), ("\\right", ""), ("\\$", ""), ("$", ""), ("\\,", ""),
               ("\\!", ""), (",", ""), ("{", "("), ("}", ")")]
 MAX_SIDE_CHARS = 200  # a longer side is no written step (and would let a hostile text cost time)
@@ -38,8 +51,9 @@ class Claim:
     text: str
     value: Fraction | None    # the left side, computed exactly (None: unparsable or undefined)
     result: Fraction | None   # the right side, as written (None: unparsable)
-    places: int = 0           # decimal places of a right side written as a decimal number
+    places: int = 0           # decimal places of a result written as a decimal number
     parsed: bool = True       # both sides parse
+    operands: tuple[Fraction, ...] = ()  # the numbers written in the computed side (the path penalty's provenance)
 
     @property
     def holds(self) -> bool | None:
@@ -60,7 +74,7 @@ def claims(text: str) -> list[Claim]:
     out = []
     for run in _RUN.finditer(read):
         start = run.start()
-        for gap in [*_GAP.finditer(read, run.start(), run.end()), None]:
+        for gap in [*filter(_split, _GAP.finditer(read, run.start(), run.end())), None]:
             end = run.end() if gap is None else gap.start()
             if "=" in read[start:end]:
                 out += _chain(text, read, start, end)
@@ -68,8 +82,16 @@ def claims(text: str) -> list[Claim]:
     return out
 
 
+def _split(gap: re.Match) -> bool:
+    """Whether a gap between two numbers ends a run: not when a proper fraction follows (`2 1/2`: a mixed
+    number), since `24 48/2` is two steps side by side."""
+    fraction = _PROPER.match(gap.string, gap.end())
+    return not (fraction and int(fraction[1]) < int(fraction[2]))
+
+
 def _chain(text: str, read: str, start: int, end: int) -> list[Claim]:
-    """The claims of one run `read[start:end]`, by their characters in the original `text`."""
+    """The claims of one run `read[start:end]`, by their characters in the original `text`: every link
+    of the chain of which one side computes; the computed side is the value, the other the result."""
     sides = []
     for piece in read[start:end].split("="):
         sides.append(_trim(piece, start))
@@ -78,13 +100,19 @@ def _chain(text: str, read: str, start: int, end: int) -> list[Claim]:
         sides[0] = None  # `a1+2` or `3x+7`: the side starts inside a word
     out = []
     for left, right in zip(sides, sides[1:]):
-        if left is None or right is None or not _computes(left[2]):
+        if left is None or right is None or not (_computes(left[2]) or _computes(right[2])):
             continue
-        value, result = _value(left[2]), _value(right[2])
+        computed, written = (left, right) if _computes(left[2]) else (right, left)  # `15 = 2 + 3 * 4`
+        value, result = _value(computed[2]), _value(written[2])
         parsed = value is not _UNPARSABLE and result is not _UNPARSABLE and result is not None
         out.append(Claim(left[0], right[1], text[left[0]:right[1]], value if parsed else None,
-                         result if parsed else None, _places(right[2]), parsed))
+                         result if parsed else None, _places(written[2]), parsed, _operands(computed[2])))
     return out
+
+
+def _operands(side: str) -> tuple[Fraction, ...]:
+    """The numbers written in a side (`1,200` and `1{,}200` one number)."""
+    return tuple(Fraction(n.replace(",", "")) for n in _LITERAL.findall(side.replace("{,}", ",")))
 
 
 def _trim(piece: str, start: int) -> tuple[int, int, str] | None:
@@ -112,7 +140,7 @@ def _stray(text: str, i: int) -> bool:
 
 def _computes(side: str) -> bool:
     """Whether a side is a computation rather than a bare number (a sign aside)."""
-    return any(op in side.lstrip("+-−$ ") for op in "+-*/×·÷−^\\")
+    return any(op in side.lstrip("+-−$ ") for op in "+-*/×·÷−^%\\") or _IMPLICIT.search(side) is not None
 
 
 _UNPARSABLE = object()
@@ -123,17 +151,30 @@ def _value(side: str):
     no arithmetic expression."""
     if len(side) > MAX_SIDE_CHARS:
         return _UNPARSABLE
-    source, before = side, None
+    source = _REPEATING.sub(_repeating, side.replace("{,}", ","))
+    source = _MIXED_FRAC.sub(r"((\1)+(\2)/(\3))", source)
+    before = None
     while source != before:  # innermost `\frac` first: `\frac{\frac{1}{2}}{3}`
         before, source = source, _FRAC.sub(lambda m: f"(({m[1] or m[3]})/({m[2] or m[4]}))", source)
+    source = _MIXED.sub(lambda m: f"({m[1]}+{m[2]}/{m[3]})" if int(m[2]) < int(m[3]) else m[0], source)
+    source = _PERCENT.sub(r"(\1/100)", source)
     for written, python in _TRANSLATE:
         source = source.replace(written, python)
+    source = _IMPLICIT.sub("*", source).strip()
     try:
-        return _evaluate(ast.parse(source.strip(), mode="eval").body, source.strip())
+        return _evaluate(ast.parse(source, mode="eval").body, source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return _UNPARSABLE
     except ZeroDivisionError:
         return None
+
+
+def _repeating(m: re.Match) -> str:
+    """`a.b\\overline{r}` as an exact fraction `(n/d)`."""
+    whole, fixed, period = m[1] or "0", m[2], m[3]
+    value = Fraction(f"{whole}.{fixed}" if fixed else whole)
+    value += Fraction(int(period), 10 ** len(fixed) * (10 ** len(period) - 1))
+    return f"({value.numerator}/{value.denominator})"
 
 
 _BINARY = {ast.Add: Fraction.__add__, ast.Sub: Fraction.__sub__, ast.Mult: Fraction.__mul__,
@@ -159,10 +200,14 @@ def _evaluate(node: ast.AST, source: str) -> Fraction:
 
 
 def _places(side: str) -> int:
-    """Decimal places of a side written as one decimal number (`3.33`: 2), else 0."""
-    number = side.lstrip("$-−+ ").replace(",", "")
+    """Decimal places of a side written as one decimal number (`3.33`: 2; `33.3\\%`: 3, a percent being
+    hundredths), else 0."""
+    number = side.lstrip("$-−+ ").replace(",", "").replace("{,}", "")
+    percent = number.rstrip().endswith("%")
+    number = number.rstrip().removesuffix("%").removesuffix("\\").rstrip()
     whole, dot, decimals = number.partition(".")
-    return len(decimals) if dot and (whole.isdigit() or not whole) and decimals.isdigit() else 0
+    places = len(decimals) if dot and (whole.isdigit() or not whole) and decimals.isdigit() else 0
+    return places + 2 if percent and places else places
 
 
 def verdict(claim: Claim) -> dict:

@@ -137,6 +137,17 @@ def validate_schema(cfg: dict) -> dict:
     return cfg
 
 
+def validate_blocks(value: dict, keys: tuple[str, ...], option: str) -> dict:
+    """The study blocks `keys` of a JSON option (what a rule passes, or a hand-written part of it): each checked
+    against its schema, defaults filled in place (a no-op on what a rule passes, which is validated already)."""
+    sub = {"type": "object", "required": list(keys), "$defs": schema()["$defs"],
+           "properties": {k: schema()["properties"][k] for k in keys}}
+    errors = sorted(_validator().evolve(schema=sub).iter_errors(value), key=lambda e: [str(p) for p in e.absolute_path])
+    if errors:
+        raise ConfigError("\n".join(f"{option}: {_describe(e)}" for e in errors))
+    return value
+
+
 def check_references(cfg: dict) -> None:
     """The rules that tie one top-level block to another."""
     arms, sets = list(cfg["arms"]), list(cfg["task"]["eval_sets"])
@@ -154,7 +165,32 @@ def check_references(cfg: dict) -> None:
                                   f"allowed: {', '.join(arms)}")
         if pair[0] == pair[1]:
             raise ConfigError(f"config key analysis.pairs[{i}]: an arm cannot be contrasted with itself ({pair[0]!r})")
+        if list(reversed(pair)) in cfg["analysis"]["pairs"][:i]:
+            raise ConfigError(f"config key analysis.pairs[{i}]: {pair} is pair "
+                              f"{cfg['analysis']['pairs'].index(list(reversed(pair)))} reversed (the same contrast, "
+                              f"its sign flipped); allowed: each pair once")
     _check_sizes(cfg)
+    _check_results_dir(cfg["results_dir"])
+
+
+# A study's folder holds these; a results_dir inside one would nest a study in another's outputs.
+STUDY_MARKERS = ("prereg.lock.json", "runs/store.parquet")
+
+
+def _check_results_dir(results_dir: str) -> None:
+    """results_dir must be a folder of study folders: not a file, not the run store (mcgrpo.core.layout keeps
+    it at <results_dir>/_shared) and not inside another study's folder."""
+    path, where = Path(results_dir), f"config key results_dir: {results_dir!r}"
+    if "_shared" in path.parts:
+        raise ConfigError(f"{where} is inside a run store (_shared/, which only the workflow writes); allowed: "
+                          f"the folder holding it, e.g. {Path(*path.parts[:path.parts.index('_shared')]) or '.'}")
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{where} is a file, not a folder; allowed: a folder (or a path not there yet)")
+    for folder in (path, *path.parents):
+        marker = next((m for m in STUDY_MARKERS if (folder / m).is_file()), None)
+        if marker:
+            raise ConfigError(f"{where} is inside the study folder {str(folder)!r} (it holds {marker}); allowed: "
+                              f"a folder of studies, e.g. {str(folder.parent)!r}")
 
 
 def _check_sizes(cfg: dict) -> None:
@@ -173,6 +209,9 @@ def _check_sizes(cfg: dict) -> None:
                               f"cannot fit in budget.{key} = {size}; allowed: at most {size}")
 
 
+_MERGE = "tag:yaml.org,2002:merge"
+
+
 class _Duplicate(yaml.YAMLError):
     def __init__(self, line: int, message: str):
         super().__init__(message)
@@ -185,6 +224,8 @@ class _StrictLoader(_LOADER):
     def construct_mapping(self, node, deep=False):
         first: dict = {}
         for key_node, _ in node.value:
+            if key_node.tag == _MERGE:  # `<<: *defaults`: the keys given beside it override the merged ones
+                continue
             key = self.construct_object(key_node, deep=True)
             line = key_node.start_mark.line + 1
             try:
@@ -197,11 +238,14 @@ class _StrictLoader(_LOADER):
         return super().construct_mapping(node, deep)
 
 
-def text(path: str | Path) -> str:
-    """A text file's content; an error naming the file and line where it is missing or not UTF-8."""
+def text(path: str | Path, what: str = "config file") -> str:
+    """A text file's content; an error naming the file (`what` it is) and line where it is missing, a folder or
+    not UTF-8."""
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"{path}: a folder, not a file; allowed: a {what} saved as UTF-8 text")
     if not path.is_file():
-        raise ConfigError(f"{path}: config file not found")
+        raise ConfigError(f"{path}: {what} not found")
     raw = path.read_bytes()
     try:
         return raw.decode("utf-8")
@@ -261,8 +305,49 @@ def run_config(cfg: dict, arm: str, seed: int) -> dict[str, Any]:
     run = {**{k: copy.deepcopy(cfg[k]) for k in ("task", "model", "engine", "budget")}, "evaluation": evaluation,
            "recipe": {**cfg["recipe"], **spec.get("recipe", {})}, "seed": seed, "arm_config": spec}
     used = plugins.identities(spec, run["recipe"])  # none for built-ins: their runs keep their hash
-    run = {**run, "plugins": used} if used else run
+    if used:
+        run["plugins"] = used
+    if cfg.get("verifier"):  # absent where the study sets none: its runs keep their hashes
+        run["verifier"] = copy.deepcopy(cfg["verifier"])
     return {**run, "arm": arm} if measured else run
+
+
+def base_study(cfg: dict, base: int) -> dict[str, Any]:
+    """The study of one warm-start base of a study over `bases`: the same study warm-started with seed `base`,
+    named <study>-base<N>. Its model, B and runs are keyed by what they compute (mcgrpo.core.layout), so each base
+    gets its own, and a base equal to another study's warm-start seed shares that study's runs."""
+    out = copy.deepcopy({k: v for k, v in cfg.items() if k not in ("bases", "base")})
+    out["study"] = f"{cfg['study']}-base{base}"
+    out["model"]["warm_start"]["seed"] = base
+    return out
+
+
+def bases_problems(cfg: dict) -> list[str]:
+    """`bases` needs the warm-started tiny model; `base` must name one of them; a base's study name must fit."""
+    bases, base = cfg.get("bases"), cfg.get("base")
+    if bases is None:
+        return [] if base is None else [f"config key base: {base} given without bases; allowed: set bases (a list "
+                                        f"of warm-start seeds), or leave out base"]
+    found = []
+    if cfg["model"]["source"] is not None:
+        found.append("config key bases: repeats the warm start of the embedded tiny model, and model.source "
+                     f"{cfg['model']['source']!r} is not warm-started here; allowed: model.source null, or no bases")
+    if base is not None and base not in bases:
+        found.append(f"config key base: {base} is not one of bases; allowed: {', '.join(map(str, bases))}")
+    longest = f"{cfg['study']}-base{max(bases)}"
+    if not FORMATS["name"][0](longest):
+        found.append(f"config key study: the bases' study names ({longest}) must be {FORMATS['name'][1]}")
+    return found
+
+
+def select_base(cfg: dict) -> dict[str, Any]:
+    """`cfg` made, in place, the study of its selected base (`base`, else the first of `bases`); unchanged without
+    bases. Snakemake's `config` is this dict: one base's study per invocation."""
+    if cfg.get("bases"):
+        chosen = base_study(cfg, cfg.get("base", cfg["bases"][0]))
+        cfg.clear()
+        cfg.update(chosen)
+    return cfg
 
 
 def config_hash(obj: Any) -> str:
@@ -295,7 +380,7 @@ def gradient_tests_config(cfg: dict) -> dict[str, Any] | None:
     tests = cfg.get("gradient_tests")
     if not tests or not tests["enabled"]:
         return None
-    keys = ("study", "task", "model", "engine", "recipe", "gradient_tests")
+    keys = ("study", "task", "model", "engine", "recipe", "gradient_tests", *(("verifier",) if cfg.get("verifier") else ()))
     out = {**{k: copy.deepcopy(cfg[k]) for k in keys},
            "arms": {arm: copy.deepcopy(cfg["arms"][arm]) for arm in tests["arms"]}}
     used = [p for arm in [*out["arms"].values(), *({"credit": c} for c in tests["controls"].values())]
@@ -314,3 +399,105 @@ def train_runtime(cfg: dict, budget: int | None) -> int:
         budget = None  # B counts iterations: the tokens a run generates are budget_guess's to guess
     tokens = cfg["budget"]["horizon"] * (budget or cfg["budget"]["tokens"] or spec["budget_guess"])
     return min(math.ceil(1.5 * tokens / spec["tokens_per_second"] / 60) + 10, spec["max_runtime"])
+
+
+def command_line(entries: list[str] | None) -> dict[str, Any]:
+    """The `--config key=value ...` entries (Snakemake's raw words), each value read as YAML where the schema
+    expects anything but a string (as `--set` in other tools): `seeds=[1,2]` is two integers and
+    `model={"warm_start": {"steps": 200}}` a block, while `study=1e3` stays the name '1e3'. Snakemake itself keeps
+    the leaves of a list or block as strings, which the schema would refuse."""
+    overrides: dict[str, Any] = {}
+    for entry in entries or []:
+        key, sep, text = entry.partition("=")
+        if sep:
+            overrides[key] = None if text == "" else _typed(_plain(text), schema()["properties"].get(key, {}))
+    return overrides
+
+
+def _plain(text: str) -> Any:
+    """`text` as YAML with every scalar kept as its text (the schema decides what each one is); text that is
+    not YAML stays text."""
+    try:
+        return yaml.load(text, Loader=yaml.BaseLoader)
+    except yaml.YAMLError:
+        return text
+
+
+def _typed(node: Any, sub: dict) -> Any:
+    """`node` (from `_plain`) with each leaf read as YAML unless `sub`, its schema, wants a string."""
+    sub = _resolved(sub)
+    if _wants_text(sub):
+        return node
+    if isinstance(node, dict):
+        return {k: _typed(v, _property(sub, k)) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_typed(v, _resolved(sub.get("items", {}))) for v in node]
+    try:
+        value = yaml.load(node, Loader=_LOADER)
+    except yaml.YAMLError:
+        return node
+    kinds = sub.get("type") if isinstance(sub.get("type"), list) else [sub.get("type")]
+    if isinstance(value, str) and "number" in kinds:  # YAML 1.1 reads 1e-3 (no dot) as text
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    return value
+
+
+def _resolved(sub: dict) -> dict:
+    ref = sub.get("$ref", "")
+    return {**schema()["$defs"][ref.rsplit("/", 1)[-1]], **{k: v for k, v in sub.items() if k != "$ref"}} if ref else sub
+
+
+def _property(sub: dict, key: str) -> dict:
+    if key in sub.get("properties", {}):
+        return sub["properties"][key]
+    extra = sub.get("additionalProperties")
+    return extra if isinstance(extra, dict) else {}
+
+
+def _wants_text(sub: dict) -> bool:
+    """The schema allows a string and nothing else here (a name, a path, a choice of words)."""
+    kind = sub.get("type")
+    if kind is not None:
+        return kind == "string" or kind == ["string"]
+    choices = sub.get("enum")
+    return bool(choices) and all(isinstance(c, str) for c in choices)
+
+
+_KEY_LINE = re.compile(r"^config key ([A-Za-z0-9_.@\[\]-]+)")
+
+
+def located(message: str, paths: list) -> str:
+    """`message` with each `config key a.b[0]` line prefixed by the file and line that gives that key (the last
+    of `paths` that does: later files override earlier ones), where one does."""
+    def where(line: str) -> str:
+        match = _KEY_LINE.match(line)
+        found = [f"{p}:{n}" for p in paths if match and (n := _line_of(p, match.group(1)))]
+        return f"{found[-1]}: {line}" if found else line
+    return "\n".join(map(where, message.split("\n")))
+
+
+def _line_of(path, key: str) -> int | None:
+    """The line of config key `key` (a.b[0].c) in the YAML file at `path`, or None."""
+    try:
+        node = yaml.compose(Path(path).read_text(encoding="utf-8"), Loader=_LOADER)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    line = None
+    for part in re.findall(r"[^.\[\]]+|\[\d+\]", key):
+        if isinstance(node, yaml.MappingNode):
+            hit = next(((k, v) for k, v in node.value if k.value == part), None)
+            if hit is None:
+                return line
+            line, node = hit[0].start_mark.line + 1, hit[1]
+        elif isinstance(node, yaml.SequenceNode) and part.startswith("["):
+            i = int(part[1:-1])
+            if i >= len(node.value):
+                return line
+            node = node.value[i]
+            line = node.start_mark.line + 1
+        else:
+            return line
+    return line

@@ -5,6 +5,9 @@ version): its message names the key or file and what is allowed, and the CLI pri
 traceback. Anything else is a bug and keeps its traceback. Kept free of heavy imports.
 """
 
+import contextlib
+import sys
+
 
 class McgrpoError(Exception):
     """A user error: the message names the key, file or line it concerns and what is allowed."""
@@ -32,3 +35,28 @@ class CheckpointMismatch(McgrpoError, RuntimeError):
 
 class Interrupted(Exception):
     """Training stopped on request (a preemption signal) after writing a checkpoint; not an error."""
+
+
+class UserExit(SystemExit):
+    """A user error ending a Snakemake process: its message alone, exit status 2. Snakemake prints its own frames
+    around any Exception raised while it reads the Snakefile or its config; SystemExit is none."""
+
+    def __init__(self, error: McgrpoError):
+        super().__init__(2)
+        self.error = error
+
+
+@contextlib.contextmanager
+def stopping():
+    """Inside Snakemake: a McgrpoError raised in the block is printed alone on stderr and ends the process with
+    status 2 (`UserExit`); any other exception, a bug, keeps its traceback."""
+    try:
+        yield
+    except McgrpoError as e:
+        print(f"Error: {e}", file=sys.stderr)
+        raise UserExit(e) from None
+
+
+class IntegrityError(DataError):
+    """A stored run's file that is not what its run wrote: changed after the run finished (sha256), another
+    run's (config_hash), unsealed (no manifest) or unreadable (truncated). The message names the file."""

@@ -3,9 +3,10 @@
 A waiting thread that spins keeps its core busy, which is fast when the job has its cores to itself and ruinous
 when they are shared (a laptop, a shared node, two jobs on two cores): each barrier then waits for a thread the
 busy core has descheduled. One that sleeps at once loses its share of the cores and no more, but pays a wake-up
-at every parallel region. Passive with a short spin first has most of both (bench/under_load.py, README's speed
-section). On 2 cores, one warm-start step of the default study (2 threads) took, in ms, quiet / beside one busy
-core (1-7 runs of 60-150 steps each, the settings alternating; a machine of AMD EPYC cores):
+at every parallel region. Passive with a short spin first has most of both (bench/under_load.py;
+docs/performance.md, "Shared cores"). On 2 cores, one warm-start step of the default study (2 threads) took,
+in ms, quiet / beside one busy core (1-7 runs of 60-150 steps each, the settings alternating; a machine of AMD
+EPYC cores):
 
     OMP_WAIT_POLICY=PASSIVE                      138-169 / 202-214
     PASSIVE, GOMP_SPINCOUNT=400 (the default)    112-119 / 215-221

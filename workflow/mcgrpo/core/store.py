@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 
 from mcgrpo import __version__
 from mcgrpo.core.clock import STAGES
-from mcgrpo.core.errors import DataError, MissingFile, SchemaError
+from mcgrpo.core.errors import DataError, IntegrityError, MissingFile, SchemaError
 
 SCHEMA_VERSION = "1"
 log = logging.getLogger("mcgrpo")
@@ -111,11 +111,26 @@ def write_parquet(df: pd.DataFrame, path: str | Path, config_hash: str = "") -> 
     return Path(path)
 
 
+@contextmanager
+def _readable(path: Path) -> Iterator[None]:
+    """Arrow's error on a truncated or corrupt file (ArrowInvalid: 'Parquet magic bytes not found in footer', an
+    OSError) as one that names the file."""
+    try:
+        yield
+    except (pa.ArrowException, OSError) as e:
+        if isinstance(e, FileNotFoundError):
+            raise MissingFile(f"{path}: file not found") from None
+        raise IntegrityError(f"{path}: not a readable Parquet file, truncated or corrupt ({type(e).__name__}: "
+                             f"{e}); allowed: the file as its writer left it (a stored run's: retrain it, "
+                             f"python -m mcgrpo check-store --repair)") from None
+
+
 def _checked_schema(path: Path, required: Iterable[str]) -> pa.Schema:
     """The file's schema, once its existence, schema version and required columns are checked."""
     if not path.exists():
         raise MissingFile(f"{path}: file not found")
-    schema = pq.read_schema(path)
+    with _readable(path):
+        schema = pq.read_schema(path)
     version = (schema.metadata or {}).get(b"schema_version", b"").decode()
     if version != SCHEMA_VERSION:
         raise SchemaError(f"{path}: schema_version {version or 'missing'!r}, expected {SCHEMA_VERSION!r}")
@@ -132,20 +147,23 @@ def read_parquet(path: str | Path, required: Iterable[str] = (),
     `columns` reads only those (a large file's other columns are never decoded).
     """
     _checked_schema(Path(path), required)
-    return pd.read_parquet(path, columns=None if columns is None else list(columns))
+    with _readable(Path(path)):
+        return pd.read_parquet(path, columns=None if columns is None else list(columns))
 
 
 def read_arrow(path: str | Path, required: Iterable[str] = (), columns: Iterable[str] | None = None,
                dictionary: Iterable[str] = ()) -> pa.Table:
     """As read_parquet, as an Arrow table (no pandas conversion); `dictionary` columns come dictionary-encoded."""
     _checked_schema(Path(path), required)
-    return pq.read_table(path, columns=None if columns is None else list(columns),
-                         read_dictionary=list(dictionary) or None)
+    with _readable(Path(path)):
+        return pq.read_table(path, columns=None if columns is None else list(columns),
+                             read_dictionary=list(dictionary) or None)
 
 
 def parquet_metadata(path: str | Path) -> dict[str, str]:
     """The key-value metadata of a Parquet file, decoded (pandas' own entry left out)."""
-    meta = pq.read_schema(path).metadata or {}
+    with _readable(Path(path)):
+        meta = pq.read_schema(path).metadata or {}
     return {k.decode(): v.decode() for k, v in meta.items() if k != b"pandas"}
 
 
@@ -161,7 +179,7 @@ def read_json(path: str | Path) -> Any:
     return json.loads(path.read_text())
 
 
-# The Parquet contracts of DESIGN §3: the minimum columns of each stored file kind.
+# The Parquet contracts (docs/outputs.md says what each file holds): the minimum columns of each stored file kind.
 COLUMNS: dict[str, tuple[str, ...]] = {
     "problems": ("problem_id", "question", "answer", "level", "subject", "source", "steps"),
     "budget": ("model", "iteration", "tokens_generated", "B"),

@@ -24,6 +24,10 @@ from pathlib import Path
 # value matches (so `\\boxed{0}` never matches 0.0000672, as an absolute tolerance would let it).
 RELATIVE_TOLERANCE = Fraction(1, 10**6)
 VERIFIERS = ("default", "strict")
+# How an answer is read and compared (`verifier.rule`): the whole final box (this project's), the paper's
+# (C.1, H.1: the last number inside the final box, absolute tolerance 1e-4), or math-verify's equivalence.
+RULES = ("whole_box", "paper", "math_verify")
+PAPER_TOLERANCE = Fraction(1, 10**4)
 MAX_ANSWER_CHARS = 1000  # a longer box, number or answer string is not an answer
 
 _BOX = "\\boxed"
@@ -44,6 +48,7 @@ _SPACES = re.compile(r"\s*")
 _BARE = re.compile(r"[^\s${}]+")
 _TEXT = re.compile(r"\\text\s*\{([^{}]*)\}")  # `\text{12}`: a wrapper, not a unit
 _MINUS = "\u2212"  # Unicode minus sign
+_DIGIT_SPACE = re.compile(r"(?<=\d)\s+(?=\d)")
 
 
 @dataclass(frozen=True)
@@ -113,7 +118,8 @@ def _normalize(text: str) -> str:
         text = text.replace(token, "")
     text = text.replace(_MINUS, "-")
     text = _unspace(text).replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
-    return "".join(text.split()).rstrip(".")
+    text = _DIGIT_SPACE.sub("\0", text)  # `5 6` is two numbers, never 56
+    return "".join(text.split()).replace("\0", " ").rstrip(".")
 
 
 def _plain(text: str) -> Fraction | None:
@@ -126,7 +132,8 @@ def _numeric_form(text: str) -> str | None:
     if len(text) > MAX_ANSWER_CHARS or _SPACED_COMMA.search(_unspace(text)):
         return None
     wrapped = _TEXT.fullmatch(text.strip())
-    return _normalize(wrapped[1] if wrapped else text).removeprefix("+")
+    s = _normalize(wrapped[1] if wrapped else text).removeprefix("+")
+    return None if " " in s else s
 
 
 def plain_number(text: str) -> str | None:
@@ -167,10 +174,15 @@ def number_value(text: str) -> Fraction | None:
 
 
 def _equal(a: tuple[Fraction, bool], b: tuple[Fraction, bool]) -> bool:
-    """Exactly equal when both are integers or fractions; else within RELATIVE_TOLERANCE."""
+    """Exactly equal when both are integers or fractions; else within RELATIVE_TOLERANCE, and, beside an
+    integer written as one, nearer to it than to any other integer (`1000001.0` is not 1000000, though
+    within 1e-6 of it; `12.0000001` is 12)."""
     (x, x_decimal), (y, y_decimal) = a, b
     if not (x_decimal or y_decimal):
         return x == y
+    integer = (not x_decimal and x.denominator == 1) or (not y_decimal and y.denominator == 1)
+    if integer and abs(x - y) >= Fraction(1, 2):
+        return False
     return abs(x - y) <= RELATIVE_TOLERANCE * max(abs(x), abs(y))
 
 
@@ -179,7 +191,7 @@ def _last_number(text: str) -> str | None:
     digits, commas and dots that holds the last digit, and the sign before it (look-behinds
     still see the text before the window). None if there is no digit, or if that run is longer
     than MAX_ANSWER_CHARS: the last number is then no answer."""
-    text = _unspace(text)
+    text = _unspace(text).replace(_MINUS, "-")  # one character for one: positions stay
     end = max(text.rfind(d) for d in _DIGITS)
     if end < 0:
         return None
@@ -233,20 +245,81 @@ def answers_match(candidate: str | None, reference: str) -> bool:
     return _normalize(candidate) == _normalize(reference)
 
 
-def verify(text: str, reference: str) -> Verdict:
-    """Both verdicts at once, plus whether the completion boxed its answer."""
-    body, box = _parse(text)
-    return Verdict(default=answers_match(_answer(body, box, False), reference),
-                   strict=answers_match(_answer(body, box, True), reference),
-                   boxed=box is not None)
+def _paper_answer(body: str | None, box: str | None, strict: bool) -> str | None:
+    """The paper's reading (H.1): "the last number inside the final \\boxed{}, then ... the last number
+    after #### or the last number in the completion"; a box without a number is its whole content, since
+    the paper compares by "exact string matching otherwise". So `\\boxed{45^\\circ}` reads 45, and
+    `\\boxed{\\frac{1}{2}}` reads 2, as the paper's rule does."""
+    if box is not None:
+        return _last_number(box) or box
+    if strict or body is None:
+        return None
+    return _after_hashes(body) or _last_number(body)
 
 
-def explain(text: str, reference: str) -> dict:
-    """What each verifier reads from `text` and whether it matches `reference` (`mcgrpo verify`)."""
+def paper_match(candidate: str | None, reference: str) -> bool:
+    """The paper's comparison (H.1): numbers within an absolute tolerance of 1e-4, else exact strings."""
+    if candidate is None or len(candidate) > MAX_ANSWER_CHARS:
+        return False
+    a, b = number_value(candidate), number_value(reference)
+    if a is not None and b is not None:
+        return abs(a - b) <= PAPER_TOLERANCE
+    return _normalize(candidate) == _normalize(reference)
+
+
+def verify(text: str, reference: str, rule: str = "whole_box", math_verify: "MathVerify | None" = None) -> Verdict:
+    """Both verdicts of `rule` at once, plus whether the completion boxed its answer (math_verify: the
+    backend that rule needs; strict is its verdict on a completion that boxed its answer)."""
     body, box = _parse(text)
-    default, strict = _answer(body, box, False), _answer(body, box, True)
+    if rule == "whole_box":
+        default, strict = (answers_match(_answer(body, box, s), reference) for s in (False, True))
+    elif rule == "paper":
+        default, strict = (paper_match(_paper_answer(body, box, s), reference) for s in (False, True))
+    elif rule == "math_verify":
+        if math_verify is None:
+            raise ValueError("verifier.rule math_verify needs a MathVerify backend")
+        default = math_verify(text, reference)
+        strict = default and box is not None
+    else:
+        raise ValueError(f"verifier.rule: unknown rule {rule!r}; allowed: {', '.join(RULES)}")
+    return Verdict(default=default, strict=strict, boxed=box is not None)
+
+
+def rule_verdicts(text: str, reference: str, math_verify: "MathVerify | None" = None) -> dict[str, bool | None]:
+    """The default-mode verdict of every rule (math_verify None without its backend): what an evaluation
+    records beside the study's own verdicts, so that the rules can be compared on the same text."""
+    body, box = _parse(text)
+    return {"whole_box": answers_match(_answer(body, box, False), reference),
+            "paper": paper_match(_paper_answer(body, box, False), reference),
+            "math_verify": None if math_verify is None else math_verify(text, reference)}
+
+
+def explain(text: str, reference: str, math_verify: "MathVerify | None" = None) -> dict:
+    """What each verifier reads from `text` and whether it matches `reference` (`mcgrpo verify`): the
+    whole-box rule's default and strict verifiers, the paper's rule and math-verify (None without it)."""
+    body, box = _parse(text)
+    default, strict, paper = _answer(body, box, False), _answer(body, box, True), _paper_answer(body, box, False)
     return {"default_answer": default, "default_correct": answers_match(default, reference),
-            "strict_answer": strict, "strict_correct": answers_match(strict, reference)}
+            "strict_answer": strict, "strict_correct": answers_match(strict, reference),
+            "paper_answer": paper, "paper_correct": paper_match(paper, reference),
+            "math_verify_correct": None if math_verify is None else math_verify(text, reference)}
+
+
+def math_verify_backend() -> "MathVerify | None":
+    """This process's MathVerify backend (one worker, closed at exit) where the math-verify package is
+    installed, else None."""
+    global _SHARED
+    if _SHARED is None:
+        try:
+            _SHARED = MathVerify()
+        except ImportError:
+            return None
+        import atexit
+        atexit.register(_SHARED.close)
+    return _SHARED
+
+
+_SHARED: "MathVerify | None" = None
 
 
 def is_correct(text: str, reference: str, verifier: str = "default") -> bool:

@@ -24,7 +24,7 @@ from mcgrpo.train import checkpoint, engines
 from mcgrpo.train import credit as credit_rules
 from mcgrpo.train.gradients import fixed_batches, parameter_space, probe, reference_rule
 from mcgrpo.train.policy import log_ratio
-from mcgrpo.train.rollout import Prompter
+from mcgrpo.train.rollout import study_prompter, study_rule
 
 COLUMNS = list(store.COLUMNS["alignment"])
 
@@ -62,10 +62,9 @@ class AlongTraining:
     def _probe(self, policy) -> pd.DataFrame:
         r, spec = self.cfg["recipe"], self.spec
         params = parameter_space(policy, spec["space"], spec["lora"])
-        prompter = Prompter(self.tokenizer, self.cfg["task"].get("prompt", "{question}"),
-                            self.cfg["model"].get("chat_template"))
+        prompter = study_prompter(self.tokenizer, self.cfg)
         engine = engines.build("hf", policy, self.tokenizer, temperature=r["temperature"], top_p=r["top_p"],
                                batch_size=self.cfg["engine"].get("batch_size", 512))
         ratio = log_ratio(policy, self.reference_model, self.tokenizer.pad_token_id) if self.needs_reference else None
         return probe(policy, self.tokenizer, self.problems, r, self.rules, reference_rule(spec["reference"]),
-                     self.batches, spec["seed"], engine, prompter, params, ratio)
+                     self.batches, spec["seed"], engine, prompter, params, ratio, rule=study_rule(self.cfg))

@@ -6,6 +6,9 @@ With `greedy` (evaluation.greedy), each problem is also decoded once at temperat
 study's validation (paper G, H.1: "Validation uses greedy decoding"): acc_greedy and acc_greedy_strict,
 the share of problems whose greedy completion is correct, in the evaluation's summary row. Its time is
 evaluation time. The sampled columns and samples.parquet are unchanged by it.
+
+correct_default and correct_strict are the study's verifiers (`verifier.rule`, whole_box by default);
+samples.parquet also records every rule's verdict (correct_whole_box, correct_paper, correct_math_verify).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import pandas as pd
 from mcgrpo.core.clock import stopwatch
 from mcgrpo.train.engines import Engine, greedy
 from mcgrpo.core.seeds import stable_seed
+from mcgrpo.core.verify import RULES, math_verify_backend, rule_verdicts
 from mcgrpo.train.rollout import Prompter, score
 
 
@@ -31,9 +35,9 @@ def eval_points(tokens_before: int, tokens_after: int, budget: int, per_budget: 
 
 class Evaluator:
     def __init__(self, engine: Engine, prompter: Prompter, eval_sets: dict[str, pd.DataFrame],
-                 samples: int, limit: int, run_seed: int, greedy: bool = False):
+                 samples: int, limit: int, run_seed: int, greedy: bool = False, rule: str = "whole_box"):
         self.engine, self.prompter, self.eval_sets = engine, prompter, eval_sets
-        self.samples, self.limit, self.run_seed, self.greedy = samples, limit, run_seed, greedy
+        self.samples, self.limit, self.run_seed, self.greedy, self.rule = samples, limit, run_seed, greedy, rule
 
     def __call__(self, eval_index: int) -> tuple[list[dict], pd.DataFrame]:
         """Summary rows (one per eval set) and the per-sample table of evaluation `eval_index`."""
@@ -51,7 +55,7 @@ class Evaluator:
         prompts = [self.prompter(q) for q in problems["question"]]
         with greedy(self.engine):  # deterministic: the seeds draw nothing
             completions = self.engine.generate(prompts, [self.limit] * len(prompts), [0] * len(prompts))
-        scores = score([self.prompter.decode(c.tokens) for c in completions], problems["answer"].to_numpy())
+        scores = score([self.prompter.decode(c.tokens) for c in completions], problems["answer"].to_numpy(), self.rule)
         return {"acc_greedy": float(scores.default.mean()), "acc_greedy_strict": float(scores.strict.mean())}
 
     def _samples(self, name: str, problems: pd.DataFrame, eval_index: int) -> pd.DataFrame:
@@ -60,7 +64,8 @@ class Evaluator:
         seeds = [stable_seed(self.run_seed, name, eval_index, i, j) for i in range(n) for j in range(k)]
         completions = self.engine.generate(prompts, [self.limit] * len(prompts), seeds)
         texts = [self.prompter.decode(c.tokens) for c in completions]
-        scores = score(texts, np.repeat(problems["answer"].to_numpy(), k))
+        answers = np.repeat(problems["answer"].to_numpy(), k)
+        scores = score(texts, answers, self.rule)
         return pd.DataFrame({
             "eval_index": eval_index, "eval_set": name,
             "problem_id": np.repeat(problems["problem_id"].to_numpy(), k),
@@ -68,7 +73,17 @@ class Evaluator:
             "correct_default": scores.default, "correct_strict": scores.strict, "boxed": scores.boxed,
             "truncated": [not c.finished for c in completions],
             "length": [len(c) for c in completions], "text": texts,
+            **rule_columns(texts, answers),
         })
+
+
+def rule_columns(texts, answers) -> dict[str, pd.Series]:
+    """Every rule's default-mode verdict per sample (correct_whole_box, correct_paper, correct_math_verify;
+    the last null where math-verify is not installed), whatever rule the study trains on: the verifiers side
+    by side on the same text, so that an analysis can say where they disagree."""
+    backend = math_verify_backend()
+    verdicts = [rule_verdicts(t, a, backend) for t, a in zip(texts, answers)]
+    return {f"correct_{rule}": pd.Series([v[rule] for v in verdicts], dtype="boolean") for rule in RULES}
 
 
 def _summary(table: pd.DataFrame, name: str, eval_index: int, seconds: float) -> dict:

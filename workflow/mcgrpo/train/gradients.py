@@ -8,8 +8,9 @@ separately sampled continuations (H.3): three interior cuts and the endpoint, ea
 the change in success rate across it, p_0 = a success prior of 0.5 (the Monte-Carlo rule in its value-difference
 form, so the estimate is unbiased: the prior is a baseline and each p_s is unbiased for the prefix's value).
 Its continuations have their own seeds: they are the paper's half A, and a Monte-Carlo arm's own draws give
-the disjoint candidate of half B. The paper's continuations stop at 200 tokens; ours may use the rest of the
-completion limit, so h estimates the gradient of J at that limit itself.
+the disjoint candidate of half B. As in H.3 they run at most 200 tokens at top-p 0.95 by default
+(`gradient_tests.reference.length`, `top_p`; length null: the rest of the completion limit, so that h estimates
+the gradient of J at that limit itself).
 
 V is the span of the per-completion score vectors s_n = grad sum_t log pi(a_n,t); every update that weights
 whole completions lies in V (Proposition 1). P_perp x = x - S^T c with c the least-squares solution of
@@ -25,12 +26,14 @@ gradient at the initial policy lies in the B factors alone.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
 import torch
 
+from mcgrpo.core import progress
 from mcgrpo.core.seeds import stable_seed
 from mcgrpo.train import credit as credit_rules
 from mcgrpo.train import engines, updates
@@ -38,7 +41,7 @@ from mcgrpo.train.credit import Credit, CreditContext
 from mcgrpo.train.credit.monte_carlo import MonteCarlo
 from mcgrpo.train.loss import backward_policy_loss
 from mcgrpo.train.policy import PolicyView, frozen, log_ratio
-from mcgrpo.train.rollout import Prompter, Rollouts, sample_groups
+from mcgrpo.train.rollout import Rollouts, sample_groups, study_prompter, study_rule
 
 INSIDE_V = 1e-5  # ||P_perp u|| / ||u|| below this is the projection's float32 noise: the update lies in V
 MEASURES = ("inner", "sq_norm", "alignment", "share_outside_v", "projection_residual", "cos_full", "tokens",
@@ -106,10 +109,23 @@ def measures(u: torch.Tensor, h: torch.Tensor, u_out: torch.Tensor, h_out: torch
             "share_outside_v": float(u_out.norm()) / norm if norm > 0 else np.nan, "cos_full": _cos(u, h)}
 
 
-def reference_rule(spec: dict) -> MonteCarlo:
+@dataclass
+class Reference:
     """The reference gradient's credit (H.3): value differences from `cuts` interior cuts and the endpoint,
-    p_0 = the success prior."""
-    return MonteCarlo(k=spec["k"], cuts=spec["cuts"], form="vineppo", prompt_value=spec["prior"])
+    p_0 = the success prior, its continuations at most `length` tokens (H.3: 200; never past the completion
+    limit, on which the paper is silent) sampled at `top_p` (H.3: 0.95; None: the recipe's)."""
+    rule: MonteCarlo
+    top_p: float | None = None
+
+    def __call__(self, rollouts: Rollouts, ctx: CreditContext, engine=None) -> Credit:
+        """The credit, `engine` (the one ctx.engine samples with, by default itself) at the reference's top-p."""
+        with engines.sampling(engine or ctx.engine, **({} if self.top_p is None else {"top_p": self.top_p})):
+            return self.rule(rollouts, ctx)
+
+
+def reference_rule(spec: dict) -> Reference:
+    return Reference(MonteCarlo(k=spec["k"], cuts=spec["cuts"], form="vineppo", prompt_value=spec["prior"],
+                                max_tokens=spec.get("length")), spec.get("top_p"))
 
 
 class Memo:
@@ -142,7 +158,7 @@ def fixed_batches(pool_size: int, batches: int, prompts: int, seed: int) -> list
 
 def probe(model, tokenizer, problems: list[dict], recipe: dict, rules: dict[str, Callable], reference,
           batches: Sequence[np.ndarray], seed: int, engine, prompter, params, log_ratio_fn=None,
-          log: Callable[[str], None] = lambda line: None) -> pd.DataFrame:
+          log: Callable[[str], None] = lambda line: None, rule: str = "whole_box") -> pd.DataFrame:
     """The long table (arm, batch, measure, value) of every rule on every batch, at the model as it is."""
     r, pad_id = recipe, tokenizer.pad_token_id
     view = PolicyView(model, prompter, problems, pad_id, r["microbatch_size"])
@@ -150,20 +166,20 @@ def probe(model, tokenizer, problems: list[dict], recipe: dict, rules: dict[str,
     for b, indices in enumerate(batches):
         seeds = [stable_seed(seed, "gradient-rollout", b, k) for k in range(len(indices) * r["group_size"])]
         batch = sample_groups(engine, prompter, [problems[j] for j in indices], r["group_size"],
-                              r["completion_limit"], seeds, r["reward_verifier"])
+                              r["completion_limit"], seeds, r["reward_verifier"], rule)
 
         memo = Memo(engine)
 
         def context(tag: str) -> CreditContext:
             return CreditContext(engine=memo, prompter=prompter, limit=r["completion_limit"],
-                                 verifier=r["reward_verifier"], advantage_eps=r["advantage_eps"],
+                                 verifier=r["reward_verifier"], rule=rule, advantage_eps=r["advantage_eps"],
                                  seed=(seed, f"gradient-{tag}", b), features=view.prefix_features,
                                  log_ratio=log_ratio_fn)
 
         def grad(credit: Credit) -> torch.Tensor:
             return direction(model, params, updates.training_batch(batch, credit), pad_id, r["microbatch_size"])
 
-        h = grad(reference(batch, context("reference")))
+        h = grad(reference(batch, context("reference"), engine))  # its own seeds: never in the arms' memo
         credits = {arm: rule(batch, context("arm")) for arm, rule in rules.items()}
         us = {arm: grad(c) for arm, c in credits.items()}
         scores = score_vectors(model, params, batch, pad_id, r["microbatch_size"])
@@ -195,18 +211,23 @@ def arm_rules(cfg: dict, pool=None) -> dict[str, Callable]:
     return {name: credit_rules.build(c, pool, name) for name, c in credits.items()}
 
 
-def run(cfg: dict, model, tokenizer, pool: pd.DataFrame, log: Callable[[str], None] = print) -> pd.DataFrame:
+def run(cfg: dict, model, tokenizer, pool: pd.DataFrame) -> pd.DataFrame:
     """The study's gradient tests at the initial policy: `gradient_tests.batches` fixed batches of the recipe's
-    shape (prompts_per_iteration x group_size), every arm on the same rollouts."""
+    shape (prompts_per_iteration x group_size), every arm on the same rollouts; a progress bar over the batches,
+    each batch's measures noted above it."""
     spec, r = cfg["gradient_tests"], cfg["recipe"]
     rules = arm_rules(cfg, pool)
     reference_policy = frozen(model) if any(getattr(x, "needs_reference", False) for x in rules.values()) else None
     params = parameter_space(model, spec["space"], spec["lora"])
-    prompter = Prompter(tokenizer, cfg["task"].get("prompt", "{question}"))
+    prompter = study_prompter(tokenizer, cfg)
     engine = engines.build(cfg["engine"]["name"], model, tokenizer, temperature=r["temperature"], top_p=r["top_p"],
                            **{k: v for k, v in cfg["engine"].items() if k != "name"})
     batches = fixed_batches(len(pool), spec["batches"], r["prompts_per_iteration"], spec["seed"])
     ratio = log_ratio(model, reference_policy, tokenizer.pad_token_id) if reference_policy is not None else None
-    table = probe(model, tokenizer, pool.to_dict("records"), r, rules, reference_rule(spec["reference"]), batches,
-                  spec["seed"], engine, prompter, params, ratio, log)
+    with progress.bar("gradient tests", total=len(batches), unit="batch") as shown:
+        def log(line: str) -> None:
+            progress.note(shown, line)
+            shown.update()
+        table = probe(model, tokenizer, pool.to_dict("records"), r, rules, reference_rule(spec["reference"]),
+                      batches, spec["seed"], engine, prompter, params, ratio, log, study_rule(cfg))
     return table.assign(policy="initial", space=spec["space"])

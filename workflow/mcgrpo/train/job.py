@@ -1,7 +1,8 @@
 """A training job: one run (arm, seed) from its effective config to its Parquet and run.json.
 
 What the `train` verb runs once the CLI has parsed its arguments: signals, attempts, the tracker, resuming
-from the newest checkpoint, and run.json (the run's config, identity, attempts, versions and hardware).
+from the newest checkpoint, run.json (the run's config, identity, attempts, versions and hardware), and last
+the run's manifest (mcgrpo.core.manifest).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from mcgrpo import __version__
-from mcgrpo.core import config as study_config, store
+from mcgrpo.core import config as study_config, manifest, store
 from mcgrpo.core.errors import Interrupted, McgrpoError
 
 
@@ -99,13 +100,23 @@ def train(run: dict, files: dict[str, str], names: tuple[str, str], backend: str
         "started": history[0]["started"], "ended": history[-1]["ended"], "attempts": history,
         "versions": {"mcgrpo": __version__, "torch": torch.__version__,
                      "transformers": transformers.__version__, "python": platform.python_version()},
-        "hardware": {"device": str(model.device), "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
-                     "cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads()},
+        "hardware": hardware(model),
         "git_sha": store.git_sha(),
         # Both clocks of the training stages: wall time far above CPU time (x threads) means a shared machine.
         "clock": _clocks(log.iterations),
         "tracking": backend,  # where it logged: <out>/tracking/ (mcgrpo.train.tracking)
     }, out / "run.json")
+    # Last: the manifest vouches for every file above (mcgrpo.core.manifest); a run without one never finished.
+    manifest.seal(out, [f"{name}.parquet" for name in log.frames()] + ["run.json"], identity, cfg_hash)
+
+
+def hardware(model) -> dict:
+    """Where a run was timed: its device, the GPU's name or None, the CPU's model name and torch's threads (the
+    figures' time axes name it)."""
+    import torch
+    from mcgrpo.core.machine import cpu_model
+    return {"device": str(model.device), "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+            "cpu": cpu_model(), "threads": torch.get_num_threads()}
 
 
 def _clocks(iterations: list[dict]) -> dict:

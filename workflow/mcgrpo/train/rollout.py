@@ -9,7 +9,7 @@ import numpy as np
 
 from mcgrpo.train.engines import Completion, Engine
 from mcgrpo.core import plugins
-from mcgrpo.core.verify import VERIFIERS, verify
+from mcgrpo.core.verify import VERIFIERS, math_verify_backend, verify
 
 
 class Prompter:
@@ -38,6 +38,29 @@ class Prompter:
         return self.tokenizer.decode(list(tokens), skip_special_tokens=True)
 
 
+def study_prompter(tokenizer, cfg: dict) -> Prompter:
+    """The study's Prompter: its `task.prompt` and `model.chat_template`. The package builds every Prompter
+    here (tests/test_chat_template.py checks), so no stage renders a prompt the others do not."""
+    return Prompter(tokenizer, cfg.get("task", {}).get("prompt", "{question}"),
+                    cfg.get("model", {}).get("chat_template"))
+
+
+def rule_backend(rule: str):
+    """The math-verify backend where `rule` needs it (an ImportError saying how to install it where it is
+    missing), else None."""
+    if rule != "math_verify":
+        return None
+    backend = math_verify_backend()
+    if backend is None:
+        raise ImportError("verifier.rule math_verify needs the math-verify package: pip install 'mcgrpo[math]'")
+    return backend
+
+
+def study_rule(cfg: dict) -> str:
+    """The study's `verifier.rule` (whole_box where the config has no verifier block)."""
+    return (cfg.get("verifier") or {}).get("rule", "whole_box")
+
+
 @dataclass
 class Scores:
     default: np.ndarray  # bool per completion
@@ -51,8 +74,10 @@ class Scores:
         return getattr(self, verifier).astype(np.float64)
 
 
-def score(texts: Sequence[str], answers: Sequence[str]) -> Scores:
-    verdicts = [verify(t, a) for t, a in zip(texts, answers)]
+def score(texts: Sequence[str], answers: Sequence[str], rule: str = "whole_box") -> Scores:
+    """Both verdicts of `rule` (`verifier.rule`) per completion."""
+    backend = rule_backend(rule)
+    verdicts = [verify(t, a, rule, backend) for t, a in zip(texts, answers)]
     return Scores(*(np.array([getattr(v, f) for v in verdicts], dtype=bool)
                     for f in ("default", "strict", "boxed")))
 
@@ -94,13 +119,13 @@ class Rollouts:
 
 
 def sample_groups(engine: Engine, prompter: Prompter, problems: list[dict], group_size: int,
-                  limit: int, seeds: Sequence[int], verifier: str) -> Rollouts:
-    """G completions per problem, seeds[r] driving completion r."""
+                  limit: int, seeds: Sequence[int], verifier: str, rule: str = "whole_box") -> Rollouts:
+    """G completions per problem, seeds[r] driving completion r, rewarded by `verifier` of `rule`."""
     prompts = [prompter(p["question"]) for p in problems for _ in range(group_size)]
     completions = engine.generate(prompts, [limit] * len(prompts), seeds)
     texts = [prompter.decode(c.tokens) for c in completions]
     answers = [p["answer"] for p in problems for _ in range(group_size)]
-    scores = score(texts, answers)
+    scores = score(texts, answers, rule)
     return Rollouts(problems, group_size, prompts, completions, texts, scores, reward(scores, texts, answers, verifier))
 
 

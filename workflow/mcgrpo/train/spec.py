@@ -5,6 +5,7 @@ before any job runs (one line per problem, naming the key)."""
 from __future__ import annotations
 
 from mcgrpo.core import plugins
+from mcgrpo.core.config import config_hash, run_config
 from mcgrpo.train.credit import problems as credit_problems
 
 
@@ -35,14 +36,24 @@ def problems(cfg: dict) -> list[str]:
     credits.update({f"gradient_tests.controls.{name}": c for name, c in tests.get("controls", {}).items()})
     along = cfg["evaluation"].get("alignment") or {}
     credits.update({f"evaluation.alignment.controls.{name}": c for name, c in along.get("controls", {}).items()})
-    found += gradient_test_problems(cfg, tests) + alignment_problems(cfg, along)
+    found += gradient_test_problems(cfg, tests) + alignment_problems(cfg, along) + verifier_problems(cfg)
     found += [p for key, credit in credits.items() for p in credit_problems(key, credit, recipe, cfg["task"])]
+    found += same_arms(cfg)
     batch = recipe["prompts_per_iteration"] * recipe["group_size"]
     for arm, spec in cfg["arms"].items():
         if (spec.get("update") or {}).get("minibatches", 1) > batch:
             found.append(f"config key arms.{arm}.update.minibatches: {spec['update']['minibatches']} minibatches "
                          f"cannot be cut from {batch} completions; allowed: at most {batch}")
     return found
+
+
+def verifier_problems(cfg: dict) -> list[str]:
+    """verifier.rule math_verify needs its package before any job runs, not at the first reward."""
+    import importlib.util
+    if (cfg.get("verifier") or {}).get("rule") == "math_verify" and importlib.util.find_spec("math_verify") is None:
+        return ["config key verifier.rule: math_verify needs the math-verify package, which is not installed: "
+                "pip install 'mcgrpo[math]' (or 'math-verify>=0.7'); allowed without it: whole_box, paper"]
+    return []
 
 
 def gradient_test_problems(cfg: dict, tests: dict) -> list[str]:
@@ -64,8 +75,25 @@ def gradient_test_problems(cfg: dict, tests: dict) -> list[str]:
 
 
 def _control_names(key: str, block: dict, arms: dict) -> list[str]:
-    return [f"config key {key}.controls.{name}: the name is taken by an arm; allowed: a name that is not an arm's"
-            for name in block.get("controls", {}) if name in arms or name == "outcome"]
+    found = [f"config key {key}.controls.{name}: the name is taken by an arm; allowed: a name that is not an arm's"
+             for name in block.get("controls", {}) if name in arms or name == "outcome"]
+    return found + _shuffled_values(key, block, arms)
+
+
+def _shuffled_values(key: str, block: dict, arms: dict) -> list[str]:
+    """A shuffled Monte-Carlo control permutes the measured arm's own credit (paper 3.1, H.3): its V(prompt)
+    (`prompt_value`) must be the measured Monte-Carlo arms', or it shuffles another credit's magnitudes."""
+    measured = {(arms[a].get("credit") or {})["monte_carlo"].get("prompt_value") for a in block.get("arms", [])
+                if a in arms and "monte_carlo" in (arms[a].get("credit") or {})}
+    found = []
+    for name, control in block.get("controls", {}).items():
+        inner = (control or {}).get("shuffled") or {}
+        if "monte_carlo" in inner and measured and inner["monte_carlo"].get("prompt_value") not in measured:
+            allowed = ", ".join("absent (the group mean)" if v is None else str(v) for v in sorted(measured, key=str))
+            found.append(f"config key {key}.controls.{name}.shuffled.monte_carlo.prompt_value: "
+                         f"{inner['monte_carlo'].get('prompt_value')} is not the measured arms' V(prompt), so the "
+                         f"control would shuffle another credit; allowed: {allowed}")
+    return found
 
 
 def alignment_problems(cfg: dict, along: dict) -> list[str]:
@@ -83,3 +111,20 @@ def alignment_problems(cfg: dict, along: dict) -> list[str]:
     found += [f"{key}.seeds[{i}]: {seed} is not a seed of the study; allowed: {', '.join(map(str, cfg['seeds']))}"
               for i, seed in enumerate(along.get("seeds") or []) if seed not in cfg["seeds"]]
     return found + _control_names("evaluation.alignment", along, arms)
+
+
+def same_arms(cfg: dict) -> list[str]:
+    """An arm that trains exactly what an earlier arm trains (its runs would be the same stored runs, and the
+    contrast between them zero by construction) is a name, not an arm. Compared as trained: an absent credit
+    block is outcome-only, and an arm's recipe keys are compared merged into the recipe."""
+    seen: dict[str, str] = {}
+    found = []
+    for arm in cfg["arms"]:
+        run = run_config(cfg, arm, cfg["seeds"][0])
+        spec = {k: v for k, v in run["arm_config"].items() if k != "recipe"}
+        run["arm_config"] = {**spec, "credit": spec.get("credit") or {"outcome": {}}}
+        other = seen.setdefault(config_hash(run), arm)
+        if other != arm:
+            found.append(f"config key arms.{arm}: trains exactly what arms.{other} trains (the same credit, "
+                         f"selection, lr, update and recipe); allowed: arms that differ in what they train")
+    return found

@@ -30,7 +30,7 @@ from mcgrpo.train.entropy_kl import entropy_kl
 from mcgrpo.train.evaluation import Evaluator, eval_points
 from mcgrpo.train.loss import backward_policy_loss
 from mcgrpo.train.policy import PolicyView, frozen, log_ratio
-from mcgrpo.train.rollout import Prompter, sample_groups
+from mcgrpo.train.rollout import sample_groups, study_prompter, study_rule
 
 
 @dataclass
@@ -60,8 +60,8 @@ class Trainer:
         r = self.recipe
         self.optimizer = torch.optim.Adam(model.parameters(), lr=r["lr"], betas=tuple(r["adam_betas"]),
                                           eps=r["adam_eps"], weight_decay=0.0)
-        self.prompter = Prompter(tokenizer, cfg["task"].get("prompt", "{question}"),
-                                 cfg["model"].get("chat_template"))
+        self.prompter = study_prompter(tokenizer, cfg)
+        self.rule = study_rule(cfg)
         self.engine = engines.build(cfg["engine"]["name"], model, tokenizer, temperature=r["temperature"],
                                     top_p=r["top_p"], **{k: v for k, v in cfg["engine"].items() if k != "name"})
         self.credit = credit_rules.build(cfg["arm_config"].get("credit", {}), pool, arm)
@@ -77,7 +77,8 @@ class Trainer:
         self.view = PolicyView(model, self.prompter, self.problems, self.pad_id, r["microbatch_size"])
         ev = cfg["evaluation"]
         self.evaluator = Evaluator(self.engine, self.prompter, eval_sets, ev["samples"],
-                                   r["completion_limit"], self.seed, bool(ev.get("greedy"))) if eval_sets else None
+                                   r["completion_limit"], self.seed, bool(ev.get("greedy")),
+                                   self.rule) if eval_sets else None
         self.clock = StageClock(torch.cuda.synchronize if model.device.type == "cuda" else None)
         self.tokens = {"rollout": 0, "continuation": 0, "discarded": 0}
         self.updates, self.train_seconds, self.train_cpu_seconds, self.log = 0, 0.0, 0.0, RunLog()
@@ -107,7 +108,8 @@ class Trainer:
             batch, discarded, chosen = self.generate(i, chosen)
         with self.clock.stage("credit"):
             ctx = CreditContext(engine=self.engine, prompter=self.prompter, limit=r["completion_limit"],
-                                verifier=r["reward_verifier"], advantage_eps=r["advantage_eps"], seed=(self.seed, i),
+                                verifier=r["reward_verifier"], rule=self.rule, advantage_eps=r["advantage_eps"],
+                                seed=(self.seed, i),
                                 features=self.view.prefix_features, log_ratio=self.log_ratio)
             credit = self.credit(batch, ctx)
         self.tokens["rollout"] += batch.n_tokens
@@ -137,7 +139,7 @@ class Trainer:
             problems = [self.problems[j] for j in indices]
             seeds = [stable_seed(self.seed, "rollout", i, chunk, k) for k in range(len(problems) * r["group_size"])]
             return sample_groups(self.engine, self.prompter, problems, r["group_size"], r["completion_limit"],
-                                 seeds, r["reward_verifier"])
+                                 seeds, r["reward_verifier"], self.rule)
 
         return self.selector.generate(i, chosen, sample)
 

@@ -25,6 +25,7 @@ class CreditContext:
     prompter: Prompter
     limit: int            # completion limit L
     verifier: str         # the training reward's verifier
+    rule: str = "whole_box"  # how that verifier reads answers (verifier.rule)
     advantage_eps: float
     seed: tuple           # (run seed, iteration): the root of every draw the rule makes
     # the policy's last hidden state at prefix ends: (sequences, prefix lengths per sequence) -> one
@@ -125,15 +126,36 @@ def build(spec: dict, pool=None, arm: str = "") -> CreditRule:
     return rule
 
 
+# Rules whose credit is one number per completion (the reward's or the group advantage's): shuffling it within
+# the completion is the identity. The others vary along a completion.
+CONSTANT = frozenset({"outcome", "rloo", "length", "process"})
+VARYING = frozenset({"monte_carlo", "critic", "path_penalty", "implicit"})
+# Rules that are outcome-only GRPO exactly, at no extra cost, when these weights are all 0 (Monte-Carlo, critic
+# and implicit credit at weight 0 also update as outcome-only does, but spend continuations, fits or a reference
+# pass on it: a compute control, not the same arm).
+ZERO_IS_OUTCOME = {"length": ("lambda",), "process": ("lambda",), "path_penalty": ("lambda", "beta")}
+
+
 def problems(key: str, spec: dict, recipe: dict, task: dict) -> list[str]:
     """What a `credit:` block at config key `key` asks that the rest of the config cannot give."""
     (name, options), = (spec or {"outcome": {}}).items()
     if name not in plugins.BUILTIN["credit"]:
         return plugins.check("credit", name, options, key)
+    where = f"config key {key}.{name}"
     if name == "shuffled":
+        inner = next(iter(options or {"outcome": {}}))
+        if inner in CONSTANT or inner == "shuffled":
+            return [f"{where}: {inner} credit is {'shuffled already' if inner == 'shuffled' else 'constant within each completion'}, "
+                    f"so shuffling it changes nothing: the arm trains as credit: {{{inner}: ...}} under another name; "
+                    f"allowed: one rule whose credit varies within a completion ({', '.join(sorted(VARYING))})"]
         return problems(f"{key}.shuffled", options, recipe, task)
     options, limit, out = options or {}, recipe["completion_limit"], []
-    where = f"config key {key}.{name}"
+    if name in ZERO_IS_OUTCOME and all(options.get(k, 1) == 0 for k in ZERO_IS_OUTCOME[name]):
+        zeros = " and ".join(f"{k} 0" for k in ZERO_IS_OUTCOME[name])
+        trains = ("as outcome-only GRPO (credit: {outcome: {}}) under another name" if options.get("outcome", True)
+                  else "nothing: without the outcome, every advantage is 0")
+        out.append(f"{where}: with {zeros} the rule adds nothing, and the arm trains {trains}; allowed: "
+                   f"{' or '.join(ZERO_IS_OUTCOME[name])} > 0")
     if "cuts" in options and options["cuts"] >= limit:
         out.append(f"{where}.cuts: {options['cuts']} cuts need recipe.completion_limit above {options['cuts']} "
                    f"(it is {limit})")

@@ -1,4 +1,5 @@
-"""The learned critic (DESIGN §5): dense credit from predicted values instead of continuations.
+"""The learned critic (paper §3; docs/extending.md, "Dense rewards"): dense credit from predicted values
+instead of continuations.
 
 A ridge regression on the policy's last hidden state at a prefix end predicts the prefix's success (the
 label is its completion's outcome). Prefixes end at the prompt and at the Monte-Carlo cuts the completion

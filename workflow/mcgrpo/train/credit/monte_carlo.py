@@ -1,4 +1,4 @@
-"""The Monte-Carlo dense reward (DESIGN §5) and its variants.
+"""The Monte-Carlo dense reward (paper §2.2; docs/extending.md, "Dense rewards") and its variants.
 
 Each completion is cut at fixed token offsets (round(s L / (cuts + 1)) by default, or `positions`); from
 every cut it reaches, k continuations are sampled (they may use the rest of the limit) and p_s is their
@@ -82,6 +82,7 @@ class MonteCarlo:
     alpha: float = 1.0
     reuse: bool = False
     prompt_value: float | None = None  # a fixed V(prompt) = p_0 (the paper's Table 16: 0.5), in every form
+    max_tokens: int | None = None      # a continuation's length at most (H.3's probes: 200); None: the rest of L
 
     def __post_init__(self):
         if self.form not in FORMS:
@@ -91,7 +92,7 @@ class MonteCarlo:
         positions = self.positions or cut_positions(ctx.limit, self.cuts)
         requests = [(r, s, c) for r, comp in enumerate(rollouts.completions)
                     for s, c in enumerate(positions) if c < len(comp)]
-        draws = sample_continuations(rollouts, ctx, requests, self.k)
+        draws = sample_continuations(rollouts, ctx, requests, self.k, self.max_tokens)
         p_cuts = [[math.nan] * len(positions) for _ in rollouts.completions]
         for (r, s, _), p in zip(requests, draws.correct.mean(axis=1)):
             p_cuts[r][s] = float(p)
@@ -113,21 +114,24 @@ class MonteCarlo:
         return Credit(credit, draws.tokens, sequences, stats)
 
 
-def sample_continuations(rollouts: Rollouts, ctx: CreditContext, requests, k: int) -> Draws:
-    """k continuations per (completion, cut) request, batched in one engine call, each scored."""
+def sample_continuations(rollouts: Rollouts, ctx: CreditContext, requests, k: int,
+                         max_tokens: int | None = None) -> Draws:
+    """k continuations per (completion, cut) request, batched in one engine call, each scored; each runs to
+    the completion limit, or `max_tokens` tokens if that comes first."""
     prompts, limits, seeds, texts_prefix, answers = [], [], [], [], []
     for r, s, c in requests:
         prefix = rollouts.completions[r].tokens[:c]
         problem = rollouts.problems[r // rollouts.group_size]
         for j in range(k):
             prompts.append(rollouts.prompts[r] + prefix)
-            limits.append(ctx.limit - c)
+            limits.append(ctx.limit - c if max_tokens is None else min(ctx.limit - c, max_tokens))
             seeds.append(stable_seed(*ctx.seed, "continuation", r, s, j))
             texts_prefix.append(prefix)
             answers.append(problem["answer"])
     conts = ctx.engine.generate(prompts, limits, seeds) if prompts else []
     texts = [ctx.prompter.decode(pre + cont.tokens) for pre, cont in zip(texts_prefix, conts)]
-    correct = reward(score(texts, answers), texts, answers, ctx.verifier).reshape(-1, k) if conts else np.zeros((0, k))
+    correct = (reward(score(texts, answers, ctx.rule), texts, answers, ctx.verifier).reshape(-1, k) if conts
+               else np.zeros((0, k)))
     return Draws(requests, conts, correct)
 
 

@@ -9,9 +9,9 @@ so a sparse channel is not diluted by the outcome's. It is then added to the gro
 
 The seed's forms, as options (defaults keep the earlier behaviour and config hashes):
 - `credit: every_true` pays +beta on every true claim, which pays padding (the pathology the seed warns
-  of); `fulfilled` pays it only for a fulfilled obligation: a true claim, not a repeat of an earlier one,
-  whose result the solution goes on to use (a later number, the final answer included) or that matches
-  a reference step;
+  of); `fulfilled` pays it only for a fulfilled obligation: a true claim, not a repeat or an identity,
+  starting from the problem's numbers or an earlier credited result, whose result the solution goes on to
+  use (a later number, the final answer included) or that matches a reference step (`fulfilled()`);
 - `credit_gate: outcome` pays the credit only on completions whose outcome is correct (penalties stay);
 - `anneal_below: v`: once a batch's violation rate (false / all claims) falls below v, the path channel's
   weight is multiplied by `anneal_rate` (default 0.5) every iteration from the next one on. The seed
@@ -46,26 +46,45 @@ def char_ends(decode: Callable[[Sequence[int]], str], tokens: Sequence[int]) -> 
     return ends
 
 
-def fulfilled(text: str, found: list[Claim], reference: Sequence[float]) -> list[bool]:
-    """Per claim: a fulfilled obligation, i.e. true, not a repeat of an earlier claim, and its result
-    used later in the text or equal to a reference step."""
+def given_numbers(question: str) -> frozenset[Fraction]:
+    """The numbers a problem states: what a first step may start from."""
+    return frozenset(Fraction(n.replace(",", "")) for n in _NUMBER.findall(question.replace("{,}", ",")))
+
+
+def fulfilled(text: str, found: list[Claim], reference: Sequence[float],
+              given: frozenset[Fraction] | None = None) -> list[bool]:
+    """Per claim: a fulfilled obligation (seed 003: credit for a verified step of progress), i.e. a claim that
+    is true, not a repeat of an earlier claim, not an identity (`0+72=72`: its result is one of its own
+    numbers), whose result is used later in the text or equals a reference step, and, when the problem's
+    numbers `given` are known, that starts from one of them or from the result of an earlier credited step.
+    The last rule is what stops a chain of invented trivial steps (`1+1=2. 2+1=3. 3+1=4`) from paying: each
+    of its results is used by the next, but none starts from the problem. (Seed 003 defines obligations for
+    agents, not arithmetic; what counts as progress here is our reading of it.)"""
     seen, out = set(), []
+    available = set(given or ())
     for c in found:
-        later = {Fraction(n.replace(",", "")) for n in _NUMBER.findall(text, c.end)}
+        later = {Fraction(n.replace(",", "")) for n in _NUMBER.findall(text.replace("{,}", ","), c.end)}
         step = any(abs(float(c.result) - r) <= 1e-9 * max(1.0, abs(r)) for r in reference)
-        out.append(bool(c.holds) and (c.value, c.result) not in seen and (c.result in later or step))
+        grounded = given is None or any(x in available for x in c.operands)
+        earns = (bool(c.holds) and (c.value, c.result) not in seen and c.result not in c.operands
+                 and (c.result in later or step) and grounded)
+        out.append(earns)
         seen.add((c.value, c.result))
+        if earns:
+            available.add(c.result)
     return out
 
 
 def line_signal(text: str, ends: np.ndarray, lam: float, beta: float, credit: str = "every_true",
-                reference: Sequence[float] = (), paid: bool = True) -> tuple[np.ndarray, int, int]:
+                reference: Sequence[float] = (), paid: bool = True,
+                given: frozenset[Fraction] | None = None) -> tuple[np.ndarray, int, int]:
     """Per token: -lam on the tokens of a false claim, +beta on a credited one's (a token overlapping its
     characters; `paid` False withholds the credit); and the counts of false and true claims."""
     starts = np.concatenate([[0], ends[:-1]])
     signal = np.zeros(len(ends))
     found = [c for c in claims(text) if c.parsed]  # an unparsable claim is neither true nor false
-    credited = fulfilled(text, found, reference) if credit == "fulfilled" else [bool(c.holds) for c in found]
+    credited = (fulfilled(text, found, reference, given) if credit == "fulfilled"
+                else [bool(c.holds) for c in found])
     for claim, earns in zip(found, credited):
         tokens = (starts < claim.end) & (ends > claim.start)
         if not claim.holds:
@@ -109,9 +128,10 @@ class PathPenalty:
 
     def __call__(self, rollouts: Rollouts, ctx: CreditContext) -> Credit:
         references = [reference_values(p.get("steps")) for p in rollouts.problems]
+        given = [given_numbers(p.get("question", "")) for p in rollouts.problems]
         lines = [line_signal(text, char_ends(ctx.prompter.decode, c.tokens), self.lam, self.beta, self.credit,
                              references[r // rollouts.group_size],
-                             self.credit_gate == "none" or bool(rollouts.rewards[r]))
+                             self.credit_gate == "none" or bool(rollouts.rewards[r]), given[r // rollouts.group_size])
                  for r, (text, c) in enumerate(zip(rollouts.texts, rollouts.completions))]
         size = rollouts.group_size if self.normalize == "group" else len(lines)
         path = normalize_within_groups([signal for signal, _, _ in lines], size)

@@ -22,14 +22,23 @@ def build(name: str, model, tokenizer, **options) -> Engine:
 
 
 @contextlib.contextmanager
-def greedy(engine: Engine):
-    """The engine at temperature 0 inside the block: greedy decoding, one argmax completion per request (the hf
-    engine takes the first of tied tokens; vLLM's SamplingParams treat temperature 0 as greedy)."""
-    saved, engine.temperature = engine.temperature, 0.0
+def sampling(engine: Engine, **settings):
+    """The engine with other sampling settings (temperature, top_p: attributes every engine reads at each
+    generate call) inside the block, restored after it."""
+    saved = {k: getattr(engine, k) for k in settings}
+    for k, v in settings.items():
+        setattr(engine, k, v)
     try:
         yield engine
     finally:
-        engine.temperature = saved
+        for k, v in saved.items():
+            setattr(engine, k, v)
 
 
-__all__ = ["Completion", "Engine", "build", "greedy"]
+def greedy(engine: Engine):
+    """The engine at temperature 0 inside the block: greedy decoding, one argmax completion per request (the hf
+    engine takes the first of tied tokens; vLLM's SamplingParams treat temperature 0 as greedy)."""
+    return sampling(engine, temperature=0.0)
+
+
+__all__ = ["Completion", "Engine", "build", "greedy", "sampling"]

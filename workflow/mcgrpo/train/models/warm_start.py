@@ -20,7 +20,7 @@ import torch
 
 from mcgrpo.core import progress
 from mcgrpo.train.models.tiny import build_model, build_tokenizer
-from mcgrpo.train.rollout import Prompter
+from mcgrpo.train.rollout import study_prompter
 
 BOXED_TAIL = re.compile(r" \\boxed\{[^{}]*\}$")
 
@@ -61,12 +61,13 @@ def sft_step(model, batch: list[tuple[tuple[int, ...], tuple[int, ...]]], pad_id
 
 
 def warm_start(corpus: pd.DataFrame, tiny: dict, steps: int, batch_size: int, lr: float,
-               unboxed_share: float, misboxed_share: float, seed: int):
-    """Build the tiny model and train it for `steps` AdamW steps (cosine decay); return (model, tokenizer)."""
+               unboxed_share: float, misboxed_share: float, seed: int, study: dict | None = None):
+    """Build the tiny model and train it for `steps` AdamW steps (cosine decay); return (model, tokenizer).
+    Its prompts are rendered as the study's (`study`: its task and model blocks) will be in training."""
     tokenizer = build_tokenizer()
     model = build_model(tokenizer, seed=seed, **tiny)
     rng = np.random.default_rng(seed)
-    prompter = Prompter(tokenizer)
+    prompter = study_prompter(tokenizer, study or {})
     eos = (tokenizer.eos_token_id,)
     data = [(prompter(q), tuple(tokenizer(t, add_special_tokens=False).input_ids) + eos)
             for q, t in training_pairs(corpus, unboxed_share, misboxed_share, rng)]

@@ -1,0 +1,136 @@
+"""A study over several warm-start bases: each base its own model and runs, the default study untouched, and the
+pooled stratified analysis (statsmodels OLS with base fixed effects)."""
+
+import copy
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import statsmodels.formula.api as smf
+
+from mcgrpo import studies
+from mcgrpo.analysis import bases
+from mcgrpo.cli import main
+from mcgrpo.core import config as study_config
+from mcgrpo.core import layout
+from mcgrpo.core.errors import ConfigError
+from mcgrpo.core.store import read_parquet, write_parquet
+
+# The default study's stored names before bases existed (computed from config/config.yaml at that commit): adding
+# the option must leave every one of them, and so the default study's DAG, as it was.
+DEFAULT_MODEL = "tiny-9b7e1f2967ae"
+# Recorded after budget.calibration_credit took V(prompt) = 0.5 by default (paper Table 16), which changed B's
+# calibration and so every run's identity; the model is unchanged.
+DEFAULT_CALIBRATION = "5ba9756fdb81"
+DEFAULT_RUNS = {"08a0138bb9d5", "0dd89f62d0ec", "25169499600a", "2d0eefdbeb01", "4163c172ba08", "44d36ba05039",
+                "473c6dd3c8a4", "79c6ab82ce51", "7d7070f9423a", "88a3315dfb12", "9a958b3a2b46", "c8653d0f8e67",
+                "d2271241de2e", "d343915fd5d0", "e4b765707c8a", "f3bedebd53b0"}
+
+
+def test_the_default_study_keeps_its_model_calibration_and_run_hashes():
+    cfg = studies.load("config/config.yaml")
+    assert "bases" not in cfg and "base" not in cfg  # no default is filled in: the config hashes stay too
+    assert study_config.select_base(copy.deepcopy(cfg)) == cfg
+    assert layout.model_path(cfg).name == DEFAULT_MODEL and layout.calibration_key(cfg) == DEFAULT_CALIBRATION
+    assert set(layout.run_keys(cfg).values()) == DEFAULT_RUNS
+
+
+def test_each_base_warm_starts_its_own_model_and_base_0_shares_the_default_runs():
+    cfg = studies.load("config/studies/bases.yaml")
+    assert cfg["bases"] == [0, 1, 2]
+    one = {b: study_config.base_study(cfg, b) for b in cfg["bases"]}
+    assert [c["study"] for c in one.values()] == ["bases-base0", "bases-base1", "bases-base2"]
+    models = {layout.model_path(c) for c in one.values()}
+    runs = [set(layout.run_keys(c).values()) for c in one.values()]
+    assert len(models) == 3 and not (runs[0] & runs[1]) and not (runs[1] & runs[2]) and len(runs[1]) == 16
+    # base 0 is the default study's warm start: the same model and runs, trained once (the run store)
+    assert layout.model_path(one[0]).name == DEFAULT_MODEL and runs[0] == DEFAULT_RUNS
+    chosen = study_config.select_base(studies.validate({**copy.deepcopy(cfg), "base": 2}))
+    assert chosen["study"] == "bases-base2" and chosen["model"]["warm_start"]["seed"] == 2 and "bases" not in chosen
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"base": 1}, "config key base: 1 given without bases"),
+    ({"bases": [0, 1], "base": 5}, "config key base: 5 is not one of bases; allowed: 0, 1"),
+    ({"bases": [0], "model": {"source": {"hub": "HuggingFaceTB/SmolLM2-135M-Instruct"}, "name": "smol"}},
+     "config key bases: repeats the warm start of the embedded tiny model"),
+])
+def test_bases_refuse_what_they_cannot_mean(change, message):
+    from conftest import SMALL_STUDY
+    cfg = {**copy.deepcopy(SMALL_STUDY), **change}
+    with pytest.raises(ConfigError, match=message):
+        studies.validate(cfg)
+
+
+def diffs(means, seeds, sd=0.01, seed=0):
+    """Paired differences: base b's seeds around means[b]."""
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame([{"base": b, "seed": s, "diff": m + sd * rng.standard_normal()}
+                         for b, (m, n) in enumerate(zip(means, seeds)) for s in range(n)])
+
+
+def test_pooled_is_statsmodels_ols_on_sum_coded_base_effects():
+    data = diffs([-0.04, -0.01, -0.03], [4, 2, 3])
+    fit = smf.ols("diff ~ C(base, Sum)", data.astype({"base": str})).fit()
+    out = bases.pooled_fit(data, 0.02)
+    assert out["mean"] == pytest.approx(fit.params["Intercept"])
+    assert [out["ci_low"], out["ci_high"]] == pytest.approx(list(fit.conf_int().loc["Intercept"]))
+    assert out["p"] == pytest.approx(fit.pvalues["Intercept"]) and out["n"] == 9
+    # stratified: the unweighted mean of the bases' means, not the mean of all 9 differences (base 0 has 4 seeds)
+    by_base = data.groupby("base")["diff"].mean()
+    assert out["mean"] == pytest.approx(by_base.mean()) and out["mean"] != pytest.approx(data["diff"].mean())
+    # its interval uses the within-base residuals only (6 df), so the bases' spread of means is not noise
+    within = ((data["diff"] - data.groupby("base")["diff"].transform("mean")) ** 2).sum() / (9 - 3)
+    assert fit.bse["Intercept"] == pytest.approx(np.sqrt(within * (1 / data.groupby("base").size()).sum() / 3 ** 2))
+    assert out["heterogeneity_p"] < 0.05  # the bases differ by up to 3 points with 1-point noise
+
+
+def per_base(means, direction="less"):
+    """(contrasts, paired) of each base's study: one planned contrast T1 on 4 seeds."""
+    out = {}
+    for b, m in enumerate(means):
+        paired = diffs([m], [4], seed=b).assign(contrast="a-vs-o", basis="tokens", metric="acc_default",
+                                                eval_set="heldout", seed=range(4))
+        d = paired["diff"]
+        half = 3.182 * d.std(ddof=1) / 2
+        contrasts = pd.DataFrame([{"contrast": "a-vs-o", "basis": "tokens", "metric": "acc_default",
+                                   "eval_set": "heldout", "id": "T1", "label": "primary", "family": "H",
+                                   "direction": direction, "note": "", "n": 4, "mean": d.mean(),
+                                   "ci_low": d.mean() - half, "ci_high": d.mean() + half, "p": 0.01, "p_holm": 0.01,
+                                   "tost_p": 0.5, "margin": 0.02, "crossed_low": np.nan, "crossed_high": np.nan,
+                                   "seeds_higher": 0, "confirmed": bool(d.mean() + half < 0)}])
+        out[b] = (contrasts, paired.drop(columns="base"))
+    return out
+
+
+def test_the_verdict_holds_across_bases_only_where_every_base_reaches_it():
+    table = bases.table(per_base([-0.05, -0.04, -0.06]), 0.02)
+    assert table["base"].tolist() == ["0", "1", "2", "pooled"]
+    pooled = table.iloc[-1]
+    assert bool(pooled["confirmed"]) and bool(pooled["holds_across_bases"]) and pooled["mean"] == pytest.approx(
+        table.iloc[:3]["mean"].mean())
+    one_off = bases.table(per_base([-0.05, 0.0, -0.06]), 0.02).iloc[-1]
+    assert not bool(one_off["holds_across_bases"])
+
+
+def test_pool_bases_verb_reads_every_base_and_writes_the_table(tmp_path, capsys):
+    cfg = studies.validate({**copy.deepcopy(studies.load("config/studies/bases.yaml")),
+                            "results_dir": str(tmp_path)})
+    for b, (contrasts, paired) in per_base([-0.05, -0.04, -0.06]).items():
+        folder = layout.study_dir(study_config.base_study(cfg, b)) / "analysis"
+        write_parquet(contrasts, folder / "contrasts.parquet")
+        write_parquet(paired.assign(value_a=0.5, value_b=0.5, at=100.0), folder / "paired.parquet")
+    assert main(["pool-bases", "--config-json", json.dumps(cfg)]) == 0
+    assert "| T1 | a-vs-o | tokens | acc_default | heldout | less | pooled |" in capsys.readouterr().out
+    assert len(read_parquet(tmp_path / "bases" / "analysis" / "bases.parquet")) == 4
+    missing = studies.validate({**copy.deepcopy(cfg), "bases": [0, 7]})
+    assert main(["pool-bases", "--config-json", json.dumps(missing)]) == 2
+    assert "base 7 not analysed yet; run snakemake --configfile <this study> --config base=7" in capsys.readouterr().err
+
+
+def test_by_hand_verbs_read_the_first_base_as_snakemake_does_and_pool_bases_reads_every_one():
+    from argparse import Namespace
+    from mcgrpo import cli
+    args = Namespace(config="config/studies/bases.yaml", config_json=None)
+    assert cli._config(args)["study"] == "bases-base0" and cli._config(args, every_base=True)["bases"] == [0, 1, 2]

@@ -1,0 +1,109 @@
+"""Each planned contrast per warm-start base and pooled over the bases: does the verdict hold across bases?
+
+A study over `bases` is one ordinary study per base (mcgrpo.core.config.base_study); each has its contrasts and
+paired differences (analysis/contrasts.parquet, paired.parquet). Here they are read side by side.
+
+Pooled: an OLS of the paired differences (one per base and training seed) on sum-coded base fixed effects,
+statsmodels' `ols("diff ~ C(base, Sum)")`: a stratified paired analysis whose intercept is the unweighted mean over
+bases of each base's mean difference, with its t interval on the residual degrees of freedom (pairs minus bases).
+Fixed rather than random base effects (`mixedlm(..., groups=base)`): with two to five bases a between-base variance
+is barely estimable (MixedLM often stops at the boundary, a variance of 0, or does not converge), and the question
+is about these bases: is the verdict the same on each, and what is it over them. Whether the bases differ beyond
+training-seed noise is the F test of the base effects (`heterogeneity_p`); a generalisation to unseen bases would
+need many more of them. The pooled verdict is the plan's own rule (contrasts.apply_plan: Holm within each primary
+family on the planned test), and it "holds across bases" when every base reaches the same verdict.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import statsmodels.formula.api as smf
+from scipy import stats
+from statsmodels.stats.anova import anova_lm
+
+from mcgrpo.analysis import contrasts as contrast_stats
+from mcgrpo.core.errors import DataError
+
+COLUMNS = ["id", "contrast", "basis", "metric", "eval_set", "direction", "base", "n", "mean", "ci_low", "ci_high",
+           "p", "p_holm", "confirmed", "heterogeneity_p", "holds_across_bases"]
+POOLED = "pooled"
+NOTE = ("base N: that base's study (its own warm-started model, B and runs): mean over paired seeds [95% paired-t CI], "
+        "its verdict (Holm within the primary family). pooled: OLS of every base's paired differences on sum-coded "
+        "base fixed effects (statsmodels), the intercept = the mean over bases, 95% t interval; confirmed by the "
+        "plan's rule; heterogeneity_p: F test of differing bases; holds_across_bases: every base reaches the pooled "
+        "verdict.")
+
+
+def pooled_fit(pairs: pd.DataFrame, margin: float) -> dict:
+    """The stratified paired analysis of `pairs` (columns base, diff): the pooled mean difference, its 95% interval,
+    two-sided p, TOST p at ±margin, non-inferiority p, and the F test's p of differing bases (NaN with one)."""
+    data = pairs[["base", "diff"]].astype({"base": str, "diff": float})
+    if data["diff"].isna().any():  # a reading past a curve's end: not defined, as in each base's contrasts
+        return dict.fromkeys(("mean", "ci_low", "ci_high", "p", "tost_p", "ni_p", "heterogeneity_p"), np.nan) | {
+            "n": len(data)}
+    one = data["base"].nunique() == 1
+    fit = smf.ols("diff ~ 1" if one else "diff ~ C(base, Sum)", data).fit()
+    b, se, df = fit.params["Intercept"], fit.bse["Intercept"], fit.df_resid
+    low, high = fit.conf_int(0.05).loc["Intercept"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ni_p = stats.t.sf((b + margin) / se, df)
+        tost_p = max(ni_p, stats.t.cdf((b - margin) / se, df))
+    return {"n": int(fit.nobs), "mean": float(b), "ci_low": float(low), "ci_high": float(high),
+            "p": float(fit.pvalues["Intercept"]), "tost_p": float(tost_p), "ni_p": float(ni_p),
+            "heterogeneity_p": np.nan if one else float(anova_lm(fit).loc["C(base, Sum)", "PR(>F)"])}
+
+
+def _plan(contrasts: pd.DataFrame) -> dict[tuple, dict]:
+    """The planned contrasts of a base's contrasts.parquet, as contrasts.apply_plan's plan."""
+    planned = contrasts[contrasts["id"] != ""]
+    return {tuple(r[contrast_stats.KEY]): {c: r[c] for c in ("id", "label", "family", "direction", "note")}
+            for _, r in planned.iterrows()}
+
+
+def table(per_base: dict[int, tuple[pd.DataFrame, pd.DataFrame]], margin: float, alpha: float = 0.05
+          ) -> pd.DataFrame:
+    """One row per planned contrast and base (its own contrasts.parquet row), then its pooled row.
+
+    `per_base`: base -> (contrasts, paired) of that base's study. The plan is the first base's (every base's
+    study has the same plan).
+    """
+    if not per_base:
+        return pd.DataFrame(columns=COLUMNS)
+    first = per_base[min(per_base)][0]
+    plan = _plan(first)
+    rows, pooled = [], []
+    for key in plan:
+        pairs = []
+        for base, (contrasts, paired) in sorted(per_base.items()):
+            mine = paired[(paired[contrast_stats.KEY] == pd.Series(key, index=contrast_stats.KEY)).all(axis=1)]
+            if mine.empty:
+                raise DataError(f"base {base}: no paired differences of {key[0]} ({key[1]}, {key[2]}, {key[3]}); "
+                                f"every base's study must have the same plan and be analysed")
+            pairs.append(mine.assign(base=base))
+            row = contrasts.set_index(contrast_stats.KEY).loc[key]
+            rows.append({"base": str(base), **{c: row[c] for c in ("n", "mean", "ci_low", "ci_high", "p", "p_holm",
+                                                                   "confirmed")}, **_key(key, plan)})
+        both = pd.concat(pairs, ignore_index=True)
+        pooled.append({**dict(zip(contrast_stats.KEY, key)), **pooled_fit(both, margin)})
+    judged = contrast_stats.apply_plan(pd.DataFrame(pooled), plan, alpha)
+    per = pd.DataFrame(rows)
+    out = []
+    for _, r in judged.iterrows():
+        key = tuple(r[contrast_stats.KEY])
+        bases = per[(per["id"] == plan[key]["id"])]
+        holds = bool((bases["confirmed"].astype(bool) == bool(r["confirmed"])).all())
+        out += [*bases.to_dict("records"),
+                {**_key(key, plan), "base": POOLED, **{c: r[c] for c in ("n", "mean", "ci_low", "ci_high", "p",
+                                                                         "p_holm", "confirmed", "heterogeneity_p")},
+                 "holds_across_bases": holds}]
+    result = pd.DataFrame(out, columns=COLUMNS)
+    result["confirmed"] = pd.array(result["confirmed"].tolist(), dtype="boolean")
+    result["holds_across_bases"] = pd.array(result["holds_across_bases"].tolist(), dtype="boolean")
+    return result
+
+
+def _key(key: tuple, plan: dict) -> dict:
+    contrast, basis, metric, eval_set = key
+    return {"id": plan[key]["id"], "contrast": contrast, "basis": basis, "metric": metric, "eval_set": eval_set,
+            "direction": plan[key]["direction"]}
