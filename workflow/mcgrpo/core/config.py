@@ -304,7 +304,7 @@ def run_config(cfg: dict, arm: str, seed: int) -> dict[str, Any]:
         evaluation["alignment"] = {k: v for k, v in along.items() if k not in ("arms", "seeds")}
     run = {**{k: copy.deepcopy(cfg[k]) for k in ("task", "model", "engine", "budget")}, "evaluation": evaluation,
            "recipe": {**cfg["recipe"], **spec.get("recipe", {})}, "seed": seed, "arm_config": spec}
-    used = plugins.identities(spec, run["recipe"])  # none for built-ins: their runs keep their hash
+    used = plugins.identities(spec, run["recipe"], f"arms.{arm}")  # none for built-ins: their runs keep their hash
     if used:
         run["plugins"] = used
     if cfg.get("verifier"):  # absent where the study sets none: its runs keep their hashes
@@ -383,8 +383,9 @@ def gradient_tests_config(cfg: dict) -> dict[str, Any] | None:
     keys = ("study", "task", "model", "engine", "recipe", "gradient_tests", *(("verifier",) if cfg.get("verifier") else ()))
     out = {**{k: copy.deepcopy(cfg[k]) for k in keys},
            "arms": {arm: copy.deepcopy(cfg["arms"][arm]) for arm in tests["arms"]}}
-    used = [p for arm in [*out["arms"].values(), *({"credit": c} for c in tests["controls"].values())]
-            for p in plugins.identities(arm, cfg["recipe"])]
+    blocks = {**{f"arms.{name}": arm for name, arm in out["arms"].items()},
+              **{f"gradient_tests.controls.{name}": {"credit": c} for name, c in tests["controls"].items()}}
+    used = [p for key, block in blocks.items() for p in plugins.identities(block, cfg["recipe"], key)]
     return {**out, "plugins": used} if used else out
 
 

@@ -246,7 +246,8 @@ def uses(arm: dict, recipe: dict, key: str) -> list[tuple[str, str, dict, str]]:
     return found + [("verifier", verifier, {}, where)]
 
 
-def identities(arm: dict, recipe: dict) -> list[dict]:
-    """The identity of every plugin (not built-in) an arm uses: what its runs' config hash includes."""
-    return [load(kind, name, key).identity() for kind, name, _, key in uses(arm, recipe, "arm")
+def identities(arm: dict, recipe: dict, key: str = "arm") -> list[dict]:
+    """The identity of every plugin (not built-in) an arm uses: what its runs' config hash includes. `key` is the
+    arm's config key, which a plugin that does not load is named by."""
+    return [load(kind, name, where).identity() for kind, name, _, where in uses(arm, recipe, key)
             if name not in BUILTIN[kind]]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from mcgrpo.core import plugins
 from mcgrpo.core.config import config_hash, run_config
+from mcgrpo.core.errors import ConfigError
 from mcgrpo.train.credit import problems as credit_problems
 
 
@@ -120,7 +121,10 @@ def same_arms(cfg: dict) -> list[str]:
     seen: dict[str, str] = {}
     found = []
     for arm in cfg["arms"]:
-        run = run_config(cfg, arm, cfg["seeds"][0])
+        try:
+            run = run_config(cfg, arm, cfg["seeds"][0])
+        except ConfigError:  # a plugin that does not load: `problems` names it (plugins.check)
+            continue
         spec = {k: v for k, v in run["arm_config"].items() if k != "recipe"}
         run["arm_config"] = {**spec, "credit": spec.get("credit") or {"outcome": {}}}
         other = seen.setdefault(config_hash(run), arm)
