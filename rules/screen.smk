@@ -22,5 +22,5 @@ rule screen:
     log:
         f"{R}/logs/screen.{SCREEN_ARM}.log",
     shell:
-        "$PYTHON -m mcgrpo screen --config-json {params.study:q} --arm {params.arm:q} --out {params.out:q} "
-        "> {log:q} 2>&1; cat {log:q}"
+        "export MCGRPO_CONSOLE_FD=3; $PYTHON -m mcgrpo screen --config-json {params.study:q} --arm {params.arm:q} "
+        "--out {params.out:q} 3>&2 > {log:q} 2>&1; cat {log:q}"

@@ -54,3 +54,11 @@ def test_screening_before_the_model_is_built_says_how_to_build_it(tmp_path, caps
     assert main(["screen", "--config", str(study), "--arm", "mc_k2"]) == 2
     err = capsys.readouterr().err
     assert "the study's model and data are not built yet" in err and "screen_arm=mc_k2" in err
+
+
+def test_a_rule_constant_within_a_completion_is_screened_without_a_shuffled_control():
+    """Shuffling a built-in credit that is constant within each completion changes nothing (the study's checks
+    refuse such a control), so the screen measures the arm alone."""
+    cfg = studies.validate(edited_study(arms={"outcome": {}, "short": {"credit": {"length": {"lambda": 0.1}}}}))
+    tests = screen.screen_config(cfg, "short")["gradient_tests"]
+    assert tests["arms"] == ["short"] and tests["controls"] == {}

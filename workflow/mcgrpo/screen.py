@@ -32,8 +32,12 @@ def screen_config(cfg: dict, arm: str, batches: int | None = None) -> dict:
     outcome-only), validated: the study's gradient_tests settings (batches, reference, seed), or the schema's."""
     if arm not in cfg["arms"]:
         raise ConfigError(f"--arm {arm!r}: not an arm of study {cfg['study']!r}; allowed: {', '.join(cfg['arms'])}")
+    from mcgrpo.train.credit import CONSTANT
     credit = cfg["arms"][arm].get("credit") or {"outcome": {}}
-    controls = {} if arm == "outcome" or list(credit) == ["outcome"] else {SHUFFLED.format(arm=arm): {"shuffled": credit}}
+    # no control where shuffling within a completion is the identity (a built-in whose credit is constant there:
+    # the study's checks refuse such a control)
+    constant = arm == "outcome" or next(iter(credit)) in CONSTANT
+    controls = {} if constant else {SHUFFLED.format(arm=arm): {"shuffled": credit}}
     tests = {k: v for k, v in (cfg.get("gradient_tests") or {}).items() if k not in ("arms", "controls", "k_sweep")}
     tests.update(enabled=True, arms=[] if arm == "outcome" else [arm], controls=controls, k_sweep=[])
     if batches is not None:
