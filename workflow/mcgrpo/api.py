@@ -14,7 +14,8 @@ overriding `select` (which candidates to draw and train on), and `observe` / `st
 when it learns from what it trained. It sees the policy only through a `PolicyView`.
 
 Verifier (group `mcgrpo.verifier`): a function `(text, reference) -> bool`, the training reward when a study's
-`recipe.reward_verifier` names it. Evaluation always reports the built-in default and strict verifiers.
+`recipe.reward_verifier` names it. Evaluation always reports the built-in default and strict verifiers (read
+by the study's `verifier.rule`).
 """
 
 from __future__ import annotations
@@ -58,16 +59,17 @@ def check_options(kind: str, name: str, options: dict) -> list[str]:
 
 
 def rollouts_of(problems: Sequence[dict], texts: Sequence[str], group_size: int,
-                verifier: str = "default") -> Rollouts:
+                verifier: str = "default", rule: str = "whole_box") -> Rollouts:
     """Groups whose completions are exactly `texts` (one token per character; no model needed), rewarded by
-    `verifier`: what a plugin's tests compute credit on by hand. Problem p owns texts p*G .. p*G+G-1; each
-    problem needs 'question' and 'answer'."""
+    `verifier` (a built-in one read by `rule`, a study's `verifier.rule`; or a verifier plugin): what a plugin's
+    tests compute credit on by hand. Problem p owns texts p*G .. p*G+G-1; each problem needs 'question' and
+    'answer'."""
     problems = list(problems)
     if len(texts) != len(problems) * group_size:
         raise ValueError(f"{len(texts)} texts for {len(problems)} problems x group_size {group_size}")
     answers = [str(p["answer"]) for p in problems for _ in range(group_size)]
     prompts = [tuple(map(ord, p["question"])) for p in problems for _ in range(group_size)]
     completions = [Completion(tuple(map(ord, t)), True) for t in texts]
-    scores = score(texts, answers)
+    scores = score(texts, answers, rule)
     return Rollouts(problems, group_size, prompts, completions, list(texts), scores,
                     reward(scores, texts, answers, verifier))

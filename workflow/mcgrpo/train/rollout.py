@@ -131,8 +131,9 @@ def sample_groups(engine: Engine, prompter: Prompter, problems: list[dict], grou
 
 def reward(scores: Scores, texts: Sequence[str], answers: Sequence[str], verifier: str) -> np.ndarray:
     """The training reward under the named verifier: a built-in's from the scores, a plugin's (recipe.reward_verifier
-    naming an installed verifier, mcgrpo.core.plugins) from its verdict on each text. Evaluation always reports
-    the built-in verifiers: the yardstick stays the same whatever an arm trains on."""
+    naming an installed verifier, mcgrpo.core.plugins) from its verdict on each text, whatever `verifier.rule`.
+    Evaluation always reports the built-in verifiers (of the study's rule): the yardstick stays the same whatever
+    an arm trains on."""
     if verifier in VERIFIERS:
         return scores.reward(verifier)
     judge = plugins.load("verifier", verifier, "recipe.reward_verifier").factory
