@@ -188,6 +188,18 @@ def test_the_template_imports_only_the_public_api():
                 assert not name.startswith("mcgrpo") or name == "mcgrpo.api", f"{path}: imports {name}"
 
 
+def test_the_templates_own_tests_pass_with_its_source_on_the_path():
+    """The fast tier's run of the template (tests/test_template.py, slow, installs it into a fresh venv): its own
+    tests, its package on the path, nothing installed and no network."""
+    import os
+    import subprocess
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TEMPLATE / "src"), str(ROOT / "workflow")])}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(TEMPLATE / "tests")],
+                          cwd=TEMPLATE, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert " passed" in done.stdout and "skipped" not in done.stdout
+
+
 def test_the_public_api_is_light_and_complete():
     code = ("import sys, mcgrpo.api as a\n"
             "missing = [n for n in a.__all__ if not hasattr(a, n)]\n"
