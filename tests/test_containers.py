@@ -449,8 +449,9 @@ def test_a_finished_study_switched_to_apptainer_reruns_only_without_software_env
     env = {**SNAKEMAKE_ENV, "PATH": f"{tmp_path / 'bin'}{os.pathsep}{SNAKEMAKE_ENV['PATH']}"}
     configs = ["--configfile", str(tmp_path / "study.yaml"), str(tmp_path / "images.yaml")]
 
-    def dry(*args):
-        out = snakemake(tmp_path, "-n", "--sdm", "apptainer", *args, *configs, configfile=None, env=env)
+    def dry(*args):  # README's and docs/containers.md's commands with -n (the slurm profile: a dry run needs no cluster)
+        out = snakemake(tmp_path, "--profile", "slurm", "-n", "--sdm", "apptainer", *args, *configs, configfile=None,
+                        env=env)
         assert out.returncode == 0, out.stderr[-3000:]
         return out.stdout + out.stderr
 
@@ -458,6 +459,8 @@ def test_a_finished_study_switched_to_apptainer_reruns_only_without_software_env
     assert "software environment definition has changed" in everything
     assert re.search(r"^train\s+\d+$", everything, re.M), everything[-3000:]  # training included
     assert "Nothing to be done" in dry("--rerun-triggers", "mtime", "params", "input", "code")
+    assert "Nothing to be done" in dry("--rerun-triggers", "mtime", "params", "input", "code",
+                                       f"--apptainer-args=--nv -B /data -B {Path.home()}/.cache/huggingface")
     summary = (tmp_path / "results" / "mini" / "summary.md").read_text()
     # One job for real, through a shell as a reader types it ($HOME expanded there).
     command = snakemake_command(tmp_path, "--cores", "1", "--sdm", "apptainer", "--rerun-triggers", "mtime", "params",
