@@ -304,7 +304,7 @@ def _train(args) -> None:
         signal.signal(sig, request_stop)
     import torch
     import transformers
-    from mcgrpo.train import attempts, models, tracking
+    from mcgrpo.train import attempts, models, requeue, tracking
     from mcgrpo import data
     from mcgrpo.core.budget import from_table
     from mcgrpo.data.checks import check_run_data
@@ -331,9 +331,10 @@ def _train(args) -> None:
     try:
         log = trainer.run()
     except Interrupted:
-        attempts.end(out / "checkpoints", history, "interrupted", signal=signals[0], resumed_at=trainer.resumed_at,
-                     iterations=trainer.next_iteration)
-        print(attempts.describe(history[-1]), file=sys.stderr)
+        # recorded; under SLURM, the job requeued where the attempt made progress (no Snakemake retry spent)
+        requeue.end_interrupted(out / "checkpoints", history, f"{study}.train.{arm}.s{run['seed']}",
+                                signal=signals[0], resumed_at=trainer.resumed_at, iterations=trainer.next_iteration,
+                                checkpoint_seconds=trainer.checkpoint_seconds)
         raise
     finally:
         if tracker:
@@ -341,7 +342,7 @@ def _train(args) -> None:
     for name, frame in log.frames().items():
         store.write_parquet(frame, out / f"{name}.parquet", identity)
     attempts.end(out / "checkpoints", history, "finished", resumed_at=trainer.resumed_at,
-                 iterations=trainer.next_iteration)
+                 iterations=trainer.next_iteration, checkpoint_seconds=trainer.checkpoint_seconds)
     print(attempts.describe(history[-1]), file=sys.stderr)
     store.write_json({
         "config": run, "config_hash": cfg_hash, "identity": identity, "B": B, "finished": True,
