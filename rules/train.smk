@@ -44,10 +44,11 @@ rule train:
     # starts it with one line per earlier attempt (from the record beside the checkpoints), and a failure that is
     # no preemption has its error appended after it.
     # Under SLURM the job first names itself in its comment, <study>.train.<arm>.s<seed> (squeue -o %k), and marks
-    # where this attempt starts in the SLURM log (appended to by every run of a requeued job).
+    # where this attempt starts in the SLURM log (appended to by every run of a requeued job), with how often SLURM
+    # requeued it (SLURM_RESTART_COUNT does not reach the rule through the executor's two Snakemakes).
     shell:
         "if [ -n \"${{SLURM_JOB_ID:-}}\" ]; then echo \"mcgrpo: {resources.slurm_name}, SLURM job $SLURM_JOB_ID, "
-        "restart ${{SLURM_RESTART_COUNT:-0}}, on $(hostname), $(date -u +%FT%TZ)\" >&2; "
+        "$(scontrol show job $SLURM_JOB_ID 2>/dev/null | grep -o 'Restarts=[0-9]*' || true), on $(hostname), $(date -u +%FT%TZ)\" >&2; "
         "scontrol update JobId=$SLURM_JOB_ID Comment={resources.slurm_name:q} || true; fi; "
         "if [ {resources.attempt} -gt 1 ] && [ -e {params.failed:q} ]; then cat {params.failed:q} >> {log:q}; "
         "echo 'not retried: the failure above is not a preemption' >> {log:q}; exit 2; fi; "
