@@ -57,6 +57,11 @@ if GRADIENT_CONFIG:
     include: "rules/gradients.smk"
 
 
+if SCREEN_ARM and not config["analysis_only"]:
+
+    include: "rules/screen.smk"
+
+
 rule all:
     default_target: True
     input:

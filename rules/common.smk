@@ -17,12 +17,16 @@ from mcgrpo.core import layout, manifest
 from mcgrpo import studies
 from mcgrpo.core.errors import stopping
 
+# `snakemake screen --config screen_arm=NAME` (rules/screen.smk): a target's argument, not part of the study, so
+# it leaves the config (and the command line's entries the study is read from) before the study is checked.
+SCREEN_ARM = config.pop("screen_arm", None)
 # Before any job: the --config values read as YAML by the schema, each config file read again strictly
 # (Snakemake's YAML loader keeps the last of a key given twice; a template needs the command line's opt-in), then
 # the schema (one line per error, naming the key) and the cross-references. A user error prints its message
 # alone and exits 2; a bug keeps its traceback.
 with stopping():
-    studies.from_snakemake(config, workflow.configfiles, workflow.config_settings.config_args)
+    studies.from_snakemake(config, workflow.configfiles,
+                           [e for e in workflow.config_settings.config_args or [] if not e.startswith("screen_arm=")])
 # A study over several warm-start bases (`bases`) runs one base's study per invocation: --config base=N, else the
 # first (mcgrpo.core.config.base_study); `mcgrpo pool-bases` reads them all.
 with stopping():

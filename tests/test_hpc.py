@@ -190,7 +190,7 @@ for study in studies:
                           "local": sorted(workflow._localrules)}))
 """
 # The rules that take minutes to hours: SLURM jobs of their own. Every other rule takes seconds.
-JOBS = {"prepare_data", "warm_start", "calibrate", "train", "gradient_tests"}
+JOBS = {"prepare_data", "warm_start", "calibrate", "train", "gradient_tests", "screen"}
 
 
 def test_only_the_rules_that_take_minutes_are_slurm_jobs(tmp_path):
@@ -220,7 +220,7 @@ def test_the_example_site_profile_renders_account_partition_qos_and_constraint(t
     assert {"train", "calibrate", "prepare_data"} <= {rule for rule, _ in jobs}
     for rule, res in jobs:
         call = _sbatch(rule, res)
-        gpu = rule in ("train", "calibrate", "gradient_tests")
+        gpu = rule in ("train", "calibrate", "gradient_tests", "screen")
         assert " -A ml-lab" in call and f" -p {'gpu-a100' if gpu else 'cpu'}" in call, (rule, call)
         assert f"--qos={'gpu-long' if gpu else 'normal'}" in call and ("-C a100_80gb" in call) == gpu, (rule, call)
         if rule == "train":
