@@ -268,9 +268,11 @@ def test_a_finished_study_schedules_nothing(studies):
 # signals each job some 30-60 s after it starts. How far a job gets in that time depends on the machine: so that
 # the run needs five job lengths on any machine, each of the first HELD jobs is held (SIGSTOP) once it checkpointed
 # past where it started, until SLURM's own signal reaches it; an evaluation (and checkpoint) every B/32 tokens.
-# `retries: 2` (the profile's) would have let it run three job lengths.
+# The fifth job (or a sixth, on a busy machine) trains the rest. Some 60 s per job length on the test cluster (the
+# signal 30-45 s after a start, the next run 16 s after an end): 6 min here at load 5-6. `retries: 2` (the
+# profile's) would have let it run three job lengths.
 LONG_RUNTIME, HELD = 3, 4
-LONG = {**SMALL_STUDY, "study": "requeue", "seeds": [1], "arms": {"outcome": {}}, "budget": {"tokens": 150000},
+LONG = {**SMALL_STUDY, "study": "requeue", "seeds": [1], "arms": {"outcome": {}}, "budget": {"tokens": 60000},
         "evaluation": {**SMALL_STUDY["evaluation"], "per_budget": 32},
         "resources": {"train": {"gpu": 1, "mem_mb": 1000, "cpus_per_gpu": 1, "runtime": LONG_RUNTIME},
                       "cpu": {"mem_mb": 1000}}}
@@ -318,7 +320,8 @@ def long_run(tmp_path_factory):
         assert time.time() < started + 900, _queue() + (slurm / "snakemake.out").read_text()[-3000:]
         time.sleep(0.2)
     assert on_slurm.returncode == 0, (slurm / "snakemake.out").read_text()[-4000:]
-    print(f"long run on SLURM: {time.time() - started:.0f} s, {len(_attempts(run))} job lengths")
+    print(f"long run on SLURM: {time.time() - started:.0f} s, "
+          f"{len(json.loads((run / 'run.json').read_text())['attempts'])} job lengths")
     assert at_home.wait(timeout=900) == 0, (local / "snakemake.out").read_text()[-4000:]
     job = _jobs(slurm, f"train/{layout.run_key(cfg, 'outcome', 1)}")
     assert len(job) == 1, job  # one SLURM job, run again and again under its id
