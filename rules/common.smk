@@ -144,11 +144,20 @@ def train_runtime(wildcards, input):
     return study_config.train_runtime(config, B)
 
 
-def train_signal(wildcards, input):
-    """sbatch's --signal for a training job: SIGUSR1 to the job step 5 minutes before its time limit, or a tenth
-    of the limit before it when that is shorter (a lead as long as the limit would fire at once). A rule
-    resource, not a default one, so that overriding default-resources (partition, account) keeps it."""
-    return f"--signal=USR1@{min(300, 6 * train_runtime(wildcards, input))}"
+def train_slurm_extra(wildcards):
+    """sbatch's options of a training job. SIGUSR1 to the job step 90 s plus a checkpoint's time before the time
+    limit, whatever the runtime (mcgrpo.core.config.signal_lead; a runtime too short for it is refused before any
+    job). The SLURM log opened for appending: a job that requeues itself after progress (mcgrpo.train.requeue)
+    runs again under its id, into the same log (%j.log), and keeps every attempt's lines. A rule resource, not a
+    default one, so that overriding default-resources (partition, account) keeps it."""
+    return f"--signal=USR1@{study_config.signal_lead(config)} --open-mode=append"
+
+
+def slurm_name(wildcards):
+    """<study>.train.<arm>.s<seed>: the train job's SLURM comment (squeue -o %k), set by the job as it starts
+    (the executor plugin names jobs by its run's UUID and owns --job-name and --comment)."""
+    arm, seed = NAMED[wildcards.run]
+    return f"{config['study']}.train.{arm}.s{seed}"
 
 
 # Analysis rules read the run Parquet files only; `--config analysis_only=True` leaves out every rule that

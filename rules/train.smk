@@ -15,21 +15,24 @@ rule train:
         out=lambda wildcards, output: str(Path(output[0]).parent),
         failed=lambda wildcards, output: str(Path(output[0]).parent / ".failed.log"),
     threads: config["recipe"]["threads"]
-    # A preempted or timed-out run exits 75 after checkpointing, and the retry resumes it as a new job: the
-    # profile's `retries` (or --retries), at the submitting level only. No `retries:` here, since Snakemake inside
-    # a SLURM job runs with --retries 0 and a rule's own count would override it: the retry would then restart in
-    # the allocation that is about to end. A user error (exit 2) or a bug (1) would fail the same way again: the
-    # trainer leaves its error beside the run, and the retry reports it and fails at once.
+    # A preempted or timed-out run checkpoints and exits 75. Under SLURM, an attempt that made progress first
+    # requeues its own job (mcgrpo.train.requeue): the same job runs again and resumes, no retry spent. An attempt
+    # without progress fails, and the retry resumes it as a new job: the profile's `retries` (or --retries), at the
+    # submitting level only. No `retries:` here, since Snakemake inside a SLURM job runs with --retries 0 and a
+    # rule's own count would override it: the retry would then restart in the allocation that is about to end. A
+    # user error (exit 2) or a bug (1) would fail the same way again: the trainer leaves its error beside the run,
+    # and the retry reports it and fails at once.
     resources:
         **GPU_RESOURCES,
         runtime=train_runtime,
-        slurm_extra=train_signal,
+        slurm_extra=train_slurm_extra,
         attempt=lambda wildcards, attempt: attempt,
         # The study's `tracking`, as a resource rather than a param: switching it on or off never makes a finished
         # run out of date (a param would), and its logs (the run folder's tracking/) are no output, so Snakemake
         # never deletes them.
         tracking=config["tracking"],
         label=run_label,  # likewise: what the run is called (by the first study to train it) is no part of it
+        slurm_name=slurm_name,  # and what squeue calls its job
     container:
         config["containers"]["train"]
     conda:
@@ -40,7 +43,13 @@ rule train:
     # reach it and no shell in between dies of them. Snakemake empties the log before every attempt; the trainer
     # starts it with one line per earlier attempt (from the record beside the checkpoints), and a failure that is
     # no preemption has its error appended after it.
+    # Under SLURM the job first names itself in its comment, <study>.train.<arm>.s<seed> (squeue -o %k), and marks
+    # where this attempt starts in the SLURM log (appended to by every run of a requeued job), with how often SLURM
+    # requeued it (SLURM_RESTART_COUNT does not reach the rule through the executor's two Snakemakes).
     shell:
+        "if [ -n \"${{SLURM_JOB_ID:-}}\" ]; then echo \"mcgrpo: {resources.slurm_name}, SLURM job $SLURM_JOB_ID, "
+        "$(scontrol show job $SLURM_JOB_ID 2>/dev/null | grep -o 'Restarts=[0-9]*' || true), on $(hostname), $(date -u +%FT%TZ)\" >&2; "
+        "scontrol update JobId=$SLURM_JOB_ID Comment={resources.slurm_name:q} || true; fi; "
         "if [ {resources.attempt} -gt 1 ] && [ -e {params.failed:q} ]; then cat {params.failed:q} >> {log:q}; "
         "echo 'not retried: the failure above is not a preemption' >> {log:q}; exit 2; fi; "
         "rm -f {params.failed:q}; export MCGRPO_CONSOLE_FD=3; "

@@ -146,6 +146,12 @@ CASES: dict[str, dict[str, Case]] = {
         "tokens of 400 digits": edit(("config key budget.tokens", "maximum"), budget__tokens=10 ** 400),
         "runtime a year": edit(("config key resources.train.runtime", "maximum"),
                                resources={"train": {"runtime": 525600}}),
+        "runtime shorter than the signal's lead": edit(
+            ("config key resources.train.runtime: 2 minutes is too short", "signalled 120 s before",
+             "allowed: at least 3 minutes"), resources={"train": {"runtime": 2}}),
+        "max_runtime shorter than the signal's lead": edit(
+            ("config key resources.train.max_runtime: 3 minutes", "allowed: at least 4 minutes"),
+            resources={"train": {"max_runtime": 3, "checkpoint_seconds": 61}}),
         "horizon 1e6": edit("config key budget.horizon", budget__horizon=1.0e6),
         "calibration seed negative": edit("config key budget.calibration_seed", budget__calibration_seed=-1),
         # Issue 30: every number with a sane range has an upper bound (the schema documents it).

@@ -18,6 +18,9 @@ from mcgrpo import studies
 from mcgrpo.core import layout
 
 
+EXTRA = "--signal=USR1@120 --open-mode=append"  # a train job's slurm_extra (default checkpoint_seconds)
+
+
 def _dry_run(workdir, *args) -> str:
     """Dry-run the workflow of the repo root (its profiles, its default study) against an empty `workdir`: what
     the repo's own results/ holds (a `make run` calibrates B and trains shared runs) must not change the DAG."""
@@ -41,8 +44,9 @@ def test_slurm_profile_sends_gpu_rules_to_the_gpu_partition_and_the_rest_to_the_
     train, data = _resources(out), _resources(out, "prepare_data")
     assert train["slurm_partition"] == "gpu" and _resources(out, "calibrate")["slurm_partition"] == "gpu"
     assert data["slurm_partition"] == "cpu" and data["slurm_account"] == train["slurm_account"]
-    # The default study's train jobs ask for 35 minutes: the signal leads by a tenth of that, not by 5 minutes.
-    assert train["runtime"] == "35" and train["slurm_extra"] == "--signal=USR1@210"
+    # The signal leads by 90 s and a checkpoint's time (resources.train.checkpoint_seconds: 30) whatever the
+    # runtime; a requeued job appends to its SLURM log.
+    assert train["runtime"] == "35" and train["slurm_extra"] == EXTRA
     assert "slurm_extra" not in data  # only the trainer checkpoints on the signal
     assert {"gpu", "cpus_per_gpu", "mem_mb", "runtime"} <= set(train)
 
@@ -53,7 +57,7 @@ def test_overriding_partition_and_account_keeps_the_signal(tmp_path):
                    "slurm_partition=short", "--set-resources", "train:slurm_partition=a100")
     train = _resources(out)
     assert train["slurm_partition"] == "a100" and train["slurm_account"] == "lab"
-    assert train["slurm_extra"] == "--signal=USR1@210"
+    assert train["slurm_extra"] == EXTRA
     assert _resources(out, "prepare_data")["slurm_partition"] == "short"
 
 
@@ -64,7 +68,7 @@ def test_slurm_cpu_profile_asks_for_no_gpu_on_the_cpu_partition(tmp_path):
     (tmp_path / "gpu.yaml").write_text(yaml.safe_dump(study))
     train = _resources(_dry_run(tmp_path, "--profile", "slurm-cpu", "--forceall", "--configfile", str(tmp_path / "gpu.yaml")))
     assert train["gpu"] == "0" and train["slurm_partition"] == "cpu"
-    assert train["slurm_extra"] == "--signal=USR1@300"
+    assert train["slurm_extra"] == EXTRA
 
 
 def test_rules_run_with_the_interpreter_of_the_workflow_where_path_has_no_python(tmp_path):
@@ -98,7 +102,7 @@ def test_sbatch_command_of_a_train_job_asks_for_gpus_memory_and_time(tmp_path):
               "partition": "-p gpu", "workdir": "."}
     call = get_submit_command(job, params) + set_gres_string(job)
     assert " -t 240" in call and "--mem 64000" in call and "--gpus=1" in call
-    assert "--cpus-per-gpu=8" in call and "--signal=USR1@300" in call
+    assert "--cpus-per-gpu=8" in call and EXTRA in call
 
 
 def _submitted_jobs(output: str) -> list[tuple[str, dict[str, str]]]:
@@ -205,3 +209,19 @@ def test_only_the_rules_that_take_minutes_are_slurm_jobs(tmp_path):
         seen |= set(workflow["rules"])
     assert {"summary", "prediction", "alignment", "iteration_budget", "resolve_model", "link_study",
             "prereg_lock", "drift", "tables"} <= seen  # every kind of rule of seconds was looked at
+
+
+def test_the_example_site_profile_renders_account_partition_qos_and_constraint(tmp_path):
+    """profiles/example-site (docs/cluster.md's worked example): a paper study dry-runs with it, and each job's
+    sbatch line carries the site's account, partition, QOS and, for the GPU rules, the node feature."""
+    pytest.importorskip("snakemake_executor_plugin_slurm")
+    jobs = _submitted_jobs(_dry_run(tmp_path, "--profile", str(ROOT / "profiles" / "example-site"), "--forceall",
+                                    "--configfile", str(PAPER_STUDY)))
+    assert {"train", "calibrate", "prepare_data"} <= {rule for rule, _ in jobs}
+    for rule, res in jobs:
+        call = _sbatch(rule, res)
+        gpu = rule in ("train", "calibrate", "gradient_tests", "screen")
+        assert " -A ml-lab" in call and f" -p {'gpu-a100' if gpu else 'cpu'}" in call, (rule, call)
+        assert f"--qos={'gpu-long' if gpu else 'normal'}" in call and ("-C a100_80gb" in call) == gpu, (rule, call)
+        if rule == "train":
+            assert EXTRA in call and "--gpus=1" in call, call

@@ -259,7 +259,7 @@ def test_an_attempt_names_its_slurm_job_and_how_often_slurm_requeued_it(tmp_path
     """A preemption under PreemptMode=REQUEUE runs the same job id again: the record tells the runs apart."""
     from mcgrpo.train import attempts
     monkeypatch.setenv("SLURM_JOB_ID", "204")
-    monkeypatch.delenv("SLURM_RESTART_COUNT", raising=False)
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "0")
     first = attempts.start(tmp_path)
     attempts.end(tmp_path, first, "interrupted", signal="SIGTERM", iterations=16)
     monkeypatch.setenv("SLURM_RESTART_COUNT", "1")

@@ -7,6 +7,7 @@ SIGTERM and a grace time. Skipped where no cluster is up; `make test-slurm` brin
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -25,6 +26,7 @@ from conftest import CLUSTER_PIDS, ROOT, SMALL_STUDY, SNAKEMAKE_ENV, own_cluster
 from mcgrpo import studies as study_files
 from mcgrpo.core import layout
 from mcgrpo.core.store import read_parquet
+from mcgrpo.train import requeue
 
 CLUSTER = ROOT / "tests" / "slurm" / "cluster.sh"
 
@@ -42,10 +44,12 @@ restarts_the_cluster = pytest.mark.skipif(not own_cluster(), reason=(
     "restarts the cluster's daemons: only where this checkout's tests/slurm/cluster.sh up started them (.cluster/pids)"))
 
 # Training long enough (outcome: some 500 iterations, half a minute or more) for a signal to land mid-run. Train
-# jobs ask for 50 minutes, so the signal leads the limit by 5 minutes (the profile's rule).
+# jobs ask for 50 minutes; the signal leads the limit by 120 s (90 s + the default checkpoint_seconds, 30).
+STUDY_RUNTIME = 50
 STUDY = {**SMALL_STUDY, "study": "slurm", "seeds": [1], "budget": {"tokens": 80000},
          "arms": {**SMALL_STUDY["arms"], "mc_k3": {"credit": {"monte_carlo": {"k": 3}}}},
-         "resources": {"train": {"gpu": 1, "mem_mb": 1000, "cpus_per_gpu": 1, "runtime": 50}, "cpu": {"mem_mb": 1000}}}
+         "resources": {"train": {"gpu": 1, "mem_mb": 1000, "cpus_per_gpu": 1, "runtime": STUDY_RUNTIME},
+                       "cpu": {"mem_mb": 1000}}}
 # scancel --signal=USR1; a time limit cut to 2-3 minutes from now; outranked by a job of the `urgent` partition
 PREEMPTED, LIMITED, OUTRANKED = "mc_k2", "outcome", "mc_k3"
 SIGNALLED = {PREEMPTED, LIMITED, OUTRANKED}
@@ -70,9 +74,17 @@ def _queue() -> str:
 
 
 def _sacct(job: str) -> dict:
-    line = subprocess.run(["sacct", "-n", "-X", "-P", "-j", job, "-o", "Partition,State,ExitCode,Start,End"],
-                          capture_output=True, text=True, check=True).stdout.strip()
-    return dict(zip(("partition", "state", "exit", "start", "end"), line.split("|")))  # ISO times sort as strings
+    """The job's latest run (a requeued job's last), as sacct records it."""
+    return _runs(job)[-1]
+
+
+def _runs(job: str) -> list[dict]:
+    """Every run of the job, oldest first (sacct --duplicates: a requeued job keeps one record per run)."""
+    lines = subprocess.run(["sacct", "-n", "-X", "-D", "-P", "-j", job, "-o",
+                            "Partition,State,ExitCode,Start,End,Comment"],
+                           capture_output=True, text=True, check=True).stdout.strip().splitlines()
+    return [dict(zip(("partition", "state", "exit", "start", "end", "comment"), line.split("|", 5)))
+            for line in lines]  # ISO times sort as strings
 
 
 def _stored(workdir: Path, arm: str) -> str:
@@ -117,8 +129,8 @@ def _resumed_by_slurm(trainer: psutil.Process) -> bool:
 
 
 def _cut_time_limit(job: str) -> None:
-    """Leave the job 2-3 minutes (limits are whole minutes): less than the 5-minute lead, so slurmctld sends the
-    signal at its next time-limit check, as it would near the end of a real limit."""
+    """Leave the job 2-3 minutes (limits are whole minutes): at most the 2-minute lead and slurmctld's 30-s check
+    period, so that it sends the signal within a minute, as it would near the end of a real limit."""
     elapsed = subprocess.run(["squeue", "-h", "-j", job, "-o", "%M"], capture_output=True, text=True,
                              check=True).stdout.strip()
     seconds = sum(int(x) * 60 ** i for i, x in enumerate(reversed(elapsed.split("-")[-1].split(":"))))
@@ -162,6 +174,8 @@ def studies(tmp_path_factory):
         for arm, (job, trainer) in list(waiting.items()):
             # SIGTERM reaches the trainer from the job step's Snakemake (rules/common.smk), which alone SLURM signals
             if _pending(trainer, signal.SIGTERM if arm == OUTRANKED else signal.SIGUSR1) or _resumed_by_slurm(trainer):
+                if arm == LIMITED:  # the job, requeued, runs again under this limit: the study's own, as before
+                    subprocess.run(["scontrol", "update", f"JobId={job}", f"TimeLimit={STUDY_RUNTIME}"], check=True)
                 trainer.resume()
                 signalled[arm] = waiting.pop(arm)[0]
         assert on_slurm.poll() is None and time.time() < deadline, (
@@ -205,14 +219,16 @@ def test_train_jobs_run_on_the_gpu_partition_and_the_rest_on_the_cpu_one(studies
 
 
 def _assert_resumed(slurm: Path, arm: str, job: str, signum: str = "SIGUSR1") -> Path:
-    """`job`, the run's first, checkpointed on `signum` and exited 75 (FAILED, not TIMEOUT nor PREEMPTED); a later
-    job finished the run from that checkpoint. Returns the run's folder."""
+    """`job`, the run's first, checkpointed on `signum` past where it started and requeued itself; SLURM ran it
+    again under its id (SLURM_RESTART_COUNT 1), which finished the run from that checkpoint, and no Snakemake retry
+    was spent. Returns the run's folder."""
     run = slurm / "results" / "slurm" / "runs" / arm / "seed1"
     attempts = json.loads((run / "run.json").read_text())["attempts"]
-    assert attempts[0]["slurm_job_id"] == job and attempts[0]["outcome"] == "interrupted"
+    assert [a["slurm_job_id"] for a in attempts] == [job, job] and [a["slurm_restarts"] for a in attempts] == [0, 1]
+    assert attempts[0]["outcome"] == "interrupted" and attempts[0]["requeued"] is True
     assert attempts[0]["signal"] == signum and attempts[-1]["outcome"] == "finished"
     assert attempts[1]["resumed_at"] == attempts[0]["iterations"] > 0
-    assert _sacct(job)["state"] == "FAILED"
+    assert [r["state"] for r in _runs(job)] == ["REQUEUED", "COMPLETED"]
     return run
 
 
@@ -220,11 +236,9 @@ def test_a_signalled_job_checkpoints_and_a_new_job_resumes_it(studies):
     slurm, _, signalled, _ = studies
     preempted = signalled[PREEMPTED]
     run = _assert_resumed(slurm, PREEMPTED, preempted)
-    attempts = json.loads((run / "run.json").read_text())["attempts"]
-    jobs = [a["slurm_job_id"] for a in attempts]
-    assert len(set(jobs)) == len(jobs)  # every retry is a job of its own, not a restart in the dying one
     log = (run / "train.log").read_text()
     assert f"attempt 1 (SLURM job {preempted}) on" in log and "interrupted by SIGUSR1 after" in log
+    assert f"SLURM job {preempted} requeued" in log and f"attempt 2 (SLURM job {preempted}, requeued 1x) on" in log
     assert not (run / "checkpoints").exists()  # gone once Snakemake had the outputs
 
 
@@ -236,19 +250,118 @@ def test_a_job_near_its_time_limit_checkpoints_and_a_new_job_resumes_it(studies)
 def test_a_job_preempted_by_a_higher_partition_checkpoints_in_its_grace_time_and_a_new_job_resumes_it(studies):
     slurm, _, signalled, urgent = studies
     outranked = signalled[OUTRANKED]
-    run = _assert_resumed(slurm, OUTRANKED, outranked, "SIGTERM")
-    attempts = json.loads((run / "run.json").read_text())["attempts"]
-    assert len({a["slurm_job_id"] for a in attempts}) == len(attempts)  # ended in its grace time: not requeued
+    run = _assert_resumed(slurm, OUTRANKED, outranked, "SIGTERM")  # requeued by itself, within its grace time
     log = (run / "train.log").read_text()
     assert f"attempt 1 (SLURM job {outranked}) on" in log and "interrupted by SIGTERM after" in log
-    urgent, outranked = _sacct(urgent), _sacct(outranked)
-    assert urgent["state"] == "COMPLETED" and urgent["start"] >= outranked["end"]  # the GPU, once freed
+    urgent, first, last = _sacct(urgent), *(_runs(outranked)[i] for i in (0, -1))
+    assert urgent["state"] == "COMPLETED" and first["end"] <= urgent["start"] <= last["start"]  # the GPU, once freed
 
 
 def test_a_finished_study_schedules_nothing(studies):
     slurm, *_ = studies
     done = snakemake(slurm, "-n", "--profile", "slurm", timeout=300)
     assert done.returncode == 0 and "Nothing to be done" in done.stdout + done.stderr
+
+
+# A run longer than five job lengths (issue 34). Train jobs of 3 minutes, the shortest that the signal's lead allows
+# (120 s: 90 s + the default checkpoint_seconds, 30; SLURM may signal up to 60 s earlier), so that SLURM itself
+# signals each job some 30-60 s after it starts. How far a job gets in that time depends on the machine: so that
+# the run needs five job lengths on any machine, each of the first HELD jobs is held (SIGSTOP) once it checkpointed
+# past where it started, until SLURM's own signal reaches it; an evaluation (and checkpoint) every B/32 tokens.
+# The fifth job (or a sixth, on a busy machine) trains the rest. Some 60 s per job length on the test cluster (the
+# signal 30-45 s after a start, the next run 16 s after an end): 6 min here at load 5-6. `retries: 2` (the
+# profile's) would have let it run three job lengths.
+LONG_RUNTIME, HELD = 3, 4
+LONG = {**SMALL_STUDY, "study": "requeue", "seeds": [1], "arms": {"outcome": {}}, "budget": {"tokens": 60000},
+        "evaluation": {**SMALL_STUDY["evaluation"], "per_budget": 32},
+        "resources": {"train": {"gpu": 1, "mem_mb": 1000, "cpus_per_gpu": 1, "runtime": LONG_RUNTIME},
+                      "cpu": {"mem_mb": 1000}}}
+
+
+def _attempts(run: Path) -> list[dict]:
+    path = run / "checkpoints" / "attempts.json"
+    try:
+        return json.loads(path.read_text())["attempts"]
+    except (OSError, ValueError):
+        return []
+
+
+@pytest.fixture(scope="module")
+def long_run(tmp_path_factory):
+    """(SLURM workdir, local workdir, the train job's id, the comments squeue showed for it): one run trained to
+    its manifest through `--profile slurm` in one Snakemake command, and locally."""
+    slurm, local = tmp_path_factory.mktemp("long-slurm"), tmp_path_factory.mktemp("long-local")
+    for workdir in (slurm, local):
+        (workdir / "study.yaml").write_text(yaml.safe_dump(LONG))
+    cfg = study_files.load(slurm / "study.yaml")
+    target, run = str(layout.run_dir(cfg, "outcome", 1) / "manifest.json"), slurm / layout.run_dir(cfg, "outcome", 1)
+    started = time.time()
+    on_slurm = _snakemake(slurm, "--profile", "slurm", target, "--slurm-init-seconds-before-status-checks", "2",
+                          "--seconds-between-status-checks", "2")
+    at_home = _snakemake(local, "--cores", "1", target)
+    comments, held = {}, {}  # held: attempt number -> its trainer, stopped until SLURM's signal is pending
+    while on_slurm.poll() is None:
+        history = _attempts(run)
+        if history and history[-1]["ended"] is None and len(history) <= HELD and len(history) not in held:
+            past = (history[-2]["iterations"] if len(history) > 1 else 0)
+            if (requeue.newest_checkpoint(run / "checkpoints") or 0) > past:
+                trainer = held[len(history)] = _trainer(history[-1]["slurm_job_id"])
+                trainer.suspend()
+                while trainer.status() != psutil.STATUS_STOPPED:  # else it would pass for resumed by SLURM below
+                    time.sleep(0.01)
+        for attempt, trainer in held.items():
+            if trainer is not None and (_resumed_by_slurm(trainer) or _pending(trainer, signal.SIGUSR1)):
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    trainer.resume()
+                held[attempt] = None  # released: SLURM's signal reached it
+        for line in subprocess.run(["squeue", "-h", "-o", "%i %k"], capture_output=True, text=True).stdout.splitlines():
+            job, _, comment = line.partition(" ")
+            comments.setdefault(job, set()).add(comment)
+        assert time.time() < started + 900, _queue() + (slurm / "snakemake.out").read_text()[-3000:]
+        time.sleep(0.2)
+    assert on_slurm.returncode == 0, (slurm / "snakemake.out").read_text()[-4000:]
+    print(f"long run on SLURM: {time.time() - started:.0f} s, "
+          f"{len(json.loads((run / 'run.json').read_text())['attempts'])} job lengths")
+    assert at_home.wait(timeout=900) == 0, (local / "snakemake.out").read_text()[-4000:]
+    job = _jobs(slurm, f"train/{layout.run_key(cfg, 'outcome', 1)}")
+    assert len(job) == 1, job  # one SLURM job, run again and again under its id
+    return slurm, local, job[0], comments.get(job[0], set())
+
+
+def test_a_run_of_five_job_lengths_finishes_in_one_command_requeued_after_each(long_run):
+    slurm, local, job, comments = long_run
+    cfg = study_files.load(slurm / "study.yaml")
+    run = slurm / layout.run_dir(cfg, "outcome", 1)
+    attempts = json.loads((run / "run.json").read_text())["attempts"]
+    assert len(attempts) >= 5, attempts
+    assert {a["slurm_job_id"] for a in attempts} == {job}
+    assert [a["slurm_restarts"] for a in attempts] == list(range(len(attempts)))  # SLURM_RESTART_COUNT
+    *interrupted, last = attempts
+    assert all(a["outcome"] == "interrupted" and a["signal"] == "SIGUSR1" and a["requeued"] for a in interrupted)
+    assert all(b["resumed_at"] == a["iterations"] > (a["resumed_at"] or 0) for a, b in zip(attempts, attempts[1:]))
+    assert last["outcome"] == "finished" and all(a["checkpoint_seconds"] < 30 for a in attempts)
+    # sacct keeps each run of the job, each with the comment it ended with (the trainer's exit 75); the last completed
+    runs = _runs(job)
+    assert [r["state"] for r in runs] == ["REQUEUED"] * len(interrupted) + ["COMPLETED"]
+    assert [r["comment"] for r in runs[:-1]] == [f"requeue.train.outcome.s1: exit 75 after {a['iterations']} "
+                                                 f"iterations, requeued" for a in interrupted]
+    # squeue names the run: the comment the job gave itself (before it first ran, the executor plugin's)
+    assert {c.partition(":")[0] for c in comments} <= {"requeue.train.outcome.s1", f"rule_train_wildcards_{run.name}"}
+    assert "requeue.train.outcome.s1" in comments, comments
+    a, b = (workdir / layout.run_dir(cfg, "outcome", 1) for workdir in (slurm, local))
+    for name in ("iterations", "evals", "samples", "prompts"):
+        fa, fb = read_parquet(a / f"{name}.parquet"), read_parquet(b / f"{name}.parquet")
+        keep = [c for c in fa.columns if c not in WALL_TIME]
+        pd.testing.assert_frame_equal(fa[keep], fb[keep], check_exact=True, obj=name)
+
+
+def test_each_run_of_a_requeued_job_keeps_its_lines_in_the_slurm_log(long_run):
+    slurm, _, job, _ = long_run
+    log = next((slurm / ".snakemake" / "slurm_logs").glob(f"rule_train/**/{job}.log")).read_text()
+    runs = len(_runs(job))
+    for restart in range(runs):  # appended to (--open-mode=append), each run marked by the job as it starts
+        assert f"mcgrpo: requeue.train.outcome.s1, SLURM job {job}, Restarts={restart}, on " in log
+    assert log.count("Building DAG of jobs") >= runs
 
 
 @restarts_the_cluster

@@ -268,8 +268,9 @@ def train(args) -> None:
     (once `snakemake` has built the study's data, model and budget); --out puts it elsewhere.
 
     SIGTERM or SIGUSR1 (what SLURM sends before a time limit or a preemption) makes the trainer checkpoint
-    at the next iteration boundary and exit with status 75, so that Snakemake's retry resumes the run. The
-    final checkpoint stays (the workflow removes it once Snakemake has the outputs): a run ended by its job
+    at the next iteration boundary and exit with status 75; under SLURM an attempt that made progress first
+    requeues its job, which resumes the run under its id (mcgrpo.train.requeue), and one without progress leaves it
+    to Snakemake's retry. The final checkpoint stays (the workflow removes it once Snakemake has the outputs): a run ended by its job
     after finishing is written again from it, not trained again. Each attempt is logged and kept in run.json.
     A failure that is not a preemption is left in --failed-log, if given (mcgrpo.train.job).
     """
@@ -604,7 +605,8 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Exit 0, 2 on a user error (a message naming the key, file or line; the train rule does not retry it),
-    75 on a preemption (the retry resumes); anything else is a bug and keeps its traceback (exit 1)."""
+    75 on a preemption (the job, requeued, or the retry resumes); anything else is a bug and keeps its traceback
+    (exit 1)."""
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format=f"mcgrpo {args.verb}: %(message)s", stream=sys.stderr)
     start = time.perf_counter()
@@ -612,7 +614,7 @@ def main(argv: list[str] | None = None) -> int:
         VERBS[args.verb](args)
     except Interrupted as e:
         print(f"mcgrpo {args.verb}: {e}; checkpoint written, rerun to resume", file=sys.stderr)
-        return 75  # EX_TEMPFAIL: Snakemake's retry resumes from the checkpoint
+        return 75  # EX_TEMPFAIL: the requeued job or Snakemake's retry resumes from the checkpoint
     except McgrpoError as e:
         print(f"mcgrpo {args.verb}: error: {e}", file=sys.stderr)
         return 2

@@ -170,6 +170,7 @@ def check_references(cfg: dict) -> None:
                               f"{cfg['analysis']['pairs'].index(list(reversed(pair)))} reversed (the same contrast, "
                               f"its sign flipped); allowed: each pair once")
     _check_sizes(cfg)
+    _check_runtime(cfg)
     _check_results_dir(cfg["results_dir"])
 
 
@@ -400,6 +401,45 @@ def train_runtime(cfg: dict, budget: int | None) -> int:
         budget = None  # B counts iterations: the tokens a run generates are budget_guess's to guess
     tokens = cfg["budget"]["horizon"] * (budget or cfg["budget"]["tokens"] or spec["budget_guess"])
     return min(math.ceil(1.5 * tokens / spec["tokens_per_second"] / 60) + 10, spec["max_runtime"])
+
+
+# A train job is signalled this many seconds, plus its checkpoint's, before its time limit: SLURM may send the signal
+# up to 60 s before the time asked for (its event resolution), and the trainer stops at the end of the iteration
+# under way (sbatch --signal).
+SIGNAL_MARGIN = 90
+# SLURM's event resolution: a job no longer than its lead plus this could be signalled as it starts.
+SIGNAL_RESOLUTION = 60
+
+
+def signal_lead(cfg: dict) -> int:
+    """Seconds before its time limit at which a train job is sent SIGUSR1: SIGNAL_MARGIN plus the time a
+    checkpoint takes (resources.train.checkpoint_seconds), whatever the runtime."""
+    return SIGNAL_MARGIN + math.ceil(cfg["resources"]["train"]["checkpoint_seconds"])
+
+
+def shortest_runtime(cfg: dict) -> int:
+    """The shortest train job, in minutes, that SLURM cannot signal before it has started: the lead plus SLURM's
+    resolution."""
+    return math.ceil((signal_lead(cfg) + SIGNAL_RESOLUTION) / 60)
+
+
+def _check_runtime(cfg: dict) -> None:
+    """A train job too short to train and checkpoint once before its signal is refused before any job runs."""
+    spec, shortest = cfg["resources"]["train"], shortest_runtime(cfg)
+    minutes = train_runtime(cfg, None)  # never below min(11, max_runtime) when runtime is not given
+    if minutes >= shortest:
+        return
+    lead = (f"the job is signalled {signal_lead(cfg)} s before its time limit ({SIGNAL_MARGIN} s + "
+            f"resources.train.checkpoint_seconds {spec['checkpoint_seconds']:g}), and SLURM may send the signal up "
+            f"to {SIGNAL_RESOLUTION} s earlier")
+    if spec["runtime"] is None and minutes < spec["max_runtime"]:  # the estimate, at least 11 minutes
+        raise ConfigError(f"config key resources.train.checkpoint_seconds: {spec['checkpoint_seconds']:g} leaves no "
+                          f"time to train in a job of the estimated {minutes} minutes: {lead}; allowed: "
+                          f"resources.train.runtime of at least {shortest} minutes")
+    key = "max_runtime" if minutes == spec["max_runtime"] else "runtime"
+    raise ConfigError(f"config key resources.train.{key}: {minutes} minute{'s' * (minutes != 1)} is too short for a "
+                      f"train job to checkpoint once: {lead}; allowed: at least {shortest} minutes (or a smaller "
+                      f"resources.train.checkpoint_seconds, if checkpoints take less)")
 
 
 def command_line(entries: list[str] | None) -> dict[str, Any]:

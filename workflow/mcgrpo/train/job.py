@@ -40,8 +40,9 @@ def train(run: dict, files: dict[str, str], names: tuple[str, str], backend: str
     call the run; `backend` the experiment tracker (mcgrpo.train.tracking).
 
     SIGTERM or SIGUSR1 (what SLURM sends before a time limit or a preemption) makes the trainer checkpoint
-    at the next iteration boundary and exit with status 75, so that Snakemake's retry resumes the run. The
-    final checkpoint stays (the workflow removes it once Snakemake has the outputs): a run ended by its job
+    at the next iteration boundary and exit with status 75; under SLURM an attempt that made progress first
+    requeues its job, which resumes the run under its id (mcgrpo.train.requeue), and one without progress leaves it
+    to Snakemake's retry. The final checkpoint stays (the workflow removes it once Snakemake has the outputs): a run ended by its job
     after finishing is written again from it, not trained again. Each attempt is logged and kept in run.json.
     """
     import signal
@@ -57,7 +58,7 @@ def train(run: dict, files: dict[str, str], names: tuple[str, str], backend: str
         signal.signal(sig, request_stop)
     import torch
     import transformers
-    from mcgrpo.train import attempts, models, tracking
+    from mcgrpo.train import attempts, models, requeue, tracking
     from mcgrpo import data
     from mcgrpo.core.budget import from_table
     from mcgrpo.data.checks import check_run_data
@@ -83,9 +84,10 @@ def train(run: dict, files: dict[str, str], names: tuple[str, str], backend: str
     try:
         log = trainer.run()
     except Interrupted:
-        attempts.end(out / "checkpoints", history, "interrupted", signal=signals[0], resumed_at=trainer.resumed_at,
-                     iterations=trainer.next_iteration)
-        print(attempts.describe(history[-1]), file=sys.stderr)
+        # recorded; under SLURM, the job requeued where the attempt made progress (no Snakemake retry spent)
+        requeue.end_interrupted(out / "checkpoints", history, f"{study}.train.{arm}.s{run['seed']}",
+                                signal=signals[0], resumed_at=trainer.resumed_at, iterations=trainer.next_iteration,
+                                checkpoint_seconds=trainer.checkpoint_seconds)
         raise
     finally:
         if tracker:
@@ -93,7 +95,7 @@ def train(run: dict, files: dict[str, str], names: tuple[str, str], backend: str
     for name, frame in log.frames().items():
         store.write_parquet(frame, out / f"{name}.parquet", identity)
     attempts.end(out / "checkpoints", history, "finished", resumed_at=trainer.resumed_at,
-                 iterations=trainer.next_iteration)
+                 iterations=trainer.next_iteration, checkpoint_seconds=trainer.checkpoint_seconds)
     print(attempts.describe(history[-1]), file=sys.stderr)
     store.write_json({
         "config": run, "config_hash": cfg_hash, "identity": identity, "B": B, "finished": True,

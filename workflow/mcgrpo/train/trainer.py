@@ -11,6 +11,7 @@ signal), and resumes from its newest checkpoint.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -84,6 +85,7 @@ class Trainer:
         self.updates, self.train_seconds, self.train_cpu_seconds, self.log = 0, 0.0, 0.0, RunLog()
         self.next_iteration, self.stop_requested, self.trained_prompts = 0, False, set()
         self.resumed_at = None  # the iterations a resumed run had done
+        self.checkpoint_seconds = None  # the longest checkpoint of this attempt, in seconds (none written: None)
         self.checkpoint_dir, self.config_hash = checkpoint_dir, config_hash
         self.shown = None  # the progress bar, while run() runs
         self.tracker = tracker  # mcgrpo.train.tracking: gets every row logged, outside the stage clock
@@ -252,7 +254,10 @@ class Trainer:
 
     def save_checkpoint(self) -> None:
         if self.checkpoint_dir is not None:
+            start = time.perf_counter()
             checkpoint.save(self.state_dict(), self.checkpoint_dir, self.next_iteration, self.config_hash)
+            # the longest this attempt took: a train job's signal must lead its time limit by more (docs/cluster.md)
+            self.checkpoint_seconds = max(self.checkpoint_seconds or 0.0, time.perf_counter() - start)
 
     def resume(self) -> bool:
         """Continue from the newest intact checkpoint, if there is one."""
