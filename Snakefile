@@ -87,12 +87,12 @@ if PROGRAMME:
         container:
             CONTAINERS["analysis"]
         conda:
-            ENV
+            "workflow/envs/mcgrpo.yaml"  # ENV, from this file's folder
         log:
             f"{PROGRAMME.folder}/summary.log",
         shell:
             "$PYTHON -m mcgrpo.programme summary --name {params.name:q} --parquet {output.parquet:q} "
-            "--markdown {output.markdown:q} {params.headlines:q} > {log:q} 2>&1"
+            "--markdown {output.markdown:q} --headlines {params.headlines:q} > {log:q} 2>&1"
 
     localrules:
         programme_summary,

@@ -177,13 +177,13 @@ def write_summary(name: str, headlines: dict[str, Path], parquet: Path, markdown
 
 
 def main(argv: list[str]) -> int:
-    """python -m mcgrpo.programme summary --name N --out-parquet P --out-md M STUDY=HEADLINE.csv ..."""
+    """python -m mcgrpo.programme summary --name N --parquet P --markdown M --headlines STUDY=HEADLINE.csv ..."""
     parser = argparse.ArgumentParser(prog="python -m mcgrpo.programme")
     parser.add_argument("verb", choices=["summary"])
     parser.add_argument("--name", required=True)
     parser.add_argument("--parquet", required=True, type=Path)
     parser.add_argument("--markdown", required=True, type=Path)
-    parser.add_argument("headlines", nargs="*", help="STUDY=tables/headline.csv of each study")
+    parser.add_argument("--headlines", nargs="+", required=True, help="STUDY=tables/headline.csv of each study")
     args = parser.parse_args(argv)
     write_summary(args.name, {k: Path(v) for k, _, v in (h.partition("=") for h in args.headlines)},
                   args.parquet, args.markdown)
