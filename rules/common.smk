@@ -10,11 +10,13 @@ import sys
 import pandas as pd
 import psutil
 from pathlib import Path
+from snakemake.jobs import Job
+from snakemake.logging import logger
 from snakemake.settings.types import DeploymentMethod
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 from mcgrpo.core import config as study_config  # noqa: E402
-from mcgrpo.core import layout, manifest
+from mcgrpo.core import layout, manifest, run_claims
 from mcgrpo import studies
 from mcgrpo import programme as programmes
 from mcgrpo.core.errors import ConfigError, stopping
@@ -174,6 +176,33 @@ def model_of(wildcards):
 
 def calibration_json(wildcards):
     return json.dumps(study_config.calibration_config(cfg_of(wildcards)), sort_keys=True)
+
+
+def keeping_claimed_runs(remove):
+    """Snakemake removes a job's outputs and log before it runs it. A train job's are kept while another process
+    holds the run's claim (it is training the run: its log is being written), or when the run was missing as this
+    DAG was built and is finished now (another process trained it meanwhile): the trainer then waits for the
+    claim and trains only what is not finished (mcgrpo.core.run_claims)."""
+
+    async def remove_existing_output(self):
+        if self.rule.name == "train":
+            folder = Path(self.output[0]).parent
+            other = run_claims.held_elsewhere(folder)
+            if other is not None:
+                logger.info(f"{folder}: claimed by {run_claims.describe(other) if other else 'another process'}; "
+                            f"its files are kept and this job waits for it")
+                return
+            if self.dag.reason(self).missing_output and run_claims.finished(folder):
+                logger.info(f"{folder}: finished by another process since this DAG was built; kept as it is")
+                return
+        await remove(self)
+
+    remove_existing_output.keeps_claimed_runs = True
+    return remove_existing_output
+
+
+if not getattr(Job.remove_existing_output, "keeps_claimed_runs", False):  # once per process (mcgrpo.dryrun: many)
+    Job.remove_existing_output = keeping_claimed_runs(Job.remove_existing_output)
 
 
 def run_files(name):

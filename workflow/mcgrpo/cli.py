@@ -308,10 +308,13 @@ def _train(args) -> None:
     from mcgrpo import data
     from mcgrpo.core.budget import from_table
     from mcgrpo.data.checks import check_run_data
+    from mcgrpo.core import run_claims
     from mcgrpo.train.trainer import Trainer
     run, files, (study, arm) = _training_run(args)
     cfg_hash = study_config.config_hash(run)
     out = Path(files["out"])
+    if run_claims.acquire(out).done:  # waits while another process trains this run (mcgrpo.core.run_claims)
+        return
     backend = _tracking(args)
     tracker = tracking.open_tracker(backend, out, run, study, arm)  # a missing library fails here, before any work
     history = attempts.start(out / "checkpoints")
