@@ -114,24 +114,23 @@ def build(block, base: Path, source: str, command: dict) -> Programme:
             raise ConfigError(f"{source}: config key programme.studies[{i}]: {path}: study file not found "
                               f"(paths are relative to the programme file's folder, {base})")
     programme = Programme(name, source)
-    folders: dict[str, str] = {}
+    folders: dict[str, str] = {}  # each study's folder (absolute) -> the study
     for i, path in enumerate(paths):
         file = base / path
         cfg = _study(file, {**overrides, **command})
-        study = cfg["study"]
-        folder = os.path.normpath(os.path.join(cfg["results_dir"], study))
-        if study in programme.studies:
-            raise ConfigError(f"{source}: config key programme.studies[{i}]: {path} names study {study!r}, as "
-                              f"{programme.files[study]} does: both would write results folder {folder}; "
-                              f"allowed: one study of each name in a programme")
+        study, where = cfg["study"], f"{source}: config key programme.studies[{i}]: {path}"
+        folder = os.path.join(os.path.abspath(cfg["results_dir"]), study)
         if folder in folders:
-            raise ConfigError(f"{source}: config key programme.studies[{i}]: {path} writes results folder "
-                              f"{folder}, as study {folders[folder]!r} does; allowed: a folder of its own")
-        stores = {os.path.normpath(c["results_dir"]) for c in programme.studies.values()}
-        if stores and os.path.normpath(cfg["results_dir"]) not in stores:
-            raise ConfigError(f"{source}: config key results_dir: {file} has {cfg['results_dir']!r}, "
-                              f"{next(iter(programme.files.values()))} has {programme.results_dir!r}; allowed: one "
-                              f"results_dir (one run store) for the programme: set it in programme.overrides")
+            raise ConfigError(f"{where} names study {study!r}, as {programme.files[folders[folder]]} does: both "
+                              f"would write results folder {os.path.join(cfg['results_dir'], study)}; allowed: one "
+                              f"study of each name in a programme")
+        if programme.studies and os.path.normpath(cfg["results_dir"]) != os.path.normpath(programme.results_dir):
+            first = next(iter(programme.files.values()))
+            same = os.path.abspath(cfg["results_dir"]) == os.path.abspath(programme.results_dir)
+            raise ConfigError(f"{source}: config key results_dir: {file} has {cfg['results_dir']!r}, {first} has "
+                              f"{programme.results_dir!r}" + (" (one folder, spelled two ways)" if same else "")
+                              + "; allowed: one results_dir (one run store) for the programme: set it in "
+                              "programme.overrides")
         programme.studies[study], programme.files[study], folders[folder] = cfg, file, study
     return programme
 

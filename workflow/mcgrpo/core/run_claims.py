@@ -121,10 +121,11 @@ def acquire(folder: str | Path, wait: bool = True) -> Claim:
         stale = _content(fd)
         if stale:
             _say(f"taking over the stale claim of {describe(stale)} on {folder.name}: its holder is gone")
-        mine = json.dumps(holder()).encode()
+        mine = holder()
         os.ftruncate(fd, 0)
-        os.pwrite(fd, mine, 0)
+        os.pwrite(fd, json.dumps(mine).encode(), 0)
         os.fsync(fd)
+        _say(f"{folder.name} claimed by {describe(mine)}")
     except BaseException:
         os.close(fd)
         raise
