@@ -170,3 +170,20 @@ def test_two_snakemake_processes_on_one_store_train_each_run_once(tmp_path):
     assert not any("taking over" in log for log in logs.values())
     for name in ("summary.md", "prereg.lock.json"):
         assert (store / "results" / "mini" / name).is_file()
+
+
+@pytest.mark.slow
+def test_the_paper_programme_schedules_each_distinct_stored_run_once(tmp_path):
+    """The paper's studies in one dry-run with the slurm profile: a train job per distinct stored run, fewer than
+    study by study (docs/performance.md records the count and the time)."""
+    loaded = programme.load(ROOT / "config" / "programmes" / "paper.yaml")
+    assert sorted(p.resolve() for p in loaded.files.values()) == sorted((ROOT / "config" / "studies" / "paper").glob("*.yaml"))
+    distinct = {key for cfg in loaded.studies.values() for key in layout.run_keys(cfg).values()}
+    by_study = sum(len(set(layout.run_keys(cfg).values())) for cfg in loaded.studies.values())
+    out = subprocess.run(snakemake_command(tmp_path, "-n", "--profile", "slurm", "--configfile",
+                                           str(ROOT / "config" / "programmes" / "paper.yaml"), configfile=None),
+                         cwd=ROOT, env=SNAKEMAKE_ENV, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-5000:]
+    counts = job_counts(out.stdout)
+    assert counts["train"] == len(distinct) < by_study
+    assert counts["summary"] == len(loaded.studies) and counts["programme_summary"] == 1

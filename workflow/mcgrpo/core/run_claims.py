@@ -44,7 +44,11 @@ def _say(message: str) -> None:
 
 def holder() -> dict:
     """Who claims: owner, host, pid, time and SLURM's job id (None outside SLURM)."""
-    return {"owner": getpass.getuser(), "host": socket.gethostname(), "pid": os.getpid(),
+    try:
+        owner = getpass.getuser()
+    except (KeyError, OSError):  # a container's uid with no name
+        owner = str(os.getuid())
+    return {"owner": owner, "host": socket.gethostname(), "pid": os.getpid(),
             "since": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "slurm_job_id": os.environ.get("SLURM_JOB_ID")}
 
