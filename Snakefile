@@ -57,6 +57,11 @@ if GRADIENT_STUDIES:
     include: "rules/gradients.smk"
 
 
+if SCREEN_ARM and not ANALYSIS_ONLY:
+
+    include: "rules/screen.smk"
+
+
 rule all:
     default_target: True
     input:

@@ -21,21 +21,25 @@ from mcgrpo import studies
 from mcgrpo import programme as programmes
 from mcgrpo.core.errors import ConfigError, stopping
 
+# `snakemake screen --config screen_arm=NAME` (rules/screen.smk): a target's argument, not part of the study, so
+# it leaves the config (and the command line's entries the study is read from) before the study is checked.
+SCREEN_ARM = config.pop("screen_arm", None)
 # Before any job: the --config values read as YAML by the schema, each config file read again strictly
 # (Snakemake's YAML loader keeps the last of a key given twice; a template needs the command line's opt-in), then
 # the schema (one line per error, naming the key) and the cross-references. A user error prints its message
 # alone and exits 2; a bug keeps its traceback.
 # A programme (`programme:` in the config: mcgrpo.programme) is several studies in one DAG; without one, Snakemake's
 # config is the one study, as it always was. Either way STUDIES holds each study by its name.
+CONFIG_ARGS = [e for e in workflow.config_settings.config_args or [] if not e.startswith("screen_arm=")]
 if programmes.given(config):
     with stopping():
-        PROGRAMME = programmes.from_snakemake(config, workflow.configfiles, workflow.config_settings.config_args)
+        PROGRAMME = programmes.from_snakemake(config, workflow.configfiles, CONFIG_ARGS)
     STUDIES = PROGRAMME.studies
     config[programmes.STUDIES_KEY] = STUDIES  # for the scripts, which read the study from Snakemake's config
 else:
     PROGRAMME = None
     with stopping():
-        studies.from_snakemake(config, workflow.configfiles, workflow.config_settings.config_args)
+        studies.from_snakemake(config, workflow.configfiles, CONFIG_ARGS)
     # A study over several warm-start bases (`bases`) runs one base's study per invocation: --config base=N, else
     # the first (mcgrpo.core.config.base_study); `mcgrpo pool-bases` reads them all.
     with stopping():
@@ -50,6 +54,9 @@ with stopping():
             raise ConfigError(f"{PROGRAMME.files[_name]}: config key containers: {_cfg['containers']} differs from "
                               f"{PROGRAMME.files[FIRST['study']]}'s; allowed: one set of images for a programme "
                               f"(set it in programme.overrides)")
+    if SCREEN_ARM and PROGRAMME:
+        raise ConfigError(f"config key screen_arm: {SCREEN_ARM!r} screens an arm of one study; allowed: "
+                          f"snakemake screen --configfile STUDY.yaml --config screen_arm={SCREEN_ARM}")
 
 # Every study's files are under <results_dir>/<study>/: the rules' paths carry the study as the {study} wildcard.
 _RESULTS = str(Path(FIRST["results_dir"]))
@@ -114,7 +121,9 @@ def study_of(wildcards):
         return S[CALIBRATIONS[wildcards.calibration]]
     if hasattr(wildcards, "model"):
         return S[MODELS[wildcards.model]]
-    return S[DATA_SETS[wildcards.data]]
+    if hasattr(wildcards, "data"):
+        return S[DATA_SETS[wildcards.data]]
+    return S[FIRST["study"]]  # a rule of no wildcards: the one study's (screen)
 
 
 def cfg_of(wildcards):

@@ -133,7 +133,7 @@ def test_a_training_job_imports_no_scikit_learn_or_scipy_until_a_critic_or_predi
     start) are imported only by the fits that need them."""
     code = ("import sys\n"
             "import mcgrpo.cli, mcgrpo.train.trainer\n"
-            "from mcgrpo.train import credit\n"
-            "credit._rules()\n"
+            "from mcgrpo.core import plugins\n"
+            "[plugins.load(kind, name, 'x') for kind in plugins.BUILTIN for name in plugins.BUILTIN[kind]]\n"
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'sklearn', 'scipy'}))")
     assert _python(code) == "[]"

@@ -186,7 +186,7 @@ for study in studies:
                           "local": sorted(workflow._localrules)}))
 """
 # The rules that take minutes to hours: SLURM jobs of their own. Every other rule takes seconds.
-JOBS = {"prepare_data", "warm_start", "calibrate", "train", "gradient_tests"}
+JOBS = {"prepare_data", "warm_start", "calibrate", "train", "gradient_tests", "screen"}
 
 
 def test_only_the_rules_that_take_minutes_are_slurm_jobs(tmp_path):

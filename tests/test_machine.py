@@ -2,7 +2,7 @@
 
 import platform
 
-from mcgrpo import cli
+from mcgrpo.train import job
 from mcgrpo.core.machine import cpu_model
 
 
@@ -14,5 +14,5 @@ def test_cpu_model_reads_the_model_name(tmp_path):
 
 
 def test_run_json_records_the_cpu_model(tiny):
-    hardware = cli._hardware(tiny[0])
+    hardware = job.hardware(tiny[0])
     assert hardware["cpu"] == cpu_model() and hardware["device"] == "cpu" and hardware["threads"] >= 1

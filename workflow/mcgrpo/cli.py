@@ -6,10 +6,8 @@ import argparse
 import difflib
 import json
 import logging
-import platform
 import sys
 import time
-import traceback
 from pathlib import Path
 
 from mcgrpo import __version__
@@ -266,23 +264,6 @@ def calibrate(args) -> None:
 def train(args) -> None:
     """One run (arm, seed): resume from its newest checkpoint, train to the budget, write its Parquet.
 
-    A failure that is not a preemption (a user error's message, a bug's traceback) is left in --failed-log, if
-    given: the train rule's retry then reports it and stops instead of failing the same way again.
-    """
-    try:
-        _train(args)
-    except Interrupted:
-        raise
-    except Exception as e:
-        if args.failed_log:
-            store.write_text(f"mcgrpo train: error: {e}\n" if isinstance(e, McgrpoError) else traceback.format_exc(),
-                             args.failed_log)
-        raise
-
-
-def _train(args) -> None:
-    """One run (arm, seed): resume from its newest checkpoint, train to the budget, write its Parquet.
-
     By hand: `mcgrpo train --config STUDY.yaml --arm A --seed N` trains the run where the workflow would
     (once `snakemake` has built the study's data, model and budget); --out puts it elsewhere.
 
@@ -290,84 +271,10 @@ def _train(args) -> None:
     at the next iteration boundary and exit with status 75, so that Snakemake's retry resumes the run. The
     final checkpoint stays (the workflow removes it once Snakemake has the outputs): a run ended by its job
     after finishing is written again from it, not trained again. Each attempt is logged and kept in run.json.
+    A failure that is not a preemption is left in --failed-log, if given (mcgrpo.train.job).
     """
-    import signal
-    signals = []  # caught from the start: importing torch takes seconds
-
-    def request_stop(signum, frame):
-        signals.append(signal.Signals(signum).name)
-        if trainer is not None:
-            trainer.stop_requested = True
-
-    trainer = None
-    for sig in (signal.SIGTERM, signal.SIGUSR1):
-        signal.signal(sig, request_stop)
-    import torch
-    import transformers
-    from mcgrpo.train import attempts, models, tracking
-    from mcgrpo import data
-    from mcgrpo.core.budget import from_table
-    from mcgrpo.data.checks import check_run_data
-    from mcgrpo.core import run_claims
-    from mcgrpo.train.trainer import Trainer
-    run, files, (study, arm) = _training_run(args)
-    cfg_hash = study_config.config_hash(run)
-    out = Path(files["out"])
-    if run_claims.acquire(out).done:  # waits while another process trains this run (mcgrpo.core.run_claims)
-        return
-    backend = _tracking(args)
-    tracker = tracking.open_tracker(backend, out, run, study, arm)  # a missing library fails here, before any work
-    history = attempts.start(out / "checkpoints")
-    for entry in history[:-1]:
-        print(f"earlier: {attempts.describe(entry)}", file=sys.stderr)
-    torch.set_num_threads(run["recipe"]["threads"])
-    B = from_table(store.read_contract(files["budget"], "budget"))
-    identity = study_config.run_identity(run, B)  # checkpoints of another B never resume into this run
-    pool, evals = data.read(files["data"], run["evaluation"]["sets"])
-    check_run_data(pool, evals, run, files["data"])
-    model, tokenizer = models.load(files["model"])
-    for folder in (out, out / "checkpoints"):
-        store.remove_orphans(folder)
-    trainer = Trainer(run, model, tokenizer, pool, evals, B, checkpoint_dir=out / "checkpoints",
-                      config_hash=identity, tracker=tracker, arm=arm)
-    trainer.stop_requested = bool(signals)
-    try:
-        log = trainer.run()
-    except Interrupted:
-        attempts.end(out / "checkpoints", history, "interrupted", signal=signals[0], resumed_at=trainer.resumed_at,
-                     iterations=trainer.next_iteration)
-        print(attempts.describe(history[-1]), file=sys.stderr)
-        raise
-    finally:
-        if tracker:
-            tracker.close()
-    for name, frame in log.frames().items():
-        store.write_parquet(frame, out / f"{name}.parquet", identity)
-    attempts.end(out / "checkpoints", history, "finished", resumed_at=trainer.resumed_at,
-                 iterations=trainer.next_iteration)
-    print(attempts.describe(history[-1]), file=sys.stderr)
-    store.write_json({
-        "config": run, "config_hash": cfg_hash, "identity": identity, "B": B, "finished": True,
-        "started": history[0]["started"], "ended": history[-1]["ended"], "attempts": history,
-        "versions": {"mcgrpo": __version__, "torch": torch.__version__,
-                     "transformers": transformers.__version__, "python": platform.python_version()},
-        "hardware": _hardware(model),
-        "git_sha": store.git_sha(),
-        # Both clocks of the training stages: wall time far above CPU time (x threads) means a shared machine.
-        "clock": _clocks(log.iterations),
-        "tracking": backend,  # where it logged: <out>/tracking/ (mcgrpo.train.tracking)
-    }, out / "run.json")
-    # Last: the manifest vouches for every file above (mcgrpo.core.manifest); a run without one never finished.
-    manifest.seal(out, [f"{name}.parquet" for name in log.frames()] + ["run.json"], identity, cfg_hash)
-
-
-def _hardware(model) -> dict:
-    """Where a run was timed: its device, the GPU's name or None, the CPU's model name and torch's threads (the
-    figures' time axes name it)."""
-    import torch
-    from mcgrpo.core.machine import cpu_model
-    return {"device": str(model.device), "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
-            "cpu": cpu_model(), "threads": torch.get_num_threads()}
+    from mcgrpo.train import job
+    job.logged(args.failed_log, lambda: job.train(*_training_run(args), _tracking(args)))
 
 
 def check(args) -> None:
@@ -393,6 +300,33 @@ def gradient_tests(args) -> None:
     print(means.reindex(columns=["alignment", "share_outside_v", "projection_residual", "cos_full", "tokens"]).to_string())
 
 
+def screen(args) -> None:
+    """Screen one arm before training: its gradient tests against outcome-only on the study's model and data
+    (efficiency per update and per generated token, alignment and share outside V, the shuffled control) and
+    the equal-tokens difference its per-token efficiency predicts; no training (mcgrpo.screen)."""
+    from mcgrpo import screen as screening
+    cfg = _config(args)
+    table, folder, curve_from = screening.screen(cfg, args.arm, args.batches, args.out, args.curve, args.budget,
+                                                 log=lambda line: print(line, file=sys.stderr, flush=True))
+    if args.json:
+        rows = table.astype(object).where(table.notna(), None).to_dict(orient="records")
+        print(json.dumps({"study": cfg["study"], "arm": args.arm, "curve": curve_from, "folder": str(folder),
+                          "rules": rows}))
+    else:
+        print("\n".join(screening.render(table, args.arm, curve_from)))
+        print(f"written: {folder}/screen.parquet, {folder}/gradient_tests.parquet")
+
+
+def _screen_arguments(v: argparse.ArgumentParser) -> None:
+    v.add_argument("--arm", required=True, type=_format("key"), help="the study's arm to screen")
+    v.add_argument("--batches", type=_positive, help="fixed batches (default: the study's gradient_tests.batches)")
+    v.add_argument("--curve", metavar="FILE", help="the base's accuracy curve (CSV or Parquet: tokens, accuracy) "
+                   "to predict the equal-tokens difference on (default: the study's trained base runs)")
+    v.add_argument("--budget", type=_typed(float, lambda v: v > 0, "a number above 0"), help="with --curve: B in generated tokens (default: the curve's last point)")
+    v.add_argument("--out", help="the folder to write (default: results/<study>/screen/<arm>/)")
+    v.add_argument("--json", action="store_true", help="print one JSON object")
+
+
 GRADIENT_BLOCKS = ("task", "model", "engine", "recipe", "gradient_tests", "arms")  # gradient_tests_config's
 STEPS = {"drift": "verifier drift (default minus strict accuracy) per run and evaluation",
          "contrasts": "every contrast with its statistics, labelled against the preregistration lock",
@@ -406,13 +340,6 @@ STEPS = {"drift": "verifier drift (default minus strict accuracy) per run and ev
          "prediction": "the gradient tests' efficiencies against the trained contrasts (table and figure)",
          "alignment": "alignment with the reference gradient along training, beside accuracy (evaluation.alignment)",
          "verifiers": "the verifier rules side by side: accuracy under each and their disagreement per evaluation"}
-
-
-def _clocks(iterations: list[dict]) -> dict:
-    """Training-stage seconds by the wall clock and by process CPU time, and the load a neighbour added."""
-    last = iterations[-1] if iterations else {}
-    wall, cpu = last.get("train_seconds", 0.0), last.get("train_cpu_seconds", 0.0)
-    return {"train_seconds": wall, "train_cpu_seconds": cpu, "cpu_share": cpu / wall if wall else None}
 
 
 def _step(name: str):
@@ -587,7 +514,7 @@ def _contrast_arguments(v: argparse.ArgumentParser) -> None:
 
 
 VERBS = {"data": data_summary, "verify": verify, "prepare-data": prepare_data, "resolve-model": resolve_model, "warm-start": warm_start, "calibrate": calibrate, "train": train,
-         "gradient-tests": gradient_tests,
+         "gradient-tests": gradient_tests, "screen": screen,
          "prereg-lock": prereg_lock, "link-study": link_study, "contrast": contrast, "check": check, "power": seeds_power,
          "check-store": check_store, "pool-bases": pool_bases,
          **{name: _step(name) for name in STEPS}}
@@ -670,6 +597,7 @@ def parser() -> argparse.ArgumentParser:
     _verify_arguments(sub.choices["verify"])
     _contrast_arguments(sub.choices["contrast"])
     _power_arguments(sub.choices["power"])
+    _screen_arguments(sub.choices["screen"])
     _check_store_arguments(sub.choices["check-store"])
     return p
 

@@ -118,11 +118,11 @@ def prediction_step(cfg: dict, results: Path) -> None:
     if len(fit):
         tables.write_table(fit, results / "tables" / "second_moment", title="The update's second moment as a + b/k "
                            "(k sweep) and the share due to continuation sampling at each k (95% bootstrap CI)")
-    figures.prediction(table, _extrapolation_line(cfg, results, base, metric, eval_set), a["margin"],
+    figures.prediction(table, extrapolation_line(cfg, results, base, metric, eval_set), a["margin"],
                        results / "figures" / "prediction.png", rho, figures.arm_colours(list(cfg["arms"])))
 
 
-def _extrapolation_line(cfg: dict, results: Path, base: str, metric: str, eval_set: str):
+def extrapolation_line(cfg: dict, results: Path, base: str, metric: str, eval_set: str):
     """Efficiency e -> the base's mean accuracy at e x B minus at B (what a reward of efficiency e is supposed
     to reach at B), on e in [0.05, 1] where the base's runs reach."""
     B = budget(results)

@@ -21,6 +21,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from mcgrpo.core import plugins
 from mcgrpo.core.errors import ConfigError
 from mcgrpo.core.verify import VERIFIERS
 
@@ -287,7 +288,8 @@ RUN_KEYS = ("task", "model", "engine", "budget", "evaluation", "recipe", "seed",
 def run_config(cfg: dict, arm: str, seed: int) -> dict[str, Any]:
     """The effective config of one run: everything that can change what it trains, and nothing else.
 
-    Not the study's name, nor the arm's description (free text), nor the arm's name, except in a run measured
+    A plugin's identity (name, distribution version, source hash: mcgrpo.core.plugins) is part of it, so that
+    editing the plugin makes a new run. Not the study's name, nor the arm's description (free text), nor the arm's name, except in a run measured
     along training (its alignment.parquet names the arm): the same run in two studies is one run, trained once
     (the run store, mcgrpo.core.layout). `evaluation.alignment` is resolved for the run: its spec where the run
     is measured, else absent, as in a study without it."""
@@ -302,6 +304,9 @@ def run_config(cfg: dict, arm: str, seed: int) -> dict[str, Any]:
         evaluation["alignment"] = {k: v for k, v in along.items() if k not in ("arms", "seeds")}
     run = {**{k: copy.deepcopy(cfg[k]) for k in ("task", "model", "engine", "budget")}, "evaluation": evaluation,
            "recipe": {**cfg["recipe"], **spec.get("recipe", {})}, "seed": seed, "arm_config": spec}
+    used = plugins.identities(spec, run["recipe"], f"arms.{arm}")  # none for built-ins: their runs keep their hash
+    if used:
+        run["plugins"] = used
     if cfg.get("verifier"):  # absent where the study sets none: its runs keep their hashes
         run["verifier"] = copy.deepcopy(cfg["verifier"])
     return {**run, "arm": arm} if measured else run
@@ -376,8 +381,12 @@ def gradient_tests_config(cfg: dict) -> dict[str, Any] | None:
     if not tests or not tests["enabled"]:
         return None
     keys = ("study", "task", "model", "engine", "recipe", "gradient_tests", *(("verifier",) if cfg.get("verifier") else ()))
-    return {**{k: copy.deepcopy(cfg[k]) for k in keys},
-            "arms": {arm: copy.deepcopy(cfg["arms"][arm]) for arm in tests["arms"]}}
+    out = {**{k: copy.deepcopy(cfg[k]) for k in keys},
+           "arms": {arm: copy.deepcopy(cfg["arms"][arm]) for arm in tests["arms"]}}
+    blocks = {**{f"arms.{name}": arm for name, arm in out["arms"].items()},
+              **{f"gradient_tests.controls.{name}": {"credit": c} for name, c in tests["controls"].items()}}
+    used = [p for key, block in blocks.items() for p in plugins.identities(block, cfg["recipe"], key)]
+    return {**out, "plugins": used} if used else out
 
 
 def train_runtime(cfg: dict, budget: int | None) -> int:

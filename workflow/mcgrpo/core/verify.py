@@ -329,6 +329,16 @@ def is_correct(text: str, reference: str, verifier: str = "default") -> bool:
     return answers_match(extract_answer(text, strict=verifier == "strict"), reference)
 
 
+def default_verifier(text: str, reference: str) -> bool:
+    """The default verifier as a plugin-shaped function (mcgrpo.api.Verifier)."""
+    return is_correct(text, reference, "default")
+
+
+def strict_verifier(text: str, reference: str) -> bool:
+    """The strict verifier (a boxed or `####` answer only) as a plugin-shaped function."""
+    return is_correct(text, reference, "strict")
+
+
 def drifted(acc_default: float, acc_strict: float, gap: float = 0.1) -> bool:
     """Whether default accuracy exceeds strict by more than `gap`: the policy earns reward
     without boxing. The epsilon keeps float noise (0.8 - 0.7 > 0.1) from counting."""

@@ -211,10 +211,10 @@ def arm_rules(cfg: dict, pool=None) -> dict[str, Callable]:
     return {name: credit_rules.build(c, pool, name) for name, c in credits.items()}
 
 
-def run(cfg: dict, model, tokenizer, pool: pd.DataFrame) -> pd.DataFrame:
+def run(cfg: dict, model, tokenizer, pool: pd.DataFrame, log: Callable[[str], None] | None = None) -> pd.DataFrame:
     """The study's gradient tests at the initial policy: `gradient_tests.batches` fixed batches of the recipe's
     shape (prompts_per_iteration x group_size), every arm on the same rollouts; a progress bar over the batches,
-    each batch's measures noted above it."""
+    each batch's measures noted above it, or handed to `log` where one is given (mcgrpo screen's timed lines)."""
     spec, r = cfg["gradient_tests"], cfg["recipe"]
     rules = arm_rules(cfg, pool)
     reference_policy = frozen(model) if any(getattr(x, "needs_reference", False) for x in rules.values()) else None
@@ -225,9 +225,12 @@ def run(cfg: dict, model, tokenizer, pool: pd.DataFrame) -> pd.DataFrame:
     batches = fixed_batches(len(pool), spec["batches"], r["prompts_per_iteration"], spec["seed"])
     ratio = log_ratio(model, reference_policy, tokenizer.pad_token_id) if reference_policy is not None else None
     with progress.bar("gradient tests", total=len(batches), unit="batch") as shown:
-        def log(line: str) -> None:
-            progress.note(shown, line)
+        def noted(line: str) -> None:
+            if log is None:
+                progress.note(shown, line)
+            else:
+                log(line)
             shown.update()
         table = probe(model, tokenizer, pool.to_dict("records"), r, rules, reference_rule(spec["reference"]),
-                      batches, spec["seed"], engine, prompter, params, ratio, log, study_rule(cfg))
+                      batches, spec["seed"], engine, prompter, params, ratio, noted, study_rule(cfg))
     return table.assign(policy="initial", space=spec["space"])

@@ -8,7 +8,8 @@ from typing import Sequence
 import numpy as np
 
 from mcgrpo.train.engines import Completion, Engine
-from mcgrpo.core.verify import math_verify_backend, verify
+from mcgrpo.core import plugins
+from mcgrpo.core.verify import VERIFIERS, math_verify_backend, verify
 
 
 class Prompter:
@@ -125,4 +126,15 @@ def sample_groups(engine: Engine, prompter: Prompter, problems: list[dict], grou
     texts = [prompter.decode(c.tokens) for c in completions]
     answers = [p["answer"] for p in problems for _ in range(group_size)]
     scores = score(texts, answers, rule)
-    return Rollouts(problems, group_size, prompts, completions, texts, scores, scores.reward(verifier))
+    return Rollouts(problems, group_size, prompts, completions, texts, scores, reward(scores, texts, answers, verifier))
+
+
+def reward(scores: Scores, texts: Sequence[str], answers: Sequence[str], verifier: str) -> np.ndarray:
+    """The training reward under the named verifier: a built-in's from the scores, a plugin's (recipe.reward_verifier
+    naming an installed verifier, mcgrpo.core.plugins) from its verdict on each text, whatever `verifier.rule`.
+    Evaluation always reports the built-in verifiers (of the study's rule): the yardstick stays the same whatever
+    an arm trains on."""
+    if verifier in VERIFIERS:
+        return scores.reward(verifier)
+    judge = plugins.load("verifier", verifier, "recipe.reward_verifier").factory
+    return np.array([float(bool(judge(t, a))) for t, a in zip(texts, answers)], dtype=np.float64)

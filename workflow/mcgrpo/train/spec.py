@@ -1,9 +1,12 @@
 """The training blocks' rules that the JSON Schema cannot express: model shape, selectors, credit rules and
-update options against the recipe, checked before any job runs (one line per problem, naming the key)."""
+update options against the recipe, and every plugin an arm names (installed, its protocol, its options), checked
+before any job runs (one line per problem, naming the key)."""
 
 from __future__ import annotations
 
+from mcgrpo.core import plugins
 from mcgrpo.core.config import config_hash, run_config
+from mcgrpo.core.errors import ConfigError
 from mcgrpo.train.credit import problems as credit_problems
 
 
@@ -15,7 +18,12 @@ def problems(cfg: dict) -> list[str]:
                      f"model.tiny.num_heads ({tiny['num_heads']})")
     pool = cfg["task"]["pool"]["size"]  # None: every qualifying problem of a file, counted by prepare-data
     for arm, spec in cfg["arms"].items():
+        for kind, name, options, key in plugins.uses(spec, recipe, f"arms.{arm}"):
+            if kind != "credit":  # credit blocks: below, with the calibration's and the controls'
+                found += plugins.check(kind, name, options, key)
         for name, rule in (spec.get("selection") or {}).items():
+            if name not in plugins.BUILTIN["selection"]:
+                continue
             if "candidates" in rule and not rule["keep"] <= recipe["prompts_per_iteration"] <= rule["candidates"]:
                 found.append(f"config key arms.{arm}.selection.{name}: needs keep ({rule['keep']}) <= "
                              f"recipe.prompts_per_iteration ({recipe['prompts_per_iteration']}) <= "
@@ -113,7 +121,10 @@ def same_arms(cfg: dict) -> list[str]:
     seen: dict[str, str] = {}
     found = []
     for arm in cfg["arms"]:
-        run = run_config(cfg, arm, cfg["seeds"][0])
+        try:
+            run = run_config(cfg, arm, cfg["seeds"][0])
+        except ConfigError:  # a plugin that does not load: `problems` names it (plugins.check)
+            continue
         spec = {k: v for k, v in run["arm_config"].items() if k != "recipe"}
         run["arm_config"] = {**spec, "credit": spec.get("credit") or {"outcome": {}}}
         other = seen.setdefault(config_hash(run), arm)

@@ -3,7 +3,8 @@
 Every rule has one interface: given an iteration's rollouts (and a context to sample more with), return
 per-token credit and the tokens it generated itself, which count toward the budget B. A rule may also
 return further training sequences (continuation reuse) and a few numbers saying what it did, which the
-trainer logs per iteration. Rules are picked by an arm's `credit:` block (`build`).
+trainer logs per iteration. Rules are picked by an arm's `credit:` block (`build`), by name: the built-ins here or a plugin's
+(mcgrpo.core.plugins).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
+from mcgrpo.core import plugins
 from mcgrpo.train.engines import Completion, Engine
 from mcgrpo.train.rollout import Prompter, Rollouts
 
@@ -94,32 +96,33 @@ def summary(credit: Credit) -> dict[str, float]:
     return {"credit_varied_share": float(np.mean(varied)) if varied else np.nan, **credit.stats}
 
 
-def _rules() -> dict[str, Callable[..., CreditRule]]:
-    from mcgrpo.train.credit.controls import Implicit, Shuffled
-    from mcgrpo.train.credit.critic import Critic
-    from mcgrpo.train.credit.length import Length
-    from mcgrpo.train.credit.monte_carlo import MonteCarlo
-    from mcgrpo.train.credit.path_penalty import PathPenalty
-    from mcgrpo.train.credit.process import Process
-    return {"outcome": lambda: outcome, "rloo": lambda: rloo, "monte_carlo": MonteCarlo, "critic": Critic,
-            "length": Length, "process": Process, "path_penalty": PathPenalty, "implicit": Implicit,
-            "shuffled": lambda **inner: Shuffled(build(inner))}
+def outcome_rule() -> CreditRule:
+    return outcome
+
+
+def rloo_rule() -> CreditRule:
+    return rloo
+
+
+def shuffled_rule(**inner) -> CreditRule:
+    from mcgrpo.train.credit.controls import Shuffled
+    return Shuffled(build(inner))
 
 
 def build(spec: dict, pool=None, arm: str = "") -> CreditRule:
-    """The credit rule of an arm's `credit:` block (outcome-only when empty), checked against the pool.
+    """The credit rule of an arm's `credit:` block (outcome-only when empty), checked against the pool: a built-in
+    or a plugin (mcgrpo.core.plugins), built with the block's options as keyword arguments.
 
     The config's `lambda` (a Python keyword) reaches the rules as `lam`.
     """
     if not spec:
         return outcome
-    rules = _rules()
     (name, options), = spec.items()
-    if name not in rules:
-        raise ValueError(f"credit: unknown rule {name!r}; allowed: {', '.join(rules)}")
-    rule = rules[name](**{("lam" if k == "lambda" else k): v for k, v in (options or {}).items()})
+    key = f"arms.{arm}.credit"
+    plugin = plugins.load("credit", name, key)
+    rule = plugin.factory(**{("lam" if k == "lambda" else k): v for k, v in (options or {}).items()})
     if pool is not None and hasattr(rule, "check_pool"):
-        rule.check_pool(pool, f"arms.{arm}.credit.{name}")
+        rule.check_pool(pool, f"{key}.{name}")
     return rule
 
 
@@ -136,6 +139,8 @@ ZERO_IS_OUTCOME = {"length": ("lambda",), "process": ("lambda",), "path_penalty"
 def problems(key: str, spec: dict, recipe: dict, task: dict) -> list[str]:
     """What a `credit:` block at config key `key` asks that the rest of the config cannot give."""
     (name, options), = (spec or {"outcome": {}}).items()
+    if name not in plugins.BUILTIN["credit"]:
+        return plugins.check("credit", name, options, key)
     where = f"config key {key}.{name}"
     if name == "shuffled":
         inner = next(iter(options or {"outcome": {}}))

@@ -24,7 +24,7 @@ from mcgrpo.train.credit import (Credit, CreditContext, TrainingSequence, group_
                            leave_one_out_mean)
 from mcgrpo.train.engines import Completion
 from mcgrpo.core.seeds import stable_seed
-from mcgrpo.train.rollout import Rollouts, score
+from mcgrpo.train.rollout import Rollouts, reward, score
 
 FORMS = ("basic", "centered_maxnorm", "vineppo")
 
@@ -130,7 +130,8 @@ def sample_continuations(rollouts: Rollouts, ctx: CreditContext, requests, k: in
             answers.append(problem["answer"])
     conts = ctx.engine.generate(prompts, limits, seeds) if prompts else []
     texts = [ctx.prompter.decode(pre + cont.tokens) for pre, cont in zip(texts_prefix, conts)]
-    correct = score(texts, answers, ctx.rule).reward(ctx.verifier).reshape(-1, k) if conts else np.zeros((0, k))
+    correct = (reward(score(texts, answers, ctx.rule), texts, answers, ctx.verifier).reshape(-1, k) if conts
+               else np.zeros((0, k)))
     return Draws(requests, conts, correct)
 
 

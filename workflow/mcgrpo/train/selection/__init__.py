@@ -14,6 +14,7 @@ from typing import Callable, Protocol
 
 import numpy as np
 
+from mcgrpo.core import plugins
 from mcgrpo.core.seeds import stable_seed
 from mcgrpo.train.rollout import Rollouts
 from mcgrpo.train.selection.predictors import PREDICTORS
@@ -168,18 +169,38 @@ class DynamicSampling(TakeAll):
         self.cursor = state["cursor"]
 
 
+@dataclass(kw_only=True)
+class StreamSelector(TakeAll):
+    """The base of a selector plugin: the prompt stream, the prompts per iteration and the run's seed come from the
+    workflow (not options); a subclass's own fields are its options, and it overrides what it changes (select,
+    generate, observe, state_dict / load_state_dict for what must survive a resume)."""
+    stream: PromptStream
+    per_iteration: int
+    seed: int
+
+
+def dynamic_sampling(stream: PromptStream, per_iteration: int, seed: int, **options) -> Selector:
+    return DynamicSampling(stream, per_iteration, **options)
+
+
+def _filter(kind: str, random_choice: bool = False):
+    def make(stream: PromptStream, per_iteration: int, seed: int, window: int = 32, **options) -> Selector:
+        return Filter(stream, PREDICTORS[kind](window=window), per_iteration, seed, random_choice=random_choice,
+                      **options)
+    return make
+
+
+critic_filter, history_filter, level_filter = _filter("critic"), _filter("history"), _filter("level")
+random_choice = _filter("critic", random_choice=True)
+
+
 def build(arm: dict, pool_size: int, seed: int, per_iteration: int) -> Selector:
-    """The selector of an arm's `selection:` block (outcome-only's stream order when empty)."""
+    """The selector of an arm's `selection:` block (outcome-only's stream order when empty): a built-in or a
+    plugin (mcgrpo.core.plugins), built with the stream, the prompts per iteration, the seed and the options."""
     stream = PromptStream(pool_size, seed)
     spec = arm.get("selection") or {}
     if not spec:
         return TakeAll(stream, per_iteration)
     (name, options), = spec.items()
-    options = dict(options or {})
-    if name == "dynamic_sampling":
-        return DynamicSampling(stream, per_iteration, **options)
-    kinds = {"critic_filter": "critic", "history_filter": "history", "level_filter": "level", "random_choice": "critic"}
-    if name not in kinds:
-        raise ValueError(f"selection: unknown rule {name!r}; allowed: {', '.join([*kinds, 'dynamic_sampling'])}")
-    predictor = PREDICTORS[kinds[name]](window=options.pop("window", 32))
-    return Filter(stream, predictor, per_iteration, seed, random_choice=name == "random_choice", **options)
+    plugin = plugins.load("selection", name, "arm.selection")
+    return plugin.factory(stream=stream, per_iteration=per_iteration, seed=seed, **(options or {}))

@@ -1,0 +1,1 @@
+"""A template mcgrpo plugin: copy this folder, rename the package, and change the rules."""

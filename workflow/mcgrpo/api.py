@@ -1,0 +1,75 @@
+"""The public surface for plugins: everything a credit rule, selector or verifier of another package may import.
+
+A plugin imports `mcgrpo.api` and nothing else of mcgrpo; what is here keeps its meaning across versions,
+the rest (`mcgrpo.train.*`, `mcgrpo.core.*`) may change. Importing it is light (no torch), so that a study
+naming a plugin validates in a second. docs/plugins.md shows a whole plugin; examples/my-intervention/ is one.
+
+Credit rule (entry point group `mcgrpo.credit`): a class whose fields are its options (a dataclass; each field
+typed, checked before any job) and whose instances are called once per iteration:
+`rule(rollouts: Rollouts, ctx: CreditContext) -> Credit`, one credit value per generated token of every
+completion. Tokens it samples itself (`ctx.engine`) go in `Credit.tokens_generated`: they count toward B.
+
+Selector (group `mcgrpo.selection`): a `StreamSelector` subclass (a dataclass; its own fields are its options)
+overriding `select` (which candidates to draw and train on), and `observe` / `state_dict` / `load_state_dict`
+when it learns from what it trained. It sees the policy only through a `PolicyView`.
+
+Verifier (group `mcgrpo.verifier`): a function `(text, reference) -> bool`, the training reward when a study's
+`recipe.reward_verifier` names it. Evaluation always reports the built-in default and strict verifiers (read
+by the study's `verifier.rule`).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from mcgrpo.core import plugins
+from mcgrpo.core.claims import claims
+from mcgrpo.core.seeds import stable_seed
+from mcgrpo.core.verify import boxed_content, extract_answer, is_correct
+from mcgrpo.train.credit import Credit, CreditContext, CreditRule, group_advantages, leave_one_out_mean, per_token
+from mcgrpo.train.engines import Completion, Engine
+from mcgrpo.train.rollout import Rollouts, reward, score
+from mcgrpo.train.selection import PoolView, Selection, Selector, StreamSelector
+from mcgrpo.train.selection.stream import PromptStream
+
+PolicyView = PoolView  # what a selector may ask of the current policy about pool problems: features, levels
+Verifier = Callable[[str, str], bool]  # (completion text, reference answer) -> correct
+
+__all__ = [
+    # credit rules
+    "CreditRule", "Credit", "CreditContext", "Rollouts", "group_advantages", "leave_one_out_mean", "per_token",
+    # selectors
+    "Selector", "StreamSelector", "Selection", "PolicyView", "PromptStream",
+    # verifiers and what completions say
+    "Verifier", "is_correct", "extract_answer", "boxed_content", "claims",
+    # sampling more (a rule's own continuations, ctx.engine) and hand-made rollouts for a plugin's tests
+    "Engine", "Completion", "rollouts_of",
+    # reproducible draws
+    "stable_seed",
+    # what a study's options for a plugin would be told, before any job
+    "check_options",
+]
+
+
+def check_options(kind: str, name: str, options: dict) -> list[str]:
+    """The problems a study would report for `options` given to the plugin `name` of `kind` ('credit',
+    'selection', 'verifier'; name as a study writes it: an entry point or 'module:Name'): one line each, naming
+    the option, the plugin and what is allowed. Empty: the options are fine."""
+    return plugins.check(kind, name, options, "plugin")
+
+
+def rollouts_of(problems: Sequence[dict], texts: Sequence[str], group_size: int,
+                verifier: str = "default", rule: str = "whole_box") -> Rollouts:
+    """Groups whose completions are exactly `texts` (one token per character; no model needed), rewarded by
+    `verifier` (a built-in one read by `rule`, a study's `verifier.rule`; or a verifier plugin): what a plugin's
+    tests compute credit on by hand. Problem p owns texts p*G .. p*G+G-1; each problem needs 'question' and
+    'answer'."""
+    problems = list(problems)
+    if len(texts) != len(problems) * group_size:
+        raise ValueError(f"{len(texts)} texts for {len(problems)} problems x group_size {group_size}")
+    answers = [str(p["answer"]) for p in problems for _ in range(group_size)]
+    prompts = [tuple(map(ord, p["question"])) for p in problems for _ in range(group_size)]
+    completions = [Completion(tuple(map(ord, t)), True) for t in texts]
+    scores = score(texts, answers, rule)
+    return Rollouts(problems, group_size, prompts, completions, list(texts), scores,
+                    reward(scores, texts, answers, verifier))

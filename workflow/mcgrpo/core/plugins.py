@@ -1,0 +1,253 @@
+"""Plugins: credit rules, selectors and verifiers found by name, from the package itself or from any installed one.
+
+One registry per kind: the built-in table below merged with the entry points of the kind's group
+(`mcgrpo.credit`, `mcgrpo.selection`, `mcgrpo.verifier`), so that a rule from another package is used exactly
+as a built-in one is (`credit: {step_bonus: {weight: 0.5}}`). A name with a colon is a dotted path,
+`module:Name`, imported as it is (quick work without packaging). The built-ins are a table, not entry points
+of mcgrpo's own distribution, so that they never depend on how (or whether) mcgrpo was installed.
+
+A plugin's options are its declaration's typed parameters (a dataclass's fields): each is checked with
+pydantic in strict mode before any job. A plugin's identity (name, distribution version, sha256 of its
+module's source) joins the effective config of every run that uses it (mcgrpo.core.config.run_config), so
+that editing the plugin retrains instead of reusing stale runs. Kept free of heavy imports: validation
+imports the plugin's module, not torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import importlib
+import importlib.metadata
+import importlib.util
+import inspect
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from mcgrpo.core.errors import ConfigError
+
+GROUPS = {"credit": "mcgrpo.credit", "selection": "mcgrpo.selection", "verifier": "mcgrpo.verifier"}
+WHAT = {"credit": "credit rules", "selection": "selectors", "verifier": "verifiers"}
+_C, _S = "mcgrpo.train.credit", "mcgrpo.train.selection"
+BUILTIN = {  # name -> module:factory; their options are checked by the study schema (config.schema.yaml)
+    "credit": {"outcome": f"{_C}:outcome_rule", "rloo": f"{_C}:rloo_rule",
+               "monte_carlo": f"{_C}.monte_carlo:MonteCarlo", "critic": f"{_C}.critic:Critic",
+               "length": f"{_C}.length:Length", "process": f"{_C}.process:Process",
+               "path_penalty": f"{_C}.path_penalty:PathPenalty", "implicit": f"{_C}.controls:Implicit",
+               "shuffled": f"{_C}:shuffled_rule"},
+    "selection": {name: f"{_S}:{name}" for name in
+                  ("critic_filter", "history_filter", "level_filter", "random_choice", "dynamic_sampling")},
+    "verifier": {"default": "mcgrpo.core.verify:default_verifier", "strict": "mcgrpo.core.verify:strict_verifier"},
+}
+# What the workflow passes a selector besides its options (not options: a config cannot set them)
+CONTEXT = {"credit": (), "selection": ("stream", "per_iteration", "seed"), "verifier": ()}
+# What each kind's object must have (checked on the object a plugin's factory returns, and on a verifier)
+PROTOCOL = {"credit": ("__call__",), "selection": ("select", "generate", "observe", "state_dict", "load_state_dict"),
+            "verifier": ("__call__",)}
+
+
+@dataclass(frozen=True)
+class Plugin:
+    kind: str
+    name: str
+    factory: Callable[..., Any]
+    builtin: bool
+    distribution: str | None  # the installed distribution that provides it (None: a bare module)
+    version: str | None
+    source_sha256: str | None  # of the module that defines the factory
+
+    def identity(self) -> dict:
+        """What a run's config hash includes: editing the plugin or upgrading its package makes a new run."""
+        return {"kind": self.kind, "name": self.name, "distribution": self.distribution, "version": self.version,
+                "source_sha256": self.source_sha256}
+
+
+@functools.cache
+def entry_points(kind: str) -> dict[str, importlib.metadata.EntryPoint]:
+    """The installed entry points of a kind, by name (read once per process)."""
+    return {ep.name: ep for ep in importlib.metadata.entry_points(group=GROUPS[kind])}
+
+
+def installed(kind: str) -> list[str]:
+    """Every name a config may use for a kind: the built-ins, then the installed plugins."""
+    return [*BUILTIN[kind], *(n for n in sorted(entry_points(kind)) if n not in BUILTIN[kind])]
+
+
+def _missing(kind: str, name: str, key: str, why: str) -> ConfigError:
+    return ConfigError(f"config key {key}: {why}; installed {WHAT[kind]}: {', '.join(installed(kind))} "
+                       f"(a plugin is a package declaring the entry point group {GROUPS[kind]!r}, or a "
+                       f"'module:Name' path)")
+
+
+def _import(target: str, what: str, key: str, kind: str) -> Any:
+    """The object at 'module:Name'. A module that raises on import is a bug in it: its traceback is kept,
+    with a note saying which plugin was being loaded; a name the module does not define is a config error."""
+    module_name, _, attr = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as e:
+        e.add_note(f"mcgrpo: the error above was raised importing {what} ({target}): a bug in the plugin")
+        raise
+    obj = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise _missing(kind, target, key, f"{target!r}: module {module_name!r} defines no {attr!r}")
+        obj = getattr(obj, part)
+    return obj
+
+
+def _module_exists(module_name: str) -> bool:
+    try:
+        return importlib.util.find_spec(module_name) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        return False
+
+
+@functools.cache
+def _distributions() -> dict[str, list[str]]:
+    return importlib.metadata.packages_distributions()
+
+
+def _source_sha256(factory: Any) -> str | None:
+    """sha256 of the file of the module that defines `factory`, read now (an edit shows at once)."""
+    try:
+        return hashlib.sha256(Path(inspect.getsourcefile(inspect.getmodule(factory))).read_bytes()).hexdigest()
+    except (OSError, TypeError):  # no source on disk (a compiled or interactive module)
+        return None
+
+
+def load(kind: str, name: str, key: str) -> Plugin:
+    """The plugin a config names at `key`; ConfigError naming the key, the plugin and the installed ones when
+    there is none of that name."""
+    if name in BUILTIN[kind]:
+        return Plugin(kind, name, _import(BUILTIN[kind][name], f"the built-in {name}", key, kind), True, None, None, None)
+    if ":" in name:
+        module_name, _, attr = name.partition(":")
+        if not attr or not _module_exists(module_name):
+            raise _missing(kind, name, key, f"{name!r} is not importable (no module {module_name!r} on the "
+                                            f"Python path, or no ':Name' after it)")
+        factory = _import(name, f"the {kind} plugin {name!r}", key, kind)  # the module exists: what it raises is its bug
+        top = module_name.split(".")[0]
+        dist = (_distributions().get(top) or [None])[0]
+    else:
+        ep = entry_points(kind).get(name)
+        if ep is None:
+            raise _missing(kind, name, key, f"{name!r} is not installed")
+        factory = _import(ep.value, f"the {kind} plugin {name!r} (entry point of {ep.dist.name if ep.dist else '?'})",
+                          key, kind)
+        dist = ep.dist.name if ep.dist else None
+    version = importlib.metadata.version(dist) if dist else None
+    return Plugin(kind, name, factory, False, dist, version, _source_sha256(factory))
+
+
+def options(plugin: Plugin) -> dict[str, tuple[Any, bool]]:
+    """A plugin's declared options: name -> (type, required), from the factory's typed parameters."""
+    factory = plugin.factory
+    target = factory.__init__ if inspect.isclass(factory) and not dataclasses.is_dataclass(factory) else factory
+    hints = typing.get_type_hints(target)
+    if dataclasses.is_dataclass(factory):
+        fields = {f.name: f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+                  for f in dataclasses.fields(factory) if f.init}
+    else:
+        fields = {p.name: p.default is inspect.Parameter.empty
+                  for p in inspect.signature(target).parameters.values()
+                  if p.name != "self" and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+    return {n: (hints.get(n, Any), required) for n, required in fields.items() if n not in CONTEXT[plugin.kind]}
+
+
+def problems(plugin: Plugin, given: dict | None, key: str) -> list[str]:
+    """What is wrong with the options a config gives a plugin (not a built-in: the schema checks those)."""
+    from pydantic import TypeAdapter, ValidationError
+    declared, given = options(plugin), dict(given or {})
+    where, found = f"config key {key}.{plugin.name}", []
+    allowed = ", ".join(f"{n} ({_type_name(t)})" for n, (t, _) in declared.items()) or "none"
+    for name in given:
+        if _option(name) not in declared:
+            found.append(f"{where}: unknown option {name!r} of {WHAT[plugin.kind][:-1]} {plugin.name!r}; "
+                         f"allowed: {allowed}")
+    for name, (hint, required) in declared.items():
+        value = given.get("lambda" if name == "lam" else name, _ABSENT)
+        if value is _ABSENT:
+            if required:
+                found.append(f"{where}: option {name!r} of {plugin.name!r} is required ({_type_name(hint)})")
+            continue
+        try:
+            TypeAdapter(hint).validate_python(value, strict=True)
+        except ValidationError as e:
+            reason = e.errors()[0]["msg"]
+            found.append(f"{where}.{name}: {value!r} is not allowed for {plugin.name!r}; allowed: "
+                         f"{_type_name(hint)} ({reason})")
+    return found
+
+
+def protocol_problems(plugin: Plugin, key: str) -> list[str]:
+    """A credit rule or selector is a class whose instances have its kind's methods (mcgrpo.api); a verifier
+    is a function of (text, reference)."""
+    factory, where = plugin.factory, f"config key {key}: {plugin.name!r} ({_qualname(plugin.factory)})"
+    if plugin.kind == "verifier":
+        try:
+            inspect.signature(factory).bind("text", "reference")
+        except (TypeError, ValueError):
+            return [f"{where} does not satisfy the verifier protocol (mcgrpo.api.Verifier): expected a function "
+                    f"of (text, reference) returning bool"]
+        return []
+    if not inspect.isclass(factory):
+        return [f"{where} does not satisfy the {plugin.kind} protocol (mcgrpo.api): expected a class, built with "
+                f"the options as keyword arguments, got {type(factory).__name__}"]
+    lacking = [m for m in PROTOCOL[plugin.kind] if not any(m in vars(c) for c in factory.__mro__[:-1])]
+    if lacking:
+        return [f"{where} does not satisfy the {plugin.kind} protocol (mcgrpo.api): it lacks {', '.join(lacking)}"]
+    return []
+
+
+_ABSENT = object()
+
+
+def _option(name: str) -> str:
+    return "lam" if name == "lambda" else name  # `lambda` is a Python keyword: the rules take it as `lam`
+
+
+def _type_name(hint: Any) -> str:
+    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
+
+
+def _qualname(obj: Any) -> str:
+    return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', repr(obj))}"
+
+
+def check(kind: str, name: str, given: dict | None, key: str) -> list[str]:
+    """Every problem with a config's use of a plugin at `key`: not installed, not the kind's protocol, options
+    that its declaration does not allow (a built-in's options are the schema's to check)."""
+    try:
+        plugin = load(kind, name, key)
+    except ConfigError as e:
+        return [str(e)]
+    if plugin.builtin:
+        return []
+    return protocol_problems(plugin, key) or (problems(plugin, given, key) if kind != "verifier" else [])
+
+
+def uses(arm: dict, recipe: dict, key: str) -> list[tuple[str, str, dict, str]]:
+    """(kind, name, options, key) of every plugin an arm (its credit block, selection block and the recipe's
+    reward verifier) names, a shuffled rule's inner rule included."""
+    found, credit, where = [], arm.get("credit") or {}, f"{key}.credit"
+    while credit:
+        (name, options), = credit.items()
+        found.append(("credit", name, options or {}, where))
+        credit, where = (options or {}, f"{where}.shuffled") if name == "shuffled" else ({}, where)
+    found += [("selection", name, options or {}, f"{key}.selection") for name, options in
+              (arm.get("selection") or {}).items()]
+    own = (arm.get("recipe") or {}).get("reward_verifier")
+    verifier, where = (own, f"{key}.recipe.reward_verifier") if own else (recipe.get("reward_verifier", "default"),
+                                                                          "recipe.reward_verifier")
+    return found + [("verifier", verifier, {}, where)]
+
+
+def identities(arm: dict, recipe: dict, key: str = "arm") -> list[dict]:
+    """The identity of every plugin (not built-in) an arm uses: what its runs' config hash includes. `key` is the
+    arm's config key, which a plugin that does not load is named by."""
+    return [load(kind, name, where).identity() for kind, name, _, where in uses(arm, recipe, key)
+            if name not in BUILTIN[kind]]

@@ -1,0 +1,129 @@
+"""A training job: one run (arm, seed) from its effective config to its Parquet and run.json.
+
+What the `train` verb runs once the CLI has parsed its arguments: signals, attempts, the tracker, resuming
+from the newest checkpoint, run.json (the run's config, identity, attempts, versions and hardware), and last
+the run's manifest (mcgrpo.core.manifest).
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+import traceback
+from pathlib import Path
+from typing import Callable
+
+from mcgrpo import __version__
+from mcgrpo.core import config as study_config, manifest, store
+from mcgrpo.core.errors import Interrupted, McgrpoError
+
+
+def logged(failed_log: str | None, work: Callable[[], None]) -> None:
+    """Run `work`; a failure that is not a preemption (a user error's message, a bug's traceback) is left in
+    `failed_log`, if given: the train rule's retry then reports it and stops instead of failing the same way
+    again."""
+    try:
+        work()
+    except Interrupted:
+        raise
+    except Exception as e:
+        if failed_log:
+            store.write_text(f"mcgrpo train: error: {e}\n" if isinstance(e, McgrpoError) else traceback.format_exc(),
+                             failed_log)
+        raise
+
+
+def train(run: dict, files: dict[str, str], names: tuple[str, str], backend: str) -> None:
+    """One run (arm, seed): resume from its newest checkpoint, train to the budget, write its Parquet.
+
+    `files` names the model, data, budget and out folder; `names` is (study, arm), what messages and trackers
+    call the run; `backend` the experiment tracker (mcgrpo.train.tracking).
+
+    SIGTERM or SIGUSR1 (what SLURM sends before a time limit or a preemption) makes the trainer checkpoint
+    at the next iteration boundary and exit with status 75, so that Snakemake's retry resumes the run. The
+    final checkpoint stays (the workflow removes it once Snakemake has the outputs): a run ended by its job
+    after finishing is written again from it, not trained again. Each attempt is logged and kept in run.json.
+    """
+    import signal
+    signals = []  # caught before the heavy imports: importing torch takes seconds
+
+    def request_stop(signum, frame):
+        signals.append(signal.Signals(signum).name)
+        if trainer is not None:
+            trainer.stop_requested = True
+
+    trainer = None
+    for sig in (signal.SIGTERM, signal.SIGUSR1):
+        signal.signal(sig, request_stop)
+    import torch
+    import transformers
+    from mcgrpo.train import attempts, models, tracking
+    from mcgrpo import data
+    from mcgrpo.core.budget import from_table
+    from mcgrpo.data.checks import check_run_data
+    from mcgrpo.core import run_claims
+    from mcgrpo.train.trainer import Trainer
+    study, arm = names
+    cfg_hash = study_config.config_hash(run)
+    out = Path(files["out"])
+    if run_claims.acquire(out).done:  # waits while another process trains this run (mcgrpo.core.run_claims)
+        return
+    tracker = tracking.open_tracker(backend, out, run, study, arm)  # a missing library fails here, before any work
+    history = attempts.start(out / "checkpoints")
+    for entry in history[:-1]:
+        print(f"earlier: {attempts.describe(entry)}", file=sys.stderr)
+    torch.set_num_threads(run["recipe"]["threads"])
+    B = from_table(store.read_contract(files["budget"], "budget"))
+    identity = study_config.run_identity(run, B)  # checkpoints of another B never resume into this run
+    pool, evals = data.read(files["data"], run["evaluation"]["sets"])
+    check_run_data(pool, evals, run, files["data"])
+    model, tokenizer = models.load(files["model"])
+    for folder in (out, out / "checkpoints"):
+        store.remove_orphans(folder)
+    trainer = Trainer(run, model, tokenizer, pool, evals, B, checkpoint_dir=out / "checkpoints",
+                      config_hash=identity, tracker=tracker, arm=arm)
+    trainer.stop_requested = bool(signals)
+    try:
+        log = trainer.run()
+    except Interrupted:
+        attempts.end(out / "checkpoints", history, "interrupted", signal=signals[0], resumed_at=trainer.resumed_at,
+                     iterations=trainer.next_iteration)
+        print(attempts.describe(history[-1]), file=sys.stderr)
+        raise
+    finally:
+        if tracker:
+            tracker.close()
+    for name, frame in log.frames().items():
+        store.write_parquet(frame, out / f"{name}.parquet", identity)
+    attempts.end(out / "checkpoints", history, "finished", resumed_at=trainer.resumed_at,
+                 iterations=trainer.next_iteration)
+    print(attempts.describe(history[-1]), file=sys.stderr)
+    store.write_json({
+        "config": run, "config_hash": cfg_hash, "identity": identity, "B": B, "finished": True,
+        "started": history[0]["started"], "ended": history[-1]["ended"], "attempts": history,
+        "versions": {"mcgrpo": __version__, "torch": torch.__version__,
+                     "transformers": transformers.__version__, "python": platform.python_version()},
+        "hardware": hardware(model),
+        "git_sha": store.git_sha(),
+        # Both clocks of the training stages: wall time far above CPU time (x threads) means a shared machine.
+        "clock": _clocks(log.iterations),
+        "tracking": backend,  # where it logged: <out>/tracking/ (mcgrpo.train.tracking)
+    }, out / "run.json")
+    # Last: the manifest vouches for every file above (mcgrpo.core.manifest); a run without one never finished.
+    manifest.seal(out, [f"{name}.parquet" for name in log.frames()] + ["run.json"], identity, cfg_hash)
+
+
+def hardware(model) -> dict:
+    """Where a run was timed: its device, the GPU's name or None, the CPU's model name and torch's threads (the
+    figures' time axes name it)."""
+    import torch
+    from mcgrpo.core.machine import cpu_model
+    return {"device": str(model.device), "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+            "cpu": cpu_model(), "threads": torch.get_num_threads()}
+
+
+def _clocks(iterations: list[dict]) -> dict:
+    """Training-stage seconds by the wall clock and by process CPU time, and the load a neighbour added."""
+    last = iterations[-1] if iterations else {}
+    wall, cpu = last.get("train_seconds", 0.0), last.get("train_cpu_seconds", 0.0)
+    return {"train_seconds": wall, "train_cpu_seconds": cpu, "cpu_share": cpu / wall if wall else None}
