@@ -1,5 +1,6 @@
 # Shared paths and helpers. The package does the work; rules only wire files together.
 import contextlib
+import itertools
 import json
 import re
 import shlex
@@ -10,6 +11,7 @@ import sys
 import pandas as pd
 import psutil
 from pathlib import Path
+from snakemake.io import apply_wildcards
 from snakemake.jobs import Job
 from snakemake.logging import logger
 from snakemake.settings.types import DeploymentMethod
@@ -123,7 +125,7 @@ def study_of(wildcards):
         return S[MODELS[wildcards.model]]
     if hasattr(wildcards, "data"):
         return S[DATA_SETS[wildcards.data]]
-    return S[FIRST["study"]]  # a rule of no wildcards: the one study's (screen)
+    return S[FIRST["study"]]  # no wildcards (screen): the one study's
 
 
 def cfg_of(wildcards):
@@ -212,6 +214,37 @@ def keeping_claimed_runs(remove):
 
 if not getattr(Job.remove_existing_output, "keeps_claimed_runs", False):  # once per process (mcgrpo.dryrun: many)
     Job.remove_existing_output = keeping_claimed_runs(Job.remove_existing_output)
+
+
+def rule_targets(prepare):
+    """Rules keyed by a wildcard (every rule that writes a study's or the store's files) stay targets by name, as
+    they were when a study was the whole DAG: `snakemake prereg_lock`, `snakemake prepare_data`, `snakemake
+    train`. Before the DAG is built, a rule name among the targets becomes the first output of each of its jobs
+    in this DAG (each study's, or each stored file's); Snakemake itself takes no rule with wildcards as a target."""
+
+    def prepare_dag(*args, **kwargs):
+        targets = workflow.dag_settings.targets
+        if any(workflow.is_rule(t) and workflow.get_rule(t).has_wildcards() for t in targets):
+            workflow.dag_settings.targets = frozenset(
+                path for t in targets
+                for path in (rule_files(workflow.get_rule(t)) if workflow.is_rule(t) and workflow.get_rule(t).has_wildcards()
+                             else [t]))
+        return prepare(*args, **kwargs)
+
+    return prepare_dag
+
+
+def rule_files(rule):
+    """The first output of each job of `rule` in this DAG: its wildcards take every value they may have here."""
+    values = {"study": S, "run": RUNS, "calibration": CALIBRATIONS, "data": DATA_SETS, "model": MODELS}
+    names = sorted(rule.wildcard_names)
+    pattern = str(rule.output[0])
+    files = [apply_wildcards(pattern, dict(zip(names, combo)))
+             for combo in itertools.product(*(values.get(name, ()) for name in names))]
+    return [path for path in files if rule.is_producer(path)]
+
+
+workflow._prepare_dag = rule_targets(workflow._prepare_dag)
 
 
 def run_files(name):

@@ -112,6 +112,14 @@ def test_the_tiny_pair_trains_its_shared_runs_once_and_targets_both_studies(tmp_
         assert counts["programme_summary"] == 1
 
 
+def test_a_rule_keyed_by_a_wildcard_is_still_a_target_by_its_name(tmp_path):
+    """`snakemake prereg_lock` locks every study of the programme (the rule is keyed by {study})."""
+    shutil.copytree(ROOT / "config" / "programmes", tmp_path / "programmes")
+    out = snakemake(tmp_path, "-n", "prereg_lock", configfile="programmes/tiny-pair.yaml")
+    assert out.returncode == 0, out.stderr
+    assert job_counts(out.stdout) == {"prereg_lock": 2, "total": 2}
+
+
 def read_untimed(path: Path) -> pd.DataFrame:
     """A contrasts or paired table less its rows at equal time (the wall clock of two trainings of a run differs)."""
     table = pd.read_parquet(path)
