@@ -191,14 +191,15 @@ def calibration_json(wildcards):
 
 def keeping_claimed_runs(remove):
     """Snakemake removes a job's outputs and log before it runs it. A train job's are kept while another process
-    holds the run's claim (it is training the run: its log is being written), or when the run was missing as this
-    DAG was built and is finished now (another process trained it meanwhile): the trainer then waits for the
-    claim and trains only what is not finished (mcgrpo.core.run_claims)."""
+    holds the run's claim (it is training the run: its log is being written) or has reserved it (its job started,
+    its trainer not yet claiming), or when the run was missing as this DAG was built and is finished now (another
+    process trained it meanwhile): the trainer then waits for the claim and trains only what is not finished
+    (mcgrpo.core.run_claims). Otherwise this process reserves the run, then removes them."""
 
     async def remove_existing_output(self):
         if self.rule.name == "train":
             folder = Path(self.output[0]).parent
-            other = run_claims.held_elsewhere(folder)
+            other = run_claims.reserve(folder)
             if other is not None:
                 logger.info(f"{folder}: claimed by {run_claims.describe(other) if other else 'another process'}; "
                             f"its files are kept and this job waits for it")

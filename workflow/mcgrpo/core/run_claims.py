@@ -15,7 +15,8 @@ host, pid, time, SLURM job id). The operating system drops the lock when its hol
 The file is emptied, never removed, when its holder is done: a process waiting on the lock of a removed file would
 hold a lock nobody else sees. Snakemake removes a job's existing outputs and log before it starts it; rules/
 common.smk leaves a train job's alone while another process holds the run's claim, or when the run was finished
-by another process since this one built its DAG (see `held_elsewhere`). POSIX locks hold across hosts on NFS v4
+by another process since this one built its DAG; before removing them it reserves the run (`reserve`), so that
+another Snakemake leaves them alone in the seconds before this job's trainer claims it. POSIX locks hold across hosts on NFS v4
 and on Lustre or GPFS mounted with locking (flock/localflock is enough on one node); docs/programmes.md.
 """
 
@@ -55,7 +56,8 @@ def holder() -> dict:
 
 def describe(claim: dict) -> str:
     job = f", SLURM job {claim['slurm_job_id']}" if claim.get("slurm_job_id") else ""
-    return f"{claim.get('owner')}@{claim.get('host')} pid {claim.get('pid')} since {claim.get('since')}{job}"
+    who = "the Snakemake of " if claim.get("reserved") else ""
+    return f"{who}{claim.get('owner')}@{claim.get('host')} pid {claim.get('pid')} since {claim.get('since')}{job}"
 
 
 def _content(fd: int) -> dict | None:
@@ -123,7 +125,7 @@ def acquire(folder: str | Path, wait: bool = True) -> Claim:
             os.close(fd)
             return Claim(folder, None, True)
         stale = _content(fd)
-        if stale:
+        if stale and not stale.get("reserved"):  # a Snakemake's reservation (`reserve`) is no trainer's claim
             _say(f"taking over the stale claim of {describe(stale)} on {folder.name}: its holder is gone")
         mine = holder()
         os.ftruncate(fd, 0)
@@ -138,18 +140,44 @@ def acquire(folder: str | Path, wait: bool = True) -> Claim:
     return claim
 
 
-def held_elsewhere(folder: str | Path) -> dict | None:
-    """The claim on run folder `folder` held by a live process other than this one (its content, or {} when it
-    is being written), else None. Never creates the file; a lock taken to look is dropped at once."""
+RESERVED_SECONDS = 600  # how long another host's reservation is honoured (its job's trainer claims in seconds)
+
+
+def _live_reservation(claim: dict | None) -> bool:
+    """A reservation (`reserve`) by another Snakemake that may still start the run's job."""
+    if not claim or not claim.get("reserved") or (claim["host"], claim["pid"]) == (socket.gethostname(), os.getpid()):
+        return False
+    if claim["host"] == socket.gethostname():
+        try:
+            os.kill(int(claim["pid"]), 0)
+            return True
+        except (OSError, ValueError):
+            return False
     try:
-        fd = os.open(Path(folder) / CLAIM, os.O_RDWR)
-    except OSError:
-        return None
+        since = datetime.fromisoformat(claim["since"])
+    except (TypeError, ValueError):
+        return False
+    return (datetime.now(timezone.utc) - since).total_seconds() < RESERVED_SECONDS
+
+
+def reserve(folder: str | Path) -> dict | None:
+    """Called by Snakemake before it removes a train job's outputs and log: None when this process may (it
+    reserved the run: the claim file names it, unlocked, until its trainer claims the run), else who holds or
+    reserved the run (a trainer's claim, or another Snakemake's reservation made since its trainer started), whose
+    files are then left alone. The reservation closes the seconds between a job's start and its trainer's claim."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / CLAIM, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
             fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except (BlockingIOError, PermissionError):
             return _content(fd) or {}
+        other = _content(fd)
+        if _live_reservation(other):
+            return other
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps({**holder(), "reserved": True}).encode(), 0)
         return None
     finally:
-        os.close(fd)  # drops the lock taken to look
+        os.close(fd)  # drops the lock
