@@ -21,7 +21,7 @@ report: REPORT_TEXT
 # Every rule that writes a run's Parquet files (or what they depend on), and the study's links to them.
 # `--config analysis_only=True` leaves them out: the analysis target then never schedules training nor relinks,
 # and a missing run file fails as a missing input instead.
-if not config["analysis_only"]:
+if not ANALYSIS_ONLY:
 
     include: "rules/data.smk"
     include: "rules/model.smk"
@@ -52,12 +52,12 @@ localrules:
     verifiers,
 
 
-if GRADIENT_CONFIG:
+if GRADIENT_STUDIES:
 
     include: "rules/gradients.smk"
 
 
-if SCREEN_ARM and not config["analysis_only"]:
+if SCREEN_ARM and not ANALYSIS_ONLY:
 
     include: "rules/screen.smk"
 
@@ -65,30 +65,50 @@ if SCREEN_ARM and not config["analysis_only"]:
 rule all:
     default_target: True
     input:
-        FIGURES,
-        TABLES,
-        PREDICTION_TARGETS,
-        ALIGNMENT_TARGETS,
-        VERIFIER_TABLES,
-        SUMMARY,
+        TARGETS,
 
 
 # Everything downstream of the run Parquet files: snakemake analysis --config analysis_only=True
 rule analysis:
     input:
-        FIGURES,
-        TABLES,
-        PREDICTION_TARGETS,
-        ALIGNMENT_TARGETS,
-        VERIFIER_TABLES,
-        SUMMARY,
+        TARGETS,
+
+
+# A programme's summary: every study's preregistered verdicts (its headline table) in one table.
+if PROGRAMME:
+
+    rule programme_summary:
+        input:
+            **{name: f"{R}/tables/headline.csv".format(study=name) for name in S},
+        output:
+            parquet=PROGRAMME_SUMMARY[0],
+            markdown=PROGRAMME_SUMMARY[1],
+        params:
+            name=PROGRAMME.name,
+            headlines=lambda wildcards, input: [f"{name}={path}" for name, path in input.items()],
+        resources:
+            mem_mb=FIRST["resources"]["cpu"]["mem_mb"],
+            runtime=FIRST["resources"]["cpu"]["runtime"],
+        container:
+            CONTAINERS["analysis"]
+        conda:
+            "workflow/envs/mcgrpo.yaml"  # ENV, from this file's folder
+        log:
+            f"{PROGRAMME.folder}/summary.log",
+        shell:
+            "$PYTHON -m mcgrpo.programme summary --name {params.name:q} --parquet {output.parquet:q} "
+            "--markdown {output.markdown:q} --headlines {params.headlines:q} > {log:q} 2>&1"
+
+    localrules:
+        programme_summary,
 
 
 # Once every job has succeeded: finished runs drop their checkpoints (rules/train.smk), and the results are the
 # last thing a run prints (a run that did not reach the summary prints nothing here).
 onsuccess:
-    if not config["analysis_only"]:
+    if not ANALYSIS_ONLY:
         clear_finished_checkpoints()
-    if Path(SUMMARY).exists():
+    summary = Path(PROGRAMME_SUMMARY[1] if PROGRAMME else SUMMARY.format(study=FIRST["study"]))
+    if summary.exists():
         print(file=sys.stderr)
-        print(Path(SUMMARY).read_text(), file=sys.stderr)
+        print(summary.read_text(), file=sys.stderr)

@@ -35,7 +35,7 @@ use rule drift as robustness with:
 
 use rule drift as curves with:
     input:
-        GRADIENT_TESTS,  # the extrapolation reads the measured per-token efficiency
+        gradient_tests_input,  # the extrapolation reads the measured per-token efficiency
         run_files("evals.parquet"),
         run_files("manifest.json"),  # what vouches for them (mcgrpo.core.manifest)
         run_files("samples.parquet"),

@@ -12,7 +12,7 @@ rule drift:
     resources:
         **ANALYSIS_RESOURCES,
     container:
-        config["containers"]["analysis"]
+        CONTAINERS["analysis"]
     conda:
         ENV
     log:

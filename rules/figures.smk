@@ -52,7 +52,7 @@ use rule drift as summary with:
 
 
 # Alignment along training beside accuracy (evaluation.alignment; paper H.5).
-if ALIGNMENT_TARGETS:
+if ALIGNMENT_STUDIES:
 
     use rule drift as alignment with:
         input:
@@ -60,6 +60,8 @@ if ALIGNMENT_TARGETS:
             run_files("evals.parquet"),
             run_files("manifest.json"),  # what vouches for them (mcgrpo.core.manifest)
             store=STORE,
+        wildcard_constraints:
+            study=_alternatives(ALIGNMENT_STUDIES),
         output:
             ALIGNMENT_TARGETS,
         params:

@@ -1,23 +1,25 @@
 # The gradient tests (paper 2.4, A, H.3): each arm's update against a reference gradient on fixed batches at
 # the initial policy, before any training; then whether they predict training (the paper's Figure 2).
 # Included only when the study has an enabled gradient_tests block.
-if not config["analysis_only"]:
+if not ANALYSIS_ONLY:
 
     rule gradient_tests:
         input:
-            model=MODEL,
-            pool=rules.prepare_data.output.pool,
+            model=model_of,
+            pool=data_file("pool.parquet"),
         output:
             GRADIENT_TESTS,
+        wildcard_constraints:
+            study=_alternatives(GRADIENT_STUDIES),
         params:
-            run=lambda wildcards: json.dumps(GRADIENT_CONFIG, sort_keys=True),  # braces, never wildcards
+            run=lambda wildcards: json.dumps(S[wildcards.study].gradient, sort_keys=True),  # braces, never wildcards
             data=folder_of("pool"),
-        threads: config["recipe"]["threads"]
+        threads: threads_of
         resources:
             **GPU_RESOURCES,
-            runtime=config["resources"]["gradient_tests"]["runtime"],
+            runtime=lambda wildcards: cfg_of(wildcards)["resources"]["gradient_tests"]["runtime"],
         container:
-            config["containers"]["train"]
+            CONTAINERS["train"]
         conda:
             ENV
         log:
@@ -34,6 +36,8 @@ use rule drift as prediction with:
         rules.curves.output,
         run_files("evals.parquet"),
         store=STORE,
+    wildcard_constraints:
+        study=_alternatives(GRADIENT_STUDIES),
     output:
         f"{R}/analysis/efficiency.parquet",
         f"{R}/analysis/prediction.parquet",

@@ -10,7 +10,7 @@ rule prereg_lock:
         mem_mb=CPU_RESOURCES["mem_mb"],
         runtime=CPU_RESOURCES["runtime"],
     container:
-        config["containers"]["analysis"]
+        CONTAINERS["analysis"]
     conda:
         ENV
     log:

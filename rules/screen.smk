@@ -1,26 +1,30 @@
 # `snakemake screen --config screen_arm=NAME`: one arm's gradient tests against outcome-only before any training
-# (mcgrpo screen), building the study's data and model first when they are not there yet.
+# (mcgrpo screen), building the study's data and model first when they are not there yet. One study's target (a
+# programme refuses screen_arm): its paths are the study's own, no wildcard.
+SCREEN = f"{S[FIRST['study']].folder}/screen/{SCREEN_ARM}"
+
+
 rule screen:
     input:
-        model=MODEL,
-        pool=rules.prepare_data.output.pool,
+        model=S[FIRST["study"]].model,
+        pool=f"{S[FIRST['study']].data}/pool.parquet",
     output:
-        f"{R}/screen/{SCREEN_ARM}/screen.parquet",
-        f"{R}/screen/{SCREEN_ARM}/gradient_tests.parquet",
+        f"{SCREEN}/screen.parquet",
+        f"{SCREEN}/gradient_tests.parquet",
     params:
-        study=lambda wildcards: json.dumps(config, sort_keys=True),  # braces, never wildcards
+        study=lambda wildcards: json.dumps(FIRST, sort_keys=True),  # braces, never wildcards
         arm=SCREEN_ARM,
-        out=f"{R}/screen/{SCREEN_ARM}",
-    threads: config["recipe"]["threads"]
+        out=SCREEN,
+    threads: FIRST["recipe"]["threads"]
     resources:
         **GPU_RESOURCES,
-        runtime=config["resources"]["gradient_tests"]["runtime"],
+        runtime=FIRST["resources"]["gradient_tests"]["runtime"],
     container:
-        config["containers"]["train"]
+        CONTAINERS["train"]
     conda:
         ENV
     log:
-        f"{R}/logs/screen.{SCREEN_ARM}.log",
+        f"{S[FIRST['study']].folder}/logs/screen.{SCREEN_ARM}.log",
     shell:
         "export MCGRPO_CONSOLE_FD=3; $PYTHON -m mcgrpo screen --config-json {params.study:q} --arm {params.arm:q} "
         "--out {params.out:q} 3>&2 > {log:q} 2>&1; cat {log:q}"

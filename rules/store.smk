@@ -7,12 +7,12 @@ rule link_study:
     output:
         STORE,
     params:
-        study=lambda wildcards: STUDY_JSON,  # braces, never wildcards
+        study=lambda wildcards: S[wildcards.study].json,  # braces, never wildcards
     priority: 100
     resources:
         **ANALYSIS_RESOURCES,
     container:
-        config["containers"]["analysis"]
+        CONTAINERS["analysis"]
     conda:
         ENV
     log:

@@ -1,9 +1,9 @@
 rule train:
     input:
-        model=MODEL,
-        budget=BUDGET,
-        pool=rules.prepare_data.output.pool,
-        evals=rules.prepare_data.output.evals,
+        model=model_of,
+        budget=lambda wildcards: study_of(wildcards).budget,
+        pool=data_file("pool.parquet"),
+        evals=eval_files,
     # No study's file is an input (nor its lock): a stored run is the same job in every study that names it, and
     # Snakemake would retrain it for another study's set of inputs. The lock comes first by its priority (rules/
     # prereg.smk), and the analysis labels a contrast exploratory if any of its runs started before the lock.
@@ -14,7 +14,7 @@ rule train:
         data=folder_of("pool"),
         out=lambda wildcards, output: str(Path(output[0]).parent),
         failed=lambda wildcards, output: str(Path(output[0]).parent / ".failed.log"),
-    threads: config["recipe"]["threads"]
+    threads: threads_of
     # A preempted or timed-out run checkpoints and exits 75. Under SLURM, an attempt that made progress first
     # requeues its own job (mcgrpo.train.requeue): the same job runs again and resumes, no retry spent. An attempt
     # without progress fails, and the retry resumes it as a new job: the profile's `retries` (or --retries), at the
@@ -30,11 +30,11 @@ rule train:
         # The study's `tracking`, as a resource rather than a param: switching it on or off never makes a finished
         # run out of date (a param would), and its logs (the run folder's tracking/) are no output, so Snakemake
         # never deletes them.
-        tracking=config["tracking"],
+        tracking=lambda wildcards: cfg_of(wildcards)["tracking"],
         label=run_label,  # likewise: what the run is called (by the first study to train it) is no part of it
         slurm_name=slurm_name,  # and what squeue calls its job
     container:
-        config["containers"]["train"]
+        CONTAINERS["train"]
     conda:
         ENV
     log:

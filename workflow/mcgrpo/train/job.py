@@ -62,10 +62,13 @@ def train(run: dict, files: dict[str, str], names: tuple[str, str], backend: str
     from mcgrpo import data
     from mcgrpo.core.budget import from_table
     from mcgrpo.data.checks import check_run_data
+    from mcgrpo.core import run_claims
     from mcgrpo.train.trainer import Trainer
     study, arm = names
     cfg_hash = study_config.config_hash(run)
     out = Path(files["out"])
+    if run_claims.acquire(out).done:  # waits while another process trains this run (mcgrpo.core.run_claims)
+        return
     tracker = tracking.open_tracker(backend, out, run, study, arm)  # a missing library fails here, before any work
     history = attempts.start(out / "checkpoints")
     for entry in history[:-1]:

@@ -1,0 +1,193 @@
+"""A programme: several studies in one Snakemake invocation, each stored run of all of them trained once.
+
+    snakemake --configfile config/programmes/tiny-pair.yaml
+    snakemake --config programme=config/programmes/tiny-pair.yaml
+
+A programme file holds one block:
+
+    programme:
+      name: tiny-pair                 # the programme summary's folder: <results_dir>/_programmes/<name>
+      studies:                        # study files, relative to this file (or absolute)
+        - ../studies/a.yaml
+        - ../studies/b.yaml
+      overrides:                      # optional: merged into every study before it is validated
+        results_dir: /scratch/results
+
+Every study is read as `snakemake --configfile STUDY.yaml` reads it (strictly, no template, validated, its first
+base), with the overrides and the command line's other `--config` entries merged in. The studies share one run
+store (one results_dir): the DAG's store jobs (data, warm start, calibration, train) are keyed by what they compute,
+so a run named by several studies is one job; the study jobs (lock, links, gradient tests, analysis) are keyed by
+the study. What is wrong with the programme (a missing file, a study named twice, two results folders) is one
+message naming the file or key, before any job.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mcgrpo.core import config as study_config
+from mcgrpo.core import templating
+from mcgrpo.core.errors import ConfigError
+
+KEY = "programme"
+KEYS = ("name", "studies", "overrides")
+STUDIES_KEY = "_programme_studies"  # where the Snakefile keeps each study's config in a programme's config
+FOLDER = "_programmes"  # beside _shared/: no study can be named so (study names start with a letter or digit)
+
+
+@dataclass
+class Programme:
+    name: str
+    source: str  # the programme file, or "--config" when given inline
+    studies: dict[str, dict] = field(default_factory=dict)  # study name -> validated config
+    files: dict[str, Path] = field(default_factory=dict)  # study name -> its file
+
+    @property
+    def results_dir(self) -> str:
+        return next(iter(self.studies.values()))["results_dir"]
+
+    @property
+    def folder(self) -> Path:
+        """Where the programme summary goes."""
+        return Path(self.results_dir) / FOLDER / self.name
+
+
+def given(cfg: dict) -> bool:
+    """Whether Snakemake's config names a programme (a programme file's block, or --config programme=FILE)."""
+    return KEY in cfg
+
+
+def from_snakemake(cfg: dict, configfiles: list, entries: list[str] | str | None) -> Programme:
+    """The programme Snakemake's `cfg` names: `programme: FILE` (--config) or the programme file's block
+    (--configfile), with the command line's other --config entries as overrides of every study."""
+    command = study_config.command_line(entries if isinstance(entries, list) else None)
+    command.pop(KEY, None)
+    block = cfg[KEY]
+    if isinstance(block, str):  # --config programme=FILE
+        return load(block, command)
+    source = next((str(p) for p in configfiles if KEY in (study_config.read(p) or {})), "--config")
+    extra = sorted(set(cfg) - {KEY} - set(command))
+    if extra and source != "--config":
+        raise ConfigError(f"{source}: config key {extra[0]}: a programme file holds the `programme` block alone; "
+                          f"allowed: {extra[0]} under programme.overrides (it applies to every study)")
+    base = Path(source).parent if source != "--config" else Path.cwd()
+    return build(block, base, source, command)
+
+
+def load(path: str | Path, command: dict | None = None) -> Programme:
+    """The programme file at `path`, every study read and validated (errors name the file and key)."""
+    doc = study_config.read(path)
+    templating.refuse(path, doc, allowed=False)
+    if not isinstance(doc, dict) or set(doc) != {KEY}:
+        other = sorted(set(doc or {}) - {KEY}) if isinstance(doc, dict) else []
+        raise ConfigError(f"{path}: " + (f"config key {other[0]}: not a programme key; " if other else "")
+                          + "allowed: one block, `programme:`, with name, studies and overrides")
+    return build(doc[KEY], Path(path).parent, str(path), command or {})
+
+
+def build(block, base: Path, source: str, command: dict) -> Programme:
+    """The programme of `block` (its study paths relative to `base`); `source` names it in messages."""
+    if not isinstance(block, dict):
+        raise ConfigError(f"{source}: config key programme: a block of {', '.join(KEYS)}; allowed: e.g. "
+                          f"programme: {{name: mine, studies: [a.yaml, b.yaml]}}")
+    unknown = sorted(set(block) - set(KEYS))
+    if unknown:
+        raise ConfigError(f"{source}: config key programme.{unknown[0]}: unknown; allowed: {', '.join(KEYS)}")
+    name = block.get("name") or (Path(source).stem if source != "--config" else None)
+    if not isinstance(name, str) or not study_config._NAME.fullmatch(name):
+        raise ConfigError(f"{source}: config key programme.name: {name!r}; allowed: a name of letters, digits, "
+                          f"'_', '.' and '-' starting with a letter or digit")
+    paths = block.get("studies")
+    if not isinstance(paths, list) or not paths or not all(isinstance(p, str) for p in paths):
+        raise ConfigError(f"{source}: config key programme.studies: {paths!r}; allowed: a list of study files")
+    overrides = block.get("overrides") or {}
+    if not isinstance(overrides, dict):
+        raise ConfigError(f"{source}: config key programme.overrides: {overrides!r}; allowed: a block of study "
+                          f"keys, merged into every study")
+    for i, path in enumerate(paths):
+        file = base / path
+        if not file.is_file():
+            raise ConfigError(f"{source}: config key programme.studies[{i}]: {path}: study file not found "
+                              f"(paths are relative to the programme file's folder, {base})")
+    programme = Programme(name, source)
+    folders: dict[str, str] = {}  # each study's folder (absolute) -> the study
+    for i, path in enumerate(paths):
+        file = base / path
+        cfg = _study(file, {**overrides, **command})
+        study, where = cfg["study"], f"{source}: config key programme.studies[{i}]: {path}"
+        folder = os.path.join(os.path.abspath(cfg["results_dir"]), study)
+        if folder in folders:
+            raise ConfigError(f"{where} names study {study!r}, as {programme.files[folders[folder]]} does: both "
+                              f"would write results folder {os.path.join(cfg['results_dir'], study)}; allowed: one "
+                              f"study of each name in a programme")
+        if programme.studies and os.path.normpath(cfg["results_dir"]) != os.path.normpath(programme.results_dir):
+            first = next(iter(programme.files.values()))
+            same = os.path.abspath(cfg["results_dir"]) == os.path.abspath(programme.results_dir)
+            raise ConfigError(f"{source}: config key results_dir: {file} has {cfg['results_dir']!r}, {first} has "
+                              f"{programme.results_dir!r}" + (" (one folder, spelled two ways)" if same else "")
+                              + "; allowed: one results_dir (one run store) for the programme: set it in "
+                              "programme.overrides")
+        programme.studies[study], programme.files[study], folders[folder] = cfg, file, study
+    return programme
+
+
+def _study(path: Path, overrides: dict) -> dict:
+    """A study file as `snakemake --configfile` reads it, with `overrides` merged in: validated, its first base."""
+    from mcgrpo import studies
+    from snakemake.utils import update_config
+    cfg = study_config.read(path)
+    templating.refuse(path, cfg, allowed=False)
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"{path}: not a study (a YAML block of study keys)")
+    update_config(cfg, overrides)
+    try:
+        studies.validate(cfg)
+        return study_config.select_base(cfg)
+    except ConfigError as e:
+        raise ConfigError(f"{path}:\n{e}") from None
+
+
+# The programme summary: every study's preregistered verdicts (its headline table) in one table.
+COLUMNS = ["study", "id", "label", "contrast", "basis", "n", "difference", "p", "p_holm", "verdict", "robustness"]
+
+
+def verdicts(headlines: dict[str, Path]):
+    """One table of every study's headline (tables/headline.csv): its preregistered contrasts and verdicts."""
+    import pandas as pd
+    frames = []
+    for study, path in headlines.items():
+        table = pd.read_csv(path, dtype=str, keep_default_na=False)
+        frames.append(table.assign(study=study).reindex(columns=COLUMNS, fill_value=""))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
+
+
+def write_summary(name: str, headlines: dict[str, Path], parquet: Path, markdown: Path) -> None:
+    from mcgrpo.core import store
+    table = verdicts(headlines)
+    store.write_parquet(table, parquet, study_config.config_hash(sorted(headlines)))
+    lines = [f"# Programme {name}: the preregistered verdicts of its {len(headlines)} studies", "",
+             "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(str(v).replace("|", "\\|") for v in row) + " |" for row in table.itertuples(index=False)]
+    store.write_text("\n".join(lines) + "\n", markdown)
+
+
+def main(argv: list[str]) -> int:
+    """python -m mcgrpo.programme summary --name N --parquet P --markdown M --headlines STUDY=HEADLINE.csv ..."""
+    parser = argparse.ArgumentParser(prog="python -m mcgrpo.programme")
+    parser.add_argument("verb", choices=["summary"])
+    parser.add_argument("--name", required=True)
+    parser.add_argument("--parquet", required=True, type=Path)
+    parser.add_argument("--markdown", required=True, type=Path)
+    parser.add_argument("--headlines", nargs="+", required=True, help="STUDY=tables/headline.csv of each study")
+    args = parser.parse_args(argv)
+    write_summary(args.name, {k: Path(v) for k, _, v in (h.partition("=") for h in args.headlines)},
+                  args.parquet, args.markdown)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
