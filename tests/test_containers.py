@@ -347,16 +347,26 @@ def test_the_layer_check_finds_a_secret_path_or_its_stub_and_nothing_else(tmp_pa
     assert layers.found_in_dirs([tmp_path / "l1" / "diff", tmp_path / "l2" / "diff"], paths) == ["layer l2: /opt/pypi"]
 
 
+def _built_from_this_commit(image: str, env: dict) -> bool:
+    """Whether `image` exists and was built from this checkout's commit (its MCGRPO_GIT_SHA): images an older
+    checkout built, before its Dockerfiles took build secrets, are that checkout's, not this one's."""
+    inspected = subprocess.run(["podman", "image", "inspect", image, "--format", "{{json .Config.Env}}"],
+                               capture_output=True, text=True, env=env)
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    return inspected.returncode == 0 and f"MCGRPO_GIT_SHA={head.strip()}" in inspected.stdout
+
+
 def test_the_built_images_hold_no_build_secret_path():
-    """Where `make test-containers` has built the images (else skipped): their own layers, as podman stores them."""
+    """Where `make test-containers` has built the images from this commit (else skipped): their own layers, as
+    podman stores them."""
     if not shutil.which("podman"):
         pytest.skip("no podman")
     env = {**os.environ, "CONTAINERS_CONF": str(ROOT / "tests" / "containers" / "containers.conf")}
     images = [i for i in ("localhost/mcgrpo-analysis", "localhost/mcgrpo-train-cpu")
-              if subprocess.run(["podman", "image", "exists", i], env=env).returncode == 0]
+              if _built_from_this_commit(i, env)]
     base = "localhost/mcgrpo-base:bookworm"
     if not images or subprocess.run(["podman", "image", "exists", base], env=env).returncode:
-        pytest.skip("the images of make test-containers are not built here")
+        pytest.skip("the images of make test-containers are not built here from this commit")
     for image in images:
         out = subprocess.run([sys.executable, str(ROOT / "tests" / "containers" / "layers.py"), image, base,
                               "/etc/pip.conf", "/etc/pip-ca.crt", "/run/secrets", "/etc/xdg/pip", "/opt/pypi",
