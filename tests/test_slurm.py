@@ -368,7 +368,7 @@ def test_each_run_of_a_requeued_job_keeps_its_lines_in_the_slurm_log(long_run):
 # A programme on the cluster (issue 33): config/programmes/tiny-pair.yaml, two tiny studies that share their outcome
 # runs on seeds 1 and 2 (8 runs study by study, 6 distinct), submitted with one command, while each study runs alone
 # on this machine (--cores 1, a store of its own) beside it. 217 s here (2-core VM, 2026-12-03), the load (uptime)
-# rising from 1.6 to 9 with the test's own three Snakemakes and their jobs.
+# rising from 1.6 to 9 with the test's own three Snakemakes and their jobs; 121 s within the whole file (load 3.5).
 PAIR = {"tiny-mc": ("outcome", "mc_k2"), "tiny-lr": ("lr_x3",)}  # the arms each study's train jobs are named by
 
 
