@@ -9,6 +9,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 from hypothesis import configuration, settings
@@ -48,6 +49,23 @@ def snakemake(workdir, *args, configfile="study.yaml", snakefile=ROOT / "Snakefi
     """Run Snakemake (`snakemake_command`) from the repo root, where its profiles are; output captured."""
     return subprocess.run(snakemake_command(workdir, *args, configfile=configfile, snakefile=snakefile), cwd=ROOT,
                           env=env or SNAKEMAKE_ENV, capture_output=True, text=True, timeout=timeout)
+
+
+def read_untimed(path) -> pd.DataFrame:
+    """A contrasts or paired table less its rows at equal time (the wall clock of two trainings of a run differs)."""
+    table = pd.read_parquet(path)
+    return table[table["basis"] != "time"].reset_index(drop=True)
+
+
+def assert_contrasts_as_alone(programme, alone, study: str) -> None:
+    """The study's contrasts and paired tables in the programme's working folder `programme` equal those of the
+    study run alone in `alone`, at equal tokens and updates (at equal time, the clock read differs)."""
+    import pandas as pd
+    for table in ("contrasts", "paired"):
+        mine, theirs = (read_untimed(Path(folder) / "results" / study / "analysis" / f"{table}.parquet")
+                        for folder in (programme, alone))
+        assert len(mine) and set(mine["basis"]) == {"tokens", "updates"}, (study, table)
+        pd.testing.assert_frame_equal(mine, theirs, obj=f"{study} {table}")
 
 
 SMALL_STUDY = {

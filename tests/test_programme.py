@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import ROOT, SMALL_STUDY, snakemake, snakemake_command, SNAKEMAKE_ENV
+from conftest import ROOT, SMALL_STUDY, SNAKEMAKE_ENV, assert_contrasts_as_alone, snakemake, snakemake_command
 from mcgrpo import programme
 from mcgrpo.core import layout
 from mcgrpo.core.errors import ConfigError
@@ -120,12 +120,6 @@ def test_a_rule_keyed_by_a_wildcard_is_still_a_target_by_its_name(tmp_path):
     assert job_counts(out.stdout) == {"prereg_lock": 2, "total": 2}
 
 
-def read_untimed(path: Path) -> pd.DataFrame:
-    """A contrasts or paired table less its rows at equal time (the wall clock of two trainings of a run differs)."""
-    table = pd.read_parquet(path)
-    return table[table["basis"] != "time"].reset_index(drop=True)
-
-
 @pytest.mark.slow
 def test_a_programme_trains_each_shared_run_once_with_the_contrasts_of_its_studies_run_alone(tmp_path):
     programmes = tmp_path / "programme" / "programmes"
@@ -147,11 +141,7 @@ def test_a_programme_trains_each_shared_run_once_with_the_contrasts_of_its_studi
         shutil.copy(programmes / "tiny-pair" / f"{name}.yaml", alone / "study.yaml")
         out = snakemake(alone, "--cores", "2", timeout=1800)
         assert out.returncode == 0, out.stderr[-5000:]
-        for table in ("contrasts", "paired"):  # at equal tokens and updates: at equal time, the clock read differs
-            mine, theirs = (read_untimed(folder / "results" / f"tiny-{name}" / "analysis" / f"{table}.parquet")
-                            for folder in (tmp_path / "programme", alone))
-            assert len(mine) and set(mine["basis"]) == {"tokens", "updates"}
-            pd.testing.assert_frame_equal(mine, theirs)
+        assert_contrasts_as_alone(tmp_path / "programme", alone, f"tiny-{name}")
 
 
 @pytest.mark.slow

@@ -22,7 +22,8 @@ import psutil
 import pytest
 import yaml
 
-from conftest import CLUSTER_PIDS, ROOT, SMALL_STUDY, SNAKEMAKE_ENV, own_cluster, snakemake, snakemake_command
+from conftest import (CLUSTER_PIDS, ROOT, SMALL_STUDY, SNAKEMAKE_ENV, assert_contrasts_as_alone, own_cluster, snakemake,
+                      snakemake_command)
 from mcgrpo import studies as study_files
 from mcgrpo.core import layout
 from mcgrpo.core.store import read_parquet
@@ -57,8 +58,8 @@ WALL_TIME = {*(f"{clock}_{stage}" for clock in ("t", "cpu") for stage in ("selec
              "train_seconds", "train_cpu_seconds", "eval_seconds"}  # both clocks of the training stages
 
 
-def _snakemake(workdir: Path, *args) -> subprocess.Popen:
-    return subprocess.Popen(snakemake_command(workdir, *args), cwd=ROOT, env=SNAKEMAKE_ENV,
+def _snakemake(workdir: Path, *args, configfile="study.yaml") -> subprocess.Popen:
+    return subprocess.Popen(snakemake_command(workdir, *args, configfile=configfile), cwd=ROOT, env=SNAKEMAKE_ENV,
                             stdout=open(workdir / "snakemake.out", "w"), stderr=subprocess.STDOUT, text=True)
 
 
@@ -362,6 +363,45 @@ def test_each_run_of_a_requeued_job_keeps_its_lines_in_the_slurm_log(long_run):
     for restart in range(runs):  # appended to (--open-mode=append), each run marked by the job as it starts
         assert f"mcgrpo: requeue.train.outcome.s1, SLURM job {job}, Restarts={restart}, on " in log
     assert log.count("Building DAG of jobs") >= runs
+
+
+# A programme on the cluster (issue 33): config/programmes/tiny-pair.yaml, two tiny studies that share their outcome
+# runs on seeds 1 and 2 (8 runs study by study, 6 distinct), submitted with one command, while each study runs alone
+# on this machine (--cores 1, a store of its own) beside it. 217 s here (2-core VM, 2026-12-03), the load (uptime)
+# rising from 1.6 to 9 with the test's own three Snakemakes and their jobs; 121 s within the whole file (load 3.5).
+PAIR = {"tiny-mc": ("outcome", "mc_k2"), "tiny-lr": ("lr_x3",)}  # the arms each study's train jobs are named by
+
+
+def test_a_programme_trains_each_shared_run_once_in_one_submission_with_the_contrasts_of_its_studies_alone(tmp_path):
+    programme = tmp_path / "programme"
+    shutil.copytree(ROOT / "config" / "programmes", programme / "programmes")
+    started = time.time()
+    on_slurm = _snakemake(programme, "--profile", "slurm", "--slurm-init-seconds-before-status-checks", "2",
+                          "--seconds-between-status-checks", "2", configfile="programmes/tiny-pair.yaml")
+    alone = {}
+    for study in PAIR:
+        alone[study] = tmp_path / study
+        alone[study].mkdir()
+        shutil.copy(programme / "programmes" / "tiny-pair" / f"{study.removeprefix('tiny-')}.yaml",
+                    alone[study] / "study.yaml")
+    at_home = [_snakemake(folder, "--cores", "1") for folder in alone.values()]
+    assert on_slurm.wait(timeout=1200) == 0, _queue() + (programme / "snakemake.out").read_text()[-4000:]
+    print(f"tiny-pair on SLURM: {time.time() - started:.0f} s; {os.getloadavg()[0]:.1f} load")
+    for folder, proc in zip(alone.values(), at_home):
+        assert proc.wait(timeout=1200) == 0, (folder / "snakemake.out").read_text()[-4000:]
+    # one SLURM job per distinct run, each run once (COMPLETED, never requeued), named by the first study naming it
+    jobs = _jobs(programme, "train")
+    runs = {job: _runs(job) for job in jobs}
+    assert len(jobs) == 6 and all([r["state"] for r in job_runs] == ["COMPLETED"] for job_runs in runs.values()), runs
+    assert sorted(job_runs[0]["comment"] for job_runs in runs.values()) == sorted(
+        f"{study}.train.{arm}.s{seed}" for study, arms in PAIR.items() for arm in arms for seed in (1, 2))
+    results = programme / "results"
+    assert len([p for p in (results / "_shared" / "runs").iterdir() if p.is_dir()]) == 6
+    verdicts = pd.read_parquet(results / "_programmes" / "tiny-pair" / "verdicts.parquet")
+    assert sorted(verdicts["study"]) == sorted(PAIR)
+    for study, folder in alone.items():
+        assert (results / study / "summary.md").is_file()
+        assert_contrasts_as_alone(programme, folder, study)
 
 
 @restarts_the_cluster
