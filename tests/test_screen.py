@@ -62,3 +62,14 @@ def test_a_rule_constant_within_a_completion_is_screened_without_a_shuffled_cont
     cfg = studies.validate(edited_study(arms={"outcome": {}, "short": {"credit": {"length": {"lambda": 0.1}}}}))
     tests = screen.screen_config(cfg, "short")["gradient_tests"]
     assert tests["arms"] == ["short"] and tests["controls"] == {}
+
+
+def test_an_update_inside_v_reads_as_such_not_as_nan():
+    """A rule with nothing outside V (outcome-only, a format bonus) has no alignment there: said in words."""
+    row = {"per_update": 1.0, "per_update_low": 1.0, "per_update_high": 1.0, "per_token": 1.0, "per_token_low": 1.0,
+           "per_token_high": 1.0, "share_outside_v": 0.0, "tokens": 1847.0, "budget": np.nan}
+    table = pd.DataFrame([{**row, "arm": "outcome", "alignment": np.nan},
+                          {**row, "arm": "mc_k2", "alignment": 0.25, "share_outside_v": 0.4}])
+    lines = screen.render(table, "mc_k2", "no curve")
+    assert "alignment outside V n/a (inside V), share outside V 0.000" in lines[0] and "nan" not in lines[0]
+    assert "alignment outside V +0.250, share outside V 0.400" in lines[1]

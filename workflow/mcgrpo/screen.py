@@ -122,11 +122,12 @@ def summarize(tests: pd.DataFrame, cfg: dict, curve) -> pd.DataFrame:
 def render(table: pd.DataFrame, arm: str, curve_from: str) -> list[str]:
     """Readable lines: per rule, efficiency per update and per token with intervals, alignment, share outside V,
     and the prediction."""
+    from mcgrpo.train.gradients import alignment_text
     lines = []
     for row in table.itertuples():
         lines.append(f"{row.arm}: per update {row.per_update:.3g} [{row.per_update_low:.3g}, {row.per_update_high:.3g}], "
                      f"per token {row.per_token:.3g} [{row.per_token_low:.3g}, {row.per_token_high:.3g}], "
-                     f"alignment outside V {row.alignment:+.3f}, share outside V {row.share_outside_v:.3f}, "
+                     f"alignment outside V {alignment_text(row.alignment)}, share outside V {row.share_outside_v:.3f}, "
                      f"{row.tokens:.0f} tokens per batch")
     mine = table[table["arm"] == arm]
     if len(mine) and np.isfinite(mine["budget"].iloc[0]):

@@ -109,6 +109,11 @@ def measures(u: torch.Tensor, h: torch.Tensor, u_out: torch.Tensor, h_out: torch
             "share_outside_v": float(u_out.norm()) / norm if norm > 0 else np.nan, "cos_full": _cos(u, h)}
 
 
+def alignment_text(alignment: float) -> str:
+    """The alignment outside V as a terminal line shows it: undefined (NaN) for an update with nothing outside V."""
+    return f"{alignment:+.3f}" if np.isfinite(alignment) else "n/a (inside V)"
+
+
 @dataclass
 class Reference:
     """The reference gradient's credit (H.3): value differences from `cuts` interior cuts and the endpoint,
@@ -191,7 +196,7 @@ def probe(model, tokenizer, problems: list[dict], recipe: dict, rules: dict[str,
                       "tokens": batch.n_tokens + credits[arm].tokens_generated,
                       "tokens_continuation": credits[arm].tokens_generated}
             rows += [{"arm": arm, "batch": b, "measure": m, "value": float(values[m])} for m in MEASURES]
-            line.append(f"{arm} align {values['alignment']:+.3f} outside V {values['share_outside_v']:.3f}")
+            line.append(f"{arm} align {alignment_text(values['alignment'])} outside V {values['share_outside_v']:.3f}")
         log(f"batch {b}: " + ", ".join(line))
     return pd.DataFrame(rows, columns=["arm", "batch", "measure", "value"])
 
