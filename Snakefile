@@ -87,8 +87,7 @@ if PROGRAMME:
             name=PROGRAMME.name,
             headlines=lambda wildcards, input: [f"{name}={path}" for name, path in input.items()],
         resources:
-            mem_mb=FIRST["resources"]["cpu"]["mem_mb"],
-            runtime=FIRST["resources"]["cpu"]["runtime"],
+            **ANALYSIS_RESOURCES,
         container:
             CONTAINERS["analysis"]
         conda:

@@ -277,6 +277,11 @@ def folder_of(name, level=0):
     return lambda wildcards, input: str(Path(input[name]).parents[level])
 
 
+def numbered(name, index):
+    """The name of the `index`-th (from 0) of several rules of one kind: name, name_2, name_3, ..."""
+    return name if index == 0 else f"{name}_{index + 1}"
+
+
 def _alternatives(names):
     return "|".join(re.escape(name) for name in names) or "(?!)"
 
@@ -359,8 +364,6 @@ def lock_input(wildcards):
     return [lock] if not ANALYSIS_ONLY or Path(lock).exists() else []
 
 
-LOCK_INPUT = lock_input
-
 
 def analysis_step(verb):
     """The params of analysis rule `verb` (rules/drift.smk's template runs `$PYTHON -m mcgrpo <verb>`); the
@@ -374,7 +377,7 @@ def sealed_runs(wildcards):
     an mtime older than the analysis (Snakemake's mtime trigger misses it). A param of wildcards alone is recorded
     and compared on every invocation; the analysis then reruns and names the file. Only files touched since they
     were sealed are hashed (mcgrpo.core.manifest.fingerprint)."""
-    return manifest.fingerprint([Path(path).parent for path in run_files("manifest.json")(wildcards)])
+    return manifest.fingerprint([Path(path).parent for path in study_files(S[wildcards.study], "manifest.json")])
 
 
 # The targets: figures and tables of the study, each marked for `snakemake --report report.html`.

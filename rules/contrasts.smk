@@ -5,7 +5,7 @@ use rule drift as contrasts with:
         run_files("manifest.json"),  # what vouches for them (mcgrpo.core.manifest)
         run_files("samples.parquet"),
         run_files("run.json"),
-        LOCK_INPUT,
+        lock_input,
         store=STORE,
     output:
         contrasts=f"{R}/analysis/contrasts.parquet",

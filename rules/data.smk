@@ -12,7 +12,7 @@ for _index, (_names, _keys) in enumerate(DATA_GROUPS.items()):
 
     rule:
         name:
-            "prepare_data" if _index == 0 else f"prepare_data_{_index + 1}"
+            numbered("prepare_data", _index)
         output:
             pool=f"{DATA}/pool.parquet",
             evals=expand(f"{DATA}/eval_{{name}}.parquet", name=_names, allow_missing=True),

@@ -37,7 +37,7 @@ for _index, (_model_name, _studies) in enumerate(SOURCED.items()):
 
     rule:
         name:
-            "resolve_model" if _index == 0 else f"resolve_model_{_index + 1}"
+            numbered("resolve_model", _index)
         output:
             f"{R}/models/{_model_name}.json",
         params:
@@ -57,4 +57,4 @@ for _index, (_model_name, _studies) in enumerate(SOURCED.items()):
             "$PYTHON -m mcgrpo resolve-model --model-json {params.spec:q} --out {output:q} > {log:q} 2>&1"
 
     # seconds of work, writing where the model is: no SLURM job of its own (see the Snakefile)
-    workflow.localrules("resolve_model" if _index == 0 else f"resolve_model_{_index + 1}")
+    workflow.localrules(numbered("resolve_model", _index))
