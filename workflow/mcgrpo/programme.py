@@ -138,14 +138,8 @@ def build(block, base: Path, source: str, command: dict) -> Programme:
 def _study(path: Path, overrides: dict) -> dict:
     """A study file as `snakemake --configfile` reads it, with `overrides` merged in: validated, its first base."""
     from mcgrpo import studies
-    from snakemake.utils import update_config
-    cfg = study_config.read(path)
-    templating.refuse(path, cfg, allowed=False)
-    if not isinstance(cfg, dict):
-        raise ConfigError(f"{path}: not a study (a YAML block of study keys)")
-    update_config(cfg, overrides)
+    cfg = studies.load(path, overrides)
     try:
-        studies.validate(cfg)
         return study_config.select_base(cfg)
     except ConfigError as e:
         raise ConfigError(f"{path}:\n{e}") from None

@@ -52,10 +52,14 @@ def _positions(cfg: dict) -> list[str]:
             f"and recipe.completion_limit ({limit}); allowed: at least {prompt + limit}, or a shorter completion_limit"]
 
 
-def load(path: str | Path) -> dict:
-    """Read a YAML study config (never rendered: a template is refused) and validate it; errors name the file."""
+def load(path: str | Path, overrides: dict | None = None) -> dict:
+    """Read a YAML study config (never rendered: a template is refused), merge `overrides` into it (a programme's,
+    recursively, as Snakemake merges --config) and validate it; errors name the file."""
     cfg = config.read(path)
     templating.refuse(path, cfg, allowed=False)
+    if overrides and isinstance(cfg, dict):  # (not a mapping: validate says so)
+        from snakemake.utils import update_config
+        update_config(cfg, overrides)
     try:
         return validate(cfg)
     except ConfigError as e:

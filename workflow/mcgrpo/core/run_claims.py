@@ -33,8 +33,9 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from mcgrpo.core.manifest import MANIFEST
+
 CLAIM = ".claim"
-MANIFEST = "manifest.json"
 POLL_SECONDS = 2.0  # how often a waiting trainer tries the lock again
 LOG_EVERY = 300.0  # and says again that it waits
 
