@@ -60,7 +60,6 @@ def read_untimed(path) -> pd.DataFrame:
 def assert_contrasts_as_alone(programme, alone, study: str) -> None:
     """The study's contrasts and paired tables in the programme's working folder `programme` equal those of the
     study run alone in `alone`, at equal tokens and updates (at equal time, the clock read differs)."""
-    import pandas as pd
     for table in ("contrasts", "paired"):
         mine, theirs = (read_untimed(Path(folder) / "results" / study / "analysis" / f"{table}.parquet")
                         for folder in (programme, alone))

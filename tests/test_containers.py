@@ -21,6 +21,8 @@ from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "tests" / "containers"))
 import compare  # noqa: E402
+import layers  # noqa: E402
+import pip_secrets  # noqa: E402
 from mcgrpo.core import store  # noqa: E402
 
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
@@ -235,8 +237,6 @@ def test_dockerfiles_take_pips_index_as_build_secrets_only():
 
 
 def test_the_hosts_pip_configuration_becomes_a_build_secret_with_local_paths_served(tmp_path):
-    sys.path.insert(0, str(ROOT / "tests" / "containers"))
-    import pip_secrets
     (tmp_path / "pypi" / "simple" / "six").mkdir(parents=True)
     (tmp_path / "pypi" / "files").mkdir()
     (tmp_path / "pypi" / "files" / "six-1.0-py3-none-any.whl").write_bytes(b"wheel")
@@ -271,8 +271,6 @@ def test_the_build_index_server_serves_the_configured_paths_and_nothing_else(tmp
     import threading
     import urllib.error
     import urllib.request
-    sys.path.insert(0, str(ROOT / "tests" / "containers"))
-    import pip_secrets
     (tmp_path / "pypi" / "files").mkdir(parents=True)
     (tmp_path / "pypi" / "files" / "a.whl").write_bytes(b"wheel")
     (tmp_path / "secret.txt").write_text("not for the build")
@@ -325,8 +323,6 @@ def _oci_archive(path: Path, layers: list[dict[str, bytes | None]]) -> Path:
 
 
 def test_the_layer_check_finds_a_secret_path_or_its_stub_and_nothing_else(tmp_path):
-    sys.path.insert(0, str(ROOT / "tests" / "containers"))
-    import layers
     paths = ["/etc/pip.conf", "/opt/pypi", "/run/secrets"]
     assert layers.under("./etc/pip.conf", paths) == "/etc/pip.conf"
     assert layers.under("opt/pypi/simple/index.html", paths) == "/opt/pypi"
@@ -347,13 +343,12 @@ def test_the_layer_check_finds_a_secret_path_or_its_stub_and_nothing_else(tmp_pa
     assert layers.found_in_dirs([tmp_path / "l1" / "diff", tmp_path / "l2" / "diff"], paths) == ["layer l2: /opt/pypi"]
 
 
-def _built_from_this_commit(image: str, env: dict) -> bool:
-    """Whether `image` exists and was built from this checkout's commit (its MCGRPO_GIT_SHA): images an older
-    checkout built, before its Dockerfiles took build secrets, are that checkout's, not this one's."""
+def _built_from(image: str, commit: str, env: dict) -> bool:
+    """Whether `image` exists and was built from `commit` (its MCGRPO_GIT_SHA): images an older checkout built,
+    before its Dockerfiles took build secrets, are that checkout's, not this one's."""
     inspected = subprocess.run(["podman", "image", "inspect", image, "--format", "{{json .Config.Env}}"],
                                capture_output=True, text=True, env=env)
-    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
-    return inspected.returncode == 0 and f"MCGRPO_GIT_SHA={head.strip()}" in inspected.stdout
+    return inspected.returncode == 0 and f"MCGRPO_GIT_SHA={commit}" in inspected.stdout
 
 
 def test_the_built_images_hold_no_build_secret_path():
@@ -362,8 +357,8 @@ def test_the_built_images_hold_no_build_secret_path():
     if not shutil.which("podman"):
         pytest.skip("no podman")
     env = {**os.environ, "CONTAINERS_CONF": str(ROOT / "tests" / "containers" / "containers.conf")}
-    images = [i for i in ("localhost/mcgrpo-analysis", "localhost/mcgrpo-train-cpu")
-              if _built_from_this_commit(i, env)]
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    images = [i for i in ("localhost/mcgrpo-analysis", "localhost/mcgrpo-train-cpu") if _built_from(i, head, env)]
     base = "localhost/mcgrpo-base:bookworm"
     if not images or subprocess.run(["podman", "image", "exists", base], env=env).returncode:
         pytest.skip("the images of make test-containers are not built here from this commit")
@@ -397,8 +392,6 @@ def documented_apptainer_commands() -> list[tuple[str, str]]:
 def test_every_documented_apptainer_command_parses_as_written():
     """Snakemake's own parser on every command a reader would copy: `--apptainer-args "--nv"` (a separate value that
     starts with "-") is refused by Snakemake 9 with `expected one argument`; `--apptainer-args="--nv"` is not."""
-    import shlex
-
     from snakemake.cli import get_argument_parser
     commands = documented_apptainer_commands()
     assert len(commands) >= 6, commands  # README, cluster.md, containers.md, the profile's and Dockerfile's comments

@@ -54,6 +54,11 @@ def _read(side: str, path: Path, kind: str, read):
         raise Unreadable(f"{side}: unreadable {kind}{' ' if kind else ''}file ({type(e).__name__}: {_line(e)})") from e
 
 
+def _both(host: Path, other: Path, kind: str, read) -> tuple:
+    """`read` of each side's file, host first (an unreadable one raises Unreadable, named with its side)."""
+    return _read("host", host, kind, read), _read("other", other, kind, read)
+
+
 def _line(error: Exception) -> str:
     return " ".join(str(error).split())[:200]
 
@@ -67,8 +72,7 @@ def _json_file(path: Path):
 
 
 def _parquet(host: Path, other: Path, timing_aside: bool, git_sha: str | None) -> str | None:
-    (a, meta_a), (b, meta_b) = (_read(side, p, "Parquet", _parquet_file) for side, p in (("host", host),
-                                                                                            ("other", other)))
+    (a, meta_a), (b, meta_b) = _both(host, other, "Parquet", _parquet_file)
     if git_sha is not None:
         meta_a.pop("git_sha", None)
     if wrong := _commit(meta_b, git_sha):
@@ -87,7 +91,7 @@ def _parquet(host: Path, other: Path, timing_aside: bool, git_sha: str | None) -
 
 
 def _json(host: Path, other: Path, timing_aside: bool, git_sha: str | None) -> str | None:
-    a, b = (_read(side, p, "JSON", _json_file) for side, p in (("host", host), ("other", other)))
+    a, b = _both(host, other, "JSON", _json_file)
     if host.name == "run.json" and git_sha is not None:
         a.pop("git_sha", None)
         if wrong := _commit(b, git_sha):
@@ -113,7 +117,7 @@ def _unsealed(path: Path) -> str | None:
 
 
 def _manifests(host: Path, other: Path) -> str | None:
-    a, b = (_read(side, p, "JSON", _json_file) for side, p in (("host", host), ("other", other)))
+    a, b = _both(host, other, "JSON", _json_file)
     a, b = ({"identity": m["identity"], "files": sorted(m["files"])} for m in (a, b))
     return None if a == b else f"{a} != {b}"
 
@@ -134,7 +138,7 @@ def difference(host: Path, other: Path, timing_aside: bool = False, git_sha: str
             return _parquet(host, other, timing_aside, git_sha)
         if host.suffix == ".json":
             return _json(host, other, timing_aside, git_sha)
-        a, b = (_read(side, p, "", Path.read_bytes) for side, p in (("host", host), ("other", other)))
+        a, b = _both(host, other, "", Path.read_bytes)
     except Unreadable as e:
         return str(e)
     except Exception as e:  # a comparison that fails is a difference too, never a traceback
