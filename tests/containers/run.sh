@@ -13,6 +13,8 @@
 # pip inside a build reaches the package index with the host's pip configuration and certificates, passed as
 # build secrets (./pip_secrets.py; never in a layer: ./layers.py checks each image's layers after its build).
 # Images get their commit from git (GIT_SHA build argument).
+# `run.sh build` stops after step 3 and `run.sh check` does step 4 on the images already built (CI builds the
+# images beside its tests, then checks them); no argument does both.
 # Env: BASE_IMAGE (skip step 2 and build on it), WORK (scratch, default /var/tmp/mcgrpo-containers), NICE.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -136,19 +138,24 @@ compare() {  # NAME [--timing-aside] PATH...: the copy's folders or files (under
     return $failed
 }
 
-main() {
-    mkdir -p "$WORK"
+build_images() {  # steps 1-3
     step "podman"
     podman_up
     base_image
-    SHA=$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || true)
     pip_secrets
     build mcgrpo-analysis containers/analysis/Dockerfile
     build mcgrpo-train-cpu containers/train/Dockerfile PYTHON=python3 EXTRAS=train \
         REQUIREMENTS=containers/train/requirements-cpu.txt
     pip_secrets_done
     podman image prune -f >/dev/null  # earlier builds' images; the layers of these two stay cached
+}
 
+check_images() {  # step 4, on the images of this commit
+    local tag
+    for tag in mcgrpo-analysis mcgrpo-train-cpu; do
+        podman image inspect --format '{{json .Config.Env}}' "$tag" 2>/dev/null | grep -q "MCGRPO_GIT_SHA=$SHA\"" ||
+            { echo "run.sh check: no image $tag built from $SHA: run.sh build first" >&2; return 1; }
+    done
     step "host: the small study, plain path (no containers)"
     mkdir -p "$WORK/host"
     cmp -s "$HERE/study.yaml" "$WORK/host/study.yaml" || cp "$HERE/study.yaml" "$WORK/host/study.yaml"
@@ -177,6 +184,17 @@ main() {
     compare train --timing-aside "$run"
     oci_archive mcgrpo-analysis
     step "done: every file equal"
+}
+
+main() {  # [build | check]: both when none is named
+    mkdir -p "$WORK"
+    SHA=$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || true)
+    case ${1:-all} in
+        build) build_images ;;
+        check) check_images ;;
+        all) build_images; check_images ;;
+        *) echo "usage: run.sh [build | check] (no argument: both)" >&2; return 2 ;;
+    esac
 }
 
 main "$@"
