@@ -61,8 +61,10 @@ def test_never_where_no_seed_count_can_do_it():
 
 
 def test_plan_per_contrast_and_basis():
+    diff = np.array([-0.02, -0.05, -0.01, -0.04, 0.0, 0.01, -0.01, 0.005])
     paired = pd.DataFrame({"contrast": "a-vs-b", "basis": np.repeat(["tokens", "time"], 4), "metric": "acc_default",
-                           "eval_set": "test", "diff": [-0.02, -0.05, -0.01, -0.04, 0.0, 0.01, -0.01, 0.005]})
+                           "eval_set": "test", "seed": np.tile(range(4), 2), "value_a": 0.5 + diff, "value_b": 0.5,
+                           "diff": diff})
     table = power.plan(paired, margin=0.02)
     assert table["basis"].tolist() == ["tokens", "time"] and table["seeds"].tolist() == [4, 4]
     row = table.iloc[0]

@@ -377,7 +377,7 @@ def prereg_lock(args) -> None:
 
 def contrast(args) -> None:
     """Recompute one contrast from a results folder alone; print it and write it as Parquet."""
-    from mcgrpo.analysis import recompute
+    from mcgrpo.analysis import recompute, summary
     from mcgrpo.analysis.tables import to_markdown
     table, paired = recompute.contrast(Path(args.results), args.a, args.b, args.basis, args.metric,
                                    args.eval_set, args.margin, args.resamples, args.bootstrap_seed, args.clock)
@@ -390,6 +390,7 @@ def contrast(args) -> None:
     print(to_markdown(table[["contrast", "label", "basis", "metric", "eval_set", "n", "mean", "ci_low", "ci_high",
                              "p", "p_holm", "tost_p", "noninferior", "crossed_low", "crossed_high",
                              "seeds_higher"]]))
+    print(f"verdict: {summary.judged(row)}")
     print(f"written: {out}")
 
 

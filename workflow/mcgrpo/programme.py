@@ -149,14 +149,20 @@ def _study(path: Path, overrides: dict) -> dict:
 COLUMNS = ["study", "id", "label", "contrast", "basis", "n", "difference", "p", "p_holm", "verdict", "robustness"]
 
 
+UNTESTED = "n/a (uninformative)"  # the p of a contrast whose data cannot tell its arms apart: no test was made
+
+
 def verdicts(headlines: dict[str, Path]):
-    """One table of every study's headline (tables/headline.csv): its preregistered contrasts and verdicts."""
+    """One table of every study's headline (tables/headline.csv): its preregistered contrasts and verdicts. An
+    uninformative contrast's p says there was no test; its robustness cell says why."""
     import pandas as pd
     frames = []
     for study, path in headlines.items():
         table = pd.read_csv(path, dtype=str, keep_default_na=False)
         frames.append(table.assign(study=study).reindex(columns=COLUMNS, fill_value=""))
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
+    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
+    table.loc[table["verdict"] == "uninformative", "p"] = UNTESTED
+    return table
 
 
 def write_summary(name: str, headlines: dict[str, Path], parquet: Path, markdown: Path) -> None:

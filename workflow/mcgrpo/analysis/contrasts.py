@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from mcgrpo.analysis import informative
 from mcgrpo.analysis.runs import Run
 from mcgrpo.analysis.stats import RESAMPLES, crossed_bootstrap, holm, paired_summary
 from mcgrpo.core.errors import ConfigError, DataError
@@ -33,7 +34,8 @@ KEY = ["contrast", "basis", "metric", "eval_set"]
 PAIRED_COLUMNS = [*KEY, "seed", "value_a", "value_b", "diff", "at", "at_b", "moved", "clamped"]
 CONTRAST_COLUMNS = ["contrast", "a", "b", "id", "family", "label", "direction", "basis", "metric", "eval_set",
                     "n", "mean", "ci_low", "ci_high", "p", "p_holm", "tost_p", "margin", "ni_low", "ni_p",
-                    "noninferior", "crossed_low", "crossed_high", "seeds_higher", "confirmed", "read", "note"]
+                    "noninferior", "crossed_low", "crossed_high", "seeds_higher", "confirmed", "uninformative", "read",
+                    "note"]
 MOVED = {"": "each at its own B", "a": "A at the base's position", "b": "base at A's position"}
 
 
@@ -164,7 +166,9 @@ def apply_plan(table: pd.DataFrame, plan: dict[tuple, dict], alpha: float = 0.05
 
     `plan` maps (contrast, basis, metric, eval_set) to id, label, family, direction and note;
     anything else is exploratory. Holm adjusts primary contrasts only (secondary ones are
-    unadjusted, as preregistered); `confirmed` says whether a planned prediction held.
+    unadjusted, as preregistered); `confirmed` says whether a planned prediction held. A contrast whose data
+    cannot tell its arms apart (column uninformative, analysis/informative.py) is not tested: its p are NaN,
+    it confirms nothing and takes no place in its Holm family.
     """
     table = table.reset_index(drop=True)
     entries = [plan.get(k, {}) for k in table[KEY].itertuples(index=False, name=None)]
@@ -175,6 +179,9 @@ def apply_plan(table: pd.DataFrame, plan: dict[tuple, dict], alpha: float = 0.05
     for direction, column in TEST_P.items():
         chosen = (table["direction"] == direction).to_numpy()
         test_p[chosen] = table.loc[chosen, column]
+    untestable = (table["uninformative"] != "").to_numpy() if "uninformative" in table else np.zeros(len(table), bool)
+    table.loc[untestable, ["p", *TEST_P.values()]] = np.nan
+    test_p[untestable] = np.nan
     table["p_holm"] = np.nan
     primary = (table["label"] == "primary").to_numpy()
     for _, family in table[primary].groupby("family"):
@@ -197,7 +204,7 @@ def build(runs: dict[tuple[str, int, str], Run], keys: list[tuple[str, str, str,
         pieces.append(pairs)
         rows.append({"contrast": name(a, b), "a": a, "b": b, "basis": basis, "metric": metric,
                      "eval_set": eval_set, "read": read(pairs) if len(pairs) else "",
-                     **summary(pairs, table, margin, resamples, seed)})
+                     "uninformative": informative.reason(pairs), **summary(pairs, table, margin, resamples, seed)})
     contrasts = apply_plan(pd.DataFrame(rows), plan or {}, alpha) if rows else pd.DataFrame(
         columns=CONTRAST_COLUMNS)
     paired_df = pd.concat(pieces, ignore_index=True) if pieces else pd.DataFrame(columns=PAIRED_COLUMNS)

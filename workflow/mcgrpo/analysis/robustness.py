@@ -22,7 +22,9 @@ Drift is no verdict: it holds when neither arm drifted in any evaluation; it app
 other than the strict one (whose readings drift cannot inflate). Checks use unadjusted tests (Holm adjusts the
 primary verdict only). A check that cannot be read (no per-problem scores, a metric already strict, a run without
 the other clock, a reading past a curve's end) is not applied, and its columns are NaN.
-The label is "robust" when the verdict holds on every applied check, else "fragile: <the failed checks, in words>".
+The label is "robust" when the verdict holds on every applied check, else "fragile: <the failed checks, in words>";
+a contrast whose data cannot tell its arms apart (analysis/informative.py) is "uninformative: <why>", never robust:
+a check that agrees with no test is no evidence.
 """
 
 from __future__ import annotations
@@ -131,9 +133,10 @@ def row_checks(row, runs: dict, other: dict | None, drift: pd.DataFrame, B, cloc
     out.update(other_clock=OTHER_CLOCK[clock] if row["basis"] in TIME_BASES else "", clock_recorded=other is not None,
                clock_mean=c["mean"], clock_low=c["low"], clock_high=c["high"], clock_p=c["p"],
                clock_holds=_holds(confirms(direction, *c.values(), margin, alpha, sign), confirmed))
-    failed = failures(out)
-    out["robust"] = not failed
-    out["robustness"] = "robust" if not failed else "fragile: " + "; ".join(failed)
+    failed, why = failures(out), summary.uninformative(row)
+    out["robust"] = not failed and not why
+    out["robustness"] = (f"uninformative: {why}" if why else "robust" if not failed
+                         else "fragile: " + "; ".join(failed))
     return out
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from mcgrpo.analysis import (along, bases, breakdown, contrasts, curves, drift, efficiency, figures, power, prereg,
-                             robustness, runs, summary, tables, verifiers)
+from mcgrpo.analysis import (along, bases, breakdown, contrasts, curves, drift, efficiency, figures, informative,
+                             power, prereg, robustness, runs, summary, tables, verifiers)
 from mcgrpo.core import manifest, store
 from mcgrpo.core.budget import Budget, from_table
 from mcgrpo.core import config as study_config
@@ -212,12 +212,20 @@ def power_note(margin: float, alpha: float) -> str:
             f"margin). mean, sd: of the per-seed differences now.\n{power.ASSUMPTION}")
 
 
+def _floors(cfg: dict, results: Path) -> list[str]:
+    """Warnings where a base arm scored 0 at its first evaluation in every seed (analysis/informative.py)."""
+    bases = sorted({b for _, b in study_config.pairs(cfg)})
+    loaded = runs.load(results, bases, cfg["seeds"], cfg["evaluation"]["sets"], False, cfg["analysis"]["clock"])
+    return informative.floors_at_start(runs.evals_frame(loaded), bases, cfg["analysis"]["metrics"][0],
+                                       cfg["evaluation"]["sets"])
+
+
 def summary_step(cfg: dict, results: Path) -> None:
     """summary.md (printed at the end of a run) and summary.rst (the report's first page)."""
     results = Path(results)
     status = store.read_json(results / "analysis" / "prereg.json")
     text = summary.lines(cfg["study"], _read(results, "contrasts", "contrasts"), tables.prereg_note(status),
-                         str(results), cfg["analysis"]["clock"], _read(results, "robustness"))
+                         str(results), cfg["analysis"]["clock"], _read(results, "robustness"), _floors(cfg, results))
     store.write_text(summary.markdown(text), results / "summary.md")
     store.write_text(summary.rst(text, summary.DESCRIPTION.read_text()), results / "summary.rst")
     print(summary.markdown(text), end="")

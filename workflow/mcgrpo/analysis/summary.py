@@ -20,12 +20,30 @@ PREDICTIONS = {"less": "{a} trails {b}", "greater": "{a} beats {b}", "two-sided"
 DESCRIPTION = Path(__file__).resolve().parent / "report_intro.rst"  # package data: the images need it too
 
 
+def uninformative(row) -> str:
+    """Why the contrast's data cannot tell its arms apart ('' where they can; analysis/informative.py). Tables
+    written before the check have no such column: '' there."""
+    why = row.get("uninformative", "")
+    return "" if pd.isna(why) else str(why)
+
+
 def verdict(row) -> str:
-    """'confirmed' where the planned test passed in the predicted direction, else 'not confirmed';
-    a contrast the plan no longer covers (changed without amendment) is 'exploratory'."""
+    """'uninformative' where the data cannot tell the arms apart (whatever the plan's label); else 'confirmed'
+    where the planned test passed in the predicted direction, else 'not confirmed'; a contrast the plan no longer
+    covers (changed without amendment) is 'exploratory'."""
+    if uninformative(row):
+        return "uninformative"
     if pd.isna(row["confirmed"]):
         return "exploratory"
     return "confirmed" if bool(row["confirmed"]) else "not confirmed"
+
+
+UNTESTED = "n/a (no test: the data cannot tell the arms apart)"
+
+
+def p_words(p: float, row) -> str:
+    """A p as the summary prints it; an uninformative contrast's says there was no test, and why."""
+    return UNTESTED if uninformative(row) else formats.p_value(p)
 
 
 def planned_p(row) -> float:
@@ -36,13 +54,16 @@ def planned_p(row) -> float:
 # What the numbers say, whatever was predicted: the 95% paired-t interval's side of 0, else equivalence by TOST.
 RESULTS = {"less": "{a} trails {b}", "greater": "{a} beats {b}",
            "equivalent": "{a} matches {b} within ±{margin} points", "none": "{a} is on par with {b}",
-           "undefined": "{a} against {b}"}
+           "undefined": "{a} against {b}", "uninformative": "{a} cannot be told from {b}"}
 
 
 def result(row, alpha: float = 0.05) -> str:
     """The result in words: trails / beats where the 95% interval excludes 0, matches within ±margin where
-    TOST rejects at `alpha`, else on par (the interval, printed beside it, says how closely)."""
-    if pd.isna(row["mean"]):
+    TOST rejects at `alpha`, else on par (the interval, printed beside it, says how closely); never one of these
+    where the data cannot tell the arms apart."""
+    if uninformative(row):
+        found = "uninformative"
+    elif pd.isna(row["mean"]):
         found = "undefined"
     elif row["ci_high"] < 0:
         found = "less"
@@ -54,8 +75,11 @@ def result(row, alpha: float = 0.05) -> str:
 
 
 def judged(row, robustness: str | None = None) -> str:
-    """The verdict and, where the checks were made, whether it is robust: 'confirmed, but fragile: ...'."""
+    """The verdict and, where the checks were made, whether it is robust: 'confirmed, but fragile: ...'; an
+    uninformative contrast's says why, never 'robust'."""
     said = verdict(row)
+    if said == "uninformative":
+        return f"uninformative: {uninformative(row)}"
     if not robustness or said == "exploratory":
         return said
     if robustness == "robust":
@@ -69,11 +93,12 @@ def sentence(row, robustness: str | None = None) -> str:
     claim = PREDICTIONS.get(row["direction"], PREDICTIONS["two-sided"]).format(
         a=row["a"], b=row["b"], margin=f"{100 * row['margin']:g}")
     family = f", family {row['family']}" if row["label"] == "primary" and row["family"] else ""
-    holm = f" (Holm {formats.p_value(row['p_holm'])})" if row["label"] == "primary" else ""
+    holm = f" (Holm {formats.p_value(row['p_holm'])})" if row["label"] == "primary" and not uninformative(row) else ""
     return (f"{row['id']} ({row['label']}{family}; predicted: {claim}): {result(row)} at "
             f"{formats.BASIS_WORDS.get(row['basis'], row['basis'])}: "
             f"{formats.interval(row['mean'], row['ci_low'], row['ci_high'])} points, "
-            f"p = {formats.p_value(planned_p(row))}{holm}, {int(row['n'])} seeds: {judged(row, robustness)}")
+            f"p = {p_words(planned_p(row), row)}{holm}, {int(row['n'])} seed{'' if row['n'] == 1 else 's'}: "
+            f"{judged(row, robustness)}")
 
 
 def planned(contrasts: pd.DataFrame) -> pd.DataFrame:
@@ -90,12 +115,17 @@ def labels(robustness: pd.DataFrame | None) -> dict[str, str]:
     return {} if robustness is None else dict(zip(robustness["id"], robustness["robustness"]))
 
 
+UNINFORMATIVE_NOTE = ("uninformative: the data cannot tell the arms apart (every reading at 0 or at 1, the same "
+                      "difference in every seed, fewer than two seeds, or a reading not defined), so no test was made "
+                      "and the verdict is neither confirmed nor robust (docs/robustness.md#uninformative-verdicts).")
+
+
 def lines(study: str, contrasts: pd.DataFrame, prereg_note: str, results: str, clock: str = "wall",
-          robustness: pd.DataFrame | None = None) -> list[str]:
-    """The summary as markdown lines: the contrasts with their robustness (and the clock of any at equal time),
-    then where everything is."""
+          robustness: pd.DataFrame | None = None, warnings: list[str] = ()) -> list[str]:
+    """The summary as markdown lines: any warnings, the contrasts with their robustness (and the clock of any at
+    equal time), then where everything is."""
     rows, robust = planned(contrasts), labels(robustness)
-    out = [f"# Study {study}: results", "", prereg_note, ""]
+    out = [f"# Study {study}: results", "", prereg_note, ""] + [line for w in warnings for line in (f"Warning: {w}.", "")]
     if rows.empty:
         out += ["The plan names no contrast: see tables/contrasts.md for every exploratory contrast.", ""]
     else:
@@ -107,6 +137,8 @@ def lines(study: str, contrasts: pd.DataFrame, prereg_note: str, results: str, c
             out += ["robust: the verdict holds on the crossed seed-by-problem interval, the strict verifier, the "
                     "other clock (equal time) and no drift of either arm; fragile: the checks it fails "
                     "(tables/robustness.md).", ""]
+        if any(uninformative(r) for _, r in rows.iterrows()):
+            out += [UNINFORMATIVE_NOTE, ""]
         if rows["basis"].isin(["time", "time_c"]).any():
             out += [f"Equal time is read on the {formats.CLOCK_WORDS[clock]} of the training stages (analysis.clock: "
                     f"{clock}).", ""]

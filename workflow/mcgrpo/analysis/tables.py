@@ -117,7 +117,7 @@ BASIS_NOTE = ("Bases: tokens = each run at its first evaluation at or after B; u
               "reading would need a curve beyond its end.")
 CONTRAST_COLUMNS = ["id", "label", "family", "direction", "contrast", "basis", "metric", "eval_set", "n", "mean",
                     "ci_low", "ci_high", "p", "p_holm", "tost_p", "noninferior", "crossed_low", "crossed_high",
-                    "higher_in", "confirmed", "read", "note"]
+                    "higher_in", "confirmed", "uninformative", "read", "note"]
 
 
 def prereg_note(status: dict) -> str:
@@ -142,7 +142,8 @@ def _contrasts(contrasts: pd.DataFrame) -> pd.DataFrame:
     # the others' family "secondary", which is a label, so they show none (as in the prereg table).
     return contrasts.assign(
         higher_in=[NOT_DEFINED if pd.isna(k) else f"{int(k)} of {n}" for k, n in zip(contrasts["seeds_higher"], contrasts["n"])],
-        family=contrasts["family"].replace("secondary", ""))[CONTRAST_COLUMNS]
+        family=contrasts["family"].replace("secondary", ""),
+        uninformative=contrasts.get("uninformative", ""))[CONTRAST_COLUMNS]
 
 
 def _bases(contrasts: pd.DataFrame) -> pd.DataFrame:
@@ -193,6 +194,15 @@ def _budget_share(shares: pd.DataFrame) -> pd.DataFrame:
         ["contrast", "metric", "eval_set", "axis", "n", "target", "share", "resamples_reached", "curve_end"]]
 
 
+def _confirmed(row) -> str:
+    """The prereg table's confirmed cell: True/False, uninformative, or empty (no result, or exploratory)."""
+    if row is None:
+        return ""
+    if summary.uninformative(row):
+        return "uninformative"
+    return "" if pd.isna(row["confirmed"]) else str(bool(row["confirmed"]))
+
+
 def _prereg(contrasts: pd.DataFrame, status: dict) -> pd.DataFrame:
     """Every planned contrast: its planned and reported label, its result and why a label changed."""
     result = contrasts[contrasts["id"] != ""].set_index("id")
@@ -203,7 +213,7 @@ def _prereg(contrasts: pd.DataFrame, status: dict) -> pd.DataFrame:
                      "direction": e["direction"], "contrast": f"{e['a']}-vs-{e['b']}", "basis": e["basis"],
                      "metric": e["metric"], "result": "" if r is None else interval(r["mean"], r["ci_low"], r["ci_high"]),
                      "p": np.nan if r is None else r["p"], "p_holm": np.nan if r is None else r["p_holm"],
-                     "confirmed": "" if r is None or pd.isna(r["confirmed"]) else str(bool(r["confirmed"])),
+                     "confirmed": _confirmed(r),
                      "note": e["note"]})
     return pd.DataFrame(rows, columns=["id", "planned", "reported", "family", "direction", "contrast", "basis",
                                        "metric", "result", "p", "p_holm", "confirmed", "note"])
@@ -221,6 +231,9 @@ def _headline(contrasts: pd.DataFrame, checks: pd.DataFrame | None = None) -> pd
 
     def cells(make):  # a check's cell, empty where the contrast has no checks
         return [make(r) if pd.notna(r["robustness"]) else "" for _, r in found.iterrows()]
+    # an uninformative contrast says why, checked or not (a demoted one has no checks)
+    labelled = [f"uninformative: {summary.uninformative(r)}" if summary.uninformative(r) else label
+                for (_, r), label in zip(rows.iterrows(), cells(lambda r: r["robustness"]))]
     return pd.DataFrame({
         "id": rows["id"], "label": rows["label"], "contrast": [f"{a} minus {b}" for a, b in zip(rows["a"], rows["b"])],
         "basis": [formats.BASIS_WORDS.get(b, b) for b in rows["basis"]], "n": rows["n"],
@@ -233,7 +246,7 @@ def _headline(contrasts: pd.DataFrame, checks: pd.DataFrame | None = None) -> pd
         "drift": cells(robustness.drift_cell),
         "other_clock": cells(lambda r: "" if not r["other_clock"] else "not recorded" if not r["clock_recorded"]
                              else interval(r["clock_mean"], r["clock_low"], r["clock_high"])),
-        "robustness": cells(lambda r: r["robustness"])},
+        "robustness": labelled},
         columns=HEADLINE_COLUMNS)
 
 
@@ -255,7 +268,8 @@ ROBUSTNESS_NOTE = ("A verdict holds on a check when the check, judged by the con
                    "seed-by-problem bootstrap; strict: the contrast on the strict verifier; drift: per arm, "
                    "evaluations with acc_default - acc_strict > {gap:g} (A first; holds when none drifted); "
                    "other_clock: equal time read on the {other} (time bases only). robust: the verdict holds on "
-                   "every check that applies; an empty holds cell: the check does not apply.")
+                   "every check that applies; an empty holds cell: the check does not apply. "
+                   + summary.UNINFORMATIVE_NOTE)
 
 
 def study_tables(contrasts: pd.DataFrame, paired: pd.DataFrame, status: dict, drift: pd.DataFrame,
@@ -272,7 +286,7 @@ def study_tables(contrasts: pd.DataFrame, paired: pd.DataFrame, status: dict, dr
                      f"table.\ncrossed: mean [95% seed-by-problem bootstrap]; strict: the same contrast on the strict "
                      f"verifier; drift: evaluations where acc_default - acc_strict > {gap:g}, per arm (A first); "
                      f"other_clock: equal time on the {other}; robustness: robust, or the checks the verdict "
-                     f"fails (tables/robustness.md)."),
+                     f"fails (tables/robustness.md).\n{summary.UNINFORMATIVE_NOTE}"),
         "robustness": (_robustness(checks), "Robustness of each preregistered verdict",
                        ROBUSTNESS_NOTE.format(gap=gap, other=other)),
         "contrasts": (_contrasts(contrasts), "Every contrast (A minus base, paired by seed)",

@@ -293,6 +293,8 @@ class Trainer:
                       f"{self.updates} updates: "
                       + ", ".join(f"{s['eval_set']} acc_default {s['acc_default']:.3f} ({s['eval_seconds']:.1f} s)"
                                   for s in summaries))
+        if indices == [0] and all(s["acc_default"] == 0 for s in summaries):
+            progress.note(self.shown, FLOOR_WARNING)
         self.save_checkpoint()
 
     def _record(self, i: int, chosen, batch, groups: np.ndarray, loss: float, grad_norm: float,
@@ -329,6 +331,13 @@ class Trainer:
                               "group_mean_reward": trained.get(j, np.nan)}
                              for j in candidates.tolist()]
         return row
+
+
+# Said before the compute is spent: a run that starts at 0 everywhere and is never lifted makes every contrast read
+# on it uninformative (analysis/informative.py), and no number of seeds helps.
+FLOOR_WARNING = ("warning: the first evaluation, before any training, scored 0 on every held-out problem of every "
+                 "eval set: unless training lifts it, a contrast read on this run cannot tell the arms apart "
+                 "(docs/robustness.md, uninformative verdicts)")
 
 
 def _nanmean(values) -> float:

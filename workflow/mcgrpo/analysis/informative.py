@@ -1,0 +1,78 @@
+"""Can a contrast's data tell its arms apart at all? If not, its verdict is "uninformative", with the reason.
+
+A paired contrast reads one value per arm and seed (paired.parquet's value_a, value_b) and tests the seeds'
+differences. Some data cannot distinguish the arms whatever the test says, and a verdict read from it ("not
+confirmed", "matches", "robust") would be read as evidence. The contrast is uninformative, checked in this order:
+- fewer than two seeds ran both arms: the paired t test needs two differences;
+- a reading is not defined (NaN: it would need a curve beyond its end, or the score itself is undefined);
+- floor: every reading of both arms is 0 (the model solved no held-out problem);
+- ceiling: every reading of both arms is 1 (it solved every one);
+- zero variance: every seed gave the same difference (to TOLERANCE), so the paired t test has no noise to test
+  against (its interval has zero width, its p is 0 or undefined).
+Anything else is informative, however small its variance. Metrics are accuracies or pass@k, fractions in [0, 1].
+The paper is silent on degenerate data; this rule is the workflow's (docs/robustness.md#uninformative-verdicts).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from mcgrpo.analysis import formats
+
+# Accuracies are multiples of 1 / (problems x samples): a real spread of differences is far above this, a float
+# rounding error (0.3 - 0.2 against 0.1) far below.
+TOLERANCE = 1e-9
+FLOOR = "the model solved no held-out problem"
+CEILING = "the model solved every held-out problem, so neither arm can do better"
+
+
+def check(pairs: pd.DataFrame) -> tuple[str, str]:
+    """(kind, why) where the contrast's paired readings (paired.parquet rows of one contrast) cannot tell its arms
+    apart, kind one of seeds, undefined, floor, ceiling, constant; ('', '') where they can."""
+    n = len(pairs)
+    if n < 2:
+        return "seeds", f"only {n} seed{'' if n == 1 else 's'} ran both arms: the paired test needs at least two"
+    values = pairs[["value_a", "value_b"]].to_numpy(dtype=float)
+    undefined = np.isnan(values).any(axis=1)
+    if undefined.any():
+        seeds = ", ".join(map(str, pairs["seed"][undefined]))
+        clamped = "clamped" in pairs and pairs["clamped"][undefined].astype(bool).all()
+        return "undefined", (f"the reading of seed {seeds} is not defined ("
+                             + ("it would need a curve beyond its end" if clamped else "its score is NaN")
+                             + "): no statistic")
+    if (values == 0).all():
+        return "floor", f"every reading of both arms scored 0: {FLOOR}"
+    if (values == 1).all():
+        return "ceiling", f"every reading of both arms scored 1: {CEILING}"
+    diffs = pairs["diff"].to_numpy(dtype=float)
+    if np.ptp(diffs) <= TOLERANCE:
+        return "constant", (f"every seed gave the same difference ({formats.points(diffs[0])} points): with no "
+                            f"variance across seeds the paired t test has nothing to test against")
+    return "", ""
+
+
+def reason(pairs: pd.DataFrame) -> str:
+    """Why the contrast's paired readings cannot tell its arms apart; '' where they can."""
+    return check(pairs)[1]
+
+
+def floor_at_start(evals: pd.DataFrame, arm: str, metric: str, eval_set: str) -> str:
+    """A warning where every seed of `arm` scored 0 on `metric` at its first evaluation on `eval_set` (before any
+    training): unless training lifts it, every contrast against it reads the floor. '' otherwise.
+
+    `evals`: runs.evals_frame's rows (arm, seed, eval_index, eval_set and the metric)."""
+    mine = evals[(evals["arm"] == arm) & (evals["eval_set"] == eval_set)]
+    if mine.empty or metric not in mine:
+        return ""
+    first = mine[mine["eval_index"] == mine.groupby("seed")["eval_index"].transform("min")]
+    if (first[metric].to_numpy(dtype=float) != 0).any():
+        return ""
+    return (f"the base arm {arm} scored 0 ({metric} on {eval_set}) at its first evaluation in every seed "
+            f"({len(first)}): unless training lifts it, the contrasts against it read the floor and are "
+            f"uninformative; no number of seeds helps (a larger model, a warm start or easier problems can)")
+
+
+def floors_at_start(evals: pd.DataFrame, arms: list[str], metric: str, eval_sets: list[str]) -> list[str]:
+    """floor_at_start's warnings for each base arm and eval set, where there are any."""
+    return [w for arm in arms for eval_set in eval_sets if (w := floor_at_start(evals, arm, metric, eval_set))]
