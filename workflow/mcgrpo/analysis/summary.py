@@ -133,7 +133,7 @@ def lines(study: str, contrasts: pd.DataFrame, prereg_note: str, results: str, c
         out += [f"Preregistered contrasts ({first['metric']} on {first['eval_set']}, A minus base, "
                 f"mean over paired seeds [95% paired-t interval]; 1 point = 0.01 accuracy):", ""]
         out += [f"- {sentence(r, robust.get(r['id']))}" for _, r in rows.iterrows()] + [""]
-        if robust:
+        if any(not label.startswith("uninformative") for label in robust.values()):
             out += ["robust: the verdict holds on the crossed seed-by-problem interval, the strict verifier, the "
                     "other clock (equal time) and no drift of either arm; fragile: the checks it fails "
                     "(tables/robustness.md).", ""]
