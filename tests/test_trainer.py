@@ -124,3 +124,15 @@ def test_each_stage_is_clocked_in_wall_and_process_cpu_time(study, tiny, world):
     assert its["train_cpu_seconds"].iloc[-1] == pytest.approx(its[[f"cpu_{s}" for s in stages]].to_numpy().sum())
     assert (its["train_cpu_seconds"].diff().fillna(its["train_cpu_seconds"]) >= 0).all()
     assert its["train_cpu_seconds"].iloc[-1] > 0
+
+
+
+@pytest.mark.parametrize("seed, accuracy, warned", [(2, 0.0, 1), (1, 1 / 12, 0)])
+def test_a_first_evaluation_at_zero_everywhere_warns_before_training(study, tiny, world, capfd, seed, accuracy, warned):
+    """The untrained model solves nothing on seed 2's draws, one sample of 12 on seed 1's: only the first is
+    warned of, at evaluation 0, before the budget is spent (issue 41)."""
+    from mcgrpo.train.trainer import FLOOR_WARNING
+    log = _trainer(study, tiny, world, seed=seed).run(max_iterations=0)
+    assert [row["acc_default"] for row in log.evals] == [pytest.approx(accuracy)] and not log.iterations
+    out, err = capfd.readouterr()
+    assert (out + err).count(FLOOR_WARNING) == warned
