@@ -168,7 +168,7 @@ def apply_plan(table: pd.DataFrame, plan: dict[tuple, dict], alpha: float = 0.05
     anything else is exploratory. Holm adjusts primary contrasts only (secondary ones are
     unadjusted, as preregistered); `confirmed` says whether a planned prediction held. A contrast whose data
     cannot tell its arms apart (column uninformative, analysis/informative.py) is not tested: its p are NaN,
-    it confirms nothing and takes no place in its Holm family.
+    it is not noninferior, confirms nothing and takes no place in its Holm family.
     """
     table = table.reset_index(drop=True)
     entries = [plan.get(k, {}) for k in table[KEY].itertuples(index=False, name=None)]
@@ -181,6 +181,8 @@ def apply_plan(table: pd.DataFrame, plan: dict[tuple, dict], alpha: float = 0.05
         test_p[chosen] = table.loc[chosen, column]
     untestable = (table["uninformative"] != "").to_numpy() if "uninformative" in table else np.zeros(len(table), bool)
     table.loc[untestable, ["p", *TEST_P.values()]] = np.nan
+    if "noninferior" in table:
+        table.loc[untestable, "noninferior"] = False  # a zero-width interval above -margin shows nothing
     test_p[untestable] = np.nan
     table["p_holm"] = np.nan
     primary = (table["label"] == "primary").to_numpy()
