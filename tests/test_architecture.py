@@ -1,7 +1,7 @@
 """The package's shape, read statically from every import statement (at module level and inside functions):
-imports only go downward (the package root <- core <- data <- train, analysis <- everything else: cli, studies,
-programme, screen, dryrun, api, tiny_model), train and analysis never import each other, no two modules import
-each other through any chain, and everything the analysis image runs imports without torch."""
+imports only go downward (the package root <- core <- data <- train; core <- analysis; and all of them <- the
+top: cli, studies, programme, screen, dryrun, api, tiny_model), train and analysis never import each other, no
+module imports itself back through any chain, and everything the analysis image runs imports without torch."""
 
 import ast
 import subprocess
@@ -99,7 +99,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_the_cycle_finder_finds_a_circle_through_a_function_level_import():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
     assert cycles({"a": {"b"}, "b": set(), "c": {"a", "b"}}) == []
-    lazy = PACKAGE.parent / "mcgrpo" / "cli.py"  # `from mcgrpo.train.models import shipped` inside warm_start
+    lazy = PACKAGE / "cli.py"  # `from mcgrpo.train.models import shipped` inside warm_start
     assert "mcgrpo.train.models.shipped" in _imports(lazy) - _imports(lazy, top_level_only=True)
 
 

@@ -55,24 +55,24 @@ def test_the_summary_check_tells_a_cut_sentence_from_a_whole_one():
                                   "Example:\n  python -m mcgrpo verify TEXT --reference 4")
 
 
-def _example(verb: str, capsys) -> str:
+def _example(verb: str, capsys) -> list[str]:
+    """The arguments of the example `VERB --help` shows, as bash reads them (quotes, line continuations, $(...))."""
     with pytest.raises(SystemExit):
         cli.parser().parse_args([verb, "--help"])
     page = capsys.readouterr().out
     assert f"\nExample:\n  python -m mcgrpo {verb} " in page, f"{verb} --help shows no example"
-    return page.partition("\nExample:\n")[2]
+    command = page.partition("\nExample:\n")[2].replace("python -m mcgrpo", "printf '%s\\0'", 1)
+    return subprocess.run(["bash", "-c", command], capture_output=True, text=True, check=True).stdout.split("\0")[:-1]
 
 
 @pytest.mark.parametrize("verb", list(cli.VERBS))
 def test_each_verbs_help_explains_its_options_and_shows_an_example_that_parses(verb, capsys, tmp_path, monkeypatch):
-    """Every option has a help line, and the example, as bash reads it (quotes, line continuations, $(...)),
-    is a command line the verb accepts."""
+    """Every option has a help line, and the example is a command line the verb accepts."""
     actions = cli.parser()._subparsers._group_actions[0].choices[verb]._actions
     assert all(a.help for a in actions), [a.dest for a in actions if not a.help]
-    command = _example(verb, capsys).replace("python -m mcgrpo", "printf '%s\\0'", 1)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "results" / "default").mkdir(parents=True)  # what the examples' --results name
-    argv = subprocess.run(["bash", "-c", command], capture_output=True, text=True, check=True).stdout.split("\0")[:-1]
+    argv = _example(verb, capsys)
     assert argv[0] == verb
     assert cli.parser().parse_args(argv).verb == verb
 
@@ -81,9 +81,7 @@ def test_each_verbs_help_explains_its_options_and_shows_an_example_that_parses(v
 def test_the_examples_that_need_no_results_run(verb, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "config").symlink_to(ROOT / "config")
-    command = _example(verb, capsys).replace("python -m mcgrpo", "printf '%s\\0'", 1)
-    argv = subprocess.run(["bash", "-c", command], capture_output=True, text=True, check=True).stdout.split("\0")[:-1]
-    assert cli.main(argv) == 0, capsys.readouterr().err
+    assert cli.main(_example(verb, capsys)) == 0, capsys.readouterr().err
 
 
 def test_every_help_page_renders(capsys):
