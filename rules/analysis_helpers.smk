@@ -45,6 +45,7 @@ def sealed_runs(wildcards):
     return manifest.fingerprint([Path(path).parent for path in study_files(S[wildcards.study], "manifest.json")])
 
 
+# contrasts.smk
 def lock_input(wildcards):
     """The lock is an input where it exists or can be made; an analysis-only rerun of a study that was never
     locked labels every contrast exploratory instead of failing."""
@@ -57,6 +58,7 @@ def gradient_tests_input(wildcards):
     return [GRADIENT_TESTS.format(study=wildcards.study)] if wildcards.study in GRADIENT_STUDIES else []
 
 
+# figures.smk
 def reported(path, kind):
     """`path` marked for `snakemake --report`, captioned by workflow/report/<kind>_<name>.rst."""
     name = Path(path).stem

@@ -13,6 +13,13 @@ from snakemake.logging import logger
 
 from mcgrpo.core import run_claims
 
+
+# calibrate.smk: the calibration run's config.
+def calibration_json(wildcards):
+    return json.dumps(study_config.calibration_config(cfg_of(wildcards)), sort_keys=True)
+
+
+# train.smk.
 # Inside a SLURM job Snakemake runs twice more: the jobstep executor in the batch step and, under srun, the one
 # that runs the rule. SLURM's --signal, `scancel --signal` and a preemption's SIGTERM reach only that second
 # Snakemake, the step's task (seen with proctrack/cgroup): SIGUSR1's default action would end it, the step and the
@@ -116,7 +123,3 @@ def clear_finished_checkpoints():
         run = Path(RUN.format(run=key))
         if all((run / name).exists() for name in RUN_FILES):
             shutil.rmtree(run / "checkpoints", ignore_errors=True)
-
-
-def calibration_json(wildcards):
-    return json.dumps(study_config.calibration_config(cfg_of(wildcards)), sort_keys=True)
