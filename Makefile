@@ -30,7 +30,7 @@ run: env
 # Rebuild the shipped warm-started tiny model (workflow/mcgrpo/train/models/tiny-default/) with the pipeline's code
 # in a temporary folder and say whether its bytes match (exit 0 either way: another CPU rounds differently).
 tiny-model: env
-	$(BIN)/python -m mcgrpo.train.models.shipped
+	$(BIN)/python -m mcgrpo.tiny_model
 
 # The fast tier: units, contracts, small integrations (tests marked `slow` left out).
 TEST_ARGS ?=  # more pytest arguments, e.g. --slurm (CI), -x, a file

@@ -13,6 +13,7 @@ if not workflow.overwrite_configfiles:
 
 
 include: "rules/common.smk"
+include: "rules/targets.smk"
 
 
 report: REPORT_TEXT
@@ -23,6 +24,7 @@ report: REPORT_TEXT
 # and a missing run file fails as a missing input instead.
 if not ANALYSIS_ONLY:
 
+    include: "rules/train_helpers.smk"
     include: "rules/data.smk"
     include: "rules/model.smk"
     include: "rules/prereg.smk"
@@ -31,6 +33,7 @@ if not ANALYSIS_ONLY:
     include: "rules/store.smk"
 
 
+include: "rules/analysis_helpers.smk"
 include: "rules/drift.smk"
 include: "rules/contrasts.smk"
 include: "rules/figures.smk"

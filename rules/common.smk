@@ -1,24 +1,20 @@
-# Shared paths and helpers. The package does the work; rules only wire files together.
-import contextlib
+# What the rules that train and the analysis rules share: the studies (read and checked before any job), the run
+# store's keys and paths, how a job runs the package, and the input and resource helpers of both. What one side alone
+# uses is beside its rules, in train_helpers.smk or analysis_helpers.smk (snakemake --lint wants functions and rules
+# in separate files); the targets are in targets.smk. The package does the work; rules only wire files together.
 import itertools
 import json
 import re
 import shlex
-import shutil
-import signal
 import sys
 
-import pandas as pd
-import psutil
 from pathlib import Path
 from snakemake.io import apply_wildcards
-from snakemake.jobs import Job
-from snakemake.logging import logger
 from snakemake.settings.types import DeploymentMethod
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 from mcgrpo.core import config as study_config  # noqa: E402
-from mcgrpo.core import layout, manifest, run_claims
+from mcgrpo.core import layout
 from mcgrpo import studies
 from mcgrpo import programme as programmes
 from mcgrpo.core.errors import ConfigError, stopping
@@ -139,35 +135,6 @@ PYTHON = ("python" if workflow.deployment_settings.deployment_method & {Deployme
           else shlex.quote(sys.executable))
 # As the shell variable $PYTHON of every rule (Snakemake's own prefix, `set -euo pipefail`, kept).
 shell.prefix(f"set -euo pipefail; PYTHON={PYTHON}; ")
-# Inside a SLURM job Snakemake runs twice more: the jobstep executor in the batch step and, under srun, the one
-# that runs the rule. SLURM's --signal, `scancel --signal` and a preemption's SIGTERM reach only that second
-# Snakemake, the step's task (seen with proctrack/cgroup): SIGUSR1's default action would end it, the step and the
-# trainer with it, and SIGTERM's handler (Snakemake's scheduler installs it after this file is read) waits for the
-# running jobs, which never hear of it and are killed when the grace time ends. Here both signals are passed on to
-# the processes it started: the trainer, which the rule execs, checkpoints and exits.
-
-
-def pass_on(signum, frame):
-    for child in psutil.Process().children(recursive=True):
-        with contextlib.suppress(psutil.NoSuchProcess):
-            child.send_signal(signum)
-
-
-def passing_on_termination(graceful):
-    """Snakemake's graceful SIGTERM handler, passing the signal on first."""
-
-    def exit_gracefully(self, *args):
-        pass_on(signal.SIGTERM, None)
-        graceful(self, *args)
-
-    return exit_gracefully
-
-
-if workflow.remote_exec:
-    from snakemake.scheduling.job_scheduler import JobScheduler
-
-    signal.signal(signal.SIGUSR1, pass_on)
-    JobScheduler.exit_gracefully = passing_on_termination(JobScheduler.exit_gracefully)
 
 
 def data_file(name):
@@ -183,38 +150,6 @@ def eval_files(wildcards):
 def model_of(wildcards):
     """The job's study's model: the tiny model's folder, or the reference to a model with a source."""
     return study_of(wildcards).model
-
-
-def calibration_json(wildcards):
-    return json.dumps(study_config.calibration_config(cfg_of(wildcards)), sort_keys=True)
-
-
-def keeping_claimed_runs(remove):
-    """Snakemake removes a job's outputs and log before it runs it. A train job's are kept while another process
-    holds the run's claim (it is training the run: its log is being written) or has reserved it (its job started,
-    its trainer not yet claiming), or when the run was missing as this DAG was built and is finished now (another
-    process trained it meanwhile): the trainer then waits for the claim and trains only what is not finished
-    (mcgrpo.core.run_claims). Otherwise this process reserves the run, then removes them."""
-
-    async def remove_existing_output(self):
-        if self.rule.name == "train":
-            folder = Path(self.output[0]).parent
-            other = run_claims.reserve(folder)
-            if other is not None:
-                logger.info(f"{folder}: claimed by {run_claims.describe(other) if other else 'another process'}; "
-                            f"its files are kept and this job waits for it")
-                return
-            if self.dag.reason(self).missing_output and run_claims.finished(folder):
-                logger.info(f"{folder}: finished by another process since this DAG was built; kept as it is")
-                return
-        await remove(self)
-
-    remove_existing_output.keeps_claimed_runs = True
-    return remove_existing_output
-
-
-if not getattr(Job.remove_existing_output, "keeps_claimed_runs", False):  # once per process (mcgrpo.dryrun: many)
-    Job.remove_existing_output = keeping_claimed_runs(Job.remove_existing_output)
 
 
 def rule_targets(prepare):
@@ -248,30 +183,6 @@ def rule_files(rule):
 workflow._prepare_dag = rule_targets(workflow._prepare_dag)
 
 
-def run_files(name):
-    """An input function: every stored run's file `name` (evals.parquet, samples.parquet, run.json, ...) of the
-    job's study. An analysis-only run never relinks: it reads the runs the study's links point at, as trained (the
-    prereg table names any stale one)."""
-
-    def files(wildcards):
-        return study_files(S[wildcards.study], name)
-
-    return files
-
-
-def study_files(study, name):
-    if ANALYSIS_ONLY:
-        return [str(layout.study_run(study.folder, arm, seed) / name) for arm, seed in study_config.runs(study.cfg)]
-    return [f"{RUN.format(run=key)}/{name}" for key in study.named]
-
-
-def reported(path, kind):
-    """`path` marked for `snakemake --report`, captioned by workflow/report/<kind>_<name>.rst."""
-    name = Path(path).stem
-    return report(path, caption=f"../workflow/report/{kind}_{name}.rst", category=kind.capitalize() + "s",
-                  labels={"name": name.replace("_", " ")})
-
-
 def folder_of(name, level=0):
     """A params function: the folder holding input `name` (`level` folders further up)."""
     return lambda wildcards, input: str(Path(input[name]).parents[level])
@@ -294,18 +205,6 @@ wildcard_constraints:
     model=_alternatives(MODELS),
 
 
-def run_json(wildcards):
-    """One run's effective config: editing another arm, the analysis or any name never reruns this run."""
-    study, (arm, seed) = RUNS[wildcards.run]
-    return json.dumps(study_config.run_config(S[study].cfg, arm, seed), sort_keys=True)
-
-
-def run_label(wildcards):
-    """study/arm: what the run's messages and trackers call it."""
-    study, (arm, seed) = RUNS[wildcards.run]
-    return f"{study}/{arm}"
-
-
 def cpu_resource(key):
     """A data or analysis job's resources.cpu `key`, from the job's study."""
     return lambda wildcards: cfg_of(wildcards)["resources"]["cpu"][key]
@@ -322,114 +221,6 @@ GPU_RESOURCES = {key: (lambda wildcards, key=key: cfg_of(wildcards)["resources"]
                  for key in ("gpu", "cpus_per_gpu", "mem_mb")}
 
 
-def train_runtime(wildcards, input):
-    """Minutes for a training job, from the calibrated B once it exists (dry-runs use the config's guess)."""
-    budget = Path(input.budget)
-    B = int(pd.read_parquet(budget)["B"].iloc[0]) if budget.exists() else None
-    return study_config.train_runtime(cfg_of(wildcards), B)
-
-
-def train_slurm_extra(wildcards):
-    """sbatch's options of a training job. SIGUSR1 to the job step 90 s plus a checkpoint's time before the time
-    limit, whatever the runtime (mcgrpo.core.config.signal_lead; a runtime too short for it is refused before any
-    job). The SLURM log opened for appending: a job that requeues itself after progress (mcgrpo.train.requeue)
-    runs again under its id, into the same log (%j.log), and keeps every attempt's lines. A rule resource, not a
-    default one, so that overriding default-resources (partition, account) keeps it."""
-    return f"--signal=USR1@{study_config.signal_lead(cfg_of(wildcards))} --open-mode=append"
-
-
-def slurm_name(wildcards):
-    """<study>.train.<arm>.s<seed>: the train job's SLURM comment (squeue -o %k), set by the job as it starts
-    (the executor plugin names jobs by its run's UUID and owns --job-name and --comment)."""
-    study, (arm, seed) = RUNS[wildcards.run]
-    return f"{study}.train.{arm}.s{seed}"
-
-
 # Analysis rules read the run Parquet files only; `--config analysis_only=True` leaves out every rule that
 # could write them, so these never wait on (or trigger) a training job.
 ANALYSIS_RESOURCES = dict(CPU_RESOURCES)
-# Snakemake calls a job with existing outputs and a missing, unproducible input up to date; an analysis-only
-# run must instead refuse to report on runs that were never trained.
-MISSING = [path for name, study in S.items()
-           for path in [STORE.format(study=name), *(p for file in RUN_FILES for p in study_files(study, file))]
-           if not Path(path).exists()] if ANALYSIS_ONLY else []
-if MISSING:
-    raise WorkflowError(f"Missing input files for the analysis (analysis_only=True never trains): {', '.join(MISSING)}")
-
-
-def lock_input(wildcards):
-    """The lock is an input where it exists or can be made; an analysis-only rerun of a study that was never
-    locked labels every contrast exploratory instead of failing."""
-    lock = LOCK.format(study=wildcards.study)
-    return [lock] if not ANALYSIS_ONLY or Path(lock).exists() else []
-
-
-
-def analysis_step(verb):
-    """The params of analysis rule `verb` (rules/drift.smk's template runs `$PYTHON -m mcgrpo <verb>`); the
-    study's JSON is a function, since it holds braces that are never wildcards."""
-    return dict(verb=verb, study=lambda wildcards: S[wildcards.study].json, results=folder_of("store", 1),  # runs/store.parquet
-                sealed=sealed_runs)
-
-
-def sealed_runs(wildcards):
-    """A checksum trigger: one value that changes whenever a stored run's file does, even restored with `cp -p` to
-    an mtime older than the analysis (Snakemake's mtime trigger misses it). A param of wildcards alone is recorded
-    and compared on every invocation; the analysis then reruns and names the file. Only files touched since they
-    were sealed are hashed (mcgrpo.core.manifest.fingerprint)."""
-    return manifest.fingerprint([Path(path).parent for path in study_files(S[wildcards.study], "manifest.json")])
-
-
-# The targets: figures and tables of the study, each marked for `snakemake --report report.html`.
-FIGURE_NAMES = ("accuracy_vs_tokens", "accuracy_vs_time", "difference_from_base", "per_seed", "stage_seconds",
-                "drift")
-TABLE_NAMES = ("headline", "robustness", "prereg", "contrasts", "equal_bases", "pass_at_k", "budget_share", "stage_seconds", "groups",
-               "drift", "extrapolation", "power")
-FIGURES = [f"{R}/figures/{name}.png" for name in FIGURE_NAMES]
-FIGURE_PDFS = [f"{R}/figures/{name}.pdf" for name in FIGURE_NAMES]  # vector copies, for papers
-TABLES = [f"{R}/tables/{name}.{ext}" for name in TABLE_NAMES for ext in ("csv", "md", "html")]
-
-# The gradient tests and their prediction table and figure, for the studies that have them.
-GRADIENT_STUDIES = [name for name, study in S.items() if study.gradient]
-GRADIENT_TESTS = f"{R}/analysis/gradient_tests.parquet"
-PREDICTION_TARGETS = [f"{R}/figures/prediction.png"] + [f"{R}/tables/{name}.{ext}" for name in ("efficiency", "prediction")
-                                                        for ext in ("csv", "md", "html")]
-# Alignment along training (evaluation.alignment), for the studies that measure it.
-ALIGNMENT_STUDIES = [name for name, study in S.items() if study.alignment]
-ALIGNMENT_TARGETS = [f"{R}/analysis/alignment.parquet"] + [f"{R}/tables/alignment.{ext}" for ext in ("csv", "md", "html")]
-# The three verifier rules side by side on every evaluation's samples (verifier.rule).
-VERIFIER_TABLES = [f"{R}/tables/verifiers.{ext}" for ext in ("csv", "md", "html")]
-SUMMARY, SUMMARY_RST = f"{R}/summary.md", f"{R}/summary.rst"
-
-
-def gradient_tests_input(wildcards):
-    """The study's gradient tests, an input of the analysis that reads them, where it has them."""
-    return [GRADIENT_TESTS.format(study=wildcards.study)] if wildcards.study in GRADIENT_STUDIES else []
-
-
-def targets(study):
-    """Every file the analysis of `study` ends in."""
-    one = [*FIGURES, *TABLES, *(PREDICTION_TARGETS if study in GRADIENT_STUDIES else []),
-           *(ALIGNMENT_TARGETS if study in ALIGNMENT_STUDIES else []), *VERIFIER_TABLES, SUMMARY]
-    return [path.format(study=study) for path in one]
-
-
-# The programme summary: every study's preregistered verdicts in one table (mcgrpo.programme).
-PROGRAMME_SUMMARY = ([f"{PROGRAMME.folder}/verdicts.parquet", f"{PROGRAMME.folder}/verdicts.md"]
-                     if PROGRAMME else [])
-TARGETS = [path for study in S for path in targets(study)] + PROGRAMME_SUMMARY
-# The report opens with the results summary once there is one (else with the study's description alone).
-_SUMMARY_RST = SUMMARY_RST.format(study=FIRST["study"])
-REPORT_TEXT = (str(Path(_SUMMARY_RST).resolve()) if not PROGRAMME and Path(_SUMMARY_RST).exists()
-               else "workflow/mcgrpo/analysis/report_intro.rst")
-
-
-def clear_finished_checkpoints():
-    """Called once every job has succeeded (the Snakefile's onsuccess). A finished run keeps its checkpoint until
-    Snakemake has accepted its outputs: if SLURM ends a job just after the trainer wrote them (a time limit inside
-    the kill grace), Snakemake deletes them and the retry writes them again from the final checkpoint instead of
-    training from zero."""
-    for key in RUNS:
-        run = Path(RUN.format(run=key))
-        if all((run / name).exists() for name in RUN_FILES):
-            shutil.rmtree(run / "checkpoints", ignore_errors=True)

@@ -1,5 +1,5 @@
 # Drift per run and evaluation; also the template of every analysis rule (`use rule drift as ... with:`),
-# which differ only in their files and verb.
+# which differ only in their files and verb (their shared helpers: analysis_helpers.smk).
 rule drift:
     input:
         run_files("evals.parquet"),

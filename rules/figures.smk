@@ -1,4 +1,4 @@
-# Figures and tables of the study (the targets, FIGURES and TABLES, are in common.smk).
+# Figures and tables of the study (the targets, FIGURES and TABLES, are in targets.smk).
 use rule drift as figures with:
     input:
         run_files("evals.parquet"),

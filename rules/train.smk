@@ -1,3 +1,5 @@
+# One training run (arm, seed) per job, keyed by its name in the run store (the {run} wildcard); its helpers are
+# in train_helpers.smk.
 rule train:
     input:
         model=model_of,
@@ -39,7 +41,7 @@ rule train:
         ENV
     log:
         f"{RUN}/train.log",
-    # exec: the trainer takes the shell's place, so that the signals the job's Snakemake passes on (common.smk)
+    # exec: the trainer takes the shell's place, so that the signals the job's Snakemake passes on (pass_on, above)
     # reach it and no shell in between dies of them. Snakemake empties the log before every attempt; the trainer
     # starts it with one line per earlier attempt (from the record beside the checkpoints), and a failure that is
     # no preemption has its error appended after it.
@@ -57,4 +59,3 @@ rule train:
         "--budget {input.budget:q} --out {params.out:q} --failed-log {params.failed:q} --tracking {resources.tracking} "
         "--label {resources.label:q} "
         "3>&2 >> {log:q} 2>&1"
-

@@ -1,5 +1,7 @@
-"""The package's shape: imports only go downward (core <- data <- train, analysis), analysis never
-imports train, no module-level import cycle, and everything the analysis image runs imports without torch."""
+"""The package's shape, read statically from every import statement (at module level and inside functions):
+imports only go downward (the package root <- core <- data <- train; core <- analysis; and all of them <- the
+top: cli, studies, programme, screen, dryrun, api, tiny_model), train and analysis never import each other, no
+module imports itself back through any chain, and everything the analysis image runs imports without torch."""
 
 import ast
 import subprocess
@@ -10,9 +12,11 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "workflow" / "mcgrpo"
-# What each layer may import at module level (besides itself and the package root's __version__).
-ALLOWED = {"core": {"core"}, "data": {"core", "data"}, "train": {"core", "data", "train"},
-           "analysis": {"core", "analysis"}}
+# What each layer may import (besides the package root, which holds only __version__). "top" is every module
+# outside the four packages (the CLI and what it drives); nothing below imports it.
+ALLOWED = {"root": set(), "core": {"core"}, "data": {"core", "data"}, "train": {"core", "data", "train"},
+           "analysis": {"core", "analysis"},
+           "top": {"core", "data", "train", "analysis", "top"}}
 
 
 def _module(path: Path) -> str:
@@ -27,58 +31,83 @@ def _python(code: str) -> str:
     return done.stdout.strip()
 
 
-def _imports(path: Path, top_level_only: bool) -> set[str]:
-    """mcgrpo modules `path` imports (at module level only, or anywhere)."""
-    tree = ast.parse(path.read_text())
-    nodes = tree.body if top_level_only else list(ast.walk(tree))
-    found = set()
-    for node in nodes:
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("mcgrpo"):
-            for alias in node.names:
-                candidate = f"{node.module}.{alias.name}"
-                found.add(candidate if _exists(candidate) else node.module)
-        elif isinstance(node, ast.Import):
-            found |= {a.name for a in node.names if a.name.startswith("mcgrpo")}
-    return found
-
-
 def _exists(module: str) -> bool:
     rel = PACKAGE.parent.joinpath(*module.split("."))
     return rel.with_suffix(".py").exists() or (rel / "__init__.py").exists()
 
 
+def _imports(path: Path, top_level_only: bool = False) -> set[str]:
+    """The mcgrpo modules `path` imports (at module level only, or anywhere): `from P import N` names the
+    submodule P.N where there is one, else P; a relative import is resolved against `path`'s package."""
+    tree = ast.parse(path.read_text())
+    nodes = tree.body if top_level_only else list(ast.walk(tree))
+    package = _module(path).split(".")[:None if path.name == "__init__.py" else -1]
+    found = set()
+    for node in nodes:
+        if isinstance(node, ast.ImportFrom):
+            base = ".".join([*package[:len(package) - node.level + 1], *([node.module] if node.module else [])]) \
+                if node.level else node.module
+            if base and base.split(".")[0] == "mcgrpo":
+                found |= {f"{base}.{a.name}" if _exists(f"{base}.{a.name}") else base for a in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] == "mcgrpo"}
+    return found - {_module(path)}
+
+
 MODULES = {_module(p): p for p in PACKAGE.rglob("*.py")}
+GRAPH = {m: _imports(p) for m, p in MODULES.items()}
 
 
-def _layer(module: str) -> str | None:
+def _layer(module: str) -> str:
     parts = module.split(".")
-    return parts[1] if len(parts) > 1 and parts[1] in ALLOWED else None
+    return "root" if module == "mcgrpo" else parts[1] if parts[1] in ("core", "data", "train", "analysis") else "top"
 
 
-@pytest.mark.parametrize("module", sorted(m for m in MODULES if _layer(m)))
+@pytest.mark.parametrize("module", sorted(MODULES))
 def test_imports_only_go_downward(module):
     layer = _layer(module)
-    wrong = sorted(i for i in _imports(MODULES[module], top_level_only=False)
-                   if _layer(i) and _layer(i) not in ALLOWED[layer])
+    wrong = sorted(i for i in GRAPH[module] if _layer(i) not in ALLOWED[layer] | {"root"})
     assert not wrong, f"{module} ({layer}) imports {wrong}; a {layer} module may use {sorted(ALLOWED[layer])}"
 
 
-def test_no_module_level_import_cycle():
-    graph = {m: {i for i in _imports(p, top_level_only=True) if i in MODULES and i != m} for m, p in MODULES.items()}
-    state: dict[str, int] = {}
+def test_every_import_names_a_module_of_the_package():
+    """A misspelt or moved module would otherwise drop out of the graph unseen."""
+    unknown = sorted(f"{m} -> {i}" for m, imported in GRAPH.items() for i in imported if i not in MODULES)
+    assert not unknown, unknown
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The circles (a -> b -> ... -> a) a depth-first search meets, one per edge back into its open path: empty
+    exactly when the graph has none."""
+    found, state = [], {}
 
     def visit(m: str, path: list[str]) -> None:
-        state[m] = 1
-        for n in sorted(graph[m]):
-            if state.get(n) == 1:
-                raise AssertionError("import cycle: " + " -> ".join([*path[path.index(n):], n]))
-            if n not in state:
+        state[m] = "open"
+        for n in sorted(graph.get(m, ())):
+            if state.get(n) == "open":
+                found.append([*path[path.index(n):], n])
+            elif n not in state:
                 visit(n, [*path, n])
-        state[m] = 2
+        state[m] = "done"
 
     for m in sorted(graph):
         if m not in state:
             visit(m, [m])
+    return found
+
+
+def test_the_cycle_finder_finds_a_circle_through_a_function_level_import():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
+    assert cycles({"a": {"b"}, "b": set(), "c": {"a", "b"}}) == []
+    lazy = PACKAGE / "cli.py"  # `from mcgrpo.train.models import shipped` inside warm_start
+    assert "mcgrpo.train.models.shipped" in _imports(lazy) - _imports(lazy, top_level_only=True)
+
+
+def test_no_import_circle_anywhere():
+    """No module imports, through any chain of imports at module level or inside functions, one that imports
+    it back: a circle hidden in a function still ties the two modules into one."""
+    found = cycles(GRAPH)
+    assert not found, "import circle(s): " + "; ".join(" -> ".join(c) for c in found)
 
 
 def test_analysis_and_the_cli_import_with_torch_unimportable():

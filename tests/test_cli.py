@@ -1,6 +1,9 @@
 """The command line: one description per verb, only the options each uses, --version, training one run by hand."""
 
+import inspect
 import json
+import re
+import subprocess
 
 import pytest
 import yaml
@@ -18,7 +21,67 @@ def test_version_and_a_description_per_verb(capsys):
     sub = cli.parser()._subparsers._group_actions[0]
     helps = {a.dest: a.help for a in sub._choices_actions}
     assert set(helps) == set(cli.VERBS) and all(helps.values())
-    assert helps["figures"].startswith("Analysis: the study's figures")
+    assert helps["figures"] == "Draw the study's figures (PNG and PDF) from the analysis tables."
+
+
+@pytest.mark.parametrize("verb", list(cli.VERBS))
+def test_each_verbs_summary_is_one_whole_sentence(verb, capsys):
+    """The summary `python -m mcgrpo --help` lists is the first line of the verb's docstring, and that line is a
+    paragraph of its own: one sentence, never the start of a longer one cut at the line's end ("... and with")."""
+    lines = inspect.cleandoc(cli.VERBS[verb].__doc__).splitlines()
+    summary = cli.help_of(cli.VERBS[verb])[0]
+    assert summary == lines[0] and (len(lines) == 1 or lines[1] == ""), f"{verb}: the summary runs on: {lines[:2]}"
+    assert summary[0].isupper() and summary.endswith(".") and len(summary) <= 110, summary
+    assert len(re.findall(r"[.!?](?=\s|$)", summary)) == 1, f"{verb}: more than one sentence: {summary}"
+    with pytest.raises(SystemExit):
+        cli.parser().parse_args(["--help"])
+    assert summary in " ".join(capsys.readouterr().out.split()), f"{verb}: not shown whole in --help"
+
+
+def test_the_summary_check_tells_a_cut_sentence_from_a_whole_one():
+    def cut(args):
+        """`mcgrpo verify`: what each verifier reads from a completion and its verdict, and with
+        `--claims` every arithmetic claim."""
+
+    def whole(args):
+        """Show what each verifier reads from a completion, and its verdict.
+
+        Example:
+          python -m mcgrpo verify TEXT --reference 4
+        """
+    assert inspect.cleandoc(cut.__doc__).splitlines()[1] != ""
+    assert cli.help_of(whole) == ("Show what each verifier reads from a completion, and its verdict.",
+                                  "Show what each verifier reads from a completion, and its verdict.",
+                                  "Example:\n  python -m mcgrpo verify TEXT --reference 4")
+
+
+def _example(verb: str, capsys) -> list[str]:
+    """The arguments of the example `VERB --help` shows, as bash reads them (quotes, line continuations, $(...))."""
+    with pytest.raises(SystemExit):
+        cli.parser().parse_args([verb, "--help"])
+    page = capsys.readouterr().out
+    assert f"\nExample:\n  python -m mcgrpo {verb} " in page, f"{verb} --help shows no example"
+    command = page.partition("\nExample:\n")[2].replace("python -m mcgrpo", "printf '%s\\0'", 1)
+    return subprocess.run(["bash", "-c", command], capture_output=True, text=True, check=True).stdout.split("\0")[:-1]
+
+
+@pytest.mark.parametrize("verb", list(cli.VERBS))
+def test_each_verbs_help_explains_its_options_and_shows_an_example_that_parses(verb, capsys, tmp_path, monkeypatch):
+    """Every option has a help line, and the example is a command line the verb accepts."""
+    actions = cli.parser()._subparsers._group_actions[0].choices[verb]._actions
+    assert all(a.help for a in actions), [a.dest for a in actions if not a.help]
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "results" / "default").mkdir(parents=True)  # what the examples' --results name
+    argv = _example(verb, capsys)
+    assert argv[0] == verb
+    assert cli.parser().parse_args(argv).verb == verb
+
+
+@pytest.mark.parametrize("verb", ["check", "verify", "prepare-data"])
+def test_the_examples_that_need_no_results_run(verb, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "config").symlink_to(ROOT / "config")
+    assert cli.main(_example(verb, capsys)) == 0, capsys.readouterr().err
 
 
 def test_every_help_page_renders(capsys):

@@ -8,7 +8,7 @@ import json
 import yaml
 
 from conftest import ROOT, SMALL_STUDY
-from mcgrpo import cli, studies
+from mcgrpo import cli, studies, tiny_model
 from mcgrpo.core import layout
 from mcgrpo.core.config import config_hash
 from mcgrpo.train.models import shipped
@@ -79,7 +79,7 @@ def test_another_model_block_still_warm_starts(tmp_path):
 def test_make_tiny_model_says_when_the_study_is_not_the_shipped_ones(tmp_path, capsys):
     config = tmp_path / "small.yaml"
     config.write_text(yaml.safe_dump(SMALL_STUDY))
-    assert shipped.main(["--config", str(config)]) == 0
+    assert tiny_model.main(["--config", str(config)]) == 0
     assert "not the warm start of" in capsys.readouterr().out
 
 

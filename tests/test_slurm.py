@@ -173,7 +173,7 @@ def studies(tmp_path_factory):
                     subprocess.run(["scancel", "--signal=USR1", job], check=True)
                 waiting[arm] = job, trainer
         for arm, (job, trainer) in list(waiting.items()):
-            # SIGTERM reaches the trainer from the job step's Snakemake (rules/common.smk), which alone SLURM signals
+            # SIGTERM reaches the trainer from the job step's Snakemake (rules/train_helpers.smk), which alone SLURM signals
             if _pending(trainer, signal.SIGTERM if arm == OUTRANKED else signal.SIGUSR1) or _resumed_by_slurm(trainer):
                 if arm == LIMITED:  # the job, requeued, runs again under this limit: the study's own, as before
                     subprocess.run(["scontrol", "update", f"JobId={job}", f"TimeLimit={STUDY_RUNTIME}"], check=True)

@@ -1,9 +1,15 @@
-"""`python -m mcgrpo <verb>`: what every Snakemake rule calls, one verb per stage."""
+"""`python -m mcgrpo <verb>`: what every Snakemake rule calls, one verb per stage, and the verbs a user runs by hand.
+
+A verb is a function of the parsed arguments, listed in VERBS. Its docstring is its help: the first line, one
+sentence, is its summary in `python -m mcgrpo --help`; the paragraphs after it explain it in `python -m mcgrpo VERB
+--help`, and the last, `Example:` and an indented command, shows it in use (tests/test_cli.py checks each).
+"""
 
 from __future__ import annotations
 
 import argparse
 import difflib
+import inspect
 import json
 import logging
 import sys
@@ -114,7 +120,14 @@ def _tracking(args) -> str:
 
 
 def prepare_data(args) -> None:
-    """The pool and evaluation sets, and the log of what filtering and deduplication removed."""
+    """Write the pool and evaluation sets, and the log of what filtering and deduplication removed.
+
+    The task block's data, filtered and deduplicated against the evaluation sets (the prepare_data rule's step).
+
+    Example:
+      python -m mcgrpo prepare-data --out data-arith \\
+        --task-json '{"name": "arith", "seed": 0, "pool": {"size": 200, "levels": [2]}, "eval_sets": {"test": {"size": 8}}}'
+    """
     from mcgrpo import data
     task = _json(args.task_json, "--task-json", ("name", "seed", "pool", "eval_sets"))
     study_config.validate_blocks({"task": task}, ("task",), "--task-json")
@@ -125,7 +138,14 @@ def prepare_data(args) -> None:
 
 
 def data_summary(args) -> None:
-    """`mcgrpo data FILE`: check a data file before spending GPU time on it."""
+    """Check a data file before spending GPU time on it.
+
+    Counts, levels, answers and fields of a pool or evaluation file, and with --against the problems that
+    deduplication would remove against an evaluation file.
+
+    Example:
+      python -m mcgrpo data data/MATH/train --against data/MATH/test
+    """
     from mcgrpo.data import summary
     try:
         s = summary.summarize(args.path, args.format, args.against or [], args.math_verify)
@@ -145,8 +165,14 @@ def _data_arguments(v: argparse.ArgumentParser) -> None:
 
 
 def verify(args) -> None:
-    """`mcgrpo verify`: what each verifier reads from a completion and its verdict, and with
-    `--claims` every arithmetic claim, so that a user can see why a completion scored as it did."""
+    """Show what each verifier reads from a completion, and its verdict.
+
+    TEXT with --reference checks one completion, --file one JSON object per line; --claims also lists every
+    arithmetic claim and whether it holds, so that a user can see why a completion scored as it did.
+
+    Example:
+      python -m mcgrpo verify 'So 2 + 3 = 5, and the answer is \\boxed{5}.' --reference 5 --claims
+    """
     from mcgrpo.core.claims import claims, verdict
     from mcgrpo.core.verify import explain, math_verify_backend
     backend = math_verify_backend()
@@ -201,7 +227,14 @@ def _verify_arguments(v: argparse.ArgumentParser) -> None:
 
 
 def resolve_model(args) -> None:
-    """The reference file that training loads a model with a source from (checked to be there)."""
+    """Write the reference file that training loads a model with a source from, checked to be there.
+
+    The source is a hub id, a folder or a GGUF file (the study's model.source); nothing is downloaded here.
+
+    Example:
+      python -m mcgrpo resolve-model --model-json '{"name": "qwen2.5-1.5b", "source": "Qwen/Qwen2.5-1.5B"}' \\
+        --out qwen2.5-1.5b.json
+    """
     from mcgrpo.train.models import sources
     model = _json(args.model_json, "--model-json", ("name", "source"))
     study_config.validate_blocks({"model": model}, ("model",), "--model-json")
@@ -211,8 +244,15 @@ def resolve_model(args) -> None:
 
 
 def warm_start(args) -> None:
-    """The tiny model, supervised on a fresh corpus of training-side problems; the shipped checkpoint, copied byte
-    for byte, where the spec is the one it was built from (mcgrpo.train.models.shipped)."""
+    """Warm-start the tiny model on a fresh corpus of training-side problems, or copy the shipped checkpoint.
+
+    Where the spec (the study's model and task blocks) is the one the shipped checkpoint was built from
+    (mcgrpo.train.models.shipped), its files are copied byte for byte; --rebuild warm-starts anyway.
+    `snakemake -n -p warm_start` prints the command the workflow runs.
+
+    Example:
+      python -m mcgrpo warm-start --model-json "$(cat spec.json)" --data data-arith --out model --threads 2
+    """
     from mcgrpo.train.models import shipped
     spec = _json(args.model_json, "--model-json", ("model", "task"))
     study_config.validate_blocks(json.loads(json.dumps(spec)), ("model", "task"), "--model-json")  # a copy
@@ -232,8 +272,16 @@ def warm_start(args) -> None:
 
 
 def calibrate(args) -> None:
-    """B from the calibration run (the run config of the calibration arm), or as the config gives it (tokens,
-    or the iterations of an equal-iteration study: no calibration run)."""
+    """Write the budget B, from the calibration run or as the config gives it.
+
+    The calibration run is the run config of the calibration arm; a study that gives B in tokens, or an
+    equal-iteration study (its iterations), needs no calibration run. `snakemake -n -p calibrate` prints the
+    command the workflow runs.
+
+    Example:
+      python -m mcgrpo calibrate --run-json "$(cat calibration.json)" --model model --data data-arith \\
+        --out budget.parquet
+    """
     import torch
     from mcgrpo.core import budget as budget_rules
     from mcgrpo import data
@@ -262,7 +310,7 @@ def calibrate(args) -> None:
 
 
 def train(args) -> None:
-    """One run (arm, seed): resume from its newest checkpoint, train to the budget, write its Parquet.
+    """Train one run (arm, seed) to the budget and write its Parquet files, resuming from its newest checkpoint.
 
     By hand: `mcgrpo train --config STUDY.yaml --arm A --seed N` trains the run where the workflow would
     (once `snakemake` has built the study's data, model and budget); --out puts it elsewhere.
@@ -273,20 +321,37 @@ def train(args) -> None:
     to Snakemake's retry. The final checkpoint stays (the workflow removes it once Snakemake has the outputs): a run ended by its job
     after finishing is written again from it, not trained again. Each attempt is logged and kept in run.json.
     A failure that is not a preemption is left in --failed-log, if given (mcgrpo.train.job).
+
+    Example:
+      python -m mcgrpo train --config config/config.yaml --arm mc_k4 --seed 1
     """
     from mcgrpo.train import job
     job.logged(args.failed_log, lambda: job.train(*_training_run(args), _tracking(args)))
 
 
 def check(args) -> None:
-    """Validate a study file as the workflow does (strict YAML, the schema, every domain's checks); no job runs."""
+    """Validate a study file as the workflow does, without running any job.
+
+    Strict YAML, the schema and every domain's checks; prints how many training runs the study has.
+
+    Example:
+      python -m mcgrpo check --config config/studies/dense.yaml
+    """
     cfg = _config(args)
     print(f"{args.config or 'the config'}: valid; study {cfg['study']!r}, {len(study_config.runs(cfg))} training "
           f"runs ({len(cfg['arms'])} arms x {len(cfg['seeds'])} seeds) into {cfg['results_dir']}/{cfg['study']}/")
 
 
 def gradient_tests(args) -> None:
-    """The gradient tests at the initial policy: one row per arm, batch and measure."""
+    """Run the gradient tests at the initial policy, one row per arm, batch and measure.
+
+    What the gradient_tests rule runs for a study with a gradient_tests block (paper 2.4, A, H.3); `snakemake -n -p
+    gradient_tests` prints its command.
+
+    Example:
+      python -m mcgrpo gradient-tests --run-json "$(cat gradient_tests.json)" --model model --data data-arith \\
+        --out gradient_tests.parquet
+    """
     import torch
     from mcgrpo import data
     from mcgrpo.train import gradients, models
@@ -302,9 +367,15 @@ def gradient_tests(args) -> None:
 
 
 def screen(args) -> None:
-    """Screen one arm before training: its gradient tests against outcome-only on the study's model and data
-    (efficiency per update and per generated token, alignment and share outside V, the shuffled control) and
-    the equal-tokens difference its per-token efficiency predicts; no training (mcgrpo.screen)."""
+    """Screen one arm before training, by its gradient tests against outcome-only.
+
+    On the study's model and data: efficiency per update and per generated token, alignment and share outside V,
+    the shuffled control, and the equal-tokens difference its per-token efficiency predicts; no training
+    (mcgrpo.screen).
+
+    Example:
+      python -m mcgrpo screen --config config/studies/dense.yaml --arm mc_k4
+    """
     from mcgrpo import screen as screening
     cfg = _config(args)
     table, folder, curve_from = screening.screen(cfg, args.arm, args.batches, args.out, args.curve, args.budget,
@@ -329,18 +400,21 @@ def _screen_arguments(v: argparse.ArgumentParser) -> None:
 
 
 GRADIENT_BLOCKS = ("task", "model", "engine", "recipe", "gradient_tests", "arms")  # gradient_tests_config's
-STEPS = {"drift": "verifier drift (default minus strict accuracy) per run and evaluation",
-         "contrasts": "every contrast with its statistics, labelled against the preregistration lock",
-         "robustness": "beside each planned contrast: crossed interval, strict verifier, drift, other clock, label",
-         "curves": "differences at every evaluation, the share of B to reach the base, the extrapolation",
-         "breakdown": "training seconds per stage and group composition before B",
-         "figures": "the study's figures (PNG and PDF) from the analysis tables",
-         "tables": "the study's tables (CSV, markdown, HTML)",
-         "summary": "the results summary: summary.md (printed when a run ends) and summary.rst (the report's "
-                    "first page)",
-         "prediction": "the gradient tests' efficiencies against the trained contrasts (table and figure)",
-         "alignment": "alignment with the reference gradient along training, beside accuracy (evaluation.alignment)",
-         "verifiers": "the verifier rules side by side: accuracy under each and their disagreement per evaluation"}
+STEPS = {"drift": "Write the verifier drift (default minus strict accuracy) of every run and evaluation.",
+         "contrasts": "Compute every contrast with its statistics, labelled against the preregistration lock.",
+         "robustness": "Recompute each planned contrast with the crossed interval, the strict verifier, drift and "
+                       "the other clock.",
+         "curves": "Compute the differences at every evaluation, the share of B to reach the base, and the "
+                   "extrapolation.",
+         "breakdown": "Tabulate training seconds per stage and the composition of groups before B.",
+         "figures": "Draw the study's figures (PNG and PDF) from the analysis tables.",
+         "tables": "Write the study's tables (CSV, markdown, HTML).",
+         "summary": "Write the results summary, summary.md (printed when a run ends) and summary.rst (the report's "
+                    "first page).",
+         "prediction": "Compare the gradient tests' efficiencies with the trained contrasts, as a table and a figure.",
+         "alignment": "Tabulate alignment with the reference gradient along training beside accuracy "
+                      "(evaluation.alignment).",
+         "verifiers": "Compare the verifier rules: accuracy under each and how often they disagree, per evaluation."}
 
 
 def _step(name: str):
@@ -348,23 +422,43 @@ def _step(name: str):
     def verb(args) -> None:
         from mcgrpo.analysis import steps
         getattr(steps, f"{name}_step")(_config(args), Path(args.results))
-    verb.__doc__ = f"Analysis: {STEPS[name]}."
+    verb.__doc__ = (f"{STEPS[name]}\n\nAn analysis rule's step (mcgrpo.analysis.steps.{name}_step): it reads the study's "
+                    f"runs through its results folder\nand writes under it.\n\n"
+                    f"Example:\n  python -m mcgrpo {name} --config config/config.yaml --results results/default\n")
     return verb
 
 
 def pool_bases(args) -> None:
-    """Each planned contrast per warm-start base and pooled over the bases (a study with `bases`, each analysed)."""
+    """Print each planned contrast per warm-start base and pooled over the bases.
+
+    For a study with `bases`, once the study of each base has been analysed.
+
+    Example:
+      python -m mcgrpo pool-bases --config config/studies/bases.yaml
+    """
     from mcgrpo.analysis import steps
     print(steps.pool_bases(_config(args, every_base=True)), end="")
 
 
 def link_study(args) -> None:
-    """Link the study's runs/<arm>/seed<N> and calibration/ into the run store, and write runs/store.parquet."""
+    """Link the study's runs and calibration into the run store, and write runs/store.parquet.
+
+    The links are results/<study>/runs/<arm>/seed<N> and calibration/, into results/_shared/ (the link_study rule).
+
+    Example:
+      python -m mcgrpo link-study --config config/config.yaml --out results/default/runs/store.parquet
+    """
     layout.link_study(_config(args), Path(args.out))
 
 
 def prereg_lock(args) -> None:
-    """Lock the study's plan before training; an existing lock is never replaced (amend the plan instead)."""
+    """Lock the study's plan before training; an existing lock is never replaced.
+
+    A changed plan needs a dated plan.amendments entry, not a new lock.
+
+    Example:
+      python -m mcgrpo prereg-lock --config config/config.yaml --out results/default/prereg.lock.json
+    """
     from mcgrpo.analysis import prereg
     out = Path(args.out)
     if out.exists():
@@ -376,7 +470,11 @@ def prereg_lock(args) -> None:
 
 
 def contrast(args) -> None:
-    """Recompute one contrast from a results folder alone; print it and write it as Parquet."""
+    """Recompute one contrast from a results folder alone; print it and write it as Parquet.
+
+    Example:
+      python -m mcgrpo contrast --results results/default --a mc_k4 --b outcome --basis tokens
+    """
     from mcgrpo.analysis import recompute, summary
     from mcgrpo.analysis.tables import to_markdown
     table, paired = recompute.contrast(Path(args.results), args.a, args.b, args.basis, args.metric,
@@ -425,9 +523,14 @@ BASES = tuple(study_config.schema()["$defs"]["basis"]["enum"])
 
 
 def check_store(args) -> None:
-    """Verify every stored run (manifest, every file's sha256 and config_hash) and each study's links; name the runs
-    to retrain. --repair moves them aside (to <results>/_shared/quarantine/, never deleted): the workflow retrains
-    them on its next run."""
+    """Verify every stored run and each study's links, and name the runs to retrain.
+
+    A run's manifest, every file's sha256 and its config_hash. --repair moves the runs that fail aside (to
+    <results>/_shared/quarantine/, never deleted): the workflow retrains them on its next run.
+
+    Example:
+      python -m mcgrpo check-store --results results
+    """
     runs = Path(args.store) if args.store else Path(args.results) / layout.SHARED / "runs"
     studies_ = [] if args.store else sorted(p.parent.parent for p in Path(args.results).glob("*/runs/store.parquet"))
     if not runs.is_dir():
@@ -463,20 +566,15 @@ def _check_store_arguments(v: argparse.ArgumentParser) -> None:
                    help="move the runs that fail to RESULTS/_shared/quarantine/<run>-<time>, so that they are retrained")
 
 
-def _positive(text: str) -> int:
-    """An argparse type: an integer of at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not allowed; allowed: an integer of at least 1")
-    return value
-
-
 def seeds_power(args) -> None:
-    """How many paired seeds each contrast needs (80% power to exclude 0, and to show equivalence), from a
-    finished study's or a pilot's per-seed differences (analysis/paired.parquet)."""
+    """Estimate how many paired seeds each contrast needs, from a study's or a pilot's per-seed differences.
+
+    80% power (--power) to exclude 0, and to show equivalence within the margin, from the study's
+    analysis/paired.parquet.
+
+    Example:
+      python -m mcgrpo power --results results/default --metric acc_default
+    """
     from mcgrpo.analysis import power, recompute, steps
     from mcgrpo.analysis.tables import to_markdown
     results = Path(args.results)
@@ -509,8 +607,8 @@ def _contrast_arguments(v: argparse.ArgumentParser) -> None:
                    help="acc_<verifier> or pass@<k>_<verifier>, e.g. acc_strict, pass@8_default")
     v.add_argument("--eval-set", type=_format("key"), help="the evaluation set (default: the only one)")
     v.add_argument("--margin", type=_share, help="equivalence margin (default: the lock's, else 0.02)")
-    v.add_argument("--resamples", type=_resamples, default=10_000, help="crossed-bootstrap resamples")
-    v.add_argument("--bootstrap-seed", type=_seed, default=0)
+    v.add_argument("--resamples", type=_resamples, default=10_000, help="crossed-bootstrap resamples (default 10000)")
+    v.add_argument("--bootstrap-seed", type=_seed, default=0, help="seed of the bootstrap's draws (default 0)")
     v.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                    help="the training-time clock of the time bases: the stages' wall or process CPU time (default wall)")
 
@@ -571,14 +669,24 @@ def _train_arguments(v: argparse.ArgumentParser) -> None:
                         "(default: the study's `tracking`, else none)")
 
 
+def help_of(verb) -> tuple[str, str, str]:
+    """(summary, description, example) of a verb, from its docstring: the first line, everything before
+    `Example:`, and that paragraph."""
+    doc = inspect.cleandoc(verb.__doc__ or "")
+    description, _, example = doc.partition("\nExample:")
+    return doc.partition("\n")[0], description.strip(), "Example:" + example.rstrip() if example else ""
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m mcgrpo", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m mcgrpo", description=__doc__.partition("\n")[0],
+                                epilog="`python -m mcgrpo VERB --help` explains a verb's options, with an example.",
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"mcgrpo {__version__}")
     sub = p.add_subparsers(dest="verb", required=True, metavar="VERB")
     for name, verb in VERBS.items():
-        doc = (verb.__doc__ or "").strip()
+        summary, description, example = help_of(verb)
         # argparse %-formats help (not descriptions): a docstring's "80%" must reach it as "80%%".
-        v = sub.add_parser(name, help=doc.splitlines()[0].replace("%", "%%") if doc else None, description=doc,
+        v = sub.add_parser(name, help=summary.replace("%", "%%"), description=description, epilog=example,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         if name in JSON_INPUT:
             v.add_argument(JSON_INPUT[name][0], required=True, help=JSON_INPUT[name][1])

@@ -37,7 +37,7 @@ BUILTIN = {  # name -> module:factory; their options are checked by the study sc
                "monte_carlo": f"{_C}.monte_carlo:MonteCarlo", "critic": f"{_C}.critic:Critic",
                "length": f"{_C}.length:Length", "process": f"{_C}.process:Process",
                "path_penalty": f"{_C}.path_penalty:PathPenalty", "implicit": f"{_C}.controls:Implicit",
-               "shuffled": f"{_C}:shuffled_rule"},
+               "shuffled": f"{_C}.controls:shuffled_rule"},
     "selection": {name: f"{_S}:{name}" for name in
                   ("critic_filter", "history_filter", "level_filter", "random_choice", "dynamic_sampling")},
     "verifier": {"default": "mcgrpo.core.verify:default_verifier", "strict": "mcgrpo.core.verify:strict_verifier"},

@@ -14,7 +14,7 @@ host, pid, time, SLURM job id). The operating system drops the lock when its hol
 
 The file is emptied, never removed, when its holder is done: a process waiting on the lock of a removed file would
 hold a lock nobody else sees. Snakemake removes a job's existing outputs and log before it starts it; rules/
-common.smk leaves a train job's alone while another process holds the run's claim, or when the run was finished
+train_helpers.smk leaves a train job's alone while another process holds the run's claim, or when the run was finished
 by another process since this one built its DAG; before removing them it reserves the run (`reserve`), so that
 another Snakemake leaves them alone in the seconds before this job's trainer claims it. POSIX locks hold across hosts on NFS v4
 and on Lustre or GPFS mounted with locking (flock/localflock is enough on one node); docs/programmes.md.

@@ -104,11 +104,6 @@ def rloo_rule() -> CreditRule:
     return rloo
 
 
-def shuffled_rule(**inner) -> CreditRule:
-    from mcgrpo.train.credit.controls import Shuffled
-    return Shuffled(build(inner))
-
-
 def build(spec: dict, pool=None, arm: str = "") -> CreditRule:
     """The credit rule of an arm's `credit:` block (outcome-only when empty), checked against the pool: a built-in
     or a plugin (mcgrpo.core.plugins), built with the block's options as keyword arguments.

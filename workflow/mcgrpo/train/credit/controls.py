@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mcgrpo.core.seeds import stable_seed
-from mcgrpo.train.credit import Credit, CreditContext, CreditRule, group_advantages
+from mcgrpo.train.credit import Credit, CreditContext, CreditRule, build, group_advantages
 from mcgrpo.train.rollout import Rollouts
 
 
@@ -38,6 +38,11 @@ class Shuffled:
         inner = self.rule(rollouts, ctx)
         return Credit(shuffle_within(inner.tokens, stable_seed(*ctx.seed, "shuffle")), inner.tokens_generated,
                       inner.sequences, inner.stats)
+
+
+def shuffled_rule(**inner) -> Shuffled:
+    """The built-in `shuffled`: the credit block it wraps (`shuffled: {monte_carlo: {...}}`), shuffled."""
+    return Shuffled(build(inner))
 
 
 @dataclass

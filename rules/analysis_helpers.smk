@@ -1,0 +1,66 @@
+# The helpers of the analysis rules (drift.smk, the template, and the `use rule drift as` rules of contrasts.smk,
+# figures.smk and gradients.smk), beside them; snakemake --lint wants a rule file's functions in a file of their
+# own. What training shares too is in common.smk.
+from mcgrpo.core import manifest
+
+
+def run_files(name):
+    """An input function: every stored run's file `name` (evals.parquet, samples.parquet, run.json, ...) of the
+    job's study. An analysis-only run never relinks: it reads the runs the study's links point at, as trained (the
+    prereg table names any stale one)."""
+
+    def files(wildcards):
+        return study_files(S[wildcards.study], name)
+
+    return files
+
+
+def study_files(study, name):
+    if ANALYSIS_ONLY:
+        return [str(layout.study_run(study.folder, arm, seed) / name) for arm, seed in study_config.runs(study.cfg)]
+    return [f"{RUN.format(run=key)}/{name}" for key in study.named]
+
+
+# Snakemake calls a job with existing outputs and a missing, unproducible input up to date; an analysis-only
+# run must instead refuse to report on runs that were never trained.
+MISSING = [path for name, study in S.items()
+           for path in [STORE.format(study=name), *(p for file in RUN_FILES for p in study_files(study, file))]
+           if not Path(path).exists()] if ANALYSIS_ONLY else []
+if MISSING:
+    raise WorkflowError(f"Missing input files for the analysis (analysis_only=True never trains): {', '.join(MISSING)}")
+
+
+def analysis_step(verb):
+    """The params of analysis rule `verb` (rules/drift.smk's template runs `$PYTHON -m mcgrpo <verb>`); the
+    study's JSON is a function, since it holds braces that are never wildcards."""
+    return dict(verb=verb, study=lambda wildcards: S[wildcards.study].json, results=folder_of("store", 1),  # runs/store.parquet
+                sealed=sealed_runs)
+
+
+def sealed_runs(wildcards):
+    """A checksum trigger: one value that changes whenever a stored run's file does, even restored with `cp -p` to
+    an mtime older than the analysis (Snakemake's mtime trigger misses it). A param of wildcards alone is recorded
+    and compared on every invocation; the analysis then reruns and names the file. Only files touched since they
+    were sealed are hashed (mcgrpo.core.manifest.fingerprint)."""
+    return manifest.fingerprint([Path(path).parent for path in study_files(S[wildcards.study], "manifest.json")])
+
+
+# contrasts.smk
+def lock_input(wildcards):
+    """The lock is an input where it exists or can be made; an analysis-only rerun of a study that was never
+    locked labels every contrast exploratory instead of failing."""
+    lock = LOCK.format(study=wildcards.study)
+    return [lock] if not ANALYSIS_ONLY or Path(lock).exists() else []
+
+
+def gradient_tests_input(wildcards):
+    """The study's gradient tests, an input of the analysis that reads them, where it has them."""
+    return [GRADIENT_TESTS.format(study=wildcards.study)] if wildcards.study in GRADIENT_STUDIES else []
+
+
+# figures.smk
+def reported(path, kind):
+    """`path` marked for `snakemake --report`, captioned by workflow/report/<kind>_<name>.rst."""
+    name = Path(path).stem
+    return report(path, caption=f"../workflow/report/{kind}_{name}.rst", category=kind.capitalize() + "s",
+                  labels={"name": name.replace("_", " ")})
