@@ -136,6 +136,25 @@ def test_the_extra_and_the_bench_pin_the_same_trl():
     assert f'trl = ["trl=={trl_config.TRL_VERSION}"]' in (ROOT / "pyproject.toml").read_text()
 
 
+def test_a_script_without_a_trainer_function_is_named(tmp_path):
+    from mcgrpo.core.errors import ConfigError
+    from mcgrpo.integrations.trl import _script_trainer
+    script = tmp_path / "mine.py"
+    script.write_text("def build(setup):\n    return None\n")
+    with pytest.raises(ConfigError, match=r"mine.py: defines no function trainer\(setup\)"):
+        _script_trainer(str(script))
+
+
+def test_a_trl_arm_where_trl_is_missing_says_how_to_install_it(world, tiny, tmp_path):
+    import importlib.util
+    if importlib.util.find_spec("trl") is not None:
+        pytest.skip("trl is installed here")
+    from mcgrpo.core.errors import ConfigError
+    from mcgrpo.integrations.trl import TRLRun
+    with pytest.raises(ConfigError, match=r"pip install 'mcgrpo\[trl\]'"):
+        TRLRun(study_config.run_config(_study(), "trl", 1), *tiny, *world, 600, tmp_path)
+
+
 # -- slow tier: real TRL runs ------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
@@ -261,3 +280,20 @@ def test_a_stop_request_ends_a_trl_run_at_the_next_step_and_it_does_not_resume(w
         trl_run.run()
     assert trl_run.next_iteration == 1 and trl_run.resumed_at is None
     assert not any(tmp_path.rglob("*.pt")) and not any(tmp_path.rglob("*.safetensors"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("key", ["steps_per_generation", "num_iterations", "gradient_accumulation_steps"])
+def test_the_protocol_refuses_a_trainer_whose_steps_are_not_iterations(world, tiny, tmp_path, key):
+    pytest.importorskip("trl")
+    from mcgrpo.core.errors import ConfigError
+    from mcgrpo.integrations.trl import Protocol, TRLRun, default_trainer
+    run = study_config.run_config(_study(), "trl", 1)
+    trl_run = TRLRun(run, *tiny, *world, 600, tmp_path)
+    setup = trl_run.setup()
+    setup.args.per_device_train_batch_size = 4  # two steps' worth of one generated batch of 2 x 4
+    setattr(setup.args, key, 2)
+    if key == "steps_per_generation":
+        setup.args.generation_batch_size = 8
+    with pytest.raises(ConfigError, match=f"GRPOConfig {key}: 2; allowed: 1"):
+        Protocol(run, 600, tiny[1], world[1]).attach(default_trainer(setup))
