@@ -145,6 +145,18 @@ def test_a_script_without_a_trainer_function_is_named(tmp_path):
         _script_trainer(str(script))
 
 
+def test_a_script_edited_after_the_run_was_planned_is_refused(world, tiny, tmp_path):
+    pytest.importorskip("trl")
+    from mcgrpo.core.errors import ConfigError
+    from mcgrpo.integrations.trl import TRLRun
+    script = tmp_path / "mine.py"
+    script.write_text("def trainer(setup):\n    return None\n")
+    run = study_config.run_config(_study(mine={"trainer": {"trl": {"script": str(script)}}}), "mine", 1)
+    script.write_text("def trainer(setup):\n    return 1\n")
+    with pytest.raises(ConfigError, match="edited since the workflow planned this run"):
+        TRLRun(run, *tiny, *world, 600, tmp_path).build(None)
+
+
 def test_a_trl_arm_where_trl_is_missing_says_how_to_install_it(world, tiny, tmp_path):
     import importlib.util
     if importlib.util.find_spec("trl") is not None:

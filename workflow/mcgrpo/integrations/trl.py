@@ -42,7 +42,7 @@ from mcgrpo.core.budget import unit as budget_unit
 from mcgrpo.core.clock import STAGES, StageClock
 from mcgrpo.core.errors import ConfigError, Interrupted, McgrpoError
 from mcgrpo.core.ledger import Ledger, counting
-from mcgrpo.integrations.trl_config import TRL_VERSION, grpo_arguments
+from mcgrpo.integrations.trl_config import TRL_VERSION, grpo_arguments, identity
 from mcgrpo.train import engines
 from mcgrpo.train.evaluation import Evaluator
 from mcgrpo.train.rollout import reward as training_reward, score, study_prompter, study_rule
@@ -291,8 +291,13 @@ class TRLRun:
                      study_reward(self.cfg))
 
     def build(self, setup: Setup):
-        script = self.cfg["arm_config"]["trainer"]["trl"].get("script")
-        return (_script_trainer(script) if script else default_trainer)(setup)
+        """The arm's GRPOTrainer: its script's (the script the run's identity names) or the default one."""
+        block = self.cfg["arm_config"]["trainer"]["trl"]
+        if block.get("script") and identity(block) != self.cfg["trl"]:
+            raise ConfigError(f"trainer.trl.script {block['script']}: edited since the workflow planned this run "
+                              f"(sha256 {identity(block)['script_sha256']}, the run's {self.cfg['trl']['script_sha256']}); "
+                              f"allowed: rerun the workflow, which plans the edited script as another run")
+        return (_script_trainer(block["script"]) if block.get("script") else default_trainer)(setup)
 
     def run(self) -> RunLog:
         """Train to horizon x B under the protocol; its RunLog, as mcgrpo's Trainer.run returns it."""
