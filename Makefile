@@ -11,7 +11,7 @@ CORES  ?= $(shell nproc 2>/dev/null || echo 2)
 QUIET  ?= --quiet=rules
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: run test test-all env tiny-model dry-run lint analysis report docs clean check-containers test-containers vllm-env test-vllm bench-env bench-trl test-slurm
+.PHONY: run test test-all env tiny-model dry-run lint analysis report docs clean check-containers test-containers vllm-env test-vllm bench-env bench-trl test-trl test-slurm
 
 env: $(VENV)/.installed
 
@@ -122,3 +122,8 @@ $(BENCH_VENV)/.installed: pyproject.toml bench/requirements-trl.txt
 
 bench-trl: bench-env
 	$(BENCH_VENV)/bin/python bench/trainer_vs_trl.py
+
+# The TRL integration's tests with TRL installed (tests/test_trl.py: real TRL runs of the tiny model, ~30 s);
+# `make test-all` runs the same file in .venv, where its TRL runs are skipped.
+test-trl: bench-env
+	$(BENCH_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/test_trl.py

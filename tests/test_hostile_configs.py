@@ -230,6 +230,22 @@ CASES: dict[str, dict[str, Case]] = {
         "inside another study": edit(("config key results_dir", "study folder 'results/mini'"),
                                      results_dir="results/mini/runs"),
     },
+    "trl": {  # an arm TRL trains: what TRL cannot do the protocol's way, refused by key (mcgrpo.core.trl_config)
+        "mcgrpo's credit": edit(("config key arms.t.credit", "monte_carlo", "TRL does not run"),
+                                arms={**ARMS, "t": {"trainer": {"trl": {}}, "credit": {"monte_carlo": {"k": 2}}}}),
+        "a selector": edit(("config key arms.t.selection", "leave it out"),
+                           arms={**ARMS, "t": {"trainer": {"trl": {}}, "selection": {"critic_filter": {
+                               "candidates": 4, "keep": 2}}}}),
+        "clipped reuse": edit("config key arms.t.update", arms={**ARMS, "t": {"trainer": {"trl": {}}, "update": {}}}),
+        "decaying lr": edit(("config key arms.t.lr.schedule", "linear_decay"),
+                            arms={**ARMS, "t": {"trainer": {"trl": {}}, "lr": {"schedule": "linear_decay"}}}),
+        "entropy and KL": edit(("config key evaluation.entropy_kl", "'t'"), evaluation__entropy_kl=True,
+                               arms={**ARMS, "t": {"trainer": {"trl": {}}}}),
+        "no such script": edit(("config key arms.t.trainer.trl.script", "nowhere.py", "file not found"),
+                               arms={**ARMS, "t": {"trainer": {"trl": {"script": "nowhere.py"}}}}),
+        "another trainer": edit(("config key arms.t.trainer", "verl"),
+                                arms={**ARMS, "t": {"trainer": {"verl": {}}}}),
+    },
 }
 FLAT = {f"{kind}: {name}": case for kind, cases in CASES.items() for name, case in cases.items()}
 

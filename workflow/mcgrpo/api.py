@@ -13,6 +13,11 @@ Selector (group `mcgrpo.selection`): a `StreamSelector` subclass (a dataclass; i
 overriding `select` (which candidates to draw and train on), and `observe` / `state_dict` / `load_state_dict`
 when it learns from what it trained. It sees the policy only through a `PolicyView`.
 
+Reward of a TRL run (mcgrpo.integrations.trl): a reward function that samples tokens itself (a Monte-Carlo or
+process reward's continuations) calls `charge(n)` with the number it generated, each time it generates; they count
+toward B, as a credit rule's `Credit.tokens_generated` does in mcgrpo's trainer. Called with no run training,
+it raises: a token that nothing counts would break the matched-compute comparison silently.
+
 Verifier (group `mcgrpo.verifier`): a function `(text, reference) -> bool`, the training reward when a study's
 `recipe.reward_verifier` names it. Evaluation always reports the built-in default and strict verifiers (read
 by the study's `verifier.rule`).
@@ -24,6 +29,7 @@ from typing import Callable, Sequence
 
 from mcgrpo.core import plugins
 from mcgrpo.core.claims import claims
+from mcgrpo.core.ledger import charge
 from mcgrpo.core.seeds import stable_seed
 from mcgrpo.core.verify import boxed_content, extract_answer, is_correct
 from mcgrpo.train.credit import Credit, CreditContext, CreditRule, group_advantages, leave_one_out_mean, per_token
@@ -44,6 +50,8 @@ __all__ = [
     "Verifier", "is_correct", "extract_answer", "boxed_content", "claims",
     # sampling more (a rule's own continuations, ctx.engine) and hand-made rollouts for a plugin's tests
     "Engine", "Completion", "rollouts_of",
+    # tokens a TRL reward function generated itself
+    "charge",
     # reproducible draws
     "stable_seed",
     # what a study's options for a plugin would be told, before any job

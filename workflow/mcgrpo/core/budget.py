@@ -42,6 +42,24 @@ def unit(budget_block: dict) -> str:
     return "iterations" if budget_block.get("iterations") is not None else "tokens"
 
 
+def eval_points(tokens_before: int, tokens_after: int, budget: int, per_budget: int) -> range:
+    """The evaluation points an iteration crossed: every k with k B / per_budget in (before, after].
+
+    Evaluation k is read at the first iteration boundary at or after k B / per_budget. One iteration
+    can cross several points (a Monte-Carlo iteration spends many tokens); each gets its own record,
+    so that evaluation index k means the same position in every arm.
+    """
+    return range(tokens_before * per_budget // budget + 1, tokens_after * per_budget // budget + 1)
+
+
+def due_points(before: int, after: int, budget: int | None, per_budget: int, horizon: float) -> list[int]:
+    """The evaluation points of an iteration that took what B counts from `before` to `after`: none past the
+    horizon (every arm then has the same indices), none without a budget (calibration)."""
+    if budget is None:
+        return []
+    return [k for k in eval_points(before, after, budget, per_budget) if k <= horizon * per_budget]
+
+
 def budget_from_tokens(tokens_per_iteration: list[int], multiplier: float, round_to: int) -> int:
     if not tokens_per_iteration:
         raise ValueError("calibration needs at least one iteration's token count")

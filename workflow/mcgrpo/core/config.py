@@ -305,6 +305,9 @@ def run_config(cfg: dict, arm: str, seed: int) -> dict[str, Any]:
         evaluation["alignment"] = {k: v for k, v in along.items() if k not in ("arms", "seeds")}
     run = {**{k: copy.deepcopy(cfg[k]) for k in ("task", "model", "engine", "budget")}, "evaluation": evaluation,
            "recipe": {**cfg["recipe"], **spec.get("recipe", {})}, "seed": seed, "arm_config": spec}
+    if "trl" in (spec.get("trainer") or {}):  # TRL's version and the script's hash: another of either, another run
+        from mcgrpo.core.trl_config import identity
+        run["trl"] = identity(spec["trainer"]["trl"])
     used = plugins.identities(spec, run["recipe"], f"arms.{arm}")  # none for built-ins: their runs keep their hash
     if used:
         run["plugins"] = used

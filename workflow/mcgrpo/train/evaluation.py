@@ -16,21 +16,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from mcgrpo.core.budget import eval_points  # noqa: F401  (where the trainer and its tests read it)
 from mcgrpo.core.clock import stopwatch
 from mcgrpo.train.engines import Engine, greedy
 from mcgrpo.core.seeds import stable_seed
 from mcgrpo.core.verify import RULES, math_verify_backend, rule_verdicts
 from mcgrpo.train.rollout import Prompter, score
-
-
-def eval_points(tokens_before: int, tokens_after: int, budget: int, per_budget: int) -> range:
-    """The evaluation points an iteration crossed: every k with k B / per_budget in (before, after].
-
-    Evaluation k is read at the first iteration boundary at or after k B / per_budget. One iteration
-    can cross several points (a Monte-Carlo iteration spends many tokens); each gets its own record,
-    so that evaluation index k means the same position in every arm.
-    """
-    return range(tokens_before * per_budget // budget + 1, tokens_after * per_budget // budget + 1)
 
 
 class Evaluator:

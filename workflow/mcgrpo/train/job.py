@@ -81,8 +81,12 @@ def train(run: dict, files: dict[str, str], names: tuple[str, str], backend: str
     model, tokenizer = models.load(files["model"])
     for folder in (out, out / "checkpoints"):
         store.remove_orphans(folder)
-    trainer = Trainer(run, model, tokenizer, pool, evals, B, checkpoint_dir=out / "checkpoints",
-                      config_hash=identity, tracker=tracker, arm=arm)
+    if "trl" in (run["arm_config"].get("trainer") or {}):  # TRL's GRPOTrainer under the protocol
+        from mcgrpo.integrations.trl import TRLRun
+        trainer = TRLRun(run, model, tokenizer, pool, evals, B, out / "checkpoints", tracker=tracker, arm=arm)
+    else:
+        trainer = Trainer(run, model, tokenizer, pool, evals, B, checkpoint_dir=out / "checkpoints",
+                          config_hash=identity, tracker=tracker, arm=arm)
     trainer.stop_requested = bool(signals)
     try:
         log = trainer.run()
@@ -104,7 +108,8 @@ def train(run: dict, files: dict[str, str], names: tuple[str, str], backend: str
         "config": run, "config_hash": cfg_hash, "identity": identity, "B": B, "finished": True,
         "started": history[0]["started"], "ended": history[-1]["ended"], "attempts": history,
         "versions": {"mcgrpo": __version__, "torch": torch.__version__,
-                     "transformers": transformers.__version__, "python": platform.python_version()},
+                     "transformers": transformers.__version__, "python": platform.python_version(),
+                     **({"trl": run["trl"]["version"]} if "trl" in run else {})},
         "hardware": hardware(model),
         "git_sha": store.git_sha(),
         # Both clocks of the training stages: wall time far above CPU time (x threads) means a shared machine.

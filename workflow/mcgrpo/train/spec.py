@@ -7,6 +7,7 @@ from __future__ import annotations
 from mcgrpo.core import plugins
 from mcgrpo.core.config import config_hash, run_config
 from mcgrpo.core.errors import ConfigError
+from mcgrpo.core import trl_config
 from mcgrpo.train.credit import problems as credit_problems
 
 
@@ -39,7 +40,7 @@ def problems(cfg: dict) -> list[str]:
     credits.update({f"evaluation.alignment.controls.{name}": c for name, c in along.get("controls", {}).items()})
     found += gradient_test_problems(cfg, tests) + alignment_problems(cfg, along) + verifier_problems(cfg)
     found += [p for key, credit in credits.items() for p in credit_problems(key, credit, recipe, cfg["task"])]
-    found += same_arms(cfg)
+    found += same_arms(cfg) + trl_config.problems(cfg)
     batch = recipe["prompts_per_iteration"] * recipe["group_size"]
     for arm, spec in cfg["arms"].items():
         if (spec.get("update") or {}).get("minibatches", 1) > batch:

@@ -22,13 +22,13 @@ from mcgrpo.train import along, checkpoint
 from mcgrpo.train import credit as credit_rules
 from mcgrpo.train import engines, selection, updates
 from mcgrpo.core import progress
-from mcgrpo.core.budget import unit as budget_unit
+from mcgrpo.core.budget import due_points, unit as budget_unit
 from mcgrpo.core.clock import STAGES, StageClock
 from mcgrpo.train.credit import CreditContext
 from mcgrpo.core.seeds import stable_seed
 from mcgrpo.core.errors import ConfigError, Interrupted
 from mcgrpo.train.entropy_kl import entropy_kl
-from mcgrpo.train.evaluation import Evaluator, eval_points
+from mcgrpo.train.evaluation import Evaluator
 from mcgrpo.train.loss import backward_policy_loss
 from mcgrpo.train.policy import PolicyView, frozen, log_ratio
 from mcgrpo.train.rollout import sample_groups, study_prompter, study_rule
@@ -194,9 +194,7 @@ class Trainer:
                 row = self.iteration(self.next_iteration)
                 self.next_iteration += 1
                 self._show(row, self.spent - before if stop is not None else 1)
-                points = [] if self.budget is None else [  # none past the horizon: every arm has the same indices
-                    k for k in eval_points(before, self.spent, self.budget, per_budget)
-                    if k <= self.cfg["budget"]["horizon"] * per_budget]
+                points = due_points(before, self.spent, self.budget, per_budget, self.cfg["budget"]["horizon"])
                 self.measure_along(last=stop is not None and self.spent >= stop)
                 if points or (stop is not None and self.spent >= stop):
                     self.evaluate(points)
@@ -279,16 +277,9 @@ class Trainer:
         """
         if self.evaluator is None:
             return
-        indices = indices or [max((row["eval_index"] for row in self.log.evals), default=-1) + 1]
-        summaries, samples = self.evaluator(indices[-1])
         state = {"tokens_total": self.tokens_total, "iteration": self.next_iteration, "updates": self.updates,
                  "train_seconds": self.train_seconds, "train_cpu_seconds": self.train_cpu_seconds}
-        for index in indices:
-            extra = {"eval_index": index} if index == indices[-1] else {"eval_index": index, "eval_seconds": 0.0}
-            self.log.evals += [{**state, **s, **extra} for s in summaries]
-            self.log.samples.append(samples.assign(eval_index=index))
-        for s in summaries if self.tracker else []:  # the evaluation once, at its last index
-            self.tracker.log(f"eval/{s['eval_set']}", {**state, **s, "eval_index": indices[-1]}, self.tokens_total)
+        indices, summaries = record_evaluation(self.log, self.evaluator, indices, state, self.tracker)
         progress.note(self.shown, f"evaluation {', '.join(map(str, indices))} at {self.tokens_total} tokens, "
                       f"{self.updates} updates: "
                       + ", ".join(f"{s['eval_set']} acc_default {s['acc_default']:.3f} ({s['eval_seconds']:.1f} s)"
@@ -338,6 +329,24 @@ class Trainer:
 FLOOR_WARNING = ("warning: the first evaluation, before any training, scored 0 on every held-out problem of every "
                  "eval set: unless training lifts it, a contrast read on this run cannot tell the arms apart "
                  "(docs/robustness.md, uninformative verdicts)")
+
+
+def record_evaluation(log: RunLog, evaluator: Evaluator, indices: list[int] | None, state: dict,
+                      tracker=None) -> tuple[list[int], list[dict]]:
+    """Evaluate at a boundary whose counts are `state` (tokens_total, iteration, updates, train_seconds,
+    train_cpu_seconds) and record it in `log` under every index of `indices` (default: the next index). The sets
+    are evaluated once, with the draws of the last index; the earlier copies have no evaluation time of their own.
+    Every trainer of a run records its evaluations here (mcgrpo's, and TRL's through mcgrpo.integrations.trl).
+    Returns the indices and the summary rows (one per set)."""
+    indices = indices or [max((row["eval_index"] for row in log.evals), default=-1) + 1]
+    summaries, samples = evaluator(indices[-1])
+    for index in indices:
+        extra = {"eval_index": index} if index == indices[-1] else {"eval_index": index, "eval_seconds": 0.0}
+        log.evals += [{**state, **s, **extra} for s in summaries]
+        log.samples.append(samples.assign(eval_index=index))
+    for s in summaries if tracker else []:  # the evaluation once, at its last index
+        tracker.log(f"eval/{s['eval_set']}", {**state, **s, "eval_index": indices[-1]}, state["tokens_total"])
+    return indices, summaries
 
 
 def _nanmean(values) -> float:

@@ -1,0 +1,311 @@
+"""TRL's GRPOTrainer under the protocol (mcgrpo.integrations.trl, docs/trl.md).
+
+Fast tier (no TRL needed): the ledger's token accounting against hand-computed cases (the budget crossing, the B/k
+evaluation points, a reward that charges continuations), the TRL arm's GRPOConfig and identity. Slow tier (TRL
+installed: `make test-trl` runs this file with .venv-bench's python): real TRL runs of the tiny model through the
+train job, their store, counts, stopping point and `check-store`.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, SMALL_STUDY
+from mcgrpo import api, studies
+from mcgrpo.core import config as study_config
+from mcgrpo.core.ledger import Ledger, counting
+from mcgrpo.core import trl_config
+
+SCHEMA_RECIPE = study_config.schema()["properties"]["recipe"]["properties"]
+EXAMPLE = ROOT / "examples" / "trl-dense-reward" / "dense_reward.py"
+
+
+def _study(**arms) -> dict:
+    cfg = copy.deepcopy(SMALL_STUDY)
+    cfg["arms"] = {"outcome": {}, "trl": {"trainer": {"trl": {}}}, **arms}
+    return studies.validate(cfg)
+
+
+def _iterations(ledger: Ledger, spends: list[dict[str, int]]) -> list[tuple[int, list[int], bool]]:
+    """(what B counts, evaluation points, done) after each iteration of `spends` (kind -> tokens)."""
+    out = []
+    for spend in spends:
+        for kind, tokens in spend.items():
+            ledger.charge(tokens, kind)
+        points = ledger.end_iteration()
+        out.append((ledger.spent, points, ledger.done))
+    return out
+
+
+def test_a_run_stops_at_the_first_boundary_that_reaches_B_evaluated_at_each_crossing():
+    """B = 600, 4 evaluations per B: points at 150, 300, 450, 600 tokens, each read at the first boundary at or
+    after it; the run stops at the boundary that reaches 600 (690), not before it (498) nor after."""
+    steps = _iterations(Ledger(600, "tokens", 4), [{"rollout": t} for t in (164, 175, 159, 192)])
+    assert steps == [(164, [1], False), (339, [2], False), (498, [3], False), (690, [4], True)]
+
+
+def test_reaching_B_exactly_stops_and_no_point_lies_past_the_horizon():
+    ledger = Ledger(100, "tokens", 4, horizon=2)
+    assert _iterations(ledger, [{"rollout": 100}, {"rollout": 99}, {"rollout": 1}]) == [
+        (100, [1, 2, 3, 4], False), (199, [5, 6, 7], False), (200, [8], True)]
+    assert _iterations(Ledger(100, "tokens", 4), [{"rollout": 100}]) == [(100, [1, 2, 3, 4], True)]
+    assert _iterations(Ledger(100, "tokens", 4), [{"rollout": 250}]) == [(250, [1, 2, 3, 4], True)]  # not 5..10
+
+
+def test_a_reward_that_charges_continuations_spends_B_and_crosses_several_points_at_once():
+    """A dense reward's continuations count toward B like rollouts (the nearest wrong count, rollouts only,
+    would not stop this run at its second iteration)."""
+    ledger = Ledger(100, "tokens", 4)
+    with counting(ledger):
+        ledger.charge(30, "rollout")
+        api.charge(50)  # what a reward function calls while TRL trains
+        assert ledger.end_iteration() == [1, 2, 3] and not ledger.done
+        ledger.charge(10, "rollout")
+        api.charge(12)
+        assert ledger.end_iteration() == [4] and ledger.done
+    assert ledger.tokens == {"rollout": 40, "continuation": 62, "discarded": 0} and ledger.total == 102
+
+
+def test_an_equal_iteration_study_counts_iterations_whatever_was_generated():
+    ledger = Ledger(5, "iterations", 4)
+    steps = _iterations(ledger, [{"rollout": 1000}] * 5)
+    assert steps == [(1, [], False), (2, [1], False), (3, [2], False), (4, [3], False), (5, [4], True)]
+    assert ledger.iterations_at_most(64) == 5
+
+
+def test_charge_outside_a_run_or_of_no_count_is_refused():
+    with pytest.raises(RuntimeError, match="no run is counting"):
+        api.charge(3)
+    ledger = Ledger(10, "tokens", 1)
+    for bad in (-1, 2.5, True, "3"):
+        with pytest.raises(ValueError, match="an int >= 0"):
+            ledger.charge(bad)
+    with pytest.raises(ValueError, match="allowed: rollout, continuation, discarded"):
+        ledger.charge(1, "prompt")
+    with counting(ledger), pytest.raises(RuntimeError, match="already counting"):
+        with counting(Ledger(10, "tokens", 1)):
+            pass
+
+
+def test_the_step_count_given_to_trl_reaches_B_even_at_one_token_per_completion():
+    assert Ledger(600, "tokens", 4).iterations_at_most(8) == 75
+    assert Ledger(601, "tokens", 4).iterations_at_most(8) == 76
+    assert Ledger(600, "tokens", 4, horizon=1.5).iterations_at_most(8) == 113
+
+
+def test_the_grpo_config_is_the_recipe_mapped_key_by_key():
+    cfg = _study()
+    cfg["arms"]["trl"]["lr"] = {"scale": 2.0}
+    run = study_config.run_config(cfg, "trl", 1)
+    args = trl_config.grpo_arguments(run, "/tmp/x", 75, on_gpu=False)
+    r = run["recipe"]
+    assert args["per_device_train_batch_size"] == 2 * 4 and args["num_generations"] == 4
+    assert (args["max_completion_length"], args["learning_rate"], args["max_grad_norm"]) == (24, 2 * r["lr"], 1.0)
+    assert (args["adam_beta1"], args["adam_beta2"], args["adam_epsilon"]) == (0.9, 0.999, 1e-8)
+    assert (args["beta"], args["num_iterations"], args["steps_per_generation"], args["seed"]) == (0.0, 1, 1, 1)
+    assert args["use_cpu"] and not args["bf16"] and args["max_steps"] == 75
+
+
+def test_every_recipe_key_has_its_mapping_written_down():
+    assert set(trl_config.RECIPE) == set(SCHEMA_RECIPE)
+    page = (ROOT / "docs" / "trl.md").read_text()
+    assert all(f"`{key}`" in page for key in SCHEMA_RECIPE)
+
+
+def test_a_trl_runs_identity_names_trls_version_and_its_scripts_hash(tmp_path):
+    script = tmp_path / "mine.py"
+    script.write_text("def trainer(setup):\n    return None\n")
+    cfg = _study(mine={"trainer": {"trl": {"script": str(script)}}})
+    default, mine = (study_config.run_config(cfg, arm, 1) for arm in ("trl", "mine"))
+    assert default["trl"] == {"version": trl_config.TRL_VERSION, "script_sha256": None}
+    assert "trl" not in study_config.run_config(cfg, "outcome", 1)
+    before = study_config.config_hash(mine)
+    script.write_text("def trainer(setup):\n    return 1\n")
+    assert study_config.config_hash(study_config.run_config(cfg, "mine", 1)) != before
+
+
+def test_the_extra_and_the_bench_pin_the_same_trl():
+    pins = (ROOT / "bench" / "requirements-trl.txt").read_text()
+    assert f"trl=={trl_config.TRL_VERSION}\n" in pins
+    assert f'trl = ["trl=={trl_config.TRL_VERSION}"]' in (ROOT / "pyproject.toml").read_text()
+
+
+def test_a_script_without_a_trainer_function_is_named(tmp_path):
+    from mcgrpo.core.errors import ConfigError
+    from mcgrpo.integrations.trl import _script_trainer
+    script = tmp_path / "mine.py"
+    script.write_text("def build(setup):\n    return None\n")
+    with pytest.raises(ConfigError, match=r"mine.py: defines no function trainer\(setup\)"):
+        _script_trainer(str(script))
+
+
+def test_a_script_edited_after_the_run_was_planned_is_refused(world, tiny, tmp_path):
+    pytest.importorskip("trl")
+    from mcgrpo.core.errors import ConfigError
+    from mcgrpo.integrations.trl import TRLRun
+    script = tmp_path / "mine.py"
+    script.write_text("def trainer(setup):\n    return None\n")
+    run = study_config.run_config(_study(mine={"trainer": {"trl": {"script": str(script)}}}), "mine", 1)
+    script.write_text("def trainer(setup):\n    return 1\n")
+    with pytest.raises(ConfigError, match="edited since the workflow planned this run"):
+        TRLRun(run, *tiny, *world, 600, tmp_path).build(None)
+
+
+def test_a_trl_arm_where_trl_is_missing_says_how_to_install_it(world, tiny, tmp_path):
+    import importlib.util
+    if importlib.util.find_spec("trl") is not None:
+        pytest.skip("trl is installed here")
+    from mcgrpo.core.errors import ConfigError
+    from mcgrpo.integrations.trl import TRLRun
+    with pytest.raises(ConfigError, match=r"pip install 'mcgrpo\[trl\]'"):
+        TRLRun(study_config.run_config(_study(), "trl", 1), *tiny, *world, 600, tmp_path)
+
+
+# -- slow tier: real TRL runs ------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """Two TRL runs of the tiny model through `mcgrpo train` (the default trainer and the example's dense reward,
+    which charges its continuations), B = 600 tokens, in a run store; their folders by arm."""
+    pytest.importorskip("trl")
+    from mcgrpo import data
+    from mcgrpo.core import layout, store
+    from mcgrpo.core.budget import budget_table
+    from mcgrpo.train import models
+    from mcgrpo.train.models.tiny import build_model, build_tokenizer
+    root = tmp_path_factory.mktemp("trl")
+    cfg = _study(dense={"trainer": {"trl": {"script": str(EXAMPLE)}}})
+    data.write(*data.build(cfg["task"]), root / "data", "")
+    tokenizer = build_tokenizer()
+    models.save(build_model(tokenizer, 32, 1, 2, 64, 96, seed=0), tokenizer, root / "model")
+    store.write_parquet(budget_table("tiny", [], 600, "config"), root / "budget.parquet")
+    runs = {}
+    for arm in ("trl", "dense"):
+        out = root / "runs" / layout.run_key(cfg, arm, 1)
+        done = subprocess.run([sys.executable, "-m", "mcgrpo", "train", "--run-json",
+                               json.dumps(study_config.run_config(cfg, arm, 1)), "--model", str(root / "model"),
+                               "--data", str(root / "data"), "--budget", str(root / "budget.parquet"),
+                               "--out", str(out)], env={"PYTHONPATH": str(ROOT / "workflow"), "PATH": ""},
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        runs[arm] = out
+    return cfg, root, runs
+
+
+def _frames(folder: Path) -> dict:
+    from mcgrpo.core import store
+    return {k: store.read_contract(folder / f"{k}.parquet", k) for k in ("iterations", "evals", "samples", "prompts")}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arm", ["trl", "dense"])
+def test_a_trl_run_stops_at_B_evaluated_at_every_point_and_stored_as_mcgrpo_stores(trained, arm):
+    from mcgrpo.core import manifest, store
+    cfg, _, runs = trained
+    frames = _frames(runs[arm])
+    it, ev = frames["iterations"], frames["evals"]
+    tokens = it["tokens_total"].tolist()
+    assert tokens[-1] >= 600 > (tokens[-2] if len(tokens) > 1 else 0)  # the first boundary that reaches B
+    assert (it["tokens_total"] == it[["tokens_rollout", "tokens_continuation", "tokens_discarded"]].sum(axis=1)).all()
+    assert it["updates"].tolist() == list(range(1, len(it) + 1)) and it["iteration"].tolist() == list(range(len(it)))
+    assert sorted(ev["eval_index"].unique()) == list(range(cfg["evaluation"]["per_budget"] + 1))
+    before = [0, *tokens]  # each point k read at the first boundary at or after k B / 4
+    for k in range(1, 5):
+        at = next(t for t in tokens if t >= k * 600 // 4)
+        assert ev.loc[ev["eval_index"] == k, "tokens_total"].iloc[0] == at, (k, before)
+    assert len(frames["samples"]) == 5 * 6 * cfg["evaluation"]["samples"]
+    assert {"correct_whole_box", "correct_paper"} <= set(pd_columns(runs[arm] / "samples.parquet"))
+    assert (frames["prompts"].groupby("iteration").size() == cfg["recipe"]["prompts_per_iteration"]).all()
+    record = store.read_json(runs[arm] / "run.json")
+    assert record["versions"]["trl"] == "1.16.0" and record["config"]["trl"]["version"] == "1.16.0"
+    assert record["clock"]["train_seconds"] == pytest.approx(it["train_seconds"].iloc[-1])
+    assert manifest.problems(runs[arm]) == []
+    if arm == "dense":
+        assert (it["tokens_continuation"].diff().fillna(it["tokens_continuation"]) > 0).all()
+    else:
+        assert (it["tokens_continuation"] == 0).all()
+
+
+def pd_columns(path: Path) -> list[str]:
+    import pyarrow.parquet as pq
+    return pq.read_schema(path).names
+
+
+@pytest.mark.slow
+def test_check_store_is_clean_on_trl_runs(trained):
+    _, root, _ = trained
+    done = subprocess.run([sys.executable, "-m", "mcgrpo", "check-store", "--store", str(root / "runs")],
+                          env={"PYTHONPATH": str(ROOT / "workflow"), "PATH": ""}, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.slow
+def test_the_rollout_count_equals_trls_own_log_and_its_prompts_are_mcgrpos(world, tiny, tmp_path):
+    """In process: per step, the rollout tokens counted equal TRL's own logged mean completion length x P x G, and
+    the prompt tokens TRL generated from are the ones mcgrpo's Prompter renders for the stream's problems."""
+    pytest.importorskip("trl")
+    from mcgrpo.integrations.trl import TRLRun
+    from mcgrpo.train.rollout import study_prompter
+    cfg = _study()
+    run = study_config.run_config(cfg, "trl", 1)
+    model, tokenizer = tiny
+    pool, evals = world
+    trl_run = TRLRun(run, model, tokenizer, pool, evals, 300, tmp_path)
+    seen, build = [], trl_run.build
+
+    def spying(setup):
+        trainer = build(setup)
+        tokenize = trainer._tokenize_prompts
+        trainer._tokenize_prompts = lambda prompts: (out := tokenize(prompts), seen.append(out[0]))[0]
+        trl_run.trainer = trainer
+        return trainer
+    trl_run.build = spying
+    log = trl_run.run()
+    history = [h for h in trl_run.trainer.state.log_history if "loss" in h]
+    per_step = [row["tokens_rollout"] for row in log.iterations]
+    per_step = [b - a for a, b in zip([0, *per_step], per_step)]
+    assert per_step == [round(h["completions/mean_length"] * 8) for h in history]
+    prompter = study_prompter(tokenizer, run)
+    rows = trl_run.setup().dataset
+    questions = pool.set_index("problem_id")["question"]
+    assert [list(ids) for ids in seen[0]] == [list(prompter(questions[p])) for p in rows["problem_id"][:2]
+                                              for _ in range(4)]
+
+
+@pytest.mark.slow
+def test_a_stop_request_ends_a_trl_run_at_the_next_step_and_it_does_not_resume(world, tiny, tmp_path):
+    """Preemption: the run stops at the next step boundary (Interrupted: the train job records the attempt and exits
+    75); a TRL run keeps no checkpoint of its own, so the next attempt trains it from step 0 (docs/trl.md)."""
+    pytest.importorskip("trl")
+    from mcgrpo.core.errors import Interrupted
+    from mcgrpo.integrations.trl import TRLRun
+    run = study_config.run_config(_study(), "trl", 1)
+    model, tokenizer = tiny
+    trl_run = TRLRun(run, model, tokenizer, world[0], world[1], 600, tmp_path)
+    trl_run.stop_requested = True
+    with pytest.raises(Interrupted, match="after iteration 0"):
+        trl_run.run()
+    assert trl_run.next_iteration == 1 and trl_run.resumed_at is None
+    assert not any(tmp_path.rglob("*.pt")) and not any(tmp_path.rglob("*.safetensors"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("key", ["steps_per_generation", "num_iterations", "gradient_accumulation_steps"])
+def test_the_protocol_refuses_a_trainer_whose_steps_are_not_iterations(world, tiny, tmp_path, key):
+    pytest.importorskip("trl")
+    from mcgrpo.core.errors import ConfigError
+    from mcgrpo.integrations.trl import Protocol, TRLRun, default_trainer
+    run = study_config.run_config(_study(), "trl", 1)
+    trl_run = TRLRun(run, *tiny, *world, 600, tmp_path)
+    setup = trl_run.setup()
+    setup.args.per_device_train_batch_size = 4  # two steps' worth of one generated batch of 2 x 4
+    setattr(setup.args, key, 2)
+    if key == "steps_per_generation":
+        setup.args.generation_batch_size = 8
+    with pytest.raises(ConfigError, match=f"GRPOConfig {key}: 2; allowed: 1"):
+        Protocol(run, 600, tiny[1], world[1]).attach(default_trainer(setup))

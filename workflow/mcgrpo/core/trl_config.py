@@ -1,0 +1,98 @@
+"""An arm that TRL trains (`arms.<arm>.trainer.trl`): its GRPOConfig from the study's recipe, what cannot map
+refused by name before any job, and what the run's identity adds (TRL's version, the user script's hash).
+
+Light (no trl, transformers or torch): a study naming a TRL arm validates where TRL is not installed; the train
+job then needs the `mcgrpo[trl]` extra (mcgrpo.integrations.trl). docs/trl.md gives the mapping in words.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+TRL_VERSION = "1.16.0"  # the version of the `trl` extra (pyproject.toml) and of bench/requirements-trl.txt
+
+# recipe key -> the GRPOConfig fields it sets (docs/trl.md); every recipe key is here, mapped or not
+RECIPE = {
+    "prompts_per_iteration": "per_device_train_batch_size = prompts_per_iteration x group_size",
+    "group_size": "num_generations",
+    "completion_limit": "max_completion_length",
+    "temperature": "temperature",
+    "top_p": "top_p (top_k = 0)",
+    "lr": "learning_rate (x arms.<arm>.lr.scale; lr_scheduler_type constant, no warm-up)",
+    "adam_betas": "adam_beta1, adam_beta2 (optim adamw_torch, weight_decay 0: Adam)",
+    "adam_eps": "adam_epsilon",
+    "grad_clip": "max_grad_norm",
+    "advantage_eps": "not settable: TRL divides by the group's std + 1e-4 (by design, docs/trl.md)",
+    "microbatch_size": "not used: memory only in mcgrpo; TRL scores the batch in one pass",
+    "reward_verifier": "the reward function (mcgrpo's verifier of the study's verifier.rule)",
+    "threads": "torch threads of the train job",
+}
+# what every TRL arm fixes: one on-policy optimizer step per batch of P x G completions, no KL, mcgrpo's
+# constant-normaliser loss as near as TRL has it (dr_grpo), the stream's prompts in order
+FIXED = {"gradient_accumulation_steps": 1, "steps_per_generation": 1, "num_iterations": 1, "beta": 0.0,
+         "loss_type": "dr_grpo", "scale_rewards": "group", "shuffle_dataset": False, "disable_dropout": True,
+         "mask_truncated_completions": False, "top_k": 0, "lr_scheduler_type": "constant", "warmup_steps": 0,
+         "optim": "adamw_torch", "weight_decay": 0.0, "report_to": "none", "save_strategy": "no",
+         "logging_strategy": "steps", "logging_steps": 1, "disable_tqdm": True, "log_completions": False,
+         "dataloader_num_workers": 0}
+
+
+def arms(cfg: dict) -> dict[str, dict]:
+    """The study's TRL arms: name -> their `trainer.trl` block."""
+    return {arm: spec["trainer"]["trl"] for arm, spec in cfg["arms"].items() if "trl" in (spec.get("trainer") or {})}
+
+
+def problems(cfg: dict) -> list[str]:
+    """What a TRL arm asks that TRL cannot do the way the protocol needs: one line per key, named."""
+    found = []
+    along = (cfg["evaluation"].get("alignment") or {}).get("arms", [])
+    tested = (cfg.get("gradient_tests") or {}).get("arms", [])
+    for arm, block in arms(cfg).items():
+        spec, key = cfg["arms"][arm], f"config key arms.{arm}"
+        credit = spec.get("credit") or {"outcome": {}}
+        if set(credit) != {"outcome"}:
+            found.append(f"{key}.credit: {', '.join(credit)} is mcgrpo's credit rule, which TRL does not run; "
+                         f"allowed: outcome (the study's verifier as TRL's reward), or trainer.trl.script with a "
+                         f"reward function of your own (docs/trl.md)")
+        for block_name, why in (("selection", "TRL draws the prompt stream in order"),
+                                ("update", "TRL's clipped reuse (num_iterations) is not mapped")):
+            if spec.get(block_name):
+                found.append(f"{key}.{block_name}: {why}; allowed: leave it out for a TRL arm")
+        if (spec.get("lr") or {}).get("schedule", "constant") != "constant":
+            found.append(f"{key}.lr.schedule: {spec['lr']['schedule']} decays by generated tokens, TRL's schedules "
+                         f"by steps; allowed: constant for a TRL arm")
+        if cfg["engine"]["name"] != "hf":
+            found.append(f"config key engine.name: {cfg['engine']['name']} with TRL arm {arm!r}; allowed: hf")
+        if cfg["evaluation"].get("entropy_kl"):
+            found.append(f"config key evaluation.entropy_kl: measured by mcgrpo's trainer, not in TRL arm {arm!r}; "
+                         f"allowed: false")
+        for what, names in (("evaluation.alignment.arms", along), ("gradient_tests.arms", tested)):
+            if arm in names:
+                found.append(f"config key {what}: names TRL arm {arm!r}, whose credit mcgrpo does not compute; "
+                             f"allowed: mcgrpo's arms")
+        script = block.get("script")
+        if script is not None and not Path(script).is_file():
+            found.append(f"{key}.trainer.trl.script: {script}: file not found (relative to the working directory)")
+    return found
+
+
+def identity(block: dict) -> dict:
+    """What a TRL arm adds to its run's effective config: TRL's version and the script's sha256 (None: mcgrpo's
+    default trainer), so that another TRL or an edited script makes another run."""
+    script = block.get("script")
+    digest = hashlib.sha256(Path(script).read_bytes()).hexdigest() if script and Path(script).is_file() else None
+    return {"version": TRL_VERSION, "script_sha256": digest}
+
+
+def grpo_arguments(run: dict, output_dir: str, max_steps: int, on_gpu: bool) -> dict:
+    """GRPOConfig's keyword arguments for a run's effective config (RECIPE and FIXED)."""
+    r, scale = run["recipe"], (run["arm_config"].get("lr") or {}).get("scale", 1.0)
+    chat = (run.get("model") or {}).get("chat_template")
+    return {**FIXED, "output_dir": output_dir, "max_steps": max_steps, "seed": run["seed"],
+            "per_device_train_batch_size": r["prompts_per_iteration"] * r["group_size"],
+            "num_generations": r["group_size"], "max_completion_length": r["completion_limit"],
+            "temperature": r["temperature"], "top_p": r["top_p"], "learning_rate": r["lr"] * scale,
+            "adam_beta1": r["adam_betas"][0], "adam_beta2": r["adam_betas"][1], "adam_epsilon": r["adam_eps"],
+            "max_grad_norm": r["grad_clip"], "use_cpu": not on_gpu, "bf16": on_gpu,
+            **({"chat_template_kwargs": dict(chat)} if chat else {})}

@@ -1,0 +1,316 @@
+"""Keep your trainer: a `trl.GRPOTrainer` run counted, stopped, evaluated and stored by mcgrpo's protocol.
+
+`Protocol` is a `transformers.TrainerCallback` that, attached to a GRPOTrainer (`Protocol.attach`), makes its run
+obey the protocol mcgrpo's own trainer obeys (mcgrpo.train.trainer):
+
+  - it counts every generated token: the rollouts TRL samples in training, and what a reward function samples
+    itself, which it charges through `mcgrpo.api.charge` (mcgrpo.core.ledger);
+  - it stops at the first optimizer step at which the run reaches horizon x B;
+  - it evaluates at step 0 and at every step that crossed a point k B / per_budget, on the study's evaluation sets
+    with the study's samples, common random numbers and every verifier (mcgrpo.train.evaluation, the same code);
+  - it times the steps' generation ("generate"), rewards ("credit") and the rest of the step ("update"), never
+    evaluation (mcgrpo.core.clock);
+  - its RunLog is the one mcgrpo's trainer keeps, which the train job writes into the run store as it writes
+    mcgrpo's (mcgrpo.train.job): the same Parquet, run.json and manifest.
+
+An iteration is one optimizer step on one generated batch (steps_per_generation = num_iterations = 1); the
+protocol reaches into two of TRL's methods (`_generate`, `_calculate_rewards`) to count and time, which is why
+the extra pins TRL's version (mcgrpo.core.trl_config.TRL_VERSION). One process: no distributed TRL.
+
+`TRLRun` is what the train job drives for an arm with `trainer: {trl: ...}`: the model, the prompt stream as a
+dataset, the GRPOConfig of the study's recipe (trl_config) and the study's verifier as the reward (`Setup`),
+handed to the arm's script (`def trainer(setup: Setup) -> GRPOTrainer`) or to `default_trainer`.
+A preempted TRL run does not resume: its next attempt trains it again from step 0 (docs/trl.md).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass
+from functools import wraps
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+import torch
+from transformers import TrainerCallback
+
+from mcgrpo.core.budget import unit as budget_unit
+from mcgrpo.core.clock import STAGES, StageClock
+from mcgrpo.core.errors import ConfigError, Interrupted, McgrpoError
+from mcgrpo.core.ledger import Ledger, counting
+from mcgrpo.core.trl_config import TRL_VERSION, grpo_arguments, identity
+from mcgrpo.train import engines
+from mcgrpo.train.evaluation import Evaluator
+from mcgrpo.train.rollout import reward as training_reward, score, study_prompter, study_rule
+from mcgrpo.train.selection.stream import PromptStream
+from mcgrpo.train.trainer import RunLog, record_evaluation
+
+__all__ = ["Protocol", "Setup", "TRLRun", "default_trainer", "study_reward"]
+
+
+def _trl():
+    """The trl module, of the pinned version (a run's identity names it)."""
+    try:
+        import trl
+    except ImportError as e:
+        raise ConfigError(f"a TRL arm needs the trl package ({e}); allowed: pip install 'mcgrpo[trl]'") from None
+    if trl.__version__ != TRL_VERSION:
+        raise ConfigError(f"a TRL arm trains with trl=={TRL_VERSION} (its runs' identity names it); this "
+                          f"environment has trl {trl.__version__}; allowed: pip install 'mcgrpo[trl]'")
+    return trl
+
+
+class Protocol(TrainerCallback):
+    """The protocol of one run (its effective config `run`, B `budget`) as a callback of a GRPOTrainer."""
+
+    def __init__(self, run: dict, budget: int, tokenizer, eval_sets: dict[str, pd.DataFrame] | None,
+                 tracker=None):
+        self.run, self.tokenizer, self.eval_sets, self.tracker = run, tokenizer, eval_sets, tracker
+        self.ledger = Ledger(budget, budget_unit(run["budget"]), run["evaluation"]["per_budget"],
+                             run["budget"]["horizon"])
+        self.log, self.clock, self.evaluator = RunLog(), StageClock(), None
+        self.updates, self.train_seconds, self.train_cpu_seconds = 0, 0.0, 0.0
+        self.stop_requested, self.trained, self.scored = False, set(), None
+        self._step_start, self._stages = None, {}
+
+    # -- attaching to a trainer -------------------------------------------------------------------------------
+    def attach(self, trainer) -> "Protocol":
+        """Count and time `trainer`'s generation and rewards, and call this back; refuses what breaks the count."""
+        args = trainer.args
+        for key in ("steps_per_generation", "num_iterations", "gradient_accumulation_steps"):
+            if getattr(args, key) != 1:
+                raise ConfigError(f"GRPOConfig {key}: {getattr(args, key)}; allowed: 1 (an iteration of the "
+                                  f"protocol is one optimizer step on one generated batch)")
+        if trainer.accelerator.num_processes != 1:
+            raise ConfigError(f"TRL on {trainer.accelerator.num_processes} processes; allowed: one")
+        self.group_size = args.num_generations
+        self.reward_weights = trainer.reward_weights
+        self.eos_ids = set(trainer.eos_token_ids)
+        trainer._generate = self._counted(trainer, trainer._generate)
+        trainer._calculate_rewards = self._scoring(trainer, trainer._calculate_rewards)
+        trainer.add_callback(self)
+        return self
+
+    def _stage(self, trainer, name: str):
+        return self.clock.stage(name) if trainer.model.training else nullcontext()
+
+    def _counted(self, trainer, generate: Callable) -> Callable:
+        @wraps(generate)
+        def counted(prompts):
+            with self._stage(trainer, "generate"):
+                out = generate(prompts)
+            if trainer.model.training:  # TRL's own evaluation generates in eval mode: not the run's tokens
+                completion_ids, tool_mask = out[1], out[2]
+                self.ledger.charge(int(sum(map(sum, tool_mask))) if tool_mask is not None  # the model's, not tools'
+                                   else sum(map(len, completion_ids)), "rollout")
+            return out
+        return counted
+
+    def _scoring(self, trainer, calculate: Callable) -> Callable:
+        @wraps(calculate)
+        def scoring(inputs, prompts, completions, completion_ids_list):
+            with self._stage(trainer, "credit"):
+                rewards = calculate(inputs, prompts, completions, completion_ids_list)
+            if trainer.model.training:
+                self.scored = self._score(inputs, completions, completion_ids_list, rewards)
+            return rewards
+        return scoring
+
+    def _score(self, inputs, completions, ids, rewards: torch.Tensor) -> dict:
+        """The batch as iterations.parquet describes it: the study's verifiers on every completion, the training
+        reward (TRL's weighted sum), the groups' composition, truncation and length."""
+        texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
+        answers = [str(x["answer"]) for x in inputs]
+        scores = score(texts, answers, study_rule(self.run))
+        trained = (rewards * self.reward_weights.to(rewards.device)).nansum(dim=1).cpu().numpy()
+        groups = trained.reshape(-1, self.group_size).mean(axis=1)
+        return {"reward_default": float(scores.default.mean()), "reward_strict": float(scores.strict.mean()),
+                "groups_all_wrong": int((groups == 0).sum()), "groups_all_correct": int((groups == 1).sum()),
+                "groups_mixed": int(((groups > 0) & (groups < 1)).sum()),
+                "truncated_share": float(np.mean([not c or c[-1] not in self.eos_ids for c in ids])),
+                "mean_length": float(np.mean([len(c) for c in ids])),
+                "problems": [x.get("problem_id") for x in inputs[::self.group_size]], "groups": groups}
+
+    # -- the callback ---------------------------------------------------------------------------------------------
+    def on_train_begin(self, args, state, control, model=None, processing_class=None, **kwargs):
+        if self.eval_sets:
+            r = self.run["recipe"]
+            engine = engines.build("hf", model, self.tokenizer, temperature=r["temperature"], top_p=r["top_p"],
+                                   batch_size=self.run["engine"]["batch_size"])
+            self.evaluator = Evaluator(engine, study_prompter(self.tokenizer, self.run), self.eval_sets,
+                                       self.run["evaluation"]["samples"], r["completion_limit"], self.run["seed"],
+                                       bool(self.run["evaluation"].get("greedy")), study_rule(self.run))
+        self.evaluate(model)
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self._step_start = (time.perf_counter(), time.process_time())
+
+    def on_step_end(self, args, state, control, **kwargs):
+        """The step's stages: generate and credit as timed, update the rest of the step."""
+        wall, cpu = time.perf_counter() - self._step_start[0], time.process_time() - self._step_start[1]
+        stages = self.clock.lap()
+        stages["t_update"] = max(0.0, wall - sum(stages[f"t_{s}"] for s in STAGES if s != "update"))
+        stages["cpu_update"] = max(0.0, cpu - sum(stages[f"cpu_{s}"] for s in STAGES if s != "update"))
+        self._stages = stages
+        self.train_seconds += sum(stages[f"t_{s}"] for s in STAGES)
+        self.train_cpu_seconds += sum(stages[f"cpu_{s}"] for s in STAGES)
+        self.updates += 1
+        control.should_log = True  # every step logs its loss and gradient norm: on_log closes the iteration
+
+    def on_log(self, args, state, control, logs=None, model=None, **kwargs):
+        if not logs or "loss" not in logs or self._stages is None:  # a summary, not a step
+            return
+        points = self.ledger.end_iteration()
+        self._record(logs)
+        self._stages = None
+        if points or self.ledger.done:
+            self.evaluate(model, points)
+        if self.ledger.done or self.stop_requested:
+            control.should_training_stop = True
+
+    # -- records --------------------------------------------------------------------------------------------------
+    def state(self) -> dict:
+        return {"tokens_total": self.ledger.total, "iteration": self.ledger.iterations, "updates": self.updates,
+                "train_seconds": self.train_seconds, "train_cpu_seconds": self.train_cpu_seconds}
+
+    def evaluate(self, model, indices: list[int] | None = None) -> None:
+        """mcgrpo's evaluation of the policy now (outside the stage clock), then back to training mode."""
+        if self.evaluator is None:
+            return
+        training = model.training
+        record_evaluation(self.log, self.evaluator, indices, self.state(), self.tracker)
+        model.train(training)
+
+    def _record(self, logs: dict) -> None:
+        """The iteration's rows of iterations.parquet and prompts.parquet."""
+        scored, i = self.scored or {}, self.ledger.iterations - 1
+        self.trained.update(scored.get("problems", []))
+        row = {"iteration": i, "tokens_total": self.ledger.total,
+               **{f"tokens_{k}": v for k, v in self.ledger.tokens.items()},
+               "updates": self.updates, "lr": float(logs.get("learning_rate", np.nan)), "loss": float(logs["loss"]),
+               "grad_norm": float(logs.get("grad_norm", np.nan)),
+               **{k: v for k, v in scored.items() if k not in ("problems", "groups")},
+               "cand_pred_mean": np.nan, "chosen_pred_mean": np.nan, "prompts_distinct": len(self.trained),
+               **self._stages, "train_seconds": self.train_seconds, "train_cpu_seconds": self.train_cpu_seconds}
+        self.log.iterations.append(row)
+        if self.tracker:
+            self.tracker.log("train", row, self.ledger.total)
+        self.log.prompts += [{"iteration": i, "problem_id": p, "chosen": True, "predicted_success": np.nan,
+                              "group_mean_reward": float(g)}
+                             for p, g in zip(scored.get("problems", []), scored.get("groups", []))]
+        self.scored = None
+
+
+# -- a TRL arm of a study ---------------------------------------------------------------------------------------------
+@dataclass
+class Setup:
+    """What an arm's script builds its GRPOTrainer from (it may change any of it; the protocol refuses what breaks
+    its count when it attaches)."""
+    run: dict  # the run's effective config (mcgrpo.core.config.run_config)
+    model: Any  # the study's model, loaded
+    tokenizer: Any
+    args: Any  # trl.GRPOConfig from the study's recipe (mcgrpo.core.trl_config)
+    dataset: Any  # datasets.Dataset: the run's prompt stream in order, columns prompt, answer, problem_id
+    reward: Callable[..., list[float]]  # the study's verifier as a TRL reward function
+
+
+def study_reward(run: dict) -> Callable[..., list[float]]:
+    """The study's training reward (recipe.reward_verifier under verifier.rule) as a TRL reward function."""
+    verifier, rule = run["recipe"]["reward_verifier"], study_rule(run)
+
+    def reward(completions, answer, **_) -> list[float]:
+        texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
+        answers = [str(a) for a in answer]
+        return training_reward(score(texts, answers, rule), texts, answers, verifier).tolist()
+
+    reward.__name__ = f"mcgrpo_{verifier}"  # what TRL's logs call it
+    return reward
+
+
+def default_trainer(setup: Setup):
+    """The GRPOTrainer of an arm without a script: the study's model, recipe, prompt stream and verifier."""
+    return _trl().GRPOTrainer(model=setup.model, reward_funcs=[setup.reward], args=setup.args,
+                              train_dataset=setup.dataset, processing_class=setup.tokenizer)
+
+
+def stream_dataset(run: dict, pool: pd.DataFrame, iterations: int):
+    """The prompt stream of an outcome-only arm of mcgrpo (the same prompts in the same order), `iterations` long."""
+    from datasets import Dataset
+    per = run["recipe"]["prompts_per_iteration"]
+    template = run["task"].get("prompt", "{question}")
+    rows = pool.iloc[PromptStream(len(pool), run["seed"]).slice(0, iterations * per)]
+    return Dataset.from_list([{"prompt": [{"role": "user", "content": template.replace("{question}", q)}],
+                               "answer": str(a), "problem_id": str(p)}
+                              for q, a, p in zip(rows["question"], rows["answer"], rows["problem_id"])])
+
+
+def _script_trainer(path: str) -> Callable[[Setup], Any]:
+    spec = importlib.util.spec_from_file_location(f"mcgrpo_trl_script_{Path(path).stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if not callable(getattr(module, "trainer", None)):
+        raise ConfigError(f"trainer.trl.script {path}: defines no function trainer(setup) -> GRPOTrainer")
+    return module.trainer
+
+
+class TRLRun:
+    """What the train job drives for a TRL arm (as it drives mcgrpo's Trainer): run() -> RunLog."""
+
+    resumed_at = None  # a TRL run never resumes: an interrupted one trains again from step 0
+    checkpoint_seconds = None
+
+    def __init__(self, run: dict, model, tokenizer, pool: pd.DataFrame, eval_sets, budget: int,
+                 checkpoint_dir: str | Path, tracker=None, arm: str = "run"):
+        _trl()
+        self.cfg, self.model, self.tokenizer, self.pool, self.arm = run, model, tokenizer, pool, arm
+        self.checkpoint_dir = Path(checkpoint_dir)
+        self.protocol = Protocol(run, budget, tokenizer, eval_sets, tracker)
+
+    @property
+    def stop_requested(self) -> bool:
+        return self.protocol.stop_requested
+
+    @stop_requested.setter
+    def stop_requested(self, value: bool) -> None:
+        self.protocol.stop_requested = value
+
+    @property
+    def next_iteration(self) -> int:
+        return self.protocol.ledger.iterations
+
+    def setup(self) -> Setup:
+        r = self.cfg["recipe"]
+        steps = self.protocol.ledger.iterations_at_most(r["prompts_per_iteration"] * r["group_size"])
+        args = _trl().GRPOConfig(**grpo_arguments(self.cfg, str(self.checkpoint_dir / "trl"), steps,
+                                                  self.model.device.type == "cuda"))
+        return Setup(self.cfg, self.model, self.tokenizer, args, stream_dataset(self.cfg, self.pool, steps),
+                     study_reward(self.cfg))
+
+    def build(self, setup: Setup):
+        """The arm's GRPOTrainer: its script's (the script the run's identity names) or the default one."""
+        block = self.cfg["arm_config"]["trainer"]["trl"]
+        if block.get("script") and identity(block) != self.cfg["trl"]:
+            raise ConfigError(f"trainer.trl.script {block['script']}: edited since the workflow planned this run "
+                              f"(sha256 {identity(block)['script_sha256']}, the run's {self.cfg['trl']['script_sha256']}); "
+                              f"allowed: rerun the workflow, which plans the edited script as another run")
+        return (_script_trainer(block["script"]) if block.get("script") else default_trainer)(setup)
+
+    def run(self) -> RunLog:
+        """Train to horizon x B under the protocol; its RunLog, as mcgrpo's Trainer.run returns it."""
+        ledger = self.protocol.ledger
+        trainer = self.build(self.setup())
+        self.protocol.attach(trainer)
+        with counting(ledger):
+            trainer.train()
+        if self.stop_requested:
+            raise Interrupted(f"stopped on request after iteration {ledger.iterations - 1}")
+        if not ledger.done:
+            raise McgrpoError(f"TRL arm {self.arm!r} ended after {ledger.iterations} steps at {ledger.spent} of "
+                              f"horizon x B = {ledger.horizon * ledger.budget} ({ledger.unit}): a run trains to B; "
+                              f"allowed: a GRPOConfig whose max_steps and dataset reach it")
+        return self.protocol.log
+
