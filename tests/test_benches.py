@@ -1,6 +1,7 @@
 """Every bench runs at a tiny scale, so that a contract or API change that breaks one fails here, not on the
 day someone needs its figures. These check that each completes and prints its figures, never the figures."""
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -68,6 +69,22 @@ def test_gpu_run_refuses_before_any_step_naming_what_is_missing(tmp_path):
                            "--work", str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and f"{tmp_path / 'none.jsonl'}: GSM8K's train.jsonl not found" in done.stderr
     assert "== paper shape" not in done.stdout and not (tmp_path / "shape.json").exists()
+
+
+def test_gpu_run_estimates_the_full_study_from_one_iteration_of_each_arm(monkeypatch):
+    """Each seed: the outcome run takes multiplier x (mc tokens / outcome tokens) iterations, mc_k4 multiplier."""
+    spec = importlib.util.spec_from_file_location("gpu_run", BENCH / "gpu" / "run.py")
+    gpu_run = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "gpu_run", gpu_run)  # its dataclass looks its module up
+    spec.loader.exec_module(gpu_run)
+    study = yaml.safe_load(gpu_run.STUDY.read_text())
+    m, calibration, seeds = (study["budget"]["multiplier"], study["budget"]["calibration_iterations"],
+                             len(study["seeds"]))
+    outcome = {"seconds": {"generate": 3.0, "update": 1.0}, "tokens_per_iteration": 1000}
+    mc = {"seconds": {"generate": 1.0, "credit": 30.0, "update": 1.0}, "tokens_per_iteration": 10000}
+    hours = gpu_run.full_study_hours(outcome, mc)
+    assert hours * 3600 == pytest.approx(seeds * m * (10 * 4.0 + 32.0) + calibration * 32.0)
+    assert gpu_run.full_study_hours(outcome, None) is None
 
 
 def test_iteration_profile_of_a_study_arm(tmp_path):
