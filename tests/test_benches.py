@@ -3,6 +3,7 @@ day someone needs its figures. These check that each completes and prints its fi
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -53,6 +54,7 @@ def test_gpu_run_dry_run_plans_builds_times_and_tabulates(tmp_path):
     out = _bench("gpu/run.py", "--dry-run", "--work", str(tmp_path))
     plan = out.split("\n\n")[0]
     assert "4 steps within 450 s" in plan and plan.count("[not in a dry run]") == 2  # the arms train on a GPU only
+    assert sum(int(cap) for cap in re.findall(r"at most +(\d+) s", plan)) == 450  # the caps fit the whole
     assert "(1 of its layers) (vocabulary 1000) (8x narrower), 8 x 8 x 4 tokens on cpu" in out
     assert "== study data: ok" in out and "Job stats" in out  # the real-model study's DAG, dry-run
     shape = json.loads((tmp_path / "shape.json").read_text())

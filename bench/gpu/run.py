@@ -65,13 +65,13 @@ def plan(work: Path, dry_run: bool) -> list[Step]:
              work / "shape.json"),
         Step("study data", "smollm2-gsm8k: " + ("its DAG (snakemake -n)" if dry_run else
                                                 "GSM8K prepared, the GGUF weights resolved"),
-             SNAKEMAKE + study + (["-n"] if dry_run else ["prepare_data", "resolve_model"]), 60),
+             SNAKEMAKE + study + (["-n"] if dry_run else ["prepare_data", "resolve_model"]), 45),
         Step("outcome", "smollm2-gsm8k, outcome arm: 1 warm-up + 3 timed iterations of the real trainer",
              arm + ["--arm", "outcome", "--warmup", "1", "--iterations", "3", "--json", str(work / "outcome.json")],
-             120, work / "outcome.json", run=not dry_run),
+             105, work / "outcome.json", run=not dry_run),
         Step("mc_k4", "smollm2-gsm8k, Monte-Carlo k = 4 arm: 1 timed iteration (64 x 5 x 4 continuations)",
              arm + ["--arm", "mc_k4", "--warmup", "0", "--iterations", "1", "--json", str(work / "mc_k4.json")],
-             120, work / "mc_k4.json", run=not dry_run),
+             150, work / "mc_k4.json", run=not dry_run),
     ]
 
 
