@@ -21,10 +21,14 @@ import statistics
 import sys
 from pathlib import Path
 
-import numpy as np
-import torch
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "workflow"))
+
+from mcgrpo.core.openmp import set_wait_defaults  # noqa: E402
+
+set_wait_defaults()  # before torch loads OpenMP: threads wait as a pipeline job's do (`python -m mcgrpo`)
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
 
 from mcgrpo.core.clock import STAGES, StageClock  # noqa: E402
 
