@@ -73,9 +73,10 @@ def test_two_real_iterations(tmp_path):
     cfg["budget"]["tokens"] = 2 * 2 * limit + 1  # one iteration generates at most 128 tokens: two or more
     cfg["evaluation"].update(samples=1, per_budget=1)
     (tmp_path / "study.yaml").write_text(yaml.safe_dump(cfg))
-    run = tmp_path / layout.run_dir(studies.load(tmp_path / "study.yaml"), "outcome", 0)
-    target = str(run / "iterations.parquet")
-    done = snakemake(tmp_path, tmp_path / "study.yaml", target)
+    relative = layout.run_dir(studies.load(tmp_path / "study.yaml"), "outcome", 0)
+    run = tmp_path / relative
+    # the target as the rules name it, relative to the workdir: Snakemake matches no absolute path to it
+    done = snakemake(tmp_path, tmp_path / "study.yaml", str(relative / "iterations.parquet"))
     assert done.returncode == 0, done.stderr[-3000:]
     iterations = read_contract(run / "iterations.parquet", "iterations")
     evals = read_contract(run / "evals.parquet", "evals")
