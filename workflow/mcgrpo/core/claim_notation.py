@@ -1,0 +1,147 @@
+"""Reading written work as arithmetic, character for character: the step before a claim is parsed.
+
+`read(text)` returns a string of the same length (so a claim's characters are its characters in the
+text) in which what is no arithmetic is blanked and every separator between two numbers is decided:
+
+- labels before a claim (`1)`, `(a)`, `ii.`, `Step 2:`, `- ` bullets) end it: a label is no operand;
+- Markdown emphasis (`**2 + 3 = 5**`) and LaTeX display delimiters (`\\[ \\]`) are blanked;
+- units and degrees after a number (`70°`, `70^\\circ`, `35 dollars`, `12 cm`, `\\text{ kg}`) are blanked:
+  the claim is about the number (GSM8K's reference steps `<<3*5=15>>` carry no units); a single letter
+  is a variable (`3x`), never a unit, so `3x + 7 = 10` stays no claim;
+- `percent` is `%`, and `p% of x` is `p% × x`; currencies `€ £ ¥ ₹` are `$`; `[ ]` group as `( )`;
+- a separator between two numbers (`_separate`) joins them (`1 000`, `1,000`, `1\\,000`, `2 1/2`), splits
+  two claims side by side (`0+72=72 0+72=72`, `5-2=3,4*3=12`), or has two readings and is marked
+  unreadable (`2,5`: a decimal comma or a list; `=1 500 500+`: which claim the group `500` belongs to),
+  so a claim holding it is left unjudged rather than judged on a fragment.
+
+The papers (seeds 001, 003) define a claim as an intermediate calculation checked against a value; they
+are silent on notation. What has one reading is read; what has two is left unjudged (seed 003: penalize
+only what is verifiable).
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+
+UNREADABLE = "\ufffd"  # a separator with two readings: no side holding it parses, so its claim is unjudged
+THIN_SPACES = "\u2009\u202f\u00a0"  # thin, narrow no-break, no-break: digit grouping (SI), never a list
+
+# What written arithmetic is made of; a run of these holding `=` is a chain of claims once `_separate` has
+# split it. Each alternative starts on a different character, so a run is matched in linear time.
+RUN = re.compile(r"(?:\\(?:times|cdot|div|[dt]?frac|sqrt|left|right|overline|\$|,|!|%)"
+                 r"|(?<=\d)\{,\}(?=\d)|[0-9.+\-*/×·÷−√()=${}^% \t\u2009\u202f\u00a0\ufffd]|(?<=\d),(?=\d))+")
+_OPERAND_START = "0123456789.$(-−+\\√"
+_OPERAND_END = "0123456789.)}%"
+_OPERATORS = "+-−×·÷/*^"
+
+# --- what is no arithmetic: blanked, the length kept ----------------------------------------------
+_TIMES_X = re.compile(r"(?<=[\d)])( ?)x( ?)(?=[\d(])")  # `3 x 4`: a multiplication, not a variable
+_STARS = re.compile(r"\*+")
+_DELIMITERS = re.compile(r"\\[\[\]()]")  # \[ \] \( \): LaTeX math delimiters
+# A label: at the start of a line or after `:`, `;` or `,`, a bullet and/or an enumerator (`1)`, `(1)`,
+# `a.`, `ii)`, `[3]`, `Step 2:`, `Step 10.`), then a space and an operand; a bare bullet likewise
+# (CommonMark: `- ` at a line's start is a list item, so `- 3 + 4 = 7` is 3 + 4, not -3 + 4).
+_ENUMERATOR = r"(?:[A-Za-z]+[ \t]+)?(?:\(\w{1,4}\)|\[\w{1,4}\]|\w{1,4}[.):])"
+_LABEL = re.compile(rf"(?:^|(?<=[:;])|(?<=,)(?=[ \t]))[ \t]*(?:[-*+•](?:[ \t]+{_ENUMERATOR})?|{_ENUMERATOR})"
+                    r"(?=[ \t]+(?:[\d$(\[\\√.]|[-−+]\S))", re.M)
+_LETTER_LABEL = re.compile(r"(?<![\w)])\([A-Za-z]{1,4}\)(?=[ \t]+[\d$(\[\\√.-])")  # `(b)` mid-line
+_PERCENT_WORD = re.compile(r"(?<=\d)[ \t]?(?:percent|per cent)\b")
+_OF = re.compile(r"(?<=%)[ \t]+of(?=[ \t]+[\d$(\[\\√])")  # 10% of 200
+_POWER = r"(?:\^\{?[23]\}?|[²³])?"  # cm^2, m³
+_UNIT = re.compile(r"(?<=\d)(?:[ \t]|\\,)?(?:°|\^?\{?\\circ\}?|\\degree)(?:[ \t]?[CFK](?![A-Za-z]))?"
+                   rf"|(?<=\d)[ \t]?\\(?:text|mathrm|textrm|mbox)\{{[ \t]*[A-Za-z][A-Za-z .]*\}}{_POWER}"
+                   rf"|(?<=\d)[ \t]?(?!of\b)[A-Za-z]{{2,}}(?:[ \t]?/[ \t]?[A-Za-z]+)?{_POWER}(?![A-Za-z])")
+_CURRENCY = str.maketrans("€£¥₹[]", "$$$$()")
+
+# --- separators between two numbers ---------------------------------------------------------------
+_GAP = re.compile(r"(?<=[\d.])(?:[ \t]+|[\u2009\u202f\u00a0]|\\,|\{,\}|,)(?=[\d$])")
+_PROPER = re.compile(r"([1-9]\d*)/(\d+)(?![\d.])")  # a mixed number's fraction: `2 1/2`
+_THOUSANDS = re.compile(r"\d{3}(?!\d)")
+_SEPARATORS = r"(?:[ \t\u2009\u202f\u00a0]|\\,|\{,\}|,)"
+_GROUPED = re.compile(rf"(?<![\d.,])\d{{1,3}}(?P<sep>{_SEPARATORS})\d{{3}}(?:(?P=sep)\d{{3}})*(?!\d)")
+_WINDOW = 64  # how far back a digit group is looked for (a number longer than this is no written step)
+
+
+def read(text: str) -> str:
+    """`text`, same length, with what is no arithmetic blanked and each separator decided (module doc)."""
+    out = _TIMES_X.sub(lambda m: f"{m[1]}×{m[2]}", text)
+    out = _PERCENT_WORD.sub(lambda m: "%".rjust(len(m[0])), out)
+    out = _OF.sub(lambda m: " ×".ljust(len(m[0])), out)
+    out = _UNIT.sub(lambda m: " " * len(m[0]), out)  # before emphasis: `3 cm * 4 cm` multiplies
+    out = _STARS.sub(_emphasis, out)
+    out = _DELIMITERS.sub("  ", out)
+    out = _LABEL.sub(_ends_claim, out)
+    out = _LETTER_LABEL.sub(_ends_claim, out)
+    return _separate(out.translate(_CURRENCY))
+
+
+def ungroup(side: str) -> str:
+    """A side with its digit-group separators dropped (`1 000`, `1,000`, `1{,}000`, `1\\,000`: 1000)."""
+    return _GROUPED.sub(lambda m: re.sub(_SEPARATORS, "", m[0]), side)
+
+
+def _ends_claim(label: re.Match) -> str:
+    return "\n" * len(label[0])
+
+
+def _emphasis(stars: re.Match) -> str:
+    """Stars between two operands are an operator (`3 * 4`, `2 ** 3`), and beside another operator a
+    mistake (`2 + * 3`, unparsable); others are Markdown emphasis (`**2 + 3 = 5**`, `= **5**`)."""
+    text, start, end = stars.string, stars.start(), stars.end()
+    before = text[max(0, start - 8):start].rstrip(" \t")[-1:]
+    after = text[end:end + 8].lstrip(" \t")[:1]
+    operator = bool(before) and before in _OPERAND_END and bool(after) and after in _OPERAND_START
+    beside = bool(before) and before in _OPERATORS or bool(after) and after in _OPERATORS
+    return stars[0] if operator or beside else " " * len(stars[0])
+
+
+def _separate(text: str) -> str:
+    """Each separator between two numbers in a run: kept (it joins them), a line break (two claims side
+    by side) or UNREADABLE (two readings)."""
+    out = list(text)
+    for run in RUN.finditer(text):
+        equals = [m.start() for m in re.finditer("=", run[0])]
+        if not equals:
+            continue
+        start = run.start()
+        for gap in _GAP.finditer(text, run.start(), run.end()):
+            first = bisect.bisect_left(equals, start - run.start())
+            between = (first < len(equals) and equals[first] + run.start() < gap.start()
+                       and equals[-1] + run.start() >= gap.end())
+            kind = _kind(text, gap, between)
+            if kind == "split":
+                out[gap.start():gap.end()] = "\n" * len(gap[0])
+                start = gap.end()
+            elif kind == "unreadable":
+                out[gap.start():gap.end()] = UNREADABLE * len(gap[0])
+    return "".join(out)
+
+
+def _kind(text: str, gap: re.Match, between: bool) -> str:
+    """"join", "split" or "unreadable", for a separator between two numbers; `between`: whether it sits
+    between two equations of its run (the only place a list or a second claim can start)."""
+    separator = gap[0]
+    grouped = _grouped(text, gap)
+    if separator == ",":  # thousands (`1,200`), a list (`5-2=3,4*3=12`), else a decimal comma or a list
+        return "join" if grouped else "split" if between else "unreadable"
+    if separator.strip(" \t"):  # thin spaces, `\,`, `{,}`: grouping only
+        return "join" if grouped else "unreadable"
+    fraction = _PROPER.match(text, gap.end())
+    mixed = len(separator) == 1 and fraction is not None and int(fraction[1]) < int(fraction[2])
+    if mixed and grouped:  # `1 250/500`: 1250/500 or 1 + 250/500
+        return "unreadable"
+    if mixed:
+        return "join"
+    if grouped:  # `1 000 + 500 = 1 500`; `=72 100+20=`: the end of one claim or the start of the next
+        return "unreadable" if between else "join"
+    return "split"
+
+
+def _grouped(text: str, gap: re.Match) -> bool:
+    """Whether the separator lies inside one digit-grouped number (the same separator throughout)."""
+    if not _THOUSANDS.match(text, gap.end()):
+        return False
+    origin = max(0, gap.start() - _WINDOW)
+    window, at = text[origin:gap.end() + 4], gap.start() - origin
+    return any(m.start() < at < m.end() for m in _GROUPED.finditer(window))
