@@ -1,17 +1,21 @@
 """Arithmetic claims in a completion: every `expression = result` it writes, where, and whether it holds.
 
 Both the process reward (does a claim's result match a reference step?) and the path penalty (is the
-claim true?) read them. A claim is read by Python's own expression parser (`ast`), so precedence,
-associativity, parentheses and unary minus are Python's (`2 + 3 * 4 = 14`, `48 / 2 * 3 = 72`,
-`12 - 4 - 3 = 5`), after the notations of written work are translated: `\\times`, `\\cdot`, `×`, `·`,
-`x` between numbers, `\\div`, `÷`, `\\frac{a}{b}`, `^`, `$` amounts, `1,200` and `1{,}200` thousands
-separators, percent (`50\\%` is 1/2), repeating decimals (`0.\\overline{3}` is 1/3), mixed numbers
-(`2 1/2`, `2\\frac{1}{2}`) and implicit multiplication (`2(3 + 4)`). Values are exact rationals.
+claim true?) read them. The text is first read character for character (`claim_notation.read`: labels,
+emphasis, units and delimiters blanked, each separator between numbers decided). A claim is then parsed
+by Python's own expression parser (`ast`), so precedence, associativity, parentheses and unary minus are
+Python's (`2 + 3 * 4 = 14`, `48 / 2 * 3 = 72`, `12 - 4 - 3 = 5`), after the notations of written work are
+translated: `\\times`, `\\cdot`, `×`, `·`, `x` between numbers, `\\div`, `÷`, `\\frac{a}{b}`, `^`, `$` amounts,
+digit groups (`1,200`, `1{,}200`, `1 200`, `1\\,200`), `[ ]` as `( )`, percent (`50\\%` is 1/2, `p% of x`
+is p/100 x, and `0.4 \\times 100 = 40\\%` is the figure 40), repeating decimals (`0.\\overline{3}` is 1/3),
+mixed numbers (`2 1/2`, `2\\frac{1}{2}`), roots (`\\sqrt{16}`, `\\sqrt[3]{27}`, `√16`) and implicit
+multiplication (`2(3 + 4)`). Values are exact rationals.
 
 Every link of a chain `a = b = c` whose sides are not all bare numbers is a claim (`2 + 3 = 5 = 11 / 2`
 holds two, the second false), and a bare number on the left of a computation is its result
-(`15 = 2 + 3 \\times 4`: result first). A claim that cannot be parsed (`x = 5`, `2 + * 3 = 5`) has no
-value and no verdict: it is neither a violation nor a fulfilment.
+(`15 = 2 + 3 \\times 4`: result first). A claim that cannot be read or parsed (`x = 5`, `2 + * 3 = 5`), or
+that has two readings (`2,5 + 1 = 3,5`, `\\sqrt 16`, `50 + 10%`), or no exact value (`\\sqrt{2}`), has no
+value and no verdict: it is neither a violation nor a fulfilment, and is never judged on a fragment.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ _FRAC = re.compile(r"\\[dt]?frac\{([^{}]*)\}\{([^{}]*)\}|\\[dt]?frac(\d)(\d)")
 _ROOT = re.compile(r"\\sqrt(?:\((\d+)\))?\{([^{}]*)\}|\\sqrt[ \t]*(\d)(?![\d.])")  # \sqrt 9; not \sqrt 16
 _RADICAL = re.compile(r"√[ \t]*(\d+(?:\.\d+)?)")  # √16
 _REPEATING = re.compile(r"(\d*)\.(\d*)\\overline\{(\d+)\}")  # 0.1\overline{6}
-_MIXED_FRAC = re.compile(r"(?<![\d.])(\d+)[ \t]?\\[dt]?frac\{(\d+)\}\{(\d+)\}")  # 2\frac{1}{2}: two and a half
+_MIXED_FRAC = re.compile(r"(?<![\d.])(\d+)[ \t]?\\[dt]?frac(?:\{(\d+)\}\{(\d+)\}|(\d)(\d))")  # 2\frac{1}{2}, 2\frac12
 _MIXED = re.compile(r"(?<![\d./])(\d+)[ \t]([1-9]\d*)/(\d+)(?![\d.])")  # 2 1/2
 _PERCENT = re.compile(r"(\d+(?:\.\d+)?)[ \t]*\\?%")
 _BARE_PERCENT = re.compile(r"[$]?\d+(?:\.\d+)?[ \t]*\\?%")
@@ -174,7 +178,7 @@ def _python(side: str) -> str:
     """A side in Python's notation: written work's notations translated (the module doc lists them);
     a percent is `pct(p)`, a root `sqrt(x)` or `root(n, x)`."""
     source = _REPEATING.sub(_repeating, ungroup(side))
-    source = _MIXED_FRAC.sub(r"((\1)+(\2)/(\3))", source)
+    source = _MIXED_FRAC.sub(lambda m: f"(({m[1]})+({m[2] or m[4]})/({m[3] or m[5]}))", source)
     before = None
     while source != before:  # innermost first: `\frac{\frac{1}{2}}{3}`, `\sqrt{\frac{1}{4}}`
         before = source
