@@ -25,12 +25,12 @@ import bisect
 import re
 
 UNREADABLE = "\ufffd"  # a separator with two readings: no side holding it parses, so its claim is unjudged
-THIN_SPACES = "\u2009\u202f\u00a0"  # thin, narrow no-break, no-break: digit grouping (SI), never a list
+_THIN = "\u2009\u202f\u00a0"  # thin, narrow no-break, no-break spaces: digit grouping (SI), never a list
 
 # What written arithmetic is made of; a run of these holding `=` is a chain of claims once `_separate` has
 # split it. Each alternative starts on a different character, so a run is matched in linear time.
 RUN = re.compile(r"(?:\\(?:times|cdot|div|[dt]?frac|sqrt|left|right|overline|\$|,|!|%)"
-                 r"|(?<=\d)\{,\}(?=\d)|[0-9.+\-*/×·÷−√()=${}^% \t\u2009\u202f\u00a0\ufffd]|(?<=\d),(?=\d))+")
+                 rf"|(?<=\d)\{{,\}}(?=\d)|[0-9.+\-*/×·÷−√()=${{}}^% \t{_THIN}{UNREADABLE}]|(?<=\d),(?=\d))+")
 _OPERAND_START = "0123456789.$(-−+\\√"
 _OPERAND_END = "0123456789.)}%"
 _OPERATORS = "+-−×·÷/*^"
@@ -55,10 +55,10 @@ _UNIT = re.compile(r"(?<=\d)(?:[ \t]|\\,)?(?:°|\^?\{?\\circ\}?|\\degree)(?:[ \t
 _CURRENCY = str.maketrans("€£¥₹[]", "$$$$()")
 
 # --- separators between two numbers ---------------------------------------------------------------
-_GAP = re.compile(r"(?<=[\d.])(?:[ \t]+|[\u2009\u202f\u00a0]|\\,|\{,\}|,)(?=[\d$])")
+_GAP = re.compile(rf"(?<=[\d.])(?:[ \t]+|[{_THIN}]|\\,|\{{,\}}|,)(?=[\d$])")
 _PROPER = re.compile(r"([1-9]\d*)/(\d+)(?![\d.])")  # a mixed number's fraction: `2 1/2`
 _THOUSANDS = re.compile(r"\d{3}(?!\d)")
-_SEPARATORS = r"(?:[ \t\u2009\u202f\u00a0]|\\,|\{,\}|,)"
+_SEPARATORS = rf"(?:[ \t{_THIN}]|\\,|\{{,\}}|,)"
 _GROUPED = re.compile(rf"(?<![\d.,])\d{{1,3}}(?P<sep>{_SEPARATORS})\d{{3}}(?:(?P=sep)\d{{3}})*(?!\d)")
 _WINDOW = 64  # how far back a digit group is looked for (a number longer than this is no written step)
 
@@ -66,7 +66,7 @@ _WINDOW = 64  # how far back a digit group is looked for (a number longer than t
 def read(text: str) -> str:
     """`text`, same length, with what is no arithmetic blanked and each separator decided (module doc)."""
     out = _TIMES_X.sub(lambda m: f"{m[1]}×{m[2]}", text)
-    out = _PERCENT_WORD.sub(lambda m: "%".rjust(len(m[0])), out)
+    out = _PERCENT_WORD.sub(lambda m: "%".ljust(len(m[0])), out)
     out = _OF.sub(lambda m: " ×".ljust(len(m[0])), out)
     out = _UNIT.sub(lambda m: " " * len(m[0]), out)  # before emphasis: `3 cm * 4 cm` multiplies
     out = _STARS.sub(_emphasis, out)
