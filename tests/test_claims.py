@@ -92,6 +92,10 @@ def found(text):
     ("* 3 + 4 = 7", [("3 + 4 = 7", True, 7)]), ("**2 + 3 = 6**", [("2 + 3 = 6", False, 5)]),
     ("(1) 4+4=8, (2) 8*2=16", [("4+4=8", True, 8), ("8*2=16", True, 16)]),  # was (2)·8·2 = 16, false
     ("x: (a) 9 - 4 = 5 and (b) 5 * 2 = 10", [("9 - 4 = 5", True, 5), ("5 * 2 = 10", True, 10)]),
+    ("(1) 4+4=8 (2) 8*2=16", [("4+4=8", True, 8), ("8*2=16", True, 16)]),  # was 4+4 = 8·2·8·2, false
+    ("1) 4 + 4 = 8 2) 8 * 2 = 16", [("4 + 4 = 8", True, 8), ("8 * 2 = 16", True, 16)]),
+    ("a) 5 * 3 = 15 b) 15 + 2 = 17", [("5 * 3 = 15", True, 15), ("15 + 2 = 17", True, 17)]),
+    ("4 + (2) 3 = 10", [("4 + (2) 3 = 10", True, 10)]),  # after an operator `(2)` is a factor
     ("(10) / 5 = 2", [("(10) / 5 = 2", True, 2)]),        # no label: an operator follows
     ("(2)(3 + 4) = 14", [("(2)(3 + 4) = 14", True, 14)]), ("(2 + 3) 4 = 20", [("(2 + 3) 4 = 20", True, 20)]),
 ])
@@ -105,7 +109,7 @@ def test_a_label_before_a_claim_is_no_operand(text, expected):
     ("[4 + 6] / 5 = 2", [("[4 + 6] / 5 = 2", True, 2)]),  # was unjudged `/ 5 = 2`
     ("[4 + 6] / 5 = 3", [("[4 + 6] / 5 = 3", False, 2)]),
     (r"\left[ (2 + 3) \times 4 \right] / 2 = 10", [(r"\left[ (2 + 3) \times 4 \right] / 2 = 10", True, 10)]),
-    ("2[3 + 4] = 14", [("2[3 + 4] = 14", True, 14)]),
+    ("2[3 + 4] = 14", [("2[3 + 4] = 14", True, 14)]), (r"\{4 + 6\} / 5 = 3", [(r"\{4 + 6\} / 5 = 3", False, 2)]),
     (r"\[ 3 + 4 = 8 \]", [("3 + 4 = 8", False, 7)]),      # display delimiters, no grouping
 ])
 def test_square_brackets_group(text, expected):
@@ -117,6 +121,8 @@ def test_square_brackets_group(text, expected):
     ("5 / 2 = 2 1/2", [("5 / 2 = 2 1/2", True, Fraction(5, 2))]),
     (r"2 1/2 \times 2 = 6", [(r"2 1/2 \times 2 = 6", False, 5)]),  # the mixed number is one operand, not 2 + 1/2·2
     (r"1\frac12 + 1 = 2\frac12", [(r"1\frac12 + 1 = 2\frac12", True, Fraction(5, 2))]),  # was 1·(1/2)
+    ("2½ + 1 = 3½", [("2½ + 1 = 3½", True, Fraction(7, 2))]), ("½ + ¼ = 1", [("½ + ¼ = 1", False, Fraction(3, 4))]),
+    ("1⁄2 + 1⁄2 = 1", [("1⁄2 + 1⁄2 = 1", True, 1)]),  # the fraction slash
     ("24 48/2 = 24", [("48/2 = 24", True, 24)]),          # an improper fraction: two numbers side by side
     ("1 250/500 = 2.5", [("1 250/500 = 2.5", None, None)]),  # 1250/500 or 1 + 250/500: unjudged
 ])
@@ -132,6 +138,8 @@ def test_mixed_numbers(text, expected):
     ("1\u202f000 \u00d7 3 = 3\u202f000", [("1\u202f000 \u00d7 3 = 3\u202f000", True, 3000)]),
     ("12 000 000 / 4 = 3 000 000", [("12 000 000 / 4 = 3 000 000", True, 3000000)]),
     ("1 000/2 = 500", [("1 000/2 = 500", True, 500)]),    # a numerator has no leading zero: not 1 + 0/2
+    ("1'000 + 500 = 1'500", [("1'000 + 500 = 1'500", True, 1500)]),  # Swiss digit groups
+    ("5'6 + 1 = 7", [("5'6 + 1 = 7", None, None)]),      # an apostrophe inside no group (feet and inches?)
     ("12\u20093 + 1 = 124", [("12\u20093 + 1 = 124", None, None)]),  # a thin space inside no group
     # the group `500` ends one claim or starts the next: both unjudged, neither judged on a fragment
     ("1 000 + 500 = 1 500 500 + 500 = 1 000", [("1 000 + 500 = 1 500 500 + 500", None, None),
@@ -166,6 +174,7 @@ def test_a_comma_that_is_no_list_and_no_thousands_is_unjudged(text, expected):
     (r"\sqrt{16} = 5", [(r"\sqrt{16} = 5", False, 4)]), (r"\sqrt 9 = 3", [(r"\sqrt 9 = 3", True, 3)]),
     (r"\sqrt 16 = 4", [(r"\sqrt 16 = 4", None, None)]),   # TeX takes one token: √1 then 6, or √16
     (r"\sqrt16 = 4", [(r"\sqrt16 = 4", None, None)]), ("√16 + 2 = 6", [("√16 + 2 = 6", True, 6)]),
+    ("sqrt(16) = 5", [("sqrt(16) = 5", False, 4)]),
     (r"\sqrt[3]{27} = 3", [(r"\sqrt[3]{27} = 3", True, 3)]), (r"3\sqrt{16} = 12", [(r"3\sqrt{16} = 12", True, 12)]),
     (r"\sqrt{\frac{1}{4}} = 0.5", [(r"\sqrt{\frac{1}{4}} = 0.5", True, Fraction(1, 2))]),
     (r"\sqrt{2} = 1.41", [(r"\sqrt{2} = 1.41", None, None)]),  # no exact value
@@ -182,7 +191,9 @@ def test_square_roots(text, expected):
     ("12 cm + 3 cm = 15 cm", [("12 cm + 3 cm = 15", True, 15)]),
     ("3 cm * 4 cm = 12 cm^2", [("3 cm * 4 cm = 12", True, 12)]),  # not 12^2
     (r"3 \text{ cm} + 4 \text{ cm} = 7 \text{ cm}", [(r"3 \text{ cm} + 4 \text{ cm} = 7", True, 7)]),
-    ("5 km/h * 2 hours = 10 km", [("5 km/h * 2 hours = 10", True, 10)]), ("€5 + €3 = €9", [("€5 + €3 = €9", False, 8)]),
+    ("5 km/h * 2 hours = 10 km", [("5 km/h * 2 hours = 10", True, 10)]),
+    ("$5 per hour × 8 hours = $40", [("$5 per hour × 8 hours = $40", True, 40)]),
+    ("€5 + €3 = €9", [("€5 + €3 = €9", False, 8)]),
     ("3x + 7 = 10", []), ("2 h + 3 = 5", []),             # a single letter is a variable, not a unit
 ])
 def test_units_after_a_number_are_dropped(text, expected):

@@ -25,12 +25,14 @@ import bisect
 import re
 
 UNREADABLE = "\ufffd"  # a separator with two readings: no side holding it parses, so its claim is unjudged
-_THIN = "\u2009\u202f\u00a0"  # thin, narrow no-break, no-break spaces: digit grouping (SI), never a list
+_THIN = "\u2009\u202f\u00a0'’"  # thin, narrow no-break, no-break spaces, apostrophes (1'000): digit grouping only
+VULGAR = "½⅓⅔¼¾⅕⅖⅗⅘⅙⅚⅛⅜⅝⅞"
 
 # What written arithmetic is made of; a run of these holding `=` is a chain of claims once `_separate` has
 # split it. Each alternative starts on a different character, so a run is matched in linear time.
-RUN = re.compile(r"(?:\\(?:times|cdot|div|[dt]?frac|sqrt|left|right|overline|\$|,|!|%)"
-                 rf"|(?<=\d)\{{,\}}(?=\d)|[0-9.+\-*/×·÷−√()=${{}}^% \t{_THIN}{UNREADABLE}]|(?<=\d),(?=\d))+")
+RUN = re.compile(r"(?:\\(?:times|cdot|div|[dt]?frac|sqrt|left|right|overline|\$|,|!|%|\{|\})|sqrt(?=\()"
+                 rf"|(?<=\d)\{{,\}}(?=\d)|[0-9.+\-*/×·÷−√⁄()=${{}}^% \t{_THIN}{VULGAR}{UNREADABLE}]"
+                 r"|(?<=\d),(?=\d))+")
 _OPERAND_START = "0123456789.$(-−+\\√"
 _OPERAND_END = "0123456789.)}%"
 _OPERATORS = "+-−×·÷/*^"
@@ -45,13 +47,17 @@ _DELIMITERS = re.compile(r"\\[\[\]()]")  # \[ \] \( \): LaTeX math delimiters
 _ENUMERATOR = r"(?:[A-Za-z]+[ \t]+)?(?:\(\w{1,4}\)|\[\w{1,4}\]|\w{1,4}[.):])"
 _LABEL = re.compile(rf"(?:^|(?<=[:;])|(?<=,)(?=[ \t]))[ \t]*(?:[-*+•](?:[ \t]+{_ENUMERATOR})?|{_ENUMERATOR})"
                     r"(?=[ \t]+(?:[\d$(\[\\√.]|[-−+]\S))", re.M)
-_LETTER_LABEL = re.compile(r"(?<![\w)])\([A-Za-z]{1,4}\)(?=[ \t]+[\d$(\[\\√.-])")  # `(b)` mid-line
+# mid-line: `(b)`, `b)`, and `(2)`, `2)` after a word or a number (`=8 (2) 8*2=16`; after an operator, a factor)
+_INLINE_LABEL = re.compile(r"(?:(?<![\w)])\([A-Za-z]{1,4}\)|(?<![\w(])[A-Za-z]{1,4}\)|(?<=[\w.,;:][ \t])\(?\d{1,3}\))"
+                           r"(?=[ \t]+[\d$(\[\\√.-])")
 _PERCENT_WORD = re.compile(r"(?<=\d)[ \t]?(?:percent|per cent)\b")
 _OF = re.compile(r"(?<=%)[ \t]+of(?=[ \t]+[\d$(\[\\√])")  # 10% of 200
 _POWER = r"(?:\^\{?[23]\}?|[²³])?"  # cm^2, m³
+# a word unit: two letters or more, not `of` (10% of) or `sqrt`; `km/h`, `dollars per hour`, `$5 per hour`
+_WORD_UNIT = r"(?!of\b|sqrt\b)(?:per[ \t])?[A-Za-z]{2,}(?:(?:[ \t]?/[ \t]?|[ \t]per[ \t])[A-Za-z]+)?"
 _UNIT = re.compile(r"(?<=\d)(?:[ \t]|\\,)?(?:°|\^?\{?\\circ\}?|\\degree)(?:[ \t]?[CFK](?![A-Za-z]))?"
                    rf"|(?<=\d)[ \t]?\\(?:text|mathrm|textrm|mbox)\{{[ \t]*[A-Za-z][A-Za-z .]*\}}{_POWER}"
-                   rf"|(?<=\d)[ \t]?(?!of\b)[A-Za-z]{{2,}}(?:[ \t]?/[ \t]?[A-Za-z]+)?{_POWER}(?![A-Za-z])")
+                   rf"|(?<=\d)[ \t]?{_WORD_UNIT}{_POWER}(?![A-Za-z])")
 _CURRENCY = str.maketrans("€£¥₹[]", "$$$$()")
 
 # --- separators between two numbers ---------------------------------------------------------------
@@ -72,7 +78,7 @@ def read(text: str) -> str:
     out = _STARS.sub(_emphasis, out)
     out = _DELIMITERS.sub("  ", out)
     out = _LABEL.sub(_ends_claim, out)
-    out = _LETTER_LABEL.sub(_ends_claim, out)
+    out = _INLINE_LABEL.sub(_ends_claim, out)
     return _separate(out.translate(_CURRENCY))
 
 

@@ -23,13 +23,15 @@ from __future__ import annotations
 import ast
 import math
 import re
+import unicodedata
 from dataclasses import dataclass
 from fractions import Fraction
 
-from mcgrpo.core.claim_notation import RUN, read, ungroup
+from mcgrpo.core.claim_notation import RUN, VULGAR, read, ungroup
 
 _FRAC = re.compile(r"\\[dt]?frac\{([^{}]*)\}\{([^{}]*)\}|\\[dt]?frac(\d)(\d)")
 _ROOT = re.compile(r"\\sqrt(?:\((\d+)\))?\{([^{}]*)\}|\\sqrt[ \t]*(\d)(?![\d.])")  # \sqrt 9; not \sqrt 16
+_VULGAR = re.compile(rf"(\d*)[ \t]?([{VULGAR}])")  # 2½: two and a half
 _RADICAL = re.compile(r"√[ \t]*(\d+(?:\.\d+)?)")  # √16
 _REPEATING = re.compile(r"(\d*)\.(\d*)\\overline\{(\d+)\}")  # 0.1\overline{6}
 _MIXED_FRAC = re.compile(r"(?<![\d.])(\d+)[ \t]?\\[dt]?frac(?:\{(\d+)\}\{(\d+)\}|(\d)(\d))")  # 2\frac{1}{2}, 2\frac12
@@ -40,7 +42,7 @@ _IMPLICIT = re.compile(r"(?<=[\d)])[ \t]*(?=\(|sqrt|root)|(?<=\))[ \t]*(?=\d)") 
 _LITERAL = re.compile(r"\d+(?:\.\d+)?")
 _TRANSLATE = [("\\times", "*"), ("\\cdot", "*"), ("×", "*"), ("·", "*"), ("\\div", "/"), ("÷", "/"),
               ("−", "-"), ("^", "**"), ("\\left", ""), ("\\right", ""), ("\\$", ""), ("$", ""), ("\\,", ""),
-              ("\\!", ""), ("√", "sqrt"), ("{", "("), ("}", ")"),
+              ("\\!", ""), ("√", "sqrt"), ("⁄", "/"), ("\\{", "("), ("\\}", ")"), ("{", "("), ("}", ")"),
               ("\u2009", " "), ("\u202f", " "), ("\u00a0", " ")]
 MAX_SIDE_CHARS = 200  # a longer side is no written step (and would let a hostile text cost time)
 MAX_EXPONENT = 64
@@ -140,7 +142,7 @@ def _trim(piece: str, start: int) -> tuple[int, int, str] | None:
         begin += 1
     while text.endswith(")") and text.count(")", begin) > text.count("(", begin):
         text = text[:-1].rstrip(" \t.,")
-    if not any(c.isdigit() for c in text[begin:]):
+    if not any(c.isnumeric() for c in text[begin:]):  # digits and vulgar fractions (½)
         return None
     return start + begin, start + len(text), text[begin:]
 
@@ -154,7 +156,8 @@ def _stray(text: str, i: int) -> bool:
 
 def _computes(side: str) -> bool:
     """Whether a side is a computation rather than a bare number (a sign aside)."""
-    return any(op in side.lstrip("+-−$ ") for op in "+-*/×·÷−^%\\√") or _IMPLICIT.search(side) is not None
+    operators = any(op in side.lstrip("+-−$ ") for op in "+-*/×·÷−^%\\√⁄")
+    return operators or "sqrt" in side or _IMPLICIT.search(side) is not None
 
 
 _UNPARSABLE = object()
@@ -185,11 +188,18 @@ def _python(side: str) -> str:
         source = _FRAC.sub(lambda m: f"(({m[1] or m[3]})/({m[2] or m[4]}))", source)
         source = _ROOT.sub(_root_call, source)
     source = _MIXED.sub(lambda m: f"({m[1]}+{m[2]}/{m[3]})" if int(m[2]) < int(m[3]) else m[0], source)
+    source = _VULGAR.sub(_vulgar, source)
     source = _PERCENT.sub(r"pct(\1)", source)
     source = _RADICAL.sub(r"sqrt(\1)", source)
     for written, python in _TRANSLATE:
         source = source.replace(written, python)
     return _IMPLICIT.sub("*", source).strip()
+
+
+def _vulgar(m: re.Match) -> str:
+    """`2½` as `(2+1/2)`, `½` as `(0+1/2)`."""
+    fraction = Fraction(unicodedata.numeric(m[2])).limit_denominator(10)
+    return f"({m[1] or 0}+{fraction.numerator}/{fraction.denominator})"
 
 
 def _root_call(m: re.Match) -> str:
