@@ -137,6 +137,9 @@ def test_mixed_numbers(text, expected):
     ("1\u2009000 + 500 = 1\u2009500", [("1\u2009000 + 500 = 1\u2009500", True, 1500)]),
     ("1\u202f000 \u00d7 3 = 3\u202f000", [("1\u202f000 \u00d7 3 = 3\u202f000", True, 3000)]),
     ("12 000 000 / 4 = 3 000 000", [("12 000 000 / 4 = 3 000 000", True, 3000000)]),
+    ("3.141 592 × 2 = 6.283 184", [("3.141 592 × 2 = 6.283 184", True, Fraction(6283184, 10**6))]),  # SI decimals
+    ("1.000 + 500 = 1.500", [("1.000 + 500 = 1.500", False, 501)]),  # a point is the decimal point (GSM8K)
+    ("1.000.000 + 1 = 1.000.001", [("1.000.000 + 1 = 1.000.001", None, None)]),
     ("1 000/2 = 500", [("1 000/2 = 500", True, 500)]),    # a numerator has no leading zero: not 1 + 0/2
     ("1'000 + 500 = 1'500", [("1'000 + 500 = 1'500", True, 1500)]),  # Swiss digit groups
     ("5'6 + 1 = 7", [("5'6 + 1 = 7", None, None)]),      # an apostrophe inside no group (feet and inches?)

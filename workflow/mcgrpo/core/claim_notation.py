@@ -65,7 +65,8 @@ _GAP = re.compile(rf"(?<=[\d.])(?:[ \t]+|[{_THIN}]|\\,|\{{,\}}|,)(?=[\d$])")
 _PROPER = re.compile(r"([1-9]\d*)/(\d+)(?![\d.])")  # a mixed number's fraction: `2 1/2`
 _THOUSANDS = re.compile(r"\d{3}(?!\d)")
 _SEPARATORS = rf"(?:[ \t{_THIN}]|\\,|\{{,\}}|,)"
-_GROUPED = re.compile(rf"(?<![\d.,])\d{{1,3}}(?P<sep>{_SEPARATORS})\d{{3}}(?:(?P=sep)\d{{3}})*(?!\d)")
+# a grouped number: `1 000 000`, or the decimals of `3.141 592` (SI groups them too), one separator throughout
+_GROUPED = re.compile(rf"(?:(?<![\d.,])\d{{1,3}}|(?<=\d\.)\d{{3}})(?P<sep>{_SEPARATORS})\d{{3}}(?:(?P=sep)\d{{3}})*(?!\d)")
 _WINDOW = 64  # how far back a digit group is looked for (a number longer than this is no written step)
 
 
