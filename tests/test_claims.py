@@ -210,14 +210,37 @@ def test_units_after_a_number_are_dropped(text, expected):
     (r"0.4 \times 100 = 40\%", [(r"0.4 \times 100 = 40\%", True, 40)]),  # was 40 = 0.4, false
     (r"0.4 \times 100 = 4\%", [(r"0.4 \times 100 = 4\%", False, 40)]),
     ("40/80*100 = 50%", [("40/80*100 = 50%", True, 50)]),
-    ("40/80 = 50%", [("40/80 = 50%", True, Fraction(1, 2))]),  # no times 100: a half
+    ("40/80 = 50%", [("40/80 = 50%", True, Fraction(1, 2))]), ("40/80 = 60%", [("40/80 = 60%", False, Fraction(1, 2))]),
+    ("100 - 40 = 60 percent", [("100 - 40 = 60 percent", True, 60)]),  # was `100 - 40 = 60`, read again
     (r"20\% \times 50 = 10", [(r"20\% \times 50 = 10", True, 10)]),
     ("50 + 10% = 55", [("50 + 10% = 55", None, None)]),  # 50.1, or 55 as a calculator adds: unjudged
     ("100% - 20% = 80%", [("100% - 20% = 80%", True, Fraction(4, 5))]),
+    ("100% - 50% - 25% = 25%", [("100% - 50% - 25% = 25%", True, Fraction(1, 4))]),
+    ("$120 * (1-20%) = $96", [("$120 * (1-20%) = $96", True, 96)]),  # 1 - 20% is 0.8 either way
 ])
 def test_percent_forms(text, expected):
-    """`p% of x` is p/100 · x; a percent result of a computation times 100 is its figure (GSM8K writes
-    `40/80*100=<<40/80*100=50>>50%`, its reference step 50), otherwise hundredths."""
+    """`p% of x` is p/100 · x; a percent result is hundredths or, where that makes the claim hold, its figure
+    (GSM8K writes `40/80*100=<<40/80*100=50>>50%`, its reference step 50): the readings differ a
+    hundredfold, so at most one holds."""
+    assert found(text) == expected
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("a day - 4 hours cleaning - 2 hours cooking = 18", []),   # was -4 - 2 = 18: the left operand is words
+    ("at 6:00+18 hours = 00:00", []),                        # minutes of a time, not 00 + 18
+    ("Day 2:50(2)=100", [("50(2)=100", True, 100)]),         # a label's colon, not a time
+    ("Two fifths of $500 is (2/5)*$500 = $200", [("(2/5)*$500 = $200", True, 200)]),  # `is` is no unit
+    ("2 kg = 2 * 1000 = 2000 g", [("2 * 1000 = 2000", True, 2000)]),  # a conversion, not 2 = 2000
+    ("4.5 gallons = 4.5 * 8 pints = 36 pints", [("4.5 * 8 pints = 36", True, 36)]),
+    ("X*(75/100) = $4500", []), ("X*2 - $40 = $250", []),    # a variable's product, no emphasis
+    ("2 miles / 1/6 hour = 12 miles/hour", [("2 miles / 1/6 hour = 12", None, None)]),  # (2/1)/6 or 2 ÷ 1/6
+    ("she makes 24 / 2 = 12 two-inch fish", [("24 / 2 = 12", True, 12)]),  # a hyphened word is no minus
+    ("240 students – 224 students = 16 students", [("240 students – 224 students = 16", True, 16)]),  # en dash
+    ("the answer – 5 + 3 = 8", [("5 + 3 = 8", True, 8)]),   # a dash in prose is no minus
+])
+def test_no_claim_is_judged_on_a_fragment(text, expected):
+    """Cases from GSM8K's own solutions where a reading of units, words or marks would judge a fragment:
+    each is read whole, or left out or unjudged."""
     assert found(text) == expected
 
 
@@ -280,20 +303,11 @@ def render(tree, notation: str) -> str:
     return f"{left}{sign}{right}"
 
 
-def times_hundred(tree) -> bool:
-    """Whether an expression multiplies by a written 100: a percent result is then its figure (`0.4 * 100 = 40%`)."""
-    if isinstance(tree, int):
-        return tree == 100
-    if tree[0] == "*":
-        return times_hundred(tree[1]) or times_hundred(tree[2])
-    return tree[0] == "/" and times_hundred(tree[1])
-
-
-def result(v: Fraction, notation: str, form: str = "plain", scale: int = 100) -> str:
+def result(v: Fraction, notation: str, form: str = "plain") -> str:
     sign = "-" if v < 0 else ""
     v = abs(v)
-    if form == "percent" and (scale * v).denominator == 1 and not NOTATIONS[notation][4]:
-        return sign + number(int(scale * v), notation) + ("\\%" if NOTATIONS[notation][3] == "{,}" else "%")
+    if form == "percent" and (100 * v).denominator == 1 and not NOTATIONS[notation][4]:
+        return sign + number(int(100 * v), notation) + ("\\%" if NOTATIONS[notation][3] == "{,}" else "%")
     if v.denominator == 1:
         return sign + number(int(v), notation)
     return f"{sign}{v.numerator}/{v.denominator}"
@@ -301,8 +315,7 @@ def result(v: Fraction, notation: str, form: str = "plain", scale: int = 100) ->
 
 def claim_text(tree, notation: str, form: str, claimed: Fraction) -> tuple[str, int]:
     """The written claim and where its first claim ends."""
-    written = result(claimed, notation, form, 1 if times_hundred(tree) else 100)
-    expression = render(tree, notation)
+    expression, written = render(tree, notation), result(claimed, notation, form)
     if form == "result_first":
         return f"{written} = {expression}", len(f"{written} = {expression}")
     text = f"{expression} = {written}"
@@ -322,7 +335,7 @@ def check_verdicts(tree, notation, form, honest):
     assert len(found) == (2 if form == "chained" else 1), text
     claim = found[0]
     assert (claim.start, claim.end) == (0, first_end), text
-    if "/" not in result(claimed, notation, form, 1 if times_hundred(tree) else 100):  # a fraction result computes too: either side is the value
+    if "/" not in result(claimed, notation, form):  # a fraction result computes too: either side is the value
         assert claim.value == exact, text
     assert claim.holds is (honest and exact is not None), text
     if form == "chained":

@@ -26,16 +26,18 @@ import re
 
 UNREADABLE = "\ufffd"  # a separator with two readings: no side holding it parses, so its claim is unjudged
 _THIN = "\u2009\u202f\u00a0'’"  # thin, narrow no-break, no-break spaces, apostrophes (1'000): digit grouping only
+_SPACES = _THIN[:3]
 VULGAR = "½⅓⅔¼¾⅕⅖⅗⅘⅙⅚⅛⅜⅝⅞"
 
 # What written arithmetic is made of; a run of these holding `=` is a chain of claims once `_separate` has
 # split it. Each alternative starts on a different character, so a run is matched in linear time.
 RUN = re.compile(r"(?:\\(?:times|cdot|div|[dt]?frac|sqrt|left|right|overline|\$|,|!|%|\{|\})|sqrt(?=\()"
-                 rf"|(?<=\d)\{{,\}}(?=\d)|[0-9.+\-*/×·÷−√⁄()=${{}}^% \t{_THIN}{VULGAR}{UNREADABLE}]"
-                 r"|(?<=\d),(?=\d))+")
-_OPERAND_START = "0123456789.$(-−+\\√"
+                 rf"|(?<=\d)\{{,\}}(?=\d)|[0-9.+\-*/×·÷−√⁄()=${{}}^% \t{_SPACES}{VULGAR}{UNREADABLE}]"
+                 r"|(?<=\d)[,'’](?=\d))+")
+_OPERAND_START = "0123456789$(-−+\\√"
 _OPERAND_END = "0123456789.)}%"
 _OPERATORS = "+-−×·÷/*^"
+_PUNCTUATION = ".,;:!?()[]{}\"'"
 
 # --- what is no arithmetic: blanked, the length kept ----------------------------------------------
 _TIMES_X = re.compile(r"(?<=[\d)])( ?)x( ?)(?=[\d(])")  # `3 x 4`: a multiplication, not a variable
@@ -53,11 +55,17 @@ _INLINE_LABEL = re.compile(r"(?:(?<![\w)])\([A-Za-z]{1,4}\)|(?<![\w(])[A-Za-z]{1
 _PERCENT_WORD = re.compile(r"(?<=\d)[ \t]?(?:percent|per cent)\b")
 _OF = re.compile(r"(?<=%)[ \t]+of(?=[ \t]+[\d$(\[\\√])")  # 10% of 200
 _POWER = r"(?:\^\{?[23]\}?|[²³])?"  # cm^2, m³
-# a word unit: two letters or more, not `of` (10% of) or `sqrt`; `km/h`, `dollars per hour`, `$5 per hour`
-_WORD_UNIT = r"(?!of\b|sqrt\b)(?:per[ \t])?[A-Za-z]{2,}(?:(?:[ \t]?/[ \t]?|[ \t]per[ \t])[A-Za-z]+)?"
-_UNIT = re.compile(r"(?<=\d)(?:[ \t]|\\,)?(?:°|\^?\{?\\circ\}?|\\degree)(?:[ \t]?[CFK](?![A-Za-z]))?"
-                   rf"|(?<=\d)[ \t]?\\(?:text|mathrm|textrm|mbox)\{{[ \t]*[A-Za-z][A-Za-z .]*\}}{_POWER}"
+# a word unit: two letters or more, not `of` (10% of), `sqrt` or a word that starts a clause (`because - 18/-2`); `km/h`, `dollars per hour`, `$5 per hour`,
+# `cubic feet`, `two-inch`
+_HYPHENED = r"(?:[-'’][A-Za-z]*)*"  # two-inch, hours'
+_PROSE = r"(?!(?:of|sqrt|and|or|so|because|since|then|thus|hence|therefore|is|are|was|were|which|that|to|by|if|but)\b)"
+_WORD_UNIT = (rf"(?:per[ \t])?{_PROSE}[A-Za-z]{{2,}}{_HYPHENED}"
+              rf"(?:(?:[ \t]?/[ \t]?|[ \t]per[ \t]|[ \t](?!of\b))[A-Za-z]+{_HYPHENED})?")
+_DEGREE = re.compile(r"(?<=\d)(?:[ \t]|\\,)?(?:°|\^?\{?\\circ\}?|\\degree)(?:[ \t]?[CFK](?![A-Za-z]))?")
+_UNIT = re.compile(rf"(?<=\d)[ \t]?\\(?:text|mathrm|textrm|mbox)\{{[ \t]*[A-Za-z][A-Za-z .]*\}}{_POWER}"
                    rf"|(?<=\d)[ \t]?{_WORD_UNIT}{_POWER}(?![A-Za-z])")
+_BARE = re.compile(r"[ \t]*[$]?\d+(?:\.\d+)?(?:/\d+)?[ \t]*")  # a number or a fraction: computes nothing
+_EN_DASH = re.compile(r"(?<=[\d)%])([ \t]*)–(?=[ \t]*[\d($])")  # `240 – 224`: a minus between operands
 _CURRENCY = str.maketrans("€£¥₹[]", "$$$$()")
 
 # --- separators between two numbers ---------------------------------------------------------------
@@ -73,10 +81,12 @@ _WINDOW = 64  # how far back a digit group is looked for (a number longer than t
 def read(text: str) -> str:
     """`text`, same length, with what is no arithmetic blanked and each separator decided (module doc)."""
     out = _TIMES_X.sub(lambda m: f"{m[1]}×{m[2]}", text)
-    out = _PERCENT_WORD.sub(lambda m: "%".ljust(len(m[0])), out)
+    out = _PERCENT_WORD.sub(lambda m: "%".rjust(len(m[0])), out)
     out = _OF.sub(lambda m: " ×".ljust(len(m[0])), out)
-    out = _UNIT.sub(lambda m: " " * len(m[0]), out)  # before emphasis: `3 cm * 4 cm` multiplies
+    out = _DEGREE.sub(lambda m: " " * len(m[0]), out)
+    out = _UNIT.sub(_unit, out)  # before emphasis: `3 cm * 4 cm` multiplies
     out = _STARS.sub(_emphasis, out)
+    out = _EN_DASH.sub(lambda m: f"{m[1]}−", out)
     out = _DELIMITERS.sub("  ", out)
     out = _LABEL.sub(_ends_claim, out)
     out = _INLINE_LABEL.sub(_ends_claim, out)
@@ -88,19 +98,38 @@ def ungroup(side: str) -> str:
     return _GROUPED.sub(lambda m: re.sub(_SEPARATORS, "", m[0]), side)
 
 
+def _unit(word: re.Match) -> str:
+    """A word after a number is its unit, blanked, where an operator follows (`3 cm + 4 cm`), or `=` ends
+    a computed side (`3 * 5 dollars = 15`). Before `=` after a bare number it is a conversion, no
+    arithmetic (`2 kg = 2 * 1000 g`), and elsewhere prose (`$500 is (2/5)*$500`): both stay words."""
+    text, start, end = word.string, word.start(), word.end()
+    following = text[end:end + 40].lstrip(" \t")[:1]
+    if following and following in "+-*/×·÷−–":
+        return " " * len(word[0])
+    side = re.split(r"[=\n]|[A-Za-z]", text[max(0, start - 80):start])[-1]
+    computed = following == "=" and not _BARE.fullmatch(side) and any(op in side for op in _OPERATORS)
+    return " " * len(word[0]) if computed else word[0]
+
+
 def _ends_claim(label: re.Match) -> str:
     return "\n" * len(label[0])
 
 
 def _emphasis(stars: re.Match) -> str:
-    """Stars between two operands are an operator (`3 * 4`, `2 ** 3`), and beside another operator a
-    mistake (`2 + * 3`, unparsable); others are Markdown emphasis (`**2 + 3 = 5**`, `= **5**`)."""
+    """Markdown emphasis is blanked: stars flanking a text, as CommonMark has it (`**2 + 3 = 5**`,
+    `= **5**`). Stars between two operands are an operator (`3 * 4`, `2 ** 3`, `2 pounds * 3`); beside an
+    operator a mistake (`2 + * 3`); spaced or inside a word a product (`ft * 3/4`, `X*2`): these stay."""
     text, start, end = stars.string, stars.start(), stars.end()
-    before = text[max(0, start - 8):start].rstrip(" \t")[-1:]
-    after = text[end:end + 8].lstrip(" \t")[:1]
+    before = text[max(0, start - 40):start].rstrip(" \t")[-1:]  # the nearest, past blanked units
+    after = text[end:end + 40].lstrip(" \t")[:2]
+    after = after[1:] if after[:1] == "." else after[:1]  # `20*.2`: a decimal; `**5**.`: a full stop
     operator = bool(before) and before in _OPERAND_END and bool(after) and after in _OPERAND_START
     beside = bool(before) and before in _OPERATORS or bool(after) and after in _OPERATORS
-    return stars[0] if operator or beside else " " * len(stars[0])
+    left, right = text[start - 1:start] or " ", text[end:end + 1] or " "
+    if left.isalpha() or right.isalpha():  # `X*(1 + 2)`, `**Step`: a word's product, or outside any run
+        return stars[0]
+    flanking = left.isspace() != right.isspace() or (left in _PUNCTUATION) != (right in _PUNCTUATION)
+    return " " * len(stars[0]) if flanking and not (operator or beside) else stars[0]
 
 
 def _separate(text: str) -> str:

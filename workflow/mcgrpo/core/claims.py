@@ -38,6 +38,7 @@ _MIXED_FRAC = re.compile(r"(?<![\d.])(\d+)[ \t]?\\[dt]?frac(?:\{(\d+)\}\{(\d+)\}
 _MIXED = re.compile(r"(?<![\d./])(\d+)[ \t]([1-9]\d*)/(\d+)(?![\d.])")  # 2 1/2
 _PERCENT = re.compile(r"(\d+(?:\.\d+)?)[ \t]*\\?%")
 _BARE_PERCENT = re.compile(r"[$]?\d+(?:\.\d+)?[ \t]*\\?%")
+_DIVIDED_BY_FRACTION = re.compile(r"[ \t]/[ \t]*\d+/\d")  # `2 / 1/6`: (2/1)/6, or 2 ÷ 1/6 as written
 _IMPLICIT = re.compile(r"(?<=[\d)])[ \t]*(?=\(|sqrt|root)|(?<=\))[ \t]*(?=\d)")  # 2(3 + 4), (1 + 2)(3 + 4), (3 + 4)2
 _LITERAL = re.compile(r"\d+(?:\.\d+)?")
 _TRANSLATE = [("\\times", "*"), ("\\cdot", "*"), ("×", "*"), ("·", "*"), ("\\div", "/"), ("÷", "/"),
@@ -66,9 +67,12 @@ class Claim:
         to d places (`10/3 = 3.33`), since written work rounds (the paper is silent on rounding)."""
         if not self.parsed:
             return None
-        if self.value is None:
-            return False
-        return abs(self.value - self.result) <= (Fraction(1, 2 * 10**self.places) if self.places else 0)
+        return self.value is not None and _within(self.value, self.result, self.places)
+
+
+def _within(value: Fraction, result: Fraction, places: int) -> bool:
+    """Whether a result written with `places` decimals is the value rounded to them (exact if none)."""
+    return abs(value - result) <= (Fraction(1, 2 * 10**places) if places else 0)
 
 
 def claims(text: str) -> list[Claim]:
@@ -86,44 +90,41 @@ def _chain(text: str, reading: str, start: int, end: int) -> list[Claim]:
     for piece in reading[start:end].split("="):
         sides.append(_trim(piece, start))
         start += len(piece) + 1
-    if sides[0] is not None and sides[0][0] > 0 and reading[sides[0][0] - 1].isalnum():
-        sides[0] = None  # `a1+2` or `3x+7`: the side starts inside a word
+    if sides[0] is not None and _fragment(reading, sides[0][0], sides[0][2]):
+        sides[0] = None
     out = []
     for left, right in zip(sides, sides[1:]):
         if left is None or right is None or not (_computes(left[2]) or _computes(right[2])):
             continue
         computed, written = (left, right) if _computes(left[2]) else (right, left)  # `15 = 2 + 3 * 4`
-        figure = _percent_figure(computed[2], written[2])
         value, result = _value(computed[2]), _value(written[2])
         parsed = value is not _UNPARSABLE and result is not _UNPARSABLE and result is not None
-        if parsed and figure:
-            result *= 100
-        out.append(Claim(left[0], right[1], text[left[0]:right[1]], value if parsed else None,
-                         result if parsed else None, _places(written[2], figure), parsed,
-                         _operands(computed[2])))
+        result, places = _reading(value, result, written[2]) if parsed else (None, 0)
+        out.append(Claim(left[0], right[1], text[left[0]:right[1]], value if parsed else None, result,
+                         places, parsed, _operands(computed[2])))
     return out
 
 
-def _percent_figure(computed: str, written: str) -> bool:
-    """Whether a percent result is the figure of a computation times 100 (`0.4 \\times 100 = 40\\%`,
-    `40/80*100 = 50%`): 40, not 0.4. GSM8K, the seed 001 paper's data, writes percents so
-    (`40/80*100=<<40/80*100=50>>50%`), its reference step being 50; `40/80 = 50%` stays a half."""
-    if not _BARE_PERCENT.fullmatch(written.strip()):
-        return False
-    try:
-        tree = ast.parse(_python(computed), mode="eval").body
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return False
-    return any(isinstance(f, ast.Constant) and f.value == 100 for f in _numerator_factors(tree))
+def _fragment(reading: str, start: int, side: str) -> bool:
+    """Whether a first side is the tail of something the run does not hold: it starts inside a word
+    (`a1+2`, `3x+7`), in a time (`6:00+18`: minutes with a leading zero; `Day 2:50(2)` is a label), or
+    with a binary operator after prose (`a day - 4 hours - 2 hours = 18`: the left operand is words)."""
+    before = reading[max(0, start - 2):start]
+    if before[-1:].isalnum() or (before[-1:] == ":" and before[:1].isdigit() and side[:1] == "0"):
+        return True
+    return side[:1] in "+*/×·÷" or side[:2] in ("- ", "− ")
 
 
-def _numerator_factors(node: ast.AST) -> list[ast.AST]:
-    """The factors a product-and-quotient multiplies by (`a * b / c`: a and b)."""
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
-        return _numerator_factors(node.left) + _numerator_factors(node.right)
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
-        return _numerator_factors(node.left)
-    return [node]
+def _reading(value, result, written: str) -> tuple[Fraction, int]:
+    """The result and its decimal places. A percent result is hundredths (`40/80 = 50%`) or, where that
+    makes the claim hold, the figure itself (`0.4 \\times 100 = 40\\%`, `100 - 40 = 60%`: GSM8K writes
+    `40/80*100=<<40/80*100=50>>50%`, its reference step being 50). The two readings differ a hundredfold,
+    so at most one holds, and a claim false under both is false."""
+    if value is not None and _BARE_PERCENT.fullmatch(written.strip()):
+        figure = (100 * result, _places(written, figure=True))
+        if _within(value, *figure):
+            return figure
+    return result, _places(written)
 
 
 def _operands(side: str) -> tuple[Fraction, ...]:
@@ -166,7 +167,7 @@ _UNPARSABLE = object()
 def _value(side: str):
     """The exact value of a side; None if it is undefined (division by zero), _UNPARSABLE if it is
     no arithmetic expression or has no exact value (`\\sqrt{2}`)."""
-    if len(side) > MAX_SIDE_CHARS:
+    if len(side) > MAX_SIDE_CHARS or _DIVIDED_BY_FRACTION.search(side):
         return _UNPARSABLE
     try:
         source = _python(side)
@@ -253,9 +254,9 @@ def _evaluate(node: ast.AST, source: str) -> Fraction:
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCTIONS:
         return _FUNCTIONS[node.func.id](*(_evaluate(a, source) for a in node.args))
     if isinstance(node, ast.BinOp):
-        if isinstance(node.op, (ast.Add, ast.Sub)) and _is_percent(node.left) != _is_percent(node.right):
-            raise ValueError("a percent added to a number")  # `50 + 10%`: 50.1, or 55 as a calculator reads it
         left, right = _evaluate(node.left, source), _evaluate(node.right, source)
+        if isinstance(node.op, (ast.Add, ast.Sub)) and _is_percent(node.right) and not _is_percent(node.left):
+            _one_reading(left, right, node.op)
         if isinstance(node.op, ast.Pow):
             if right.denominator != 1 or abs(right) > MAX_EXPONENT:
                 raise ValueError("exponent")
@@ -266,7 +267,19 @@ def _evaluate(node: ast.AST, source: str) -> Fraction:
 
 
 def _is_percent(node: ast.AST) -> bool:
+    """A percent, or a sum or difference of percents (`100% - 50% - 25%`)."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+        return _is_percent(node.left) and _is_percent(node.right)
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "pct"
+
+
+def _one_reading(number: Fraction, share: Fraction, op: ast.operator) -> None:
+    """A percent added to or taken from a number (`50 + 10%`) is the sum (50.1) or, as a calculator adds,
+    the number changed by that share (55); where the two differ (`1 - 20%` is 0.8 both ways) the side has
+    two readings: a ValueError leaves it unjudged."""
+    sign = 1 if isinstance(op, ast.Add) else -1
+    if number + sign * share != number * (1 + sign * share):
+        raise ValueError("a percent added to a number: two readings")
 
 
 def _places(side: str, figure: bool = False) -> int:
