@@ -55,10 +55,11 @@ _INLINE_LABEL = re.compile(r"(?:(?<![\w)])\([A-Za-z]{1,4}\)|(?<![\w(])[A-Za-z]{1
 _PERCENT_WORD = re.compile(r"(?<=\d)[ \t]?(?:percent|per cent)\b")
 _OF = re.compile(r"(?<=%)[ \t]+of(?=[ \t]+[\d$(\[\\√])")  # 10% of 200
 _POWER = r"(?:\^\{?[23]\}?|[²³])?"  # cm^2, m³
-# a word unit: two letters or more, not `of` (10% of), `sqrt` or a word that starts a clause (`because - 18/-2`); `km/h`, `dollars per hour`, `$5 per hour`,
-# `cubic feet`, `two-inch`
+# a word unit: two letters or more, not `of` (10% of), `sqrt` or a word that starts a clause
+# (`because - 18/-2`); `km/h`, `dollars per hour`, `$5 per hour`, `cubic feet`, `two-inch`
 _HYPHENED = r"(?:[-'’][A-Za-z]*)*"  # two-inch, hours'
-_PROSE = r"(?!(?:of|sqrt|and|or|so|because|since|then|thus|hence|therefore|is|are|was|were|which|that|to|by|if|but)\b)"
+_PROSE = (r"(?!(?:of|sqrt|and|or|so|because|since|then|thus|hence|therefore|is|are|was|were|which|that|to|by"
+          r"|if|but)\b)")
 _WORD_UNIT = (rf"(?:per[ \t])?{_PROSE}[A-Za-z]{{2,}}{_HYPHENED}"
               rf"(?:(?:[ \t]?/[ \t]?|[ \t]per[ \t]|[ \t](?!of\b))[A-Za-z]+{_HYPHENED})?")
 _DEGREE = re.compile(r"(?<=\d)(?:[ \t]|\\,)?(?:°|\^?\{?\\circ\}?|\\degree)(?:[ \t]?[CFK](?![A-Za-z]))?")
@@ -74,7 +75,8 @@ _PROPER = re.compile(r"([1-9]\d*)/(\d+)(?![\d.])")  # a mixed number's fraction:
 _THOUSANDS = re.compile(r"\d{3}(?!\d)")
 _SEPARATORS = rf"(?:[ \t{_THIN}]|\\,|\{{,\}}|,)"
 # a grouped number: `1 000 000`, or the decimals of `3.141 592` (SI groups them too), one separator throughout
-_GROUPED = re.compile(rf"(?:(?<![\d.,])\d{{1,3}}|(?<=\d\.)\d{{3}})(?P<sep>{_SEPARATORS})\d{{3}}(?:(?P=sep)\d{{3}})*(?!\d)")
+_GROUPED = re.compile(rf"(?:(?<![\d.,])\d{{1,3}}|(?<=\d\.)\d{{3}})"
+                      rf"(?P<sep>{_SEPARATORS})\d{{3}}(?:(?P=sep)\d{{3}})*(?!\d)")
 _WINDOW = 64  # how far back a digit group is looked for (a number longer than this is no written step)
 
 
@@ -107,7 +109,7 @@ def _unit(word: re.Match) -> str:
     if following and following in "+-*/×·÷−–":
         return " " * len(word[0])
     side = re.split(r"[=\n]|[A-Za-z]", text[max(0, start - 80):start])[-1]
-    computed = following == "=" and not _BARE.fullmatch(side) and any(op in side for op in _OPERATORS)
+    computed = following == "=" and not _BARE.fullmatch(side) and any(op in side for op in _OPERATORS + "–")
     return " " * len(word[0]) if computed else word[0]
 
 
