@@ -49,8 +49,9 @@ _DELIMITERS = re.compile(r"\\[\[\]()]")  # \[ \] \( \): LaTeX math delimiters
 _ENUMERATOR = r"(?:[A-Za-z]+[ \t]+)?(?:\(\w{1,4}\)|\[\w{1,4}\]|\w{1,4}[.):])"
 _LABEL = re.compile(rf"(?:^|(?<=[:;])|(?<=,)(?=[ \t]))[ \t]*(?:[-*+•](?:[ \t]+{_ENUMERATOR})?|{_ENUMERATOR})"
                     r"(?=[ \t]+(?:[\d$(\[\\√.]|[-−+]\S))", re.M)
-# mid-line: `(b)`, `b)`, and `(2)`, `2)` after a word or a number (`=8 (2) 8*2=16`; after an operator, a factor)
-_INLINE_LABEL = re.compile(r"(?:(?<![\w)])\([A-Za-z]{1,4}\)|(?<![\w(])[A-Za-z]{1,4}\)|(?<=[\w.,;:][ \t])\(?\d{1,3}\))"
+# mid-line: `(b)`, `b)`, and `(2)`, `2)` after a number (`=8 (2) 8*2=16`); after an operator or a word
+# (`\times 0) 3`) a parenthesis of the expression
+_INLINE_LABEL = re.compile(r"(?:(?<![\w)])\([A-Za-z]{1,4}\)|(?<![\w(])[A-Za-z]{1,4}\)|(?<=[\d.,;:][ \t])\(?\d{1,3}\))"
                            r"(?=[ \t]+[\d$(\[\\√.-])")
 _PERCENT_WORD = re.compile(r"(?<=\d)[ \t]?(?:percent|per cent)\b")
 _OF = re.compile(r"(?<=%)[ \t]+of(?=[ \t]+[\d$(\[\\√])")  # 10% of 200
