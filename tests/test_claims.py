@@ -237,10 +237,14 @@ def test_percent_forms(text, expected):
     ("she makes 24 / 2 = 12 two-inch fish", [("24 / 2 = 12", True, 12)]),  # a hyphened word is no minus
     ("240 students – 224 students = 16 students", [("240 students – 224 students = 16", True, 16)]),  # en dash
     ("the answer – 5 + 3 = 8", [("5 + 3 = 8", True, 8)]),   # a dash in prose is no minus
+    ("400-4ac=0", []), ("25=3xyz+7", []),                   # glued letters are variables, not units (MATH)
+    (r"volume $\pi (6^2)(1/3) = 12\pi$", []),                # beside \pi both sides are fragments
+    (r"\cos 60^{\circ} = 1/2", []),                          # the argument of a function, not 60 = 1/2
+    (r"x \ge (2 + 3 + 4)^2 = 81", [("(2 + 3 + 4)^2 = 81", True, 81)]),  # a relation separates
 ])
 def test_no_claim_is_judged_on_a_fragment(text, expected):
-    """Cases from GSM8K's own solutions where a reading of units, words or marks would judge a fragment:
-    each is read whole, or left out or unjudged."""
+    """Cases from GSM8K's and MATH's own solutions where a reading of units, words or marks would judge a
+    fragment: each is read whole, or left out or unjudged."""
     assert found(text) == expected
 
 

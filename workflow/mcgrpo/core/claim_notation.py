@@ -65,7 +65,7 @@ _WORD_UNIT = (rf"(?:per[ \t])?{_PROSE}[A-Za-z]{{2,}}{_HYPHENED}"
               rf"(?:(?:[ \t]?/[ \t]?|[ \t]per[ \t]|[ \t](?!of\b))[A-Za-z]+{_HYPHENED})?")
 _DEGREE = re.compile(r"(?<=\d)(?:[ \t]|\\,)?(?:°|\^?\{?\\circ\}?|\\degree)(?:[ \t]?[CFK](?![A-Za-z]))?")
 _UNIT = re.compile(rf"(?<=\d)[ \t]?\\(?:text|mathrm|textrm|mbox)\{{[ \t]*[A-Za-z][A-Za-z .]*\}}{_POWER}"
-                   rf"|(?<=\d)[ \t]?{_WORD_UNIT}{_POWER}(?![A-Za-z])")
+                   rf"|(?<=\d)[ \t]{_WORD_UNIT}{_POWER}(?![A-Za-z])")  # `3xyz`, `4ac`: variables, no unit
 _BARE = re.compile(r"[ \t]*[$]?\d+(?:\.\d+)?(?:/\d+)?[ \t]*")  # a number or a fraction: computes nothing
 _EN_DASH = re.compile(r"(?<=[\d)%])([ \t]*)–(?=[ \t]*[\d($])")  # `240 – 224`: a minus between operands
 _CURRENCY = str.maketrans("€£¥₹[]", "$$$$()")

@@ -38,6 +38,11 @@ _MIXED_FRAC = re.compile(r"(?<![\d.])(\d+)[ \t]?\\[dt]?frac(?:\{(\d+)\}\{(\d+)\}
 _MIXED = re.compile(r"(?<![\d./])(\d+)[ \t]([1-9]\d*)/(\d+)(?![\d.])")  # 2 1/2
 _PERCENT = re.compile(r"(\d+(?:\.\d+)?)[ \t]*\\?%")
 _BARE_PERCENT = re.compile(r"[$]?\d+(?:\.\d+)?[ \t]*\\?%")
+# a LaTeX symbol that is an operand or a function, never a separator: a side beside it is a fragment
+_SYMBOL = (r"\\(?:pi|infty|alpha|beta|gamma|delta|epsilon|theta|lambda|mu|sigma|tau|phi|omega"
+           r"|(?:sin|cos|tan|cot|sec|csc)h?|arc(?:sin|cos|tan)|log|lg|ln|exp)(?![A-Za-z])")
+_SYMBOL_BEFORE = re.compile(rf"{_SYMBOL}[ \t]*$")
+_SYMBOL_AFTER = re.compile(rf"[ \t]*{_SYMBOL}")
 _DIVIDED_BY_FRACTION = re.compile(r"[ \t]/[ \t]*\d+/\d")  # `2 / 1/6`: (2/1)/6, or 2 ÷ 1/6 as written
 _IMPLICIT = re.compile(r"(?<=[\d)])[ \t]*(?=\(|sqrt|root)|(?<=\))[ \t]*(?=\d)")  # 2(3 + 4), (1 + 2)(3 + 4), (3 + 4)2
 _LITERAL = re.compile(r"\d+(?:\.\d+)?")
@@ -92,6 +97,8 @@ def _chain(text: str, reading: str, start: int, end: int) -> list[Claim]:
         start += len(piece) + 1
     if sides[0] is not None and _fragment(reading, sides[0][0], sides[0][2]):
         sides[0] = None
+    if sides[-1] is not None and _SYMBOL_AFTER.match(reading, sides[-1][1]):
+        sides[-1] = None  # `= 12\pi`: the result goes on
     out = []
     for left, right in zip(sides, sides[1:]):
         if left is None or right is None or not (_computes(left[2]) or _computes(right[2])):
@@ -107,10 +114,12 @@ def _chain(text: str, reading: str, start: int, end: int) -> list[Claim]:
 
 def _fragment(reading: str, start: int, side: str) -> bool:
     """Whether a first side is the tail of something the run does not hold: it starts inside a word
-    (`a1+2`, `3x+7`), in a time (`6:00+18`: minutes with a leading zero; `Day 2:50(2)` is a label), or
+    (`a1+2`, `3x+7`), after a LaTeX function or constant (`\\cos 60`, `\\pi (6^2)`), in a time (`6:00+18`: minutes with a leading zero; `Day 2:50(2)` is a label), or
     with a binary operator after prose (`a day - 4 hours - 2 hours = 18`: the left operand is words)."""
     before = reading[max(0, start - 2):start]
     if before[-1:].isalnum() or (before[-1:] == ":" and before[:1].isdigit() and side[:1] == "0"):
+        return True
+    if _SYMBOL_BEFORE.search(reading, max(0, start - 24), start):  # `\cos 60^\circ = ...`, `\pi (6^2)`
         return True
     return side[:1] in "+*/×·÷" or side[:2] in ("- ", "− ")
 
