@@ -5,9 +5,11 @@ text) in which what is no arithmetic is blanked and every separator between two 
 
 - labels before a claim (`1)`, `(a)`, `ii.`, `Step 2:`, `- ` bullets) end it: a label is no operand;
 - Markdown emphasis (`**2 + 3 = 5**`) and LaTeX display delimiters (`\\[ \\]`) are blanked;
-- units and degrees after a number (`70°`, `70^\\circ`, `35 dollars`, `12 cm`, `\\text{ kg}`) are blanked:
-  the claim is about the number (GSM8K's reference steps `<<3*5=15>>` carry no units); a single letter
-  is a variable (`3x`), never a unit, so `3x + 7 = 10` stays no claim;
+- degrees after a number (`70°`, `70^\\circ`) are blanked, and a unit word after a space (`35 dollars`,
+  `12 cm`, `\\text{ kg}`) where an operator follows it or `=` ends a computed side: the claim is about
+  the number (GSM8K's reference steps `<<3*5=15>>` carry no units). Before `=` after a bare number a unit
+  is a conversion (`2 kg = 2 * 1000 g`) and stays a word; so do clause words (`because`, `is`), glued
+  letters (`3xyz`, `4ac`: variables) and single letters (`3x + 7 = 10` stays no claim);
 - `percent` is `%`, and `p% of x` is `p% × x`; currencies `€ £ ¥ ₹` are `$`; `[ ]` group as `( )`;
 - a separator between two numbers (`_separate`) joins them (`1 000`, `1,000`, `1\\,000`, `2 1/2`), splits
   two claims side by side (`0+72=72 0+72=72`, `5-2=3,4*3=12`), or has two readings and is marked

@@ -114,12 +114,13 @@ def _chain(text: str, reading: str, start: int, end: int) -> list[Claim]:
 
 def _fragment(reading: str, start: int, side: str) -> bool:
     """Whether a first side is the tail of something the run does not hold: it starts inside a word
-    (`a1+2`, `3x+7`), after a LaTeX function or constant (`\\cos 60`, `\\pi (6^2)`), in a time (`6:00+18`: minutes with a leading zero; `Day 2:50(2)` is a label), or
-    with a binary operator after prose (`a day - 4 hours - 2 hours = 18`: the left operand is words)."""
+    (`a1+2`, `3x+7`), after a LaTeX function or constant (`\\cos 60`, `\\pi (6^2)`), in a time
+    (`6:00+18`: minutes with a leading zero; `Day 2:50(2)` is a label), or with a binary operator after
+    prose (`a day - 4 hours - 2 hours = 18`: the left operand is words)."""
     before = reading[max(0, start - 2):start]
     if before[-1:].isalnum() or (before[-1:] == ":" and before[:1].isdigit() and side[:1] == "0"):
         return True
-    if _SYMBOL_BEFORE.search(reading, max(0, start - 24), start):  # `\cos 60^\circ = ...`, `\pi (6^2)`
+    if _SYMBOL_BEFORE.search(reading, max(0, start - 24), start):  # `\cos 60`, `\pi (6^2)`
         return True
     return side[:1] in "+*/×·÷" or side[:2] in ("- ", "− ")
 
