@@ -1,45 +1,55 @@
 """Arithmetic claims in a completion: every `expression = result` it writes, where, and whether it holds.
 
 Both the process reward (does a claim's result match a reference step?) and the path penalty (is the
-claim true?) read them. A claim is read by Python's own expression parser (`ast`), so precedence,
-associativity, parentheses and unary minus are Python's (`2 + 3 * 4 = 14`, `48 / 2 * 3 = 72`,
-`12 - 4 - 3 = 5`), after the notations of written work are translated: `\\times`, `\\cdot`, `×`, `·`,
-`x` between numbers, `\\div`, `÷`, `\\frac{a}{b}`, `^`, `$` amounts, `1,200` and `1{,}200` thousands
-separators, percent (`50\\%` is 1/2), repeating decimals (`0.\\overline{3}` is 1/3), mixed numbers
-(`2 1/2`, `2\\frac{1}{2}`) and implicit multiplication (`2(3 + 4)`). Values are exact rationals.
+claim true?) read them. The text is first read character for character (`claim_notation.read`: labels,
+emphasis, units and delimiters blanked, each separator between numbers decided). A claim is then parsed
+by Python's own expression parser (`ast`), so precedence, associativity, parentheses and unary minus are
+Python's (`2 + 3 * 4 = 14`, `48 / 2 * 3 = 72`, `12 - 4 - 3 = 5`), after the notations of written work are
+translated: `\\times`, `\\cdot`, `×`, `·`, `x` between numbers, `\\div`, `÷`, `\\frac{a}{b}`, `^`, `$` amounts,
+digit groups (`1,200`, `1{,}200`, `1 200`, `1\\,200`), `[ ]` as `( )`, percent (`50\\%` is 1/2, `p% of x`
+is p/100 x, and `0.4 \\times 100 = 40\\%` is the figure 40), repeating decimals (`0.\\overline{3}` is 1/3),
+mixed numbers (`2 1/2`, `2\\frac{1}{2}`), roots (`\\sqrt{16}`, `\\sqrt[3]{27}`, `√16`) and implicit
+multiplication (`2(3 + 4)`). Values are exact rationals.
 
 Every link of a chain `a = b = c` whose sides are not all bare numbers is a claim (`2 + 3 = 5 = 11 / 2`
 holds two, the second false), and a bare number on the left of a computation is its result
-(`15 = 2 + 3 \\times 4`: result first). A claim that cannot be parsed (`x = 5`, `2 + * 3 = 5`) has no
-value and no verdict: it is neither a violation nor a fulfilment.
+(`15 = 2 + 3 \\times 4`: result first). A claim that cannot be read or parsed (`x = 5`, `2 + * 3 = 5`), or
+that has two readings (`2,5 + 1 = 3,5`, `\\sqrt 16`, `50 + 10%`), or no exact value (`\\sqrt{2}`), has no
+value and no verdict: it is neither a violation nor a fulfilment, and is never judged on a fragment.
 """
 
 from __future__ import annotations
 
 import ast
+import math
 import re
+import unicodedata
 from dataclasses import dataclass
 from fractions import Fraction
 
-# What written arithmetic is made of; a run of these holding `=` is a chain of claims. A comma
-# belongs to a run only as a thousands separator (`1,200`), so `2-5=-3,-3*4=-12` is two runs. Each
-# alternative starts on a different character, so a run is matched in linear time.
-_RUN = re.compile(r"(?:\\(?:times|cdot|div|[dt]?frac|left|right|overline|\$|,|!|%)|(?<=\d)\{,\}(?=\d{3}(?!\d))"
-                  r"|[0-9.+\-*/×·÷−()=${}^% \t]|(?<=\d),(?=\d{3}(?!\d)))+")
-# `72 0+72`: two numbers side by side end one run, unless the second is a proper fraction (`2 1/2`, `_split`)
-_GAP = re.compile(r"(?<=[\d.])[ \t]+(?=[\d$])")
-_PROPER = re.compile(r"(\d+)/(\d+)(?![\d.])")
-_TIMES_X = re.compile(r"(?<=[\d)])( ?)x( ?)(?=[\d(])")  # `3 x 4`: a multiplication, not a variable
+from mcgrpo.core.claim_notation import RUN, VULGAR, read, ungroup
+
 _FRAC = re.compile(r"\\[dt]?frac\{([^{}]*)\}\{([^{}]*)\}|\\[dt]?frac(\d)(\d)")
+_ROOT = re.compile(r"\\sqrt(?:\((\d+)\))?\{([^{}]*)\}|\\sqrt[ \t]*(\d)(?![\d.])")  # \sqrt 9; not \sqrt 16
+_VULGAR = re.compile(rf"(\d*)[ \t]?([{VULGAR}])")  # 2½: two and a half
+_RADICAL = re.compile(r"√[ \t]*(\d+(?:\.\d+)?)")  # √16
 _REPEATING = re.compile(r"(\d*)\.(\d*)\\overline\{(\d+)\}")  # 0.1\overline{6}
-_MIXED_FRAC = re.compile(r"(?<![\d.])(\d+)[ \t]*\\[dt]?frac\{(\d+)\}\{(\d+)\}")  # 2\frac{1}{2}: two and a half
-_MIXED = re.compile(r"(?<![\d./])(\d+)[ \t]+(\d+)/(\d+)(?![\d.])")  # 2 1/2
-_PERCENT = re.compile(r"(\d[\d,]*(?:\.\d+)?)[ \t]*\\?%")
-_IMPLICIT = re.compile(r"(?<=[\d)])[ \t]*(?=\()|(?<=\))[ \t]*(?=\d)")  # 2(3 + 4), (1 + 2)(3 + 4), (3 + 4)2
-_LITERAL = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
-_TRANSLATE = [("{,}", ""), ("\\times", "*"), ("\\cdot", "*"), ("×", "*"), ("·", "*"), ("\\div", "/"), ("÷", "/"),
+_MIXED_FRAC = re.compile(r"(?<![\d.])(\d+)[ \t]?\\[dt]?frac(?:\{(\d+)\}\{(\d+)\}|(\d)(\d))")  # 2\frac{1}{2}, 2\frac12
+_MIXED = re.compile(r"(?<![\d./])(\d+)[ \t]([1-9]\d*)/(\d+)(?![\d.])")  # 2 1/2
+_PERCENT = re.compile(r"(\d+(?:\.\d+)?)[ \t]*\\?%")
+_BARE_PERCENT = re.compile(r"[$]?\d+(?:\.\d+)?[ \t]*\\?%")
+# a LaTeX symbol that is an operand or a function, never a separator: a side beside it is a fragment
+_SYMBOL = (r"\\(?:pi|infty|alpha|beta|gamma|delta|epsilon|theta|lambda|mu|sigma|tau|phi|omega"
+           r"|(?:sin|cos|tan|cot|sec|csc)h?|arc(?:sin|cos|tan)|log|lg|ln|exp)(?![A-Za-z])")
+_SYMBOL_BEFORE = re.compile(rf"{_SYMBOL}[ \t]*$")
+_SYMBOL_AFTER = re.compile(rf"[ \t]*{_SYMBOL}")
+_DIVIDED_BY_FRACTION = re.compile(r"[ \t]/[ \t]*\d+/\d")  # `2 / 1/6`: (2/1)/6, or 2 ÷ 1/6 as written
+_IMPLICIT = re.compile(r"(?<=[\d)])[ \t]*(?=\(|sqrt|root)|(?<=\))[ \t]*(?=\d)")  # 2(3 + 4), (1 + 2)(3 + 4), (3 + 4)2
+_LITERAL = re.compile(r"\d+(?:\.\d+)?")
+_TRANSLATE = [("\\times", "*"), ("\\cdot", "*"), ("×", "*"), ("·", "*"), ("\\div", "/"), ("÷", "/"),
               ("−", "-"), ("^", "**"), ("\\left", ""), ("\\right", ""), ("\\$", ""), ("$", ""), ("\\,", ""),
-              ("\\!", ""), (",", ""), ("{", "("), ("}", ")")]
+              ("\\!", ""), ("√", "sqrt"), ("⁄", "/"), ("\\{", "("), ("\\}", ")"), ("{", "("), ("}", ")"),
+              ("\u2009", " "), ("\u202f", " "), ("\u00a0", " ")]
 MAX_SIDE_CHARS = 200  # a longer side is no written step (and would let a hostile text cost time)
 MAX_EXPONENT = 64
 
@@ -62,42 +72,33 @@ class Claim:
         to d places (`10/3 = 3.33`), since written work rounds (the paper is silent on rounding)."""
         if not self.parsed:
             return None
-        if self.value is None:
-            return False
-        return abs(self.value - self.result) <= (Fraction(1, 2 * 10**self.places) if self.places else 0)
+        return self.value is not None and _within(self.value, self.result, self.places)
+
+
+def _within(value: Fraction, result: Fraction, places: int) -> bool:
+    """Whether a result written with `places` decimals is the value rounded to them (exact if none)."""
+    return abs(value - result) <= (Fraction(1, 2 * 10**places) if places else 0)
 
 
 def claims(text: str) -> list[Claim]:
     """Every arithmetic claim of `text`, in order: each adjacent pair of sides of a chain
     `a = b = c` whose left side computes something (holds an operator)."""
-    read = _TIMES_X.sub(lambda m: f"{m[1]}×{m[2]}", text)  # same length: positions stay
-    out = []
-    for run in _RUN.finditer(read):
-        start = run.start()
-        for gap in [*filter(_split, _GAP.finditer(read, run.start(), run.end())), None]:
-            end = run.end() if gap is None else gap.start()
-            if "=" in read[start:end]:
-                out += _chain(text, read, start, end)
-            start = end if gap is None else gap.end()
-    return out
+    reading = read(text)  # same length: a claim's characters are its characters in `text`
+    return [claim for run in RUN.finditer(reading) if "=" in run[0]
+            for claim in _chain(text, reading, run.start(), run.end())]
 
 
-def _split(gap: re.Match) -> bool:
-    """Whether a gap between two numbers ends a run: not when a proper fraction follows (`2 1/2`: a mixed
-    number), since `24 48/2` is two steps side by side."""
-    fraction = _PROPER.match(gap.string, gap.end())
-    return not (fraction and int(fraction[1]) < int(fraction[2]))
-
-
-def _chain(text: str, read: str, start: int, end: int) -> list[Claim]:
-    """The claims of one run `read[start:end]`, by their characters in the original `text`: every link
+def _chain(text: str, reading: str, start: int, end: int) -> list[Claim]:
+    """The claims of one run `reading[start:end]`, by their characters in the original `text`: every link
     of the chain of which one side computes; the computed side is the value, the other the result."""
     sides = []
-    for piece in read[start:end].split("="):
+    for piece in reading[start:end].split("="):
         sides.append(_trim(piece, start))
         start += len(piece) + 1
-    if sides[0] is not None and sides[0][0] > 0 and read[sides[0][0] - 1].isalnum():
-        sides[0] = None  # `a1+2` or `3x+7`: the side starts inside a word
+    if sides[0] is not None and _fragment(reading, sides[0][0], sides[0][2]):
+        sides[0] = None
+    if sides[-1] is not None and _SYMBOL_AFTER.match(reading, sides[-1][1]):
+        sides[-1] = None  # `= 12\pi`: the result goes on
     out = []
     for left, right in zip(sides, sides[1:]):
         if left is None or right is None or not (_computes(left[2]) or _computes(right[2])):
@@ -105,14 +106,40 @@ def _chain(text: str, read: str, start: int, end: int) -> list[Claim]:
         computed, written = (left, right) if _computes(left[2]) else (right, left)  # `15 = 2 + 3 * 4`
         value, result = _value(computed[2]), _value(written[2])
         parsed = value is not _UNPARSABLE and result is not _UNPARSABLE and result is not None
-        out.append(Claim(left[0], right[1], text[left[0]:right[1]], value if parsed else None,
-                         result if parsed else None, _places(written[2]), parsed, _operands(computed[2])))
+        result, places = _reading(value, result, written[2]) if parsed else (None, 0)
+        out.append(Claim(left[0], right[1], text[left[0]:right[1]], value if parsed else None, result,
+                         places, parsed, _operands(computed[2])))
     return out
 
 
+def _fragment(reading: str, start: int, side: str) -> bool:
+    """Whether a first side is the tail of something the run does not hold: it starts inside a word
+    (`a1+2`, `3x+7`), after a LaTeX function or constant (`\\cos 60`, `\\pi (6^2)`), in a time
+    (`6:00+18`: minutes with a leading zero; `Day 2:50(2)` is a label), or with a binary operator after
+    prose (`a day - 4 hours - 2 hours = 18`: the left operand is words)."""
+    before = reading[max(0, start - 2):start]
+    if before[-1:].isalnum() or (before[-1:] == ":" and before[:1].isdigit() and side[:1] == "0"):
+        return True
+    if _SYMBOL_BEFORE.search(reading, max(0, start - 24), start):  # `\cos 60`, `\pi (6^2)`
+        return True
+    return side[:1] in "+*/×·÷" or side[:2] in ("- ", "− ")
+
+
+def _reading(value, result, written: str) -> tuple[Fraction, int]:
+    """The result and its decimal places. A percent result is hundredths (`40/80 = 50%`) or, where that
+    makes the claim hold, the figure itself (`0.4 \\times 100 = 40\\%`, `100 - 40 = 60%`: GSM8K writes
+    `40/80*100=<<40/80*100=50>>50%`, its reference step being 50). The two readings differ a hundredfold,
+    so at most one holds, and a claim false under both is false."""
+    if value is not None and _BARE_PERCENT.fullmatch(written.strip()):
+        figure = (100 * result, _places(written, figure=True))
+        if _within(value, *figure):
+            return figure
+    return result, _places(written)
+
+
 def _operands(side: str) -> tuple[Fraction, ...]:
-    """The numbers written in a side (`1,200` and `1{,}200` one number)."""
-    return tuple(Fraction(n.replace(",", "")) for n in _LITERAL.findall(side.replace("{,}", ",")))
+    """The numbers written in a side (`1,200`, `1{,}200` and `1 200` one number)."""
+    return tuple(Fraction(n) for n in _LITERAL.findall(ungroup(side)))
 
 
 def _trim(piece: str, start: int) -> tuple[int, int, str] | None:
@@ -126,7 +153,7 @@ def _trim(piece: str, start: int) -> tuple[int, int, str] | None:
         begin += 1
     while text.endswith(")") and text.count(")", begin) > text.count("(", begin):
         text = text[:-1].rstrip(" \t.,")
-    if not any(c.isdigit() for c in text[begin:]):
+    if not any(c.isnumeric() for c in text[begin:]):  # digits and vulgar fractions (½)
         return None
     return start + begin, start + len(text), text[begin:]
 
@@ -140,7 +167,8 @@ def _stray(text: str, i: int) -> bool:
 
 def _computes(side: str) -> bool:
     """Whether a side is a computation rather than a bare number (a sign aside)."""
-    return any(op in side.lstrip("+-−$ ") for op in "+-*/×·÷−^%\\") or _IMPLICIT.search(side) is not None
+    operators = any(op in side.lstrip("+-−$ ") for op in "+-*/×·÷−^%\\√⁄")
+    return operators or "sqrt" in side or _IMPLICIT.search(side) is not None
 
 
 _UNPARSABLE = object()
@@ -148,25 +176,49 @@ _UNPARSABLE = object()
 
 def _value(side: str):
     """The exact value of a side; None if it is undefined (division by zero), _UNPARSABLE if it is
-    no arithmetic expression."""
-    if len(side) > MAX_SIDE_CHARS:
+    no arithmetic expression or has no exact value (`\\sqrt{2}`)."""
+    if len(side) > MAX_SIDE_CHARS or _DIVIDED_BY_FRACTION.search(side):
         return _UNPARSABLE
-    source = _REPEATING.sub(_repeating, side.replace("{,}", ","))
-    source = _MIXED_FRAC.sub(r"((\1)+(\2)/(\3))", source)
-    before = None
-    while source != before:  # innermost `\frac` first: `\frac{\frac{1}{2}}{3}`
-        before, source = source, _FRAC.sub(lambda m: f"(({m[1] or m[3]})/({m[2] or m[4]}))", source)
-    source = _MIXED.sub(lambda m: f"({m[1]}+{m[2]}/{m[3]})" if int(m[2]) < int(m[3]) else m[0], source)
-    source = _PERCENT.sub(r"(\1/100)", source)
-    for written, python in _TRANSLATE:
-        source = source.replace(written, python)
-    source = _IMPLICIT.sub("*", source).strip()
     try:
+        source = _python(side)
         return _evaluate(ast.parse(source, mode="eval").body, source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
         return _UNPARSABLE
     except ZeroDivisionError:
         return None
+
+
+def _python(side: str) -> str:
+    """A side in Python's notation: written work's notations translated (the module doc lists them);
+    a percent is `pct(p)`, a root `sqrt(x)` or `root(n, x)`."""
+    source = _REPEATING.sub(_repeating, ungroup(side))
+    source = _MIXED_FRAC.sub(lambda m: f"(({m[1]})+({m[2] or m[4]})/({m[3] or m[5]}))", source)
+    before = None
+    while source != before:  # innermost first: `\frac{\frac{1}{2}}{3}`, `\sqrt{\frac{1}{4}}`
+        before = source
+        source = _FRAC.sub(lambda m: f"(({m[1] or m[3]})/({m[2] or m[4]}))", source)
+        source = _ROOT.sub(_root_call, source)
+    source = _MIXED.sub(lambda m: f"({m[1]}+{m[2]}/{m[3]})" if int(m[2]) < int(m[3]) else m[0], source)
+    source = _VULGAR.sub(_vulgar, source)
+    source = _PERCENT.sub(r"pct(\1)", source)
+    source = _RADICAL.sub(r"sqrt(\1)", source)
+    for written, python in _TRANSLATE:
+        source = source.replace(written, python)
+    return _IMPLICIT.sub("*", source).strip()
+
+
+def _vulgar(m: re.Match) -> str:
+    """`2½` as `(2+1/2)`, `½` as `(0+1/2)`."""
+    fraction = Fraction(unicodedata.numeric(m[2])).limit_denominator(10)
+    return f"({m[1] or 0}+{fraction.numerator}/{fraction.denominator})"
+
+
+def _root_call(m: re.Match) -> str:
+    """`\\sqrt{x}`, `\\sqrt[n]{x}` (its index read as `(n)`, brackets being grouping) and `\\sqrt 9` as calls.
+    `\\sqrt 16` is not one: TeX takes one token, so it renders as √1 followed by 6 (two readings)."""
+    if m[3]:
+        return f"sqrt({m[3]})"
+    return f"root({m[1]}, ({m[2]}))" if m[1] else f"sqrt(({m[2]}))"
 
 
 def _repeating(m: re.Match) -> str:
@@ -177,19 +229,44 @@ def _repeating(m: re.Match) -> str:
     return f"({value.numerator}/{value.denominator})"
 
 
+def _root(x: Fraction, n: Fraction) -> Fraction:
+    """The exact n-th root of x; a ValueError where it is irrational (`\\sqrt{2}`: no exact value to judge)."""
+    if n.denominator != 1 or not 2 <= n <= MAX_EXPONENT or (x < 0 and n % 2 == 0):
+        raise ValueError("root")
+    sign, x, n = (-1 if x < 0 else 1), abs(x), int(n)
+    return sign * Fraction(_whole_root(x.numerator, n), _whole_root(x.denominator, n))
+
+
+def _whole_root(k: int, n: int) -> int:
+    guess = math.isqrt(k) if n == 2 else round(k ** (1 / n))
+    for r in (guess - 1, guess, guess + 1):
+        if r >= 0 and r ** n == k:
+            return r
+    raise ValueError("irrational root")
+
+
+def _percent(p: Fraction) -> Fraction:
+    return p / 100
+
+
 _BINARY = {ast.Add: Fraction.__add__, ast.Sub: Fraction.__sub__, ast.Mult: Fraction.__mul__,
            ast.Div: Fraction.__truediv__}
+_FUNCTIONS = {"pct": _percent, "sqrt": lambda x: _root(x, Fraction(2)), "root": lambda n, x: _root(x, n)}
 
 
 def _evaluate(node: ast.AST, source: str) -> Fraction:
-    """Numbers, + - * / **, unary signs and parentheses; anything else is not arithmetic."""
+    """Numbers, + - * / **, unary signs, parentheses, percents and roots; anything else is not arithmetic."""
     if isinstance(node, ast.Constant) and type(node.value) in (int, float):
         return Fraction(ast.get_source_segment(source, node))  # the literal as written: exact
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.UAdd, ast.USub)):
         operand = _evaluate(node.operand, source)
         return -operand if isinstance(node.op, ast.USub) else operand
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCTIONS:
+        return _FUNCTIONS[node.func.id](*(_evaluate(a, source) for a in node.args))
     if isinstance(node, ast.BinOp):
         left, right = _evaluate(node.left, source), _evaluate(node.right, source)
+        if isinstance(node.op, (ast.Add, ast.Sub)) and _is_percent(node.right) and not _is_percent(node.left):
+            _one_reading(left, right, node.op)
         if isinstance(node.op, ast.Pow):
             if right.denominator != 1 or abs(right) > MAX_EXPONENT:
                 raise ValueError("exponent")
@@ -199,11 +276,27 @@ def _evaluate(node: ast.AST, source: str) -> Fraction:
     raise ValueError("not arithmetic")
 
 
-def _places(side: str) -> int:
+def _is_percent(node: ast.AST) -> bool:
+    """A percent, or a sum or difference of percents (`100% - 50% - 25%`)."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+        return _is_percent(node.left) and _is_percent(node.right)
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "pct"
+
+
+def _one_reading(number: Fraction, share: Fraction, op: ast.operator) -> None:
+    """A percent added to or taken from a number (`50 + 10%`) is the sum (50.1) or, as a calculator adds,
+    the number changed by that share (55); where the two differ (`1 - 20%` is 0.8 both ways) the side has
+    two readings: a ValueError leaves it unjudged."""
+    sign = 1 if isinstance(op, ast.Add) else -1
+    if number + sign * share != number * (1 + sign * share):
+        raise ValueError("a percent added to a number: two readings")
+
+
+def _places(side: str, figure: bool = False) -> int:
     """Decimal places of a side written as one decimal number (`3.33`: 2; `33.3\\%`: 3, a percent being
-    hundredths), else 0."""
-    number = side.lstrip("$-−+ ").replace(",", "").replace("{,}", "")
-    percent = number.rstrip().endswith("%")
+    hundredths, unless it is a percent figure), else 0."""
+    number = ungroup(side).lstrip("$-−+ ")
+    percent = number.rstrip().endswith("%") and not figure
     number = number.rstrip().removesuffix("%").removesuffix("\\").rstrip()
     whole, dot, decimals = number.partition(".")
     places = len(decimals) if dot and (whole.isdigit() or not whole) and decimals.isdigit() else 0
