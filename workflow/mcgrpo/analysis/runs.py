@@ -103,6 +103,16 @@ def _codes(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
     return rank[encoded.indices.to_numpy(zero_copy_only=False)], values
 
 
+def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique(values, return_inverse=True), by counting rather than sorting where `values` are integers in a
+    short range (evaluation indices, problem codes: a run's thousands of samples fall on a few hundred values)."""
+    if not values.size or values.dtype.kind not in "iu" or np.ptp(values) > 4 * values.size:
+        return np.unique(values, return_inverse=True)
+    low = values.min()
+    seen = np.bincount(values - low) > 0
+    return np.flatnonzero(seen).astype(values.dtype) + low, (np.cumsum(seen) - 1)[values - low]
+
+
 def _counts(samples: pa.Table, verifiers: list[str], path: Path):
     """Per eval set: (eval indices, problem ids, samples and correct counts as evaluations x problems)."""
     set_code, sets = _codes(samples.column("eval_set"))
@@ -112,8 +122,8 @@ def _counts(samples: pa.Table, verifiers: list[str], path: Path):
     out = {}
     for code, eval_set in enumerate(sets):
         rows = np.flatnonzero(set_code == code)
-        evals, e = np.unique(eval_index[rows], return_inverse=True)
-        present, p = np.unique(problem_code[rows], return_inverse=True)
+        evals, e = _distinct(eval_index[rows])
+        present, p = _distinct(problem_code[rows])
         cell = e * len(present) + p
         size = len(evals) * len(present)
         n = np.bincount(cell, minlength=size).reshape(len(evals), len(present))

@@ -125,39 +125,48 @@ def _readable(path: Path) -> Iterator[None]:
                              f"python -m mcgrpo check-store --repair)") from None
 
 
-def _checked_schema(path: Path, required: Iterable[str]) -> pa.Schema:
-    """The file's schema, once its existence, schema version and required columns are checked."""
+def _checked(path: Path, required: Iterable[str], dictionary: Iterable[str] = ()) -> pq.ParquetFile:
+    """The file opened once (its footer parsed once, for the checks and the read), after its existence, schema
+    version and required columns are checked."""
     if not path.exists():
         raise MissingFile(f"{path}: file not found")
     with _readable(path):
-        schema = pq.read_schema(path)
+        opened = pq.ParquetFile(path, read_dictionary=list(dictionary) or None)
+    schema = opened.schema_arrow
     version = (schema.metadata or {}).get(b"schema_version", b"").decode()
     if version != SCHEMA_VERSION:
         raise SchemaError(f"{path}: schema_version {version or 'missing'!r}, expected {SCHEMA_VERSION!r}")
     missing = [c for c in required if c not in schema.names]
     if missing:
         raise SchemaError(f"{path}: missing required column(s) {', '.join(missing)}")
-    return schema
+    return opened
+
+
+def _table(path: Path, required: Iterable[str], columns: Iterable[str] | None, dictionary: Iterable[str] = (),
+           pandas: bool = False) -> pa.Table:
+    """The checked file's `columns` (all where None) as Arrow, read in this thread: the analysis reads thousands
+    of small files in rules of one thread each, where a reader's thread pool costs more than it decodes."""
+    opened = _checked(path, required, dictionary)
+    with _readable(path):
+        return opened.read(columns=None if columns is None else list(columns), use_threads=False,
+                           use_pandas_metadata=pandas)
 
 
 def read_parquet(path: str | Path, required: Iterable[str] = (),
                  columns: Iterable[str] | None = None) -> pd.DataFrame:
     """Read a Parquet file written by `write_parquet`, checking version and required columns.
 
-    `columns` reads only those (a large file's other columns are never decoded).
+    `columns` reads only those (a large file's other columns are never decoded). The frame is pandas.read_parquet's.
     """
-    _checked_schema(Path(path), required)
+    table = _table(Path(path), required, columns, pandas=True)
     with _readable(Path(path)):
-        return pd.read_parquet(path, columns=None if columns is None else list(columns))
+        return table.to_pandas(use_threads=False)
 
 
 def read_arrow(path: str | Path, required: Iterable[str] = (), columns: Iterable[str] | None = None,
                dictionary: Iterable[str] = ()) -> pa.Table:
     """As read_parquet, as an Arrow table (no pandas conversion); `dictionary` columns come dictionary-encoded."""
-    _checked_schema(Path(path), required)
-    with _readable(Path(path)):
-        return pq.read_table(path, columns=None if columns is None else list(columns),
-                             read_dictionary=list(dictionary) or None)
+    return _table(Path(path), required, columns, dictionary)
 
 
 def parquet_metadata(path: str | Path) -> dict[str, str]:
