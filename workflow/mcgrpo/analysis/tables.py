@@ -61,8 +61,10 @@ def _cell(value, column: str = "") -> str:
 
 
 def readable(df: pd.DataFrame) -> pd.DataFrame:
-    """`df` as the strings a reader sees."""
-    return pd.DataFrame({c: [_cell(v, c) for v in df[c]] for c in df.columns}, columns=df.columns)
+    """`df` as the strings a reader sees (plain Python strings: walking Arrow-backed columns value by value, and
+    storing the cells as Arrow strings, cost more than the formatting)."""
+    return pd.DataFrame({c: [_cell(v, c) for v in df[c].tolist()] for c in df.columns}, columns=df.columns,
+                        dtype=object)
 
 
 def _numeric(column: pd.Series) -> bool:
