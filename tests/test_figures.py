@@ -84,6 +84,8 @@ def test_html_table_is_the_bytes_pandas_writes():
     cells = pd.DataFrame({"a b": ["x < y & z > w", " lead ", "two  spaces", "tab\there", "new\nline", "cr\rx",
                                   "q \"q\" 's'", "x" * 120, ""], "c<&>": ["1"] * 9})
     assert _html_table(cells) == cells.to_html(index=False, border=0, classes="table", escape=True)
+    pivot = cells.rename_axis(columns="basis")  # a pivot's named columns: pandas adds a header cell per row
+    assert _html_table(pivot) == pivot.to_html(index=False, border=0, classes="table", escape=True)
 
 
 def test_write_table_title_and_note_head_the_readable_copies(tmp_path):

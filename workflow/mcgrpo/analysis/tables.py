@@ -91,7 +91,10 @@ _HTML_ESCAPES = str.maketrans({"\t": r"\t", "\n": r"\n", "\r": r"\r", "&": "&amp
 
 
 def _html_table(cells: pd.DataFrame) -> str:
-    """`cells` (strings) as pandas' to_html(index=False, border=0, classes="table", escape=True)."""
+    """`cells` (strings) as pandas' to_html(index=False, border=0, classes="table", escape=True); pandas writes a
+    table whose columns carry a name or levels (a pivot's) itself."""
+    if cells.columns.name is not None or cells.columns.nlevels > 1:
+        return cells.to_html(index=False, border=0, classes="table", escape=True)
     head = "".join(_html_cell(c, "th") for c in cells.columns)
     rows = "".join(f"    <tr>\n{''.join(_html_cell(v, 'td') for v in row)}    </tr>\n"
                    for row in cells.itertuples(index=False, name=None))
