@@ -50,9 +50,10 @@ def check_indices(*runs: Run) -> int:
     indices are 0, 1, 2, ...: evaluation k is the k-th point of B / per_budget in every arm, so
     curves can be paired by index. Runs from a trainer that skipped points are refused."""
     for run in runs:
-        index = run.evals["eval_index"].to_numpy()
+        index = run.coords("eval_index")  # as floats, cached: equal to 0, 1, 2, ... exactly when the integers are
         if not np.array_equal(index, np.arange(len(index))):
-            raise ValueError(f"run {run.name} on {run.eval_set}: evaluation indices {index.tolist()[:12]} are not "
+            raise ValueError(f"run {run.name} on {run.eval_set}: evaluation indices "
+                             f"{run.evals['eval_index'].tolist()[:12]} are not "
                              f"0, 1, 2, ...: its curve cannot be paired by index with another run's (retrain it "
                              f"with this version, which records every evaluation point)")
     return min(len(r.evals) for r in runs)

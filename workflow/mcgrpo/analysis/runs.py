@@ -121,7 +121,7 @@ def _counts(samples: pa.Table, verifiers: list[str], path: Path):
     flags = {v: samples.column(f"correct_{v}").to_numpy(zero_copy_only=False) for v in verifiers}
     out = {}
     for code, eval_set in enumerate(sets):
-        rows = np.flatnonzero(set_code == code)
+        rows = np.flatnonzero(set_code == code) if len(sets) > 1 else slice(None)  # one set: every row, uncopied
         evals, e = _distinct(eval_index[rows])
         present, p = _distinct(problem_code[rows])
         cell = e * len(present) + p

@@ -71,12 +71,17 @@ def _numeric(column: pd.Series) -> bool:
     return pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column)
 
 
+def _rows(cells: pd.DataFrame) -> list[list[str]]:
+    """The readable cells row by row (as lists: itertuples builds a Series per column first)."""
+    return cells.to_numpy(dtype=object).tolist()
+
+
 def to_markdown(df: pd.DataFrame, cells: pd.DataFrame | None = None) -> str:
     """A GitHub markdown table of `df`, readable numbers (`cells`, its readable copy, where already made), numeric
     columns right-aligned."""
     align = ["---:" if _numeric(df[c]) else "---" for c in df.columns]
     cells = readable(df) if cells is None else cells
-    lines = [list(map(str, df.columns)), align, *cells.itertuples(index=False, name=None)]
+    lines = [list(map(str, df.columns)), align, *_rows(cells)]
     return "".join(f"| {' | '.join(cell.replace('|', chr(92) + '|') for cell in line)} |\n" for line in lines)
 
 
@@ -97,7 +102,7 @@ def _html_table(cells: pd.DataFrame) -> str:
         return cells.to_html(index=False, border=0, classes="table", escape=True)
     head = "".join(_html_cell(c, "th") for c in cells.columns)
     rows = "".join(f"    <tr>\n{''.join(_html_cell(v, 'td') for v in row)}    </tr>\n"
-                   for row in cells.itertuples(index=False, name=None))
+                   for row in _rows(cells))
     return (f'<table class="dataframe table">\n  <thead>\n    <tr style="text-align: right;">\n{head}'
             f"    </tr>\n  </thead>\n  <tbody>\n{rows}  </tbody>\n</table>")
 
