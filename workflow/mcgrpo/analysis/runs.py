@@ -139,7 +139,9 @@ def _counts(samples: pa.Table, verifiers: list[str], path: Path):
 @lru_cache(maxsize=4096)
 def _evals(path: Path, stamp: tuple[int, int]) -> pd.DataFrame:
     """evals.parquet in evaluation order; cached per (path, mtime, size), as every step reads it."""
-    return read_contract(path, "evals").sort_values("eval_index", kind="stable")
+    evals = read_contract(path, "evals")
+    # a stable sort of indices already in order (as the trainer writes them) is the frame itself: no copy
+    return evals if evals["eval_index"].is_monotonic_increasing else evals.sort_values("eval_index", kind="stable")
 
 
 def read_evals(path: str | Path) -> pd.DataFrame:
