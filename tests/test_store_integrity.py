@@ -92,6 +92,17 @@ def test_a_truncated_file_is_a_named_error_not_arrows(results, tmp_path):
         store.read_parquet(loose)
 
 
+def test_the_store_reads_the_frame_pandas_reads(tmp_path):
+    """The readers open a file once, in one thread (issue 40.5): the frame is still pandas.read_parquet's."""
+    df = pd.DataFrame({"s": ["a", None, "c"], "x": [0.1, float("nan"), 3.0], "i": [1, 2, 3], "b": [True, False, True],
+                       "t": pd.to_datetime(["2026-12-04T05:00:00Z"] * 3)})
+    path = store.write_parquet(df, tmp_path / "f.parquet", "h")
+    pd.testing.assert_frame_equal(store.read_parquet(path), pd.read_parquet(path), check_exact=True)
+    pd.testing.assert_frame_equal(store.read_parquet(path, ["i"], ["x", "s"]),
+                                  pd.read_parquet(path, columns=["x", "s"]), check_exact=True)
+    assert store.read_arrow(path, columns=["s"], dictionary=["s"]).column("s").to_pylist() == ["a", None, "c"]
+
+
 def test_a_run_without_a_manifest_is_refused_saying_what_to_do(results):
     stored(results, 1, "manifest.json").unlink()
     with pytest.raises(IntegrityError, match=r"seed1/manifest.json: missing: the run never finished writing, or was "

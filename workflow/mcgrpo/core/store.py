@@ -132,7 +132,7 @@ def _checked(path: Path, required: Iterable[str], dictionary: Iterable[str] = ()
         raise MissingFile(f"{path}: file not found")
     with _readable(path):
         opened = pq.ParquetFile(path, read_dictionary=list(dictionary) or None)
-    schema = opened.schema_arrow
+        schema = opened.schema_arrow
     version = (schema.metadata or {}).get(b"schema_version", b"").decode()
     if version != SCHEMA_VERSION:
         raise SchemaError(f"{path}: schema_version {version or 'missing'!r}, expected {SCHEMA_VERSION!r}")
@@ -146,8 +146,7 @@ def _table(path: Path, required: Iterable[str], columns: Iterable[str] | None, d
            pandas: bool = False) -> pa.Table:
     """The checked file's `columns` (all where None) as Arrow, read in this thread: the analysis reads thousands
     of small files in rules of one thread each, where a reader's thread pool costs more than it decodes."""
-    opened = _checked(path, required, dictionary)
-    with _readable(path):
+    with _checked(path, required, dictionary) as opened, _readable(path):
         return opened.read(columns=None if columns is None else list(columns), use_threads=False,
                            use_pandas_metadata=pandas)
 
