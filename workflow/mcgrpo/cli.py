@@ -329,6 +329,25 @@ def train(args) -> None:
     job.logged(args.failed_log, lambda: job.train(*_training_run(args), _tracking(args)))
 
 
+def ingest(args) -> None:
+    """Store a finished TRL output folder as a run of a study's TRL arm, evaluating its checkpoints at the budget points.
+
+    The run's generated tokens per step are rebuilt from TRL's log (completions/mean_length x train_batch_size,
+    checked against num_tokens); each budget point k B / per_budget is evaluated on the checkpoint saved at the step
+    where it fell due, or the nearest before it, with the study's evaluation; the run is written where `train
+    --config` would write it (--out elsewhere). What the log cannot give is printed and kept in run.json
+    (`ingested`): see docs/trl.md, "Runs already made".
+
+    Example:
+      python -m mcgrpo ingest --trl-output trl-out --config config/studies/trl-vs-mcgrpo.yaml --arm trl --seed 1
+    """
+    from mcgrpo.integrations import ingest as trl_ingest
+    block = trl_ingest.store_run(args.trl_output, *_training_run(args)[:2])
+    for line in block["unrecovered"]:
+        print(f"not recovered: {line}")
+    print(f"stored {args.trl_output} as steps 1..{block['stop_step']} of the run, {len(block['points'])} points")
+
+
 def check(args) -> None:
     """Validate a study file as the workflow does, without running any job.
 
@@ -613,7 +632,7 @@ def _contrast_arguments(v: argparse.ArgumentParser) -> None:
                    help="the training-time clock of the time bases: the stages' wall or process CPU time (default wall)")
 
 
-VERBS = {"data": data_summary, "verify": verify, "prepare-data": prepare_data, "resolve-model": resolve_model, "warm-start": warm_start, "calibrate": calibrate, "train": train,
+VERBS = {"data": data_summary, "verify": verify, "prepare-data": prepare_data, "resolve-model": resolve_model, "warm-start": warm_start, "calibrate": calibrate, "train": train, "ingest": ingest,
          "gradient-tests": gradient_tests, "screen": screen,
          "prereg-lock": prereg_lock, "link-study": link_study, "contrast": contrast, "check": check, "power": seeds_power,
          "check-store": check_store, "pool-bases": pool_bases,
@@ -639,13 +658,16 @@ FILES = {"prepare-data": {"--out": "the data folder to write"},
                    "--out": "the run folder (default: the run store's, results/_shared/runs/<hash>, which "
                             "results/<study>/runs/<arm>/seed<N> links to)",
                    "--failed-log": "where a failure that is not a preemption leaves its traceback (the rule's)"},
+         "ingest": {"--model": "the study's initial model (point 0; default: the study's)",
+                    "--data": "the data folder (default: the study's)", "--budget": "budget.parquet (default: the "
+                    "study's)", "--out": "the run folder (default: the run store's, as train --config)"},
          "gradient-tests": {"--model": "the model folder or reference file", "--data": "the study's data folder",
                             "--out": "gradient_tests.parquet to write"},
          "prereg-lock": {"--out": "the lock file to write"},
          "link-study": {"--out": "the study's runs/store.parquet to write (the links go beside it)"},
          "contrast": {"--results": "the study's results folder (results/<study>)",
                       "--out": "the Parquet file to write (default: under results/<study>/analysis/contrast/)"}}
-REQUIRED = {("--out", name) for name in FILES if name not in ("train", "contrast")} | {("--results", "contrast")}
+REQUIRED = {("--out", name) for name in FILES if name not in ("train", "ingest", "contrast")} | {("--results", "contrast")}
 
 
 def _study_source(v: argparse.ArgumentParser) -> None:
@@ -667,6 +689,14 @@ def _train_arguments(v: argparse.ArgumentParser) -> None:
     v.add_argument("--tracking", choices=BACKENDS,
                    help="log every iteration and evaluation to TensorBoard or offline W&B, in <out>/tracking/ "
                         "(default: the study's `tracking`, else none)")
+
+
+def _ingest_arguments(v: argparse.ArgumentParser) -> None:
+    v.add_argument("--trl-output", required=True, metavar="DIR", help="the TRL output_dir: its checkpoint-<step>/ folders")
+    v.add_argument("--config", required=True, metavar="STUDY.yaml", help="the study config")
+    v.add_argument("--arm", type=_format("key"), required=True, help="the study's TRL arm to store it as")
+    v.add_argument("--seed", type=_seed, required=True, help="the seed to store it as")
+    v.set_defaults(run_json=None)
 
 
 def help_of(verb) -> tuple[str, str, str]:
@@ -692,6 +722,8 @@ def parser() -> argparse.ArgumentParser:
             v.add_argument(JSON_INPUT[name][0], required=True, help=JSON_INPUT[name][1])
         elif name == "train":
             _train_arguments(v)
+        elif name == "ingest":
+            _ingest_arguments(v)
         elif name not in ("data", "verify", "contrast", "power", "check-store"):
             _study_source(v)
         if name in STEPS:

@@ -49,7 +49,7 @@ from mcgrpo.train.rollout import reward as training_reward, score, study_prompte
 from mcgrpo.train.selection.stream import PromptStream
 from mcgrpo.train.trainer import RunLog, record_evaluation
 
-__all__ = ["Protocol", "Setup", "TRLRun", "default_trainer", "study_reward"]
+__all__ = ["Protocol", "Setup", "TRLRun", "default_trainer", "study_evaluator", "study_reward"]
 
 
 def _trl():
@@ -138,12 +138,7 @@ class Protocol(TrainerCallback):
     # -- the callback ---------------------------------------------------------------------------------------------
     def on_train_begin(self, args, state, control, model=None, processing_class=None, **kwargs):
         if self.eval_sets:
-            r = self.run["recipe"]
-            engine = engines.build("hf", model, self.tokenizer, temperature=r["temperature"], top_p=r["top_p"],
-                                   batch_size=self.run["engine"]["batch_size"])
-            self.evaluator = Evaluator(engine, study_prompter(self.tokenizer, self.run), self.eval_sets,
-                                       self.run["evaluation"]["samples"], r["completion_limit"], self.run["seed"],
-                                       bool(self.run["evaluation"].get("greedy")), study_rule(self.run))
+            self.evaluator = study_evaluator(self.run, model, self.tokenizer, self.eval_sets)
         self.evaluate(model)
 
     def on_step_begin(self, args, state, control, **kwargs):
@@ -203,6 +198,16 @@ class Protocol(TrainerCallback):
                               "group_mean_reward": float(g)}
                              for p, g in zip(scored.get("problems", []), scored.get("groups", []))]
         self.scored = None
+
+
+def study_evaluator(run: dict, model, tokenizer, eval_sets: dict[str, pd.DataFrame]) -> Evaluator:
+    """mcgrpo's evaluation of `model` for run `run`: the study's sets, samples, draws and verifiers (a TRL run's
+    policy as it trains, or a finished one's checkpoints: mcgrpo.integrations.ingest)."""
+    r = run["recipe"]
+    engine = engines.build("hf", model, tokenizer, temperature=r["temperature"], top_p=r["top_p"],
+                           batch_size=run["engine"]["batch_size"])
+    return Evaluator(engine, study_prompter(tokenizer, run), eval_sets, run["evaluation"]["samples"],
+                     r["completion_limit"], run["seed"], bool(run["evaluation"].get("greedy")), study_rule(run))
 
 
 # -- a TRL arm of a study ---------------------------------------------------------------------------------------------

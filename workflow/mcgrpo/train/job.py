@@ -57,7 +57,6 @@ def train(run: dict, files: dict[str, str], names: tuple[str, str], backend: str
     for sig in (signal.SIGTERM, signal.SIGUSR1):
         signal.signal(sig, request_stop)
     import torch
-    import transformers
     from mcgrpo.train import attempts, models, requeue, tracking
     from mcgrpo import data
     from mcgrpo.core.budget import from_table
@@ -65,7 +64,6 @@ def train(run: dict, files: dict[str, str], names: tuple[str, str], backend: str
     from mcgrpo.core import run_claims
     from mcgrpo.train.trainer import Trainer
     study, arm = names
-    cfg_hash = study_config.config_hash(run)
     out = Path(files["out"])
     if run_claims.acquire(out).done:  # waits while another process trains this run (mcgrpo.core.run_claims)
         return
@@ -99,22 +97,32 @@ def train(run: dict, files: dict[str, str], names: tuple[str, str], backend: str
     finally:
         if tracker:
             tracker.close()
-    for name, frame in log.frames().items():
-        store.write_parquet(frame, out / f"{name}.parquet", identity)
     attempts.end(out / "checkpoints", history, "finished", resumed_at=trainer.resumed_at,
                  iterations=trainer.next_iteration, checkpoint_seconds=trainer.checkpoint_seconds)
     print(attempts.describe(history[-1]), file=sys.stderr)
+    write_run(out, run, B, log, model, {
+        "started": history[0]["started"], "ended": history[-1]["ended"], "attempts": history,
+        "tracking": backend,  # where it logged: <out>/tracking/ (mcgrpo.train.tracking)
+    })
+
+
+def write_run(out: Path, run: dict, B: int, log, model, extra: dict) -> None:
+    """A finished run's files in its folder `out`: its Parquet, run.json (the config, identity, versions, hardware,
+    clocks and `extra`), and last its manifest. A run trained here, or one TRL made (mcgrpo.integrations.ingest)."""
+    import torch
+    import transformers
+    cfg_hash, identity = study_config.config_hash(run), study_config.run_identity(run, B)
+    for name, frame in log.frames().items():
+        store.write_parquet(frame, out / f"{name}.parquet", identity)
     store.write_json({
         "config": run, "config_hash": cfg_hash, "identity": identity, "B": B, "finished": True,
-        "started": history[0]["started"], "ended": history[-1]["ended"], "attempts": history,
         "versions": {"mcgrpo": __version__, "torch": torch.__version__,
                      "transformers": transformers.__version__, "python": platform.python_version(),
                      **({"trl": run["trl"]["version"]} if "trl" in run else {})},
         "hardware": hardware(model),
         "git_sha": store.git_sha(),
         # Both clocks of the training stages: wall time far above CPU time (x threads) means a shared machine.
-        "clock": _clocks(log.iterations),
-        "tracking": backend,  # where it logged: <out>/tracking/ (mcgrpo.train.tracking)
+        "clock": _clocks(log.iterations), **extra,
     }, out / "run.json")
     # Last: the manifest vouches for every file above (mcgrpo.core.manifest); a run without one never finished.
     manifest.seal(out, [f"{name}.parquet" for name in log.frames()] + ["run.json"], identity, cfg_hash)
