@@ -330,7 +330,7 @@ def train(args) -> None:
 
 
 def ingest(args) -> None:
-    """Store a finished TRL output folder as a run of a study's TRL arm, evaluating its checkpoints at the budget points.
+    """Store a finished TRL output folder as a TRL arm's run, its checkpoints evaluated at the budget points.
 
     The run's generated tokens per step are rebuilt from TRL's log (completions/mean_length x train_batch_size,
     checked against num_tokens); each budget point k B / per_budget is evaluated on the checkpoint saved at the step

@@ -51,6 +51,7 @@ class TRLLog:
     folder: Path
     steps: pd.DataFrame  # step, tokens, tokens_total, loss, grad_norm, lr, mean_length, truncated_share, seconds
     checkpoints: dict[int, Path]
+    unchecked: list[str]  # what about the run's settings could not be checked
 
 
 @dataclass
@@ -82,7 +83,27 @@ def read(folder: str | Path) -> TRLLog:
     if not path.exists():
         raise DataError(f"{path}: file not found; allowed: a checkpoint as TRL saves it, with its trainer_state.json")
     state = json.loads(path.read_text())
-    return TRLLog(Path(folder), steps(state, path), saved)
+    unchecked = check_arguments(saved[max(saved)])
+    return TRLLog(Path(folder), steps(state, path), saved, [unchecked] if unchecked else [])
+
+
+ONE_BATCH = ("gradient_accumulation_steps", "steps_per_generation", "num_iterations")  # 1: a step is one batch
+
+
+def check_arguments(checkpoint: Path) -> str | None:
+    """Refuse a run whose GRPOConfig (training_args.bin) makes a step other than one generated batch; what could not
+    be checked, if anything. Unpickling the file needs trl: where it is missing the check is left to num_tokens."""
+    path = checkpoint / "training_args.bin"
+    try:
+        import torch
+        args = torch.load(path, weights_only=False)  # the user's own run folder: trusted as its script is
+    except (ImportError, AttributeError, FileNotFoundError) as e:
+        return f"{path}: not read ({type(e).__name__}: {e}), so {', '.join(ONE_BATCH)} = 1 is assumed, not checked"
+    wrong = [f"{key} {getattr(args, key)}" for key in ONE_BATCH if (getattr(args, key, 1) or 1) != 1]
+    if wrong:
+        raise DataError(f"{path}: {', '.join(wrong)}; allowed: 1 (a step of the protocol is one optimizer step on "
+                        f"one generated batch, and the log's per-step lengths count it)")
+    return None
 
 
 def steps(state: dict, path: Path | str = "trainer_state.json") -> pd.DataFrame:
@@ -116,8 +137,8 @@ def steps(state: dict, path: Path | str = "trainer_state.json") -> pd.DataFrame:
     if short:
         raise DataError(f"{path}: at step(s) {_few(short)}, num_tokens grew by less than the completion tokens "
                         f"(completions/mean_length x train_batch_size {batch}) plus one prompt token per completion: "
-                        f"a step was not one generated batch on one process; allowed: a run with "
-                        f"gradient_accumulation_steps, steps_per_generation 1 on one process")
+                        f"a step was not one generated batch of train_batch_size completions; allowed: a run with "
+                        f"{', '.join(ONE_BATCH)} 1 on one process")
     return frame
 
 
@@ -147,9 +168,9 @@ def place(log: TRLLog, budget: int, unit: str, per_budget: int, horizon: float) 
     return stop, points
 
 
-def unrecovered(points: list[Point]) -> list[str]:
+def unrecovered(log: TRLLog, points: list[Point]) -> list[str]:
     """What run.json says the TRL folder could not give, the points off their step included."""
-    return [*UNRECOVERED, *(f"evaluation point {p.index}: due at step {p.due}, evaluated on "
+    return [*UNRECOVERED, *log.unchecked, *(f"evaluation point {p.index}: due at step {p.due}, evaluated on "
                             f"{f'checkpoint-{p.checkpoint}' if p.checkpoint else 'the initial model'}, {p.steps_before} "
                             f"step(s) and {p.tokens_before} tokens before it" for p in points if p.steps_before)]
 
@@ -175,24 +196,27 @@ def ingest(folder: str | Path, run: dict, budget: int, model, tokenizer, eval_se
     from mcgrpo.train.trainer import RunLog, record_evaluation
     from transformers import AutoModelForCausalLM
     if "trl" not in run:
-        raise ConfigError(f"arms.{run.get('arm')}: not a TRL arm; allowed: an arm with trainer: {{trl: ...}}, whose "
-                          f"run a TRL output folder can be")
+        raise ConfigError(f"--arm: an arm without trainer.trl (arm config {run['arm_config']}); allowed: a TRL arm "
+                          f"(trainer: {{trl: ...}}), whose run a TRL output folder can be")
     log = read(folder)
     stop, points = place(log, budget, budget_unit(run["budget"]), run["evaluation"]["per_budget"],
                          run["budget"]["horizon"])
-    out = RunLog(iterations=iteration_rows(log, stop))
-    for used in sorted({p.checkpoint for p in points}):
-        policy = model if not used else AutoModelForCausalLM.from_pretrained(
-            log.checkpoints[used], dtype=model.dtype).to(model.device)
+    out, policies = RunLog(iterations=iteration_rows(log, stop)), {0: model}
+    for due in sorted({p.due for p in points}):  # the points one step crossed, evaluated as the protocol does
+        group = [p for p in points if p.due == due]
+        used = group[0].checkpoint
+        if used not in policies:
+            policies = {used: AutoModelForCausalLM.from_pretrained(log.checkpoints[used], dtype=model.dtype)
+                        .to(model.device), 0: model}
         row = out.iterations[used - 1] if used else {"tokens_total": 0, "train_seconds": 0.0}
         state = {"tokens_total": row["tokens_total"], "iteration": used, "updates": used,
                  "train_seconds": row["train_seconds"], "train_cpu_seconds": math.nan}
-        record_evaluation(out, study_evaluator(run, policy, tokenizer, eval_sets),
-                          [p.index for p in points if p.checkpoint == used], state)
+        record_evaluation(out, study_evaluator(run, policies[used], tokenizer, eval_sets), [p.index for p in group],
+                          state)
     block = {"folder": str(Path(folder).resolve()), "trainer_state": str(log.checkpoints[max(log.checkpoints)]
                                                                          / "trainer_state.json"),
              "token_keys": list(TOKEN_KEYS), "steps_logged": len(log.steps), "stop_step": stop,
-             "points": [vars(p) for p in points], "unrecovered": unrecovered(points)}
+             "points": [vars(p) for p in points], "unrecovered": unrecovered(log, points)}
     return out, block
 
 

@@ -1,0 +1,209 @@
+"""`mcgrpo ingest`: a finished TRL output folder stored as a TRL arm's run (mcgrpo.integrations.ingest).
+
+Fast tier (no TRL needed): a hand-written trainer_state.json, its token count and budget points against hand-computed
+numbers, the refusals by name, and a whole ingest of tiny-model checkpoints into a run folder that verifies. Slow tier
+(TRL installed): a real TRL run saved with checkpoints, ingested, its count equal to the protocol's own count of the
+same run and its store clean under `check-store`.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, SMALL_STUDY
+from mcgrpo import cli, studies
+from mcgrpo.core import config as study_config
+from mcgrpo.core.errors import ConfigError, DataError
+from mcgrpo.integrations import ingest
+
+# A batch of 8 completions (2 prompts x 4) per step, 10 prompt tokens per completion; TRL's logged mean lengths.
+MEAN_LENGTHS = [20.5, 22.0, 21.875, 24.25, 23.0]
+TOKENS = [164, 176, 175, 194, 184]  # 20.5 x 8, 22 x 8, ... : the completion tokens of each step
+TOTALS = [164, 340, 515, 709, 893]
+
+
+def _state(mean_lengths=MEAN_LENGTHS, batch: int = 8, prompt_tokens: int = 80, drop: str | None = None) -> dict:
+    entries, seen = [], 0
+    for step, length in enumerate(mean_lengths, start=1):
+        seen += round(length * batch) + prompt_tokens
+        entry = {"step": step, "loss": 0.01 * step, "grad_norm": 0.5, "learning_rate": 1e-3, "num_tokens": seen,
+                 "completions/mean_length": length, "completions/clipped_ratio": 0.125, "step_time": 2.0}
+        entries.append({k: v for k, v in entry.items() if k != drop})
+    entries.append({"step": len(mean_lengths), "train_runtime": 10.0, "train_loss": 0.03})  # TRL's summary entry
+    return {"global_step": len(mean_lengths), "train_batch_size": batch, "logging_steps": 1, "log_history": entries}
+
+
+def _folder(tmp_path: Path, state: dict, saved=(2, 4, 5)) -> Path:
+    out = tmp_path / "trl-out"
+    for step in saved:
+        (out / f"checkpoint-{step}").mkdir(parents=True)
+    (out / f"checkpoint-{max(saved)}" / "trainer_state.json").write_text(json.dumps(state))
+    return out
+
+
+def test_the_tokens_of_each_step_are_trls_mean_length_times_its_batch(tmp_path):
+    """Not num_tokens' steps (which include the 80 prompt tokens), not the mean length alone."""
+    log = ingest.read(_folder(tmp_path, _state()))
+    assert log.steps["tokens"].tolist() == TOKENS and log.steps["tokens_total"].tolist() == TOTALS
+    assert list(log.checkpoints) == [2, 4, 5]
+    rows = ingest.iteration_rows(log, 4)
+    assert [r["tokens_total"] for r in rows] == TOTALS[:4] and [r["updates"] for r in rows] == [1, 2, 3, 4]
+    assert [r["train_seconds"] for r in rows] == [2.0, 4.0, 6.0, 8.0] and rows[0]["tokens_continuation"] == 0
+
+
+def test_budget_points_fall_due_at_the_first_step_past_them_and_use_the_checkpoint_at_or_before_it(tmp_path):
+    """B = 600, 4 points per B: 150, 300, 450 and 600 tokens fall due at steps 1, 2, 3 and 4 (164, 340, 515, 709);
+    the run stops at step 4. Checkpoints at steps 2, 4, 5: point 1 is read on the initial model (164 tokens before
+    it), point 3 on checkpoint-2 (one step, 175 tokens before), never on a checkpoint after its step."""
+    log = ingest.read(_folder(tmp_path, _state()))
+    stop, points = ingest.place(log, 600, "tokens", 4, 1.0)
+    assert stop == 4
+    assert [(p.index, p.due, p.checkpoint, p.steps_before, p.tokens_before) for p in points] == [
+        (0, 0, 0, 0, 0), (1, 1, 0, 1, 164), (2, 2, 2, 0, 0), (3, 3, 2, 1, 175), (4, 4, 4, 0, 0)]
+    said = ingest.unrecovered(log, points)
+    assert "evaluation point 1: due at step 1, evaluated on the initial model, 1 step(s) and 164 tokens before it" in said
+    assert "evaluation point 3: due at step 3, evaluated on checkpoint-2, 1 step(s) and 175 tokens before it" in said
+    assert not any(s.startswith("evaluation point 2") for s in said)
+    assert any(s.startswith("tokens_continuation") for s in said)
+    assert any(s.endswith("training_args.bin: not read (FileNotFoundError: [Errno 2] No such file or directory: "
+                          f"'{log.checkpoints[5] / 'training_args.bin'}'), so gradient_accumulation_steps, "
+                          "steps_per_generation, num_iterations = 1 is assumed, not checked") for s in said), said
+
+
+def test_an_equal_iteration_study_places_its_points_by_steps(tmp_path):
+    stop, points = ingest.place(ingest.read(_folder(tmp_path, _state())), 4, "iterations", 4, 1.0)
+    assert stop == 4 and [(p.index, p.due, p.checkpoint) for p in points] == [
+        (0, 0, 0), (1, 1, 0), (2, 2, 2), (3, 3, 2), (4, 4, 4)]
+
+
+@pytest.mark.parametrize("case, message", [
+    ("no checkpoints", r"trl-out: no checkpoint-<step>/ folder"),
+    ("no trainer_state", r"checkpoint-5/trainer_state.json: file not found"),
+    ("no num_tokens", r"trainer_state.json: log_history lacks 'num_tokens' at step\(s\) 1, 2, 3, 4, 5"),
+    ("no mean length", r"lacks 'completions/mean_length'"),
+    ("every other step", r"no entry for step\(s\) 2, 4 of 1..5 \(logging_steps 2\)"),
+    ("batch overstated", r"at step\(s\) 1, 2, 3, 4, 5, num_tokens grew by less than the completion tokens"),
+    ("accumulating", r"checkpoint-5/training_args.bin: gradient_accumulation_steps 2; allowed: 1"),
+    ("short of B", r"ends at step 5 having spent 893 tokens of horizon x B = 1000"),
+])
+def test_a_folder_that_cannot_be_ingested_is_refused_by_name(tmp_path, case, message):
+    state = _state(drop={"no num_tokens": "num_tokens", "no mean length": "completions/mean_length"}.get(case))
+    if case == "every other step":
+        state["logging_steps"] = 2
+        state["log_history"] = state["log_history"][::2]
+    if case == "batch overstated":  # 8 completions of 10 prompt tokens a step, the state saying 16
+        state["train_batch_size"] = 16
+    folder = _folder(tmp_path, state)
+    if case == "no checkpoints":
+        for saved in folder.iterdir():
+            (saved / "trainer_state.json").unlink(missing_ok=True)
+            saved.rmdir()
+    if case == "accumulating":  # what a GRPOConfig pickles: its fields (trl's class needs trl to unpickle)
+        import torch
+        from types import SimpleNamespace
+        torch.save(SimpleNamespace(gradient_accumulation_steps=2, steps_per_generation=None, num_iterations=1),
+                   folder / "checkpoint-5" / "training_args.bin")
+    if case == "no trainer_state":
+        (folder / "checkpoint-5" / "trainer_state.json").unlink()
+    with pytest.raises(DataError, match=message):
+        ingest.place(ingest.read(folder), 1000 if case == "short of B" else 600, "tokens", 4, 1.0)
+
+
+def test_the_verb_refuses_with_exit_2_naming_the_file(tmp_path, capsys):
+    folder = _folder(tmp_path, _state(drop="num_tokens"))
+    code = cli.main(["ingest", "--trl-output", str(folder), "--config", str(ROOT / "config/studies/trl-vs-mcgrpo.yaml"),
+                     "--arm", "trl", "--seed", "1", "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert code == 2 and "checkpoint-5/trainer_state.json: log_history lacks 'num_tokens'" in err
+    assert not (tmp_path / "run").exists()
+
+
+def _run(arm: str = "trl") -> dict:
+    cfg = copy.deepcopy(SMALL_STUDY)
+    cfg["arms"] = {"outcome": {}, "trl": {"trainer": {"trl": {}}}}
+    return study_config.run_config(studies.validate(cfg), arm, 1)
+
+
+def test_an_arm_trl_does_not_train_is_refused(tmp_path, tiny, world):
+    with pytest.raises(ConfigError, match=r"--arm: an arm without trainer.trl .*allowed: a TRL arm"):
+        ingest.ingest(_folder(tmp_path, _state()), _run("outcome"), 600, *tiny, world[1])
+
+
+def test_tiny_checkpoints_are_evaluated_at_the_points_and_stored_as_a_run_that_verifies(tmp_path, tiny, world):
+    """The checkpoints' own weights are evaluated (checkpoint-4 differs from the initial model: different samples),
+    each point under its index with the draws of its index, and the run folder verifies."""
+    import torch
+    from mcgrpo.core import manifest, store
+    from mcgrpo.train import models
+    from mcgrpo.train.job import write_run
+    model, tokenizer = tiny
+    folder = tmp_path / "trl-out"
+    for step in (2, 4, 5):
+        trained = copy.deepcopy(model)
+        with torch.no_grad():
+            for p in trained.parameters():
+                p.add_(0.05 * step * torch.randn_like(p))
+        models.save(trained, tokenizer, folder / f"checkpoint-{step}")
+    (folder / "checkpoint-5" / "trainer_state.json").write_text(json.dumps(_state()))
+    run = _run()
+    log, block = ingest.ingest(folder, run, 600, model, tokenizer, world[1])
+    frames = log.frames()
+    ev, samples = frames["evals"], frames["samples"]
+    assert sorted(ev["eval_index"].unique()) == [0, 1, 2, 3, 4]
+    assert ev.groupby("eval_index")["tokens_total"].first().tolist() == [0, 0, 340, 340, 709]  # the checkpoints'
+    assert len(samples) == 5 * sum(map(len, world[1].values())) * 2
+    at = {k: samples[samples["eval_index"] == k]["text"].tolist() for k in range(5)}
+    assert at[1] != at[0] and at[3] != at[2]  # one model, each point with the draws of its own index
+    from mcgrpo.integrations.trl import study_evaluator
+    initial = study_evaluator(run, model, tokenizer, world[1])(2)[1]["text"].tolist()
+    assert at[2] != initial  # point 2 is checkpoint-2's weights, not the initial model's
+    assert block["stop_step"] == 4 and len(frames["iterations"]) == 4
+    out = tmp_path / "run"
+    write_run(out, run, 600, log, model, {"ingested": block, "attempts": []})
+    assert manifest.problems(out) == []
+    assert store.read_json(out / "run.json")["ingested"]["points"][3] == {
+        "index": 3, "due": 3, "checkpoint": 2, "steps_before": 1, "tokens_before": 175}
+    assert store.read_contract(out / "iterations.parquet", "iterations")["tokens_total"].tolist() == TOTALS[:4]
+
+
+# -- slow tier: a real TRL run ----------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_a_real_trl_runs_ingested_count_is_the_protocols_and_its_store_verifies(world, tiny, tmp_path):
+    """A TRL run of the tiny model under the protocol, saved every 2 steps; ingesting its folder gives, step by step,
+    the rollout tokens the protocol counted live (the hand check of completions/mean_length x train_batch_size), the
+    same stopping step, and a run folder that check-store verifies."""
+    pytest.importorskip("trl")
+    from mcgrpo.core import layout, manifest
+    from mcgrpo.integrations.trl import TRLRun
+    from mcgrpo.train.job import write_run
+    run = _run()
+    model, tokenizer = tiny
+    initial = copy.deepcopy(model)
+    trl_run = TRLRun(run, model, tokenizer, *world, 600, tmp_path / "train")
+    build = trl_run.build
+
+    def saving(setup):
+        setup.args.save_strategy = type(setup.args.save_strategy)("steps")
+        setup.args.save_steps = 2
+        return build(setup)
+    trl_run.build = saving
+    live = trl_run.run()
+    folder = tmp_path / "train" / "trl"
+    log, block = ingest.ingest(folder, run, 600, initial, tokenizer, world[1])
+    assert [r["tokens_rollout"] for r in log.iterations] == [r["tokens_rollout"] for r in live.iterations]
+    assert block["stop_step"] == len(live.iterations)
+    assert sorted({row["eval_index"] for row in log.evals}) == [0, 1, 2, 3, 4]
+    store_dir = tmp_path / "runs"
+    write_run(store_dir / layout.run_key(studies.validate({**copy.deepcopy(SMALL_STUDY),
+                                                            "arms": {"trl": {"trainer": {"trl": {}}}}}), "trl", 1),
+              run, 600, log, initial, {"ingested": block, "attempts": []})
+    assert all(manifest.problems(p) == [] for p in store_dir.iterdir())
+    done = subprocess.run([sys.executable, "-m", "mcgrpo", "check-store", "--store", str(store_dir)],
+                          env={"PYTHONPATH": str(ROOT / "workflow"), "PATH": ""}, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
