@@ -124,10 +124,14 @@ def test_the_verb_refuses_with_exit_2_naming_the_file(tmp_path, capsys):
     assert not (tmp_path / "run").exists()
 
 
-def _run(arm: str = "trl") -> dict:
+def _study() -> dict:
     cfg = copy.deepcopy(SMALL_STUDY)
     cfg["arms"] = {"outcome": {}, "trl": {"trainer": {"trl": {}}}}
-    return study_config.run_config(studies.validate(cfg), arm, 1)
+    return studies.validate(cfg)
+
+
+def _run(arm: str = "trl") -> dict:
+    return study_config.run_config(_study(), arm, 1)
 
 
 def test_an_arm_trl_does_not_train_is_refused(tmp_path, tiny, world):
@@ -135,14 +139,11 @@ def test_an_arm_trl_does_not_train_is_refused(tmp_path, tiny, world):
         ingest.ingest(_folder(tmp_path, _state()), _run("outcome"), 600, *tiny, world[1])
 
 
-def test_tiny_checkpoints_are_evaluated_at_the_points_and_stored_as_a_run_that_verifies(tmp_path, tiny, world):
-    """The checkpoints' own weights are evaluated (checkpoint-4 differs from the initial model: different samples),
-    each point under its index with the draws of its index, and the run folder verifies."""
+def _checkpoints(tmp_path: Path, model, tokenizer) -> Path:
+    """A TRL output folder of the hand-written log whose checkpoints (steps 2, 4, 5) hold tiny models, each the
+    initial one moved further."""
     import torch
-    from mcgrpo.core import manifest, store
     from mcgrpo.train import models
-    from mcgrpo.train.job import write_run
-    model, tokenizer = tiny
     folder = tmp_path / "trl-out"
     for step in (2, 4, 5):
         trained = copy.deepcopy(model)
@@ -151,6 +152,41 @@ def test_tiny_checkpoints_are_evaluated_at_the_points_and_stored_as_a_run_that_v
                 p.add_(0.05 * step * torch.randn_like(p))
         models.save(trained, tokenizer, folder / f"checkpoint-{step}")
     (folder / "checkpoint-5" / "trainer_state.json").write_text(json.dumps(_state()))
+    return folder
+
+
+def test_the_verb_stores_the_run_where_train_would_and_prints_what_it_could_not_recover(tmp_path, tiny, capsys,
+                                                                                         monkeypatch):
+    import yaml
+    from mcgrpo import data
+    from mcgrpo.core import layout, manifest, store
+    from mcgrpo.core.budget import budget_table
+    from mcgrpo.train import models
+    monkeypatch.chdir(tmp_path)
+    cfg = _study()
+    (tmp_path / "study.yaml").write_text(yaml.safe_dump(copy.deepcopy({**SMALL_STUDY, "arms": cfg["arms"]})))
+    data.write(*data.build(cfg["task"]), layout.data_dir(cfg), "")
+    models.save(*tiny, layout.model_path(cfg))
+    store.write_parquet(budget_table("tiny", [], 600, "config"), layout.budget_path(cfg))
+    folder = _checkpoints(tmp_path, *tiny)
+    assert cli.main(["ingest", "--trl-output", str(folder), "--config", "study.yaml", "--arm", "trl",
+                     "--seed", "1"]) == 0, capsys.readouterr().err
+    said = capsys.readouterr().out
+    assert "not recovered: tokens_continuation" in said and "stored" in said and "steps 1..4 of the run, 5 points" in said
+    out = layout.run_dir(cfg, "trl", 1)
+    assert manifest.problems(out) == []
+    record = store.read_json(out / "run.json")
+    assert record["identity"] == study_config.run_identity(_run(), 600) and record["ingested"]["stop_step"] == 4
+    assert record["attempts"] == [] and record["versions"]["trl"] == record["config"]["trl"]["version"]
+
+
+def test_tiny_checkpoints_are_evaluated_at_the_points_and_stored_as_a_run_that_verifies(tmp_path, tiny, world):
+    """The checkpoints' own weights are evaluated (checkpoint-4 differs from the initial model: different samples),
+    each point under its index with the draws of its index, and the run folder verifies."""
+    from mcgrpo.core import manifest, store
+    from mcgrpo.train.job import write_run
+    model, tokenizer = tiny
+    folder = _checkpoints(tmp_path, model, tokenizer)
     run = _run()
     log, block = ingest.ingest(folder, run, 600, model, tokenizer, world[1])
     frames = log.frames()
@@ -198,11 +234,11 @@ def test_a_real_trl_runs_ingested_count_is_the_protocols_and_its_store_verifies(
     log, block = ingest.ingest(folder, run, 600, initial, tokenizer, world[1])
     assert [r["tokens_rollout"] for r in log.iterations] == [r["tokens_rollout"] for r in live.iterations]
     assert block["stop_step"] == len(live.iterations)
+    assert not any("training_args.bin" in line for line in block["unrecovered"])  # read with trl: checked
     assert sorted({row["eval_index"] for row in log.evals}) == [0, 1, 2, 3, 4]
     store_dir = tmp_path / "runs"
-    write_run(store_dir / layout.run_key(studies.validate({**copy.deepcopy(SMALL_STUDY),
-                                                            "arms": {"trl": {"trainer": {"trl": {}}}}}), "trl", 1),
-              run, 600, log, initial, {"ingested": block, "attempts": []})
+    write_run(store_dir / layout.run_key(_study(), "trl", 1), run, 600, log, initial,
+              {"ingested": block, "attempts": []})
     assert all(manifest.problems(p) == [] for p in store_dir.iterdir())
     done = subprocess.run([sys.executable, "-m", "mcgrpo", "check-store", "--store", str(store_dir)],
                           env={"PYTHONPATH": str(ROOT / "workflow"), "PATH": ""}, capture_output=True, text=True)
