@@ -206,6 +206,7 @@ def test_tiny_checkpoints_are_evaluated_at_the_points_and_stored_as_a_run_that_v
     assert store.read_json(out / "run.json")["ingested"]["points"][3] == {
         "index": 3, "due": 3, "checkpoint": 2, "steps_before": 1, "tokens_before": 175}
     assert store.read_contract(out / "iterations.parquet", "iterations")["tokens_total"].tolist() == TOTALS[:4]
+    assert store.read_contract(out / "prompts.parquet", "prompts").empty  # TRL's log names no prompts
 
 
 # -- slow tier: a real TRL run ----------------------------------------------------------------------------------------

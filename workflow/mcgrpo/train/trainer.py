@@ -22,6 +22,7 @@ from mcgrpo.train import along, checkpoint
 from mcgrpo.train import credit as credit_rules
 from mcgrpo.train import engines, selection, updates
 from mcgrpo.core import progress
+from mcgrpo.core.store import COLUMNS
 from mcgrpo.core.budget import due_points, unit as budget_unit
 from mcgrpo.core.clock import STAGES, StageClock
 from mcgrpo.train.credit import CreditContext
@@ -45,7 +46,8 @@ class RunLog:
     def frames(self) -> dict[str, pd.DataFrame]:
         samples = pd.concat(self.samples, ignore_index=True) if self.samples else pd.DataFrame()
         out = {"iterations": pd.DataFrame(self.iterations), "evals": pd.DataFrame(self.evals),
-               "samples": samples, "prompts": pd.DataFrame(self.prompts)}
+               "samples": samples,  # no prompts: a run whose log does not name them (mcgrpo.integrations.ingest)
+               "prompts": pd.DataFrame(self.prompts) if self.prompts else pd.DataFrame(columns=COLUMNS["prompts"])}
         out["alignment"] = (pd.concat(self.alignment, ignore_index=True) if self.alignment
                             else pd.DataFrame(columns=along.COLUMNS))  # every run writes it: empty if unmeasured
         return out
