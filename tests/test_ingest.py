@@ -192,7 +192,7 @@ def test_tiny_checkpoints_are_evaluated_at_the_points_and_stored_as_a_run_that_v
     frames = log.frames()
     ev, samples = frames["evals"], frames["samples"]
     assert sorted(ev["eval_index"].unique()) == [0, 1, 2, 3, 4]
-    assert ev.groupby("eval_index")["tokens_total"].first().tolist() == [0, 0, 340, 340, 709]  # the checkpoints'
+    assert ev.groupby("eval_index")["tokens_total"].first().tolist() == [0, 164, 340, 515, 709]  # the points' steps
     assert len(samples) == 5 * sum(map(len, world[1].values())) * 2
     at = {k: samples[samples["eval_index"] == k]["text"].tolist() for k in range(5)}
     assert at[1] != at[0] and at[3] != at[2]  # one model, each point with the draws of its own index
@@ -244,3 +244,26 @@ def test_a_real_trl_runs_ingested_count_is_the_protocols_and_its_store_verifies(
     done = subprocess.run([sys.executable, "-m", "mcgrpo", "check-store", "--store", str(store_dir)],
                           env={"PYTHONPATH": str(ROOT / "workflow"), "PATH": ""}, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")  # a difference of exactly 0: no spread
+def test_contrast_reads_ingested_runs_as_any_others(tmp_path, tiny, world):
+    """Two seeds of an ingested TRL run beside an arm whose runs are copies of them: the contrast at equal tokens
+    reads each seed at its point B (index 4, checkpoint-4) and finds a difference of exactly 0."""
+    import shutil
+    from mcgrpo.analysis import recompute
+    from mcgrpo.core import store
+    from mcgrpo.core.budget import budget_table
+    from mcgrpo.train.job import write_run
+    folder, results = _checkpoints(tmp_path, *tiny), tmp_path / "mini"
+    for seed in (1, 2):
+        run = study_config.run_config(_study(), "trl", seed)
+        log, block = ingest.ingest(folder, run, 600, *tiny, world[1])
+        write_run(results / "runs" / "trl" / f"seed{seed}", run, 600, log, tiny[0], {"ingested": block})
+        shutil.copytree(results / "runs" / "trl" / f"seed{seed}", results / "runs" / "outcome" / f"seed{seed}")
+    store.write_parquet(budget_table("tiny", [], 600, "config"), results / "calibration" / "budget.parquet")
+    table, paired = recompute.contrast(results, "trl", "outcome", "tokens", "acc_default", resamples=200)
+    assert table["n"].iloc[0] == 2 and (paired["diff"] == 0).all() and paired["seed"].tolist() == [1, 2]
+    for seed, value in zip(paired["seed"], paired["value_a"]):
+        ev = store.read_contract(results / "runs" / "trl" / f"seed{seed}" / "evals.parquet", "evals")
+        assert value == pytest.approx(ev.loc[ev["eval_index"] == 4, "acc_default"].iloc[0])

@@ -208,8 +208,10 @@ def ingest(folder: str | Path, run: dict, budget: int, model, tokenizer, eval_se
         if used not in policies:
             policies = {used: AutoModelForCausalLM.from_pretrained(log.checkpoints[used], dtype=model.dtype)
                         .to(model.device), 0: model}
-        row = out.iterations[used - 1] if used else {"tokens_total": 0, "train_seconds": 0.0}
-        state = {"tokens_total": row["tokens_total"], "iteration": used, "updates": used,
+        # the counts of the step where the points fell due, as the protocol records them (the analysis finds each
+        # point where it expects it); the checkpoint that stands for them, and its distance, are in run.json
+        row = out.iterations[due - 1] if due else {"tokens_total": 0, "train_seconds": 0.0}
+        state = {"tokens_total": row["tokens_total"], "iteration": due, "updates": due,
                  "train_seconds": row["train_seconds"], "train_cpu_seconds": math.nan}
         record_evaluation(out, study_evaluator(run, policies[used], tokenizer, eval_sets), [p.index for p in group],
                           state)
