@@ -126,7 +126,7 @@ bench-trl: bench-env
 # The TRL integration's tests with TRL installed (tests/test_trl.py: real TRL runs of the tiny model, ~30 s);
 # `make test-all` runs the same file in .venv, where its TRL runs are skipped.
 test-trl: bench-env
-	$(BENCH_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/test_trl.py
+	$(BENCH_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/test_trl.py tests/test_ingest.py
 
 # The GPU run of issue 39 in one command, on a fresh machine with one CUDA GPU (bench/gpu/run.py): .venv-gpu with
 # the CUDA builds (PyPI's Linux torch is the CUDA build; the CUDA train image's pins, without vLLM, which the hf
