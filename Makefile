@@ -123,7 +123,7 @@ $(BENCH_VENV)/.installed: pyproject.toml bench/requirements-trl.txt
 bench-trl: bench-env
 	$(BENCH_VENV)/bin/python bench/trainer_vs_trl.py
 
-# The TRL integration's tests with TRL installed (tests/test_trl.py: real TRL runs of the tiny model, ~30 s);
+# The TRL integration's tests with TRL installed (tests/test_trl.py, tests/test_ingest.py: real TRL runs of the tiny model);
 # `make test-all` runs the same file in .venv, where its TRL runs are skipped.
 test-trl: bench-env
 	$(BENCH_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/test_trl.py tests/test_ingest.py

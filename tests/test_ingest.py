@@ -1,9 +1,9 @@
 """`mcgrpo ingest`: a finished TRL output folder stored as a TRL arm's run (mcgrpo.integrations.ingest).
 
 Fast tier (no TRL needed): a hand-written trainer_state.json, its token count and budget points against hand-computed
-numbers, the refusals by name, and a whole ingest of tiny-model checkpoints into a run folder that verifies. Slow tier
-(TRL installed, `make test-trl`): a real TRL run saved with checkpoints, ingested, its count equal to the protocol's own count of the
-same run and its store clean under `check-store`.
+numbers, the refusals by name, and a whole ingest of tiny-model checkpoints into a run folder that verifies and that
+`contrast` reads. Slow tier (TRL installed, `make test-trl`): a real TRL run saved with checkpoints, ingested, its
+count equal to the protocol's own count of the same run and its store clean under `check-store`.
 """
 
 from __future__ import annotations
