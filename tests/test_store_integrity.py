@@ -68,8 +68,28 @@ def test_a_flipped_bit_with_the_size_unchanged_is_refused_naming_the_file(result
 def test_another_runs_files_copied_into_a_run_are_refused_as_another_runs(results):
     for name in ("evals.parquet", "samples.parquet"):
         shutil.copy2(stored(results, 1, name), stored(results, 2, name))
-    with pytest.raises(IntegrityError, match=r"seed2/evals.parquet: config_hash differs: the file belongs to another "
-                                             r"run \(config_hash identity-of-, this run's identity-of-\)"):
+    with pytest.raises(IntegrityError, match=r"seed2/evals.parquet: sha256 differs from manifest.json .* and "
+                                             r"config_hash differs: the file belongs to another run \(config_hash "
+                                             r"identity-of-, this run's identity-of-\), or changed after"):
+        load(results)
+
+
+def test_a_flipped_bit_inside_the_config_hash_is_not_named_another_runs_file_alone(results):
+    """A bit flipped in the metadata's config_hash reads as another run's hash: Parquet has no checksum to tell a
+    copied file from a changed one, so the message names both (CI once flipped a byte there)."""
+    path = stored(results, 2, "samples.parquet")
+    original = path.read_bytes()
+    for at in range(len(original) - 1, 0, -1):  # from the footer back: the first flip that still reads, as another hash
+        data = bytearray(original)
+        data[at] ^= 0x04
+        path.write_bytes(bytes(data))
+        if (manifest._config_hash(path) or "identity-of-seed2") != "identity-of-seed2":
+            break
+    else:
+        pytest.fail("no flipped bit reads as another config_hash")
+    with pytest.raises(IntegrityError, match=r"samples.parquet: sha256 differs from manifest.json .*config_hash "
+                                             r"identity-of-, this run's identity-of-\), or changed after the run "
+                                             r"finished"):
         load(results)
 
 

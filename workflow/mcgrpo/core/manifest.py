@@ -120,12 +120,14 @@ def problem(path: Path, manifest: dict, by_stamp: bool = True) -> str | None:
     found = _hash(path, *_stamp(path))
     if found == entry["sha256"]:
         return None
+    differs = f"{path}: sha256 differs from {MANIFEST} ({found[:12]}, sealed {entry['sha256'][:12]})"
     other = _config_hash(path)
     if other is not None and other != manifest["identity"]:
-        return (f"{path}: config_hash differs: the file belongs to another run (config_hash {other[:12]}, this "
-                f"run's {manifest['identity'][:12]}): {RETRAIN}")
-    return (f"{path}: sha256 differs from {MANIFEST} ({found[:12]}, sealed {entry['sha256'][:12]}): the file "
-            f"changed after the run finished: {RETRAIN}")
+        # Another run's file, or this one's with a byte changed inside its metadata (a flipped bit in config_hash
+        # reads as another hash): Parquet holds no checksum that tells the two apart, so both are said.
+        return (f"{differs} and config_hash differs: the file belongs to another run (config_hash {other[:12]}, "
+                f"this run's {manifest['identity'][:12]}), or changed after the run finished: {RETRAIN}")
+    return f"{differs}: the file changed after the run finished: {RETRAIN}"
 
 
 @lru_cache(maxsize=4096)
