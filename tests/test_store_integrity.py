@@ -172,3 +172,21 @@ def test_the_contrast_verb_refuses_a_changed_file(results, capsys):
     flip_a_bit(stored(results, 2, "samples.parquet"))
     assert main(["contrast", "--results", str(results / "mini"), "--a", "b", "--b", "a", "--resamples", "10"]) == 2
     assert "seed1/samples.parquet: sha256 differs" in capsys.readouterr().err
+
+
+def test_a_file_whose_pandas_metadata_was_changed_is_named_not_a_traceback(tmp_path):
+    """A byte changed inside the footer's pandas metadata (here: a column's numpy_type gone) fails pyarrow's
+    conversion with a KeyError; the reader names the file as corrupt instead (CI once flipped a byte there)."""
+    import pyarrow.parquet as pq
+    path = store.write_parquet(pd.DataFrame({"a": [1, 2]}), tmp_path / "x.parquet")
+    table = pq.read_table(path)
+    meta = dict(table.schema.metadata)
+    pandas_meta = json.loads(meta[b"pandas"])
+    for column in pandas_meta["columns"]:
+        column.pop("numpy_type")
+    meta[b"pandas"] = json.dumps(pandas_meta).encode()
+    pq.write_table(table.replace_schema_metadata(meta), path)
+    assert store.read_arrow(path).num_rows == 2  # Arrow itself still reads it
+    with pytest.raises(IntegrityError, match=r"x.parquet: not a readable Parquet file, truncated or corrupt "
+                                             r"\(KeyError: 'numpy_type'\)"):
+        store.read_parquet(path)

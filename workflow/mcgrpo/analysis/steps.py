@@ -255,7 +255,7 @@ def verifiers_step(cfg: dict, results: Path) -> None:
     pair disagrees (analysis/verifiers.py), from every run's samples.parquet."""
     results, pieces = Path(results), []
     for arm, seed in study_config.runs(cfg):
-        samples = store.read_parquet(study_run(results, arm, seed) / "samples.parquet")
+        samples = store.read_parquet(manifest.checked(study_run(results, arm, seed) / "samples.parquet"))
         pieces.append(samples.drop(columns=["text"], errors="ignore").assign(arm=arm, seed=seed))
     table = verifiers.disagreements(pd.concat(pieces, ignore_index=True), ["arm", "eval_set", "eval_index"])
     tables.write_table(table, results / "tables" / "verifiers",

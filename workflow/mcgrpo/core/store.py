@@ -112,12 +112,12 @@ def write_parquet(df: pd.DataFrame, path: str | Path, config_hash: str = "") -> 
 
 
 @contextmanager
-def _readable(path: Path) -> Iterator[None]:
+def _readable(path: Path, *also: type[Exception]) -> Iterator[None]:
     """Arrow's error on a truncated or corrupt file (ArrowInvalid: 'Parquet magic bytes not found in footer', an
-    OSError) as one that names the file."""
+    OSError, and `also`: what the caller's step raises on a corrupt file) as one that names the file."""
     try:
         yield
-    except (pa.ArrowException, OSError) as e:
+    except (pa.ArrowException, OSError, *also) as e:
         if isinstance(e, FileNotFoundError):
             raise MissingFile(f"{path}: file not found") from None
         raise IntegrityError(f"{path}: not a readable Parquet file, truncated or corrupt ({type(e).__name__}: "
@@ -158,7 +158,7 @@ def read_parquet(path: str | Path, required: Iterable[str] = (),
     `columns` reads only those (a large file's other columns are never decoded). The frame is pandas.read_parquet's.
     """
     table = _table(Path(path), required, columns, pandas=True)
-    with _readable(Path(path)):
+    with _readable(Path(path), KeyError, ValueError):  # pandas' metadata in the footer, changed: not a bug of ours
         return table.to_pandas(use_threads=False)
 
 
