@@ -93,7 +93,7 @@ $(VLLM_VENV)/.installed: pyproject.toml $(HOST_PINS) containers/analysis/require
 	touch $@
 
 test-vllm: vllm-env
-	$(VLLM_VENV)/bin/python -m pytest -q tests/test_vllm_engine.py
+	$(VLLM_VENV)/bin/python -m pytest -q tests/test_vllm_engine.py tests/test_benches.py::test_engines_times_each_engine_it_can_build
 
 # Resolve both container images' pinned requirements against the package index (network; no Docker needed).
 check-containers: env

@@ -304,6 +304,7 @@ def main() -> None:
     loss.SKIP_ZERO_CREDIT = not args.score_all
     os.chdir(ROOT)
     cfg, model, tokenizer, pool = load_world(args)
+    cfg["engine"]["name"] = "hf"  # TRL generates with transformers' generate here: mcgrpo with its hf engine alike
     mcgrpo = Trainer(study_config.run_config(cfg, "outcome", cfg["seeds"][0]), copy.deepcopy(model), tokenizer,
                      pool, None, None)
     steps = args.warmup + args.iterations

@@ -109,6 +109,19 @@ def test_decode_share_times_each_share_and_decodes_the_same_tokens(tmp_path):
     assert out.splitlines()[-1].startswith("evaluation time over share 0: 0 1.00x, 0.5 ")
 
 
+def test_engines_times_each_engine_it_can_build(tmp_path):
+    """hf everywhere; vllm where it imports (`make test-vllm` runs this in .venv-vllm), else the reason it is not."""
+    tiny = {**SMALL_STUDY["model"]["tiny"], "hidden_size": 64}  # head size 32: the least vLLM's CPU attention takes
+    study = {**SMALL_STUDY, "model": {**SMALL_STUDY["model"], "tiny": tiny}, "results_dir": str(tmp_path / "results")}
+    (tmp_path / "study.yaml").write_text(yaml.safe_dump(study))
+    out = _bench("engines.py", "--study", str(tmp_path / "study.yaml"), "--rounds", "2", cwd=tmp_path)
+    assert re.search(r"^hf\s+[\d.]+ s per round\s+\d+ tokens\s+[\d.]+ tokens/s$", out, re.M), out
+    if importlib.util.find_spec("vllm"):
+        assert re.search(r"^vllm\s+[\d.]+ s per round", out, re.M) and "ratio vllm / hf: " in out, out
+    else:
+        assert "vllm: not timed (engine.name: vllm needs the vllm package" in out
+
+
 BENCH_PYTHON = ROOT / ".venv-bench" / "bin" / "python"
 
 
