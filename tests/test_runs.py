@@ -12,18 +12,20 @@ def write_run(folder, correct, eval_sets=("test",), shuffle=True, identity="", *
     problem i at evaluation e."""
     correct = np.asarray(correct, dtype=bool)
     E, P, S = correct.shape
+    strict = np.broadcast_to(columns.pop("correct_strict", correct.ravel() & (np.arange(correct.size) % 2 == 0)),
+                             correct.size)
     samples = pd.concat([pd.DataFrame({
         "eval_index": np.repeat(np.arange(E), P * S), "eval_set": name,
         "problem_id": np.tile(np.repeat([f"{name}-{i}" for i in range(P)], S), E),
-        "sample": np.tile(np.arange(S), E * P), "correct_default": correct.ravel(),
-        "correct_strict": correct.ravel() & (np.arange(correct.size) % 2 == 0),
+        "sample": np.tile(np.arange(S), E * P), "correct_default": correct.ravel(), "correct_strict": strict,
         "boxed": True, "truncated": False, "length": 10, "text": "x", **columns}) for name in eval_sets])
     if shuffle:  # the reader must not rely on the trainer's row order
         samples = samples.sample(frac=1.0, random_state=0)
     evals = pd.concat([pd.DataFrame({
         "eval_index": np.arange(E), "tokens_total": np.arange(E) * 50, "iteration": np.arange(E),
         "updates": np.arange(E), "train_seconds": np.arange(E) * 2.0, "eval_set": name,
-        "acc_default": correct.mean(axis=(1, 2)), "acc_strict": 0.0, "boxed_share": 1.0, "truncated_share": 0.0,
+        "acc_default": correct.mean(axis=(1, 2)), "acc_strict": strict.reshape(E, P * S).mean(axis=1),
+        "boxed_share": 1.0, "truncated_share": 0.0,
         "mean_length": 10.0, "eval_seconds": 1.0}) for name in eval_sets])
     write_parquet(samples, folder / "samples.parquet", identity)
     write_parquet(evals.iloc[::-1], folder / "evals.parquet", identity)  # out of order on purpose

@@ -22,9 +22,10 @@ AT_B = 2
 PLAN = {"primary": [{"id": "T1", "a": "mc_k2", "b": "outcome", "direction": "two-sided", "family": "H"}]}
 
 
-def study_folder(root, correct, seeds=(1, 2, 3)):
+def study_folder(root, correct, seeds=(1, 2, 3), **columns):
     """A finished-looking study under `root`: `correct(arm, seed)` -> evaluations x problems x samples (bool);
-    B, a lock written before the runs, run.json and sealed runs, as tests/test_steps.py builds them."""
+    B, a lock written before the runs, run.json and sealed runs, as tests/test_steps.py builds them. `columns`:
+    samples.parquet columns given outright (correct_strict=False: a strict verifier that credits nothing)."""
     from conftest import SMALL_STUDY
     cfg = studies.validate({**copy.deepcopy(SMALL_STUDY), "seeds": list(seeds), "plan": copy.deepcopy(PLAN),
                             "analysis": {"base": "outcome", "resamples": 200}})
@@ -33,17 +34,17 @@ def study_folder(root, correct, seeds=(1, 2, 3)):
     write_json(prereg.make_lock(cfg, datetime(2025, 1, 1, tzinfo=timezone.utc)), root / "prereg.lock.json")
     for arm, seed in study_config.runs(cfg):
         folder = root / "runs" / arm / f"seed{seed}"
-        write_run(folder, correct(arm, seed), eval_sets=("heldout",))
+        write_run(folder, correct(arm, seed), eval_sets=("heldout",), **columns)
         write_json({"started": "2025-01-02T00:00:00+00:00", "config": study_config.run_config(cfg, arm, seed)},
                    folder / "run.json")
         seal_run(folder)
     return cfg
 
 
-def analysed(tmp_path, correct, seeds=(1, 2, 3)):
+def analysed(tmp_path, correct, seeds=(1, 2, 3), **columns):
     """The study's contrasts, robustness, summary and headline from its run Parquet, through the CLI verbs."""
     root = tmp_path / "results"
-    cfg = study_folder(root, correct, seeds)
+    cfg = study_folder(root, correct, seeds, **columns)
     for verb in ("drift", "contrasts", "robustness", "summary"):
         assert main([verb, "--config-json", json.dumps(cfg), "--results", str(root)]) == 0
     contrasts, checks = read_parquet(root / "analysis" / "contrasts.parquet"), read_parquet(
@@ -205,3 +206,21 @@ def test_the_programme_table_says_uninformative_and_why_p_is_missing(tmp_path):
                                                 "solved no held-out problem")
     assert table.loc["near", "verdict"] == "not confirmed" and float(table.loc["near", "p"]) > 0.05
     assert not table.loc["near", "robustness"].startswith("uninformative")
+
+
+def test_a_strict_verifier_that_credits_nothing_makes_the_verdict_fragile_not_robust(tmp_path):
+    """The default verifier tells the arms apart, the strict one credited no sample (SmolLM2-135M on GSM8K never
+    boxed a right answer): a check whose own data cannot tell the arms apart agrees with no test, so it does not
+    hold, and says why. The nearest case, a strict verifier crediting half the default's samples, is read as a test."""
+    varied = lambda arm, seed: random_base(arm, seed, extra=lambda seed: seed)  # noqa: E731 (differences vary)
+    out = analysed(tmp_path / "nothing", varied, correct_strict=False)
+    assert_informative(out)
+    checks = out["checks"]
+    assert checks["strict_uninformative"] == f"every reading of both arms scored 0: {informative.FLOOR}"
+    assert not checks["strict_holds"] and not checks["robust"]
+    assert f"the strict verifier cannot tell the arms apart (every reading of both arms scored 0: " in checks["robustness"]
+    assert checks["robustness"].startswith("fragile: ") and "on the strict verifier" not in checks["robustness"]
+    assert "the strict verifier cannot tell the arms apart" in out["summary"]
+    near = analysed(tmp_path / "near", varied)["checks"]
+    assert near["strict_uninformative"] == "" and np.isfinite(near["strict_p"]) and not pd.isna(near["strict_holds"])
+    assert "cannot tell" not in near["robustness"]

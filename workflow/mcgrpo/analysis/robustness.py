@@ -24,7 +24,9 @@ primary verdict only). A check that cannot be read (no per-problem scores, a met
 the other clock, a reading past a curve's end) is not applied, and its columns are NaN.
 The label is "robust" when the verdict holds on every applied check, else "fragile: <the failed checks, in words>";
 a contrast whose data cannot tell its arms apart (analysis/informative.py) is "uninformative: <why>", never robust:
-a check that agrees with no test is no evidence.
+a check that agrees with no test is no evidence. For the same reason a strict or clock reading whose own data
+cannot tell the arms apart (a strict verifier that credited no sample: a real model that never boxes its answer)
+does not hold: its reason is in strict_uninformative / clock_uninformative, and the verdict is fragile.
 """
 
 from __future__ import annotations
@@ -35,18 +37,19 @@ import numpy as np
 import pandas as pd
 
 from mcgrpo.analysis import contrasts as contrast_stats
-from mcgrpo.analysis import formats, summary
+from mcgrpo.analysis import formats, informative, summary
 from mcgrpo.analysis.runs import CLOCKS, Run, parse_metric
 from mcgrpo.core.errors import DataError
 
 OTHER_CLOCK = {"wall": "cpu", "cpu": "wall"}
 TIME_BASES = ("time", "time_c")
-UNREAD = {"mean": np.nan, "low": np.nan, "high": np.nan, "p": np.nan}  # a check that does not apply
+UNREAD = {"mean": np.nan, "low": np.nan, "high": np.nan, "p": np.nan, "why": ""}  # a check that does not apply
 COLUMNS = [*contrast_stats.KEY, "id", "a", "b", "direction", "confirmed", "margin",
            "crossed_low", "crossed_high", "crossed_holds",
-           "strict_metric", "strict_mean", "strict_low", "strict_high", "strict_p", "strict_holds",
+           "strict_metric", "strict_mean", "strict_low", "strict_high", "strict_p", "strict_holds", "strict_uninformative",
            "drifted_a", "evaluations_a", "drifted_b", "evaluations_b", "drift_holds",
            "other_clock", "clock_recorded", "clock_mean", "clock_low", "clock_high", "clock_p", "clock_holds",
+           "clock_uninformative",
            "robust", "robustness"]
 
 
@@ -82,15 +85,15 @@ def strict_metric(metric: str) -> str | None:
 
 
 def _reading(runs: dict, row, basis: str, metric: str, B) -> dict:
-    """mean, 95% paired-t interval and the planned test's p of the contrast of `row` read on `basis`/`metric`;
-    all NaN where a reading is not defined."""
+    """mean, 95% paired-t interval and the planned test's p of the contrast of `row` read on `basis`/`metric`,
+    and why its data cannot tell the arms apart ('' where they can); all NaN where a reading is not defined."""
     try:
         pairs, _ = contrast_stats.paired(runs, row["a"], row["b"], basis, metric, row["eval_set"], B)
     except DataError:  # a run without this metric, or ending before T_c on this clock
         return UNREAD
     out = contrast_stats.summary(pairs, None, row["margin"])
     p = out[contrast_stats.TEST_P[row["direction"]]] if row["direction"] in contrast_stats.TEST_P else out["p"]
-    return {"mean": out["mean"], "low": out["ci_low"], "high": out["ci_high"], "p": p}
+    return {"mean": out["mean"], "low": out["ci_low"], "high": out["ci_high"], "p": p, "why": informative.reason(pairs)}
 
 
 def _on_clock(runs: dict[tuple[str, int, str], Run], clock: str) -> dict | None:
@@ -107,7 +110,12 @@ def _drift(drift: pd.DataFrame, arm: str, eval_set: str) -> tuple[int, int]:
     return int(mine["drifted"].sum()), len(mine)
 
 
-def _holds(check: bool | None, confirmed: bool) -> bool | None:
+def _holds(reading: dict, confirmed: bool, direction: str, margin: float, alpha: float, sign: float) -> bool | None:
+    """Whether a strict or clock reading reaches the contrast's verdict; False where its data cannot tell the arms
+    apart (it agrees with no test), None where it was not read."""
+    if reading["why"]:
+        return False
+    check = confirms(direction, reading["mean"], reading["low"], reading["high"], reading["p"], margin, alpha, sign)
     return None if check is None else check == confirmed
 
 
@@ -118,13 +126,13 @@ def row_checks(row, runs: dict, other: dict | None, drift: pd.DataFrame, B, cloc
     out = {c: row[c] for c in (*contrast_stats.KEY, "id", "a", "b", "direction", "margin",
                                "crossed_low", "crossed_high")}
     out["confirmed"] = confirmed
-    out["crossed_holds"] = _holds(confirms(direction, row["mean"], row["crossed_low"], row["crossed_high"], np.nan,
-                                           margin, alpha, sign), confirmed)
+    crossed = {"mean": row["mean"], "low": row["crossed_low"], "high": row["crossed_high"], "p": np.nan, "why": ""}
+    out["crossed_holds"] = _holds(crossed, confirmed, direction, margin, alpha, sign)
     strict = strict_metric(row["metric"])
     s = _reading(runs, row, row["basis"], strict, B) if strict else UNREAD
     out.update(strict_metric=strict or "", strict_mean=s["mean"], strict_low=s["low"], strict_high=s["high"],
-               strict_p=s["p"], strict_holds=_holds(confirms(direction, *s.values(), margin, alpha, sign),
-                                                    confirmed))
+               strict_p=s["p"], strict_holds=_holds(s, confirmed, direction, margin, alpha, sign),
+               strict_uninformative=s["why"])
     (out["drifted_a"], out["evaluations_a"]), (out["drifted_b"], out["evaluations_b"]) = (
         _drift(drift, row["a"], row["eval_set"]), _drift(drift, row["b"], row["eval_set"]))
     out["drift_holds"] = None if strict is None else out["drifted_a"] == 0 and out["drifted_b"] == 0
@@ -132,7 +140,7 @@ def row_checks(row, runs: dict, other: dict | None, drift: pd.DataFrame, B, cloc
     c = _reading(other, row, row["basis"], row["metric"], B) if timed else UNREAD
     out.update(other_clock=OTHER_CLOCK[clock] if row["basis"] in TIME_BASES else "", clock_recorded=other is not None,
                clock_mean=c["mean"], clock_low=c["low"], clock_high=c["high"], clock_p=c["p"],
-               clock_holds=_holds(confirms(direction, *c.values(), margin, alpha, sign), confirmed))
+               clock_holds=_holds(c, confirmed, direction, margin, alpha, sign), clock_uninformative=c["why"])
     failed, why = failures(out), summary.uninformative(row)
     out["robust"] = not failed and not why
     out["robustness"] = (f"uninformative: {why}" if why else "robust" if not failed
@@ -156,11 +164,16 @@ def failures(checks: dict) -> list[str]:
         words = _crossed_words(checks["direction"], checks["confirmed"], checks["margin"])
         out.append(f"the crossed interval {words} "
                    f"[{formats.points(checks['crossed_low'])}, {formats.points(checks['crossed_high'])}]")
-    if checks["strict_holds"] is False:
+    if checks["strict_uninformative"]:
+        out.append(f"the strict verifier cannot tell the arms apart ({checks['strict_uninformative']})")
+    elif checks["strict_holds"] is False:
         out.append("on the strict verifier "
                    f"{formats.interval(checks['strict_mean'], checks['strict_low'], checks['strict_high'])}")
-    if checks["clock_holds"] is False:
-        out.append(f"on the {formats.CLOCK_WORDS[checks['other_clock']]} clock "
+    clock = formats.CLOCK_WORDS.get(checks["other_clock"], "")
+    if checks["clock_uninformative"]:
+        out.append(f"the {clock} clock cannot tell the arms apart ({checks['clock_uninformative']})")
+    elif checks["clock_holds"] is False:
+        out.append(f"on the {clock} clock "
                    f"{formats.interval(checks['clock_mean'], checks['clock_low'], checks['clock_high'])}")
     if checks["drift_holds"] is False:
         out += [f"{checks[side]} drifted in {checks[f'drifted_{side}']} of {checks[f'evaluations_{side}']} evaluations"
