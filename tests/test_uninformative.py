@@ -218,7 +218,7 @@ def test_a_strict_verifier_that_credits_nothing_makes_the_verdict_fragile_not_ro
     checks = out["checks"]
     assert checks["strict_uninformative"] == f"every reading of both arms scored 0: {informative.FLOOR}"
     assert not checks["strict_holds"] and not checks["robust"]
-    assert f"the strict verifier cannot tell the arms apart (every reading of both arms scored 0: " in checks["robustness"]
+    assert "the strict verifier cannot tell the arms apart (every reading of both arms scored 0: " in checks["robustness"]
     assert checks["robustness"].startswith("fragile: ") and "on the strict verifier" not in checks["robustness"]
     assert "the strict verifier cannot tell the arms apart" in out["summary"]
     near = analysed(tmp_path / "near", varied)["checks"]
