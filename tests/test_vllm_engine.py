@@ -87,6 +87,24 @@ def test_a_batch_of_several_forward_steps_keeps_each_requests_draws(vllm_engine,
         assert engine.generate([prompts[r]], [20], [r])[0].tokens == batch[r].tokens
 
 
+def test_a_model_with_lora_adapters_is_sampled_as_its_merged_weights(vllm_engine, tiny32):
+    """The gradient tests' LoRA space injects adapters into the model in place: vLLM's copy takes them merged into
+    their base weights (it knows no adapter names), so it samples the policy the model computes, not its base."""
+    import copy
+    from mcgrpo.train.gradients import parameter_space
+    model, tokenizer = tiny32
+    base = copy.deepcopy(model)
+    parameter_space(model, "lora", {"rank": 4, "targets": ["q_proj", "v_proj"]})
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0.0, 0.5)  # peft starts B at zero: moved, the adapters change the policy
+    engine = _engine(model, tokenizer)
+    assert _gap(engine, model) < 1e-4
+    assert _gap(engine, base) > 1e-2  # the adapters' deltas are in vLLM's weights
+    assert any(".lora_" in name for name, _ in model.named_parameters())  # the model keeps its adapters
+
+
 def test_training_runs_with_the_vllm_engine_as_with_the_hf_engine(vllm_engine, study, world):
     logs = {}
     for name in ("vllm", "hf"):

@@ -61,8 +61,7 @@ class VLLMEngine:
 
     def sync(self, model) -> None:
         """Copy the training weights into vLLM's model, in place."""
-        weights = [(name, p.detach()) for name, p in model.named_parameters()]
-        self.llm.collective_rpc(_load_weights, args=(weights,))
+        self.llm.collective_rpc(_load_weights, args=(plain_weights(model),))
         self.llm.reset_prefix_cache()
 
     def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: Sequence[int],
@@ -107,6 +106,27 @@ def _engine_args(model, batch_size: int, gpu_memory_utilization: float, kv_cache
         args.update(enforce_eager=True, enable_chunked_prefill=False,
                     max_num_batched_tokens=max(max_len, CPU_STEP_TOKENS))
     return args
+
+
+@torch.no_grad()
+def plain_weights(model) -> list[tuple[str, torch.Tensor]]:
+    """The model's weights under the names vLLM's copy knows. LoRA adapters injected into the model in place (the
+    gradient tests' LoRA space, mcgrpo.train.gradients.parameter_space) are merged into their base layers' weights,
+    so that vLLM samples the policy the model computes; the model itself is left as it is."""
+    merged = {}
+    for name, module in model.named_modules():
+        if hasattr(module, "base_layer") and hasattr(module, "get_delta_weight"):
+            adapters = [] if getattr(module, "merged", False) else [a for a in module.active_adapters
+                                                                     if a in module.lora_A]
+            merged[f"{name}.weight"] = sum((module.get_delta_weight(a) for a in adapters),
+                                           module.base_layer.weight.detach())
+    weights = []
+    for name, p in model.named_parameters():
+        if ".lora_" not in name:
+            plain = name.replace(".base_layer.", ".")
+            weights.append((plain, merged.get(plain, p.detach()) if name.endswith(".base_layer.weight")
+                            else p.detach()))
+    return weights
 
 
 def _plain_config(model):
