@@ -25,17 +25,17 @@ sys.path.insert(0, str(ROOT / "workflow"))
 
 from mcgrpo.train.engines import hf  # noqa: E402
 from mcgrpo.train.rollout import Prompter  # noqa: E402
+from engines import rollout_prompts  # noqa: E402
 from trainer_vs_trl import load_world, study_data  # noqa: E402
 
 
 def batches(cfg, tokenizer, pool) -> dict[str, list[tuple[int, ...]]]:
     """The prompts of one evaluation and of one rollout batch."""
-    prompter, r = Prompter(tokenizer, cfg["task"].get("prompt", "{question}")), cfg["recipe"]
+    prompter = Prompter(tokenizer, cfg["task"].get("prompt", "{question}"))
     name = cfg["evaluation"]["sets"][0]
     evals = study_data(cfg, [name])[1][name]
     return {"evaluation": [prompter(q) for q in evals["question"] for _ in range(cfg["evaluation"]["samples"])],
-            "rollouts": [prompter(q) for q in pool["question"][:r["prompts_per_iteration"]]
-                         for _ in range(r["group_size"])]}
+            "rollouts": rollout_prompts(cfg, tokenizer, pool)}
 
 
 def main() -> None:

@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT / "workflow"))
 
 from mcgrpo.train import engines  # noqa: E402
 from mcgrpo.train.rollout import Prompter  # noqa: E402
-from trainer_vs_trl import load_world  # noqa: E402
+from trainer_vs_trl import load_world, world_arguments  # noqa: E402
 
 
 def rollout_prompts(cfg, tokenizer, pool) -> list[tuple[int, ...]]:
@@ -49,20 +49,18 @@ def build_engines(cfg, model, tokenizer) -> dict:
     return built
 
 
-def round_of(name: str, engine, model, prompts, limit: int, seed: int) -> tuple[float, int]:
-    """(seconds, generated tokens) of one iteration's generation; vllm's includes the weight sync."""
+def round_of(engine, model, prompts, limit: int, seed: int) -> tuple[float, int]:
+    """(seconds, generated tokens) of one iteration's generation, with the weight sync a training iteration pays
+    (vllm copies the weights; hf samples from the model itself, at no cost)."""
     start = time.perf_counter()
-    if name == "vllm":
-        engine.sync(model)
+    engine.sync(model)
     out = engine.generate(prompts, [limit] * len(prompts), [seed + r for r in range(len(prompts))])
     return time.perf_counter() - start, sum(len(c.tokens) for c in out)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--study", default=str(ROOT / "config" / "config.yaml"))
-    p.add_argument("--model", default=None, help="a model folder (default: the study's tiny model), or smollm2")
-    p.add_argument("--limit", type=int, default=None, help="completion limit (default: the study's)")
+    world_arguments(p)
     p.add_argument("--rounds", type=int, default=5, help="rounds per engine, the first one warm-up")
     args = p.parse_args()
     cfg, model, tokenizer, pool = load_world(args)
@@ -71,7 +69,7 @@ def main() -> None:
     built, rows = build_engines(cfg, model, tokenizer), {}
     for k in range(args.rounds):
         for name, engine in built.items():
-            rows.setdefault(name, []).append(round_of(name, engine, model, prompts, limit, seed=1000 * k))
+            rows.setdefault(name, []).append(round_of(engine, model, prompts, limit, seed=1000 * k))
     print(f"{len(prompts)} completions of at most {limit} tokens per round, {torch.get_num_threads()} thread(s), "
           f"medians over {args.rounds - 1} rounds after one warm-up, engines alternating")
     medians = {}

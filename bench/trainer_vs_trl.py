@@ -165,6 +165,13 @@ def matmul_floor(mcgrpo: Trainer, updates: list[tuple]) -> None:
           f"after the side-by-side, each beside its own matmuls)")
 
 
+def world_arguments(p: argparse.ArgumentParser) -> None:
+    """--study, --model and --limit: what load_world reads."""
+    p.add_argument("--study", default=str(ROOT / "config" / "config.yaml"))
+    p.add_argument("--model", default=None, help="a model folder (default: the study's tiny model), or smollm2")
+    p.add_argument("--limit", type=int, default=None, help="completion limit (default: the study's)")
+
+
 def load_world(args):
     """(study config, model, tokenizer, pool): the default study's built model and data, or fresh ones."""
     cfg = studies.load(args.study)
@@ -288,9 +295,7 @@ def report(rows: list[dict], title: str) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--study", default=str(ROOT / "config" / "config.yaml"))
-    p.add_argument("--model", default=None, help="a model folder (default: the study's tiny model), or smollm2")
-    p.add_argument("--limit", type=int, default=None, help="completion limit (default: the study's)")
+    world_arguments(p)
     p.add_argument("--threads", type=int, default=1, help="torch threads, for both (the study trains on 1)")
     p.add_argument("--score-all", action="store_true",
                    help="mcgrpo scores every completion, as TRL does (zero-credit ones too)")

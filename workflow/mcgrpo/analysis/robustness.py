@@ -111,8 +111,8 @@ def _drift(drift: pd.DataFrame, arm: str, eval_set: str) -> tuple[int, int]:
 
 
 def _holds(reading: dict, confirmed: bool, direction: str, margin: float, alpha: float, sign: float) -> bool | None:
-    """Whether a strict or clock reading reaches the contrast's verdict; False where its data cannot tell the arms
-    apart (it agrees with no test), None where it was not read."""
+    """Whether a check's reading (crossed, strict, clock) reaches the contrast's verdict; False where its data cannot
+    tell the arms apart (it agrees with no test), None where it was not read."""
     if reading["why"]:
         return False
     check = confirms(direction, reading["mean"], reading["low"], reading["high"], reading["p"], margin, alpha, sign)

@@ -124,8 +124,7 @@ def plain_weights(model) -> list[tuple[str, torch.Tensor]]:
     for name, p in model.named_parameters():
         if ".lora_" not in name:
             plain = name.replace(".base_layer.", ".")
-            weights.append((plain, merged.get(plain, p.detach()) if name.endswith(".base_layer.weight")
-                            else p.detach()))
+            weights.append((plain, merged.get(plain, p.detach())))  # merged: only adapted layers' weights
     return weights
 
 
