@@ -136,7 +136,7 @@ def _run(arm: str = "trl") -> dict:
 
 def test_an_arm_trl_does_not_train_is_refused(tmp_path, tiny, world):
     with pytest.raises(ConfigError, match=r"--arm: an arm without trainer.trl .*allowed: a TRL arm"):
-        ingest.ingest(_folder(tmp_path, _state()), _run("outcome"), 600, *tiny, world[1])
+        ingest.ingest(ingest.read(_folder(tmp_path, _state())), _run("outcome"), 600, *tiny, world[1])
 
 
 def _checkpoints(tmp_path: Path, model, tokenizer) -> Path:
@@ -188,7 +188,7 @@ def test_tiny_checkpoints_are_evaluated_at_the_points_and_stored_as_a_run_that_v
     model, tokenizer = tiny
     folder = _checkpoints(tmp_path, model, tokenizer)
     run = _run()
-    log, block = ingest.ingest(folder, run, 600, model, tokenizer, world[1])
+    log, block = ingest.ingest(ingest.read(folder), run, 600, model, tokenizer, world[1])
     frames = log.frames()
     ev, samples = frames["evals"], frames["samples"]
     assert sorted(ev["eval_index"].unique()) == [0, 1, 2, 3, 4]
@@ -232,7 +232,7 @@ def test_a_real_trl_runs_ingested_count_is_the_protocols_and_its_store_verifies(
     trl_run.build = saving
     live = trl_run.run()
     folder = tmp_path / "train" / "trl"
-    log, block = ingest.ingest(folder, run, 600, initial, tokenizer, world[1])
+    log, block = ingest.ingest(ingest.read(folder), run, 600, initial, tokenizer, world[1])
     assert [r["tokens_rollout"] for r in log.iterations] == [r["tokens_rollout"] for r in live.iterations]
     assert block["stop_step"] == len(live.iterations)
     assert not any("training_args.bin" in line for line in block["unrecovered"])  # read with trl: checked
@@ -258,7 +258,7 @@ def test_contrast_reads_ingested_runs_as_any_others(tmp_path, tiny, world):
     folder, results = _checkpoints(tmp_path, *tiny), tmp_path / "mini"
     for seed in (1, 2):
         run = study_config.run_config(_study(), "trl", seed)
-        log, block = ingest.ingest(folder, run, 600, *tiny, world[1])
+        log, block = ingest.ingest(ingest.read(folder), run, 600, *tiny, world[1])
         write_run(results / "runs" / "trl" / f"seed{seed}", run, 600, log, tiny[0], {"ingested": block})
         shutil.copytree(results / "runs" / "trl" / f"seed{seed}", results / "runs" / "outcome" / f"seed{seed}")
     store.write_parquet(budget_table("tiny", [], 600, "config"), results / "calibration" / "budget.parquet")

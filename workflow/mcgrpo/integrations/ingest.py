@@ -188,8 +188,8 @@ def iteration_rows(log: TRLLog, stop: int) -> list[dict]:
             for i, row in enumerate(log.steps.iloc[:stop].itertuples())]
 
 
-def ingest(folder: str | Path, run: dict, budget: int, model, tokenizer, eval_sets: dict[str, pd.DataFrame]):
-    """(RunLog, the `ingested` block of run.json) of a finished TRL output folder as run `run` (a TRL arm's
+def ingest(log: TRLLog, run: dict, budget: int, model, tokenizer, eval_sets: dict[str, pd.DataFrame]):
+    """(RunLog, the `ingested` block of run.json) of a finished TRL output folder (`read`) as run `run` (a TRL arm's
     effective config) under B `budget`; `model` is the study's initial model (point 0)."""
     from mcgrpo.core.budget import unit as budget_unit
     from mcgrpo.integrations.trl import study_evaluator
@@ -198,7 +198,6 @@ def ingest(folder: str | Path, run: dict, budget: int, model, tokenizer, eval_se
     if "trl" not in run:
         raise ConfigError(f"--arm: an arm without trainer.trl (arm config {run['arm_config']}); allowed: a TRL arm "
                           f"(trainer: {{trl: ...}}), whose run a TRL output folder can be")
-    log = read(folder)
     stop, points = place(log, budget, budget_unit(run["budget"]), run["evaluation"]["per_budget"],
                          run["budget"]["horizon"])
     out, policies = RunLog(iterations=iteration_rows(log, stop)), {0: model}
@@ -215,7 +214,7 @@ def ingest(folder: str | Path, run: dict, budget: int, model, tokenizer, eval_se
                  "train_seconds": row["train_seconds"], "train_cpu_seconds": math.nan}
         record_evaluation(out, study_evaluator(run, policies[used], tokenizer, eval_sets), [p.index for p in group],
                           state)
-    block = {"folder": str(Path(folder).resolve()), "trainer_state": str(log.checkpoints[max(log.checkpoints)]
+    block = {"folder": str(log.folder.resolve()), "trainer_state": str(log.checkpoints[max(log.checkpoints)]
                                                                          / "trainer_state.json"),
              "token_keys": list(TOKEN_KEYS), "steps_logged": len(log.steps), "stop_step": stop,
              "points": [vars(p) for p in points], "unrecovered": unrecovered(log, points)}
@@ -233,11 +232,11 @@ def store_run(folder: str | Path, run: dict, files: dict[str, str]) -> dict:
     from mcgrpo.train import models
     from mcgrpo.train.job import write_run
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    read(folder)  # the refusals first, before any model is loaded
+    trl_log = read(folder)  # the refusals first, before any model is loaded
     B = from_table(store.read_contract(files["budget"], "budget"))
     _, evals = data.read(files["data"], run["evaluation"]["sets"])
     model, tokenizer = models.load(files["model"])
-    log, block = ingest(folder, run, B, model, tokenizer, evals)
+    log, block = ingest(trl_log, run, B, model, tokenizer, evals)
     write_run(Path(files["out"]), run, B, log, model, {
         "started": started, "ended": datetime.now(timezone.utc).isoformat(timespec="seconds"), "attempts": [],
         "tracking": "none", "ingested": block})
