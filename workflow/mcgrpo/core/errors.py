@@ -60,3 +60,10 @@ def stopping():
 class IntegrityError(DataError):
     """A stored run's file that is not what its run wrote: changed after the run finished (sha256), another
     run's (config_hash), unsealed (no manifest) or unreadable (truncated). The message names the file."""
+
+
+class PluginError(McgrpoError, RuntimeError):
+    """A credit rule, selector or verifier plugin that raised or broke its contract at run time (credit that is not
+    finite or not one value per token, a selector's groups that are not its choice, tokens generated but not
+    reported): the message names the plugin, the rule it served, the iteration and what was wrong
+    (mcgrpo.train.contract). The run stops there and is not stored."""

@@ -1,6 +1,7 @@
-"""What a run has spent against horizon x B, for a trainer that is not mcgrpo's own (TRL: mcgrpo.integrations.trl).
+"""What a run has spent against horizon x B: the one count of both trainers, mcgrpo's own (mcgrpo.train.trainer) and
+TRL's (mcgrpo.integrations.trl).
 
-The same count as mcgrpo's trainer keeps (mcgrpo.train.trainer): every generated token by kind (rollouts;
+Every generated token by kind (rollouts;
 continuations that a reward or credit rule samples itself; groups generated and discarded), or, in an
 equal-iteration study, the iterations done. A run stops at the first iteration boundary where it reaches
 horizon x B, and is evaluated at every point k B / per_budget that an iteration crossed (mcgrpo.core.budget).
@@ -22,7 +23,7 @@ KINDS = ("rollout", "continuation", "discarded")  # as iterations.parquet's toke
 
 
 class Ledger:
-    def __init__(self, budget: int, unit: str, per_budget: int, horizon: float = 1.0):
+    def __init__(self, budget: int | None, unit: str, per_budget: int, horizon: float = 1.0):
         self.budget, self.unit, self.per_budget, self.horizon = budget, unit, per_budget, horizon
         self.tokens = dict.fromkeys(KINDS, 0)
         self.iterations = 0
@@ -37,6 +38,12 @@ class Ledger:
             raise ValueError(f"charge takes a count of generated tokens, an int >= 0, not {tokens!r}")
         with self._lock:
             self.tokens[kind] += tokens
+
+    def restore(self, tokens: dict[str, int], iterations: int) -> None:
+        """Continue from a checkpoint's counts (tokens by kind, iterations done), at an iteration boundary."""
+        self.tokens = {kind: int(tokens[kind]) for kind in KINDS}
+        self.iterations = iterations
+        self._boundary = self.spent
 
     @property
     def total(self) -> int:

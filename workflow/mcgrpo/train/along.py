@@ -20,7 +20,7 @@ import copy
 import pandas as pd
 
 from mcgrpo.core import store
-from mcgrpo.train import checkpoint, engines
+from mcgrpo.train import checkpoint, contract, engines
 from mcgrpo.train import credit as credit_rules
 from mcgrpo.train.gradients import fixed_batches, parameter_space, probe, reference_rule
 from mcgrpo.train.policy import log_ratio
@@ -42,6 +42,9 @@ class AlongTraining:
         self.problems = pool.to_dict("records")
         credits = {"outcome": {}, cfg["arm"]: cfg["arm_config"].get("credit", {}), **spec["controls"]}
         self.rules = {name: credit_rules.build(c, pool, name) for name, c in credits.items()}
+        keys = {cfg["arm"]: f"arms.{cfg['arm']}.credit"}  # what a message about a rule's broken credit names
+        self.subjects = {name: contract.Subject.of("credit", *credit_rules.named(c, keys.get(name, f"controls.{name}")))
+                         for name, c in credits.items()}
         self.needs_reference = any(getattr(r, "needs_reference", False) for r in self.rules.values())
         self.reference_model = reference_model
         self.batches = fixed_batches(len(pool), spec["batches"], cfg["recipe"]["prompts_per_iteration"], spec["seed"])
@@ -67,4 +70,5 @@ class AlongTraining:
                                batch_size=self.cfg["engine"].get("batch_size", 512))
         ratio = log_ratio(policy, self.reference_model, self.tokenizer.pad_token_id) if self.needs_reference else None
         return probe(policy, self.tokenizer, self.problems, r, self.rules, reference_rule(spec["reference"]),
-                     self.batches, spec["seed"], engine, prompter, params, ratio, rule=study_rule(self.cfg))
+                     self.batches, spec["seed"], engine, prompter, params, ratio, rule=study_rule(self.cfg),
+                     subjects=self.subjects)

@@ -36,7 +36,7 @@ import torch
 from mcgrpo.core import progress
 from mcgrpo.core.seeds import stable_seed
 from mcgrpo.train import credit as credit_rules
-from mcgrpo.train import engines, updates
+from mcgrpo.train import contract, engines, updates
 from mcgrpo.train.credit import Credit, CreditContext
 from mcgrpo.train.credit.monte_carlo import MonteCarlo
 from mcgrpo.train.loss import backward_policy_loss
@@ -163,8 +163,12 @@ def fixed_batches(pool_size: int, batches: int, prompts: int, seed: int) -> list
 
 def probe(model, tokenizer, problems: list[dict], recipe: dict, rules: dict[str, Callable], reference,
           batches: Sequence[np.ndarray], seed: int, engine, prompter, params, log_ratio_fn=None,
-          log: Callable[[str], None] = lambda line: None, rule: str = "whole_box") -> pd.DataFrame:
-    """The long table (arm, batch, measure, value) of every rule on every batch, at the model as it is."""
+          log: Callable[[str], None] = lambda line: None, rule: str = "whole_box",
+          subjects: dict[str, contract.Subject] | None = None) -> pd.DataFrame:
+    """The long table (arm, batch, measure, value) of every rule on every batch, at the model as it is. Each rule's
+    credit is checked before any linear algebra (mcgrpo.train.contract; `subjects`: what its messages name each
+    rule, by default as a built-in), its sampled tokens counted by the engine it is handed."""
+    subjects = subjects or {}
     r, pad_id = recipe, tokenizer.pad_token_id
     view = PolicyView(model, prompter, problems, pad_id, r["microbatch_size"])
     rows = []
@@ -175,8 +179,8 @@ def probe(model, tokenizer, problems: list[dict], recipe: dict, rules: dict[str,
 
         memo = Memo(engine)
 
-        def context(tag: str) -> CreditContext:
-            return CreditContext(engine=memo, prompter=prompter, limit=r["completion_limit"],
+        def context(tag: str, sampler=memo) -> CreditContext:
+            return CreditContext(engine=sampler, prompter=prompter, limit=r["completion_limit"],
                                  verifier=r["reward_verifier"], rule=rule, advantage_eps=r["advantage_eps"],
                                  seed=(seed, f"gradient-{tag}", b), features=view.prefix_features,
                                  log_ratio=log_ratio_fn)
@@ -184,8 +188,13 @@ def probe(model, tokenizer, problems: list[dict], recipe: dict, rules: dict[str,
         def grad(credit: Credit) -> torch.Tensor:
             return direction(model, params, updates.training_batch(batch, credit), pad_id, r["microbatch_size"])
 
+        def credited(arm: str, rule: Callable) -> Credit:
+            counted, subject = engines.Counting(memo), subjects.get(arm) or contract.Subject("credit", arm, arm, True)
+            return contract.credit(subject, subject.call(rule, batch, context("arm", counted)), batch, counted.generated)
+
         h = grad(reference(batch, context("reference"), engine))  # its own seeds: never in the arms' memo
-        credits = {arm: rule(batch, context("arm")) for arm, rule in rules.items()}
+        with contract.during(f"the gradient tests, batch {b}"):
+            credits = {arm: credited(arm, rule) for arm, rule in rules.items()}
         us = {arm: grad(c) for arm, c in credits.items()}
         scores = score_vectors(model, params, batch, pad_id, r["microbatch_size"])
         outside, residual = project_out(scores, torch.stack([h, *us.values()]))
@@ -204,16 +213,29 @@ def probe(model, tokenizer, problems: list[dict], recipe: dict, rules: dict[str,
 SWEEP = "sweep_k"  # the k sweep's rules are named sweep_k1, sweep_k2, ... (analysis/efficiency.py reads k back)
 
 
-def arm_rules(cfg: dict, pool=None) -> dict[str, Callable]:
-    """outcome-only first (the base every efficiency is relative to), then the measured arms, the controls, and
-    the k sweep (C.3.2): the first measured Monte-Carlo arm's rule at each k, on the same batches."""
+def arm_credits(cfg: dict) -> dict[str, tuple[dict, str]]:
+    """Each measured rule's `credit:` block and its config key: outcome-only first (the base every efficiency is
+    relative to), then the measured arms, the controls, and the k sweep (C.3.2): the first measured Monte-Carlo
+    arm's rule at each k, on the same batches."""
     spec = cfg["gradient_tests"]
-    credits = {"outcome": {}}
-    credits.update({arm: cfg["arms"][arm].get("credit", {}) for arm in spec["arms"]})
-    credits.update(spec["controls"])
-    template = next((c["monte_carlo"] for c in credits.values() if "monte_carlo" in (c or {})), {})
-    credits.update({f"{SWEEP}{k}": {"monte_carlo": {**template, "k": k}} for k in spec["k_sweep"]})
-    return {name: credit_rules.build(c, pool, name) for name, c in credits.items()}
+    credits = {"outcome": ({}, "gradient_tests")}
+    credits.update({arm: (cfg["arms"][arm].get("credit", {}), f"arms.{arm}.credit") for arm in spec["arms"]})
+    credits.update({name: (c, f"gradient_tests.controls.{name}") for name, c in spec["controls"].items()})
+    template = next((c["monte_carlo"] for c, _ in credits.values() if "monte_carlo" in (c or {})), {})
+    credits.update({f"{SWEEP}{k}": ({"monte_carlo": {**template, "k": k}}, "gradient_tests.k_sweep")
+                    for k in spec["k_sweep"]})
+    return credits
+
+
+def arm_rules(cfg: dict, pool=None) -> dict[str, Callable]:
+    """The rule of each of arm_credits' blocks, by name."""
+    return {name: credit_rules.build(c, pool, name) for name, (c, _) in arm_credits(cfg).items()}
+
+
+def arm_subjects(cfg: dict) -> dict[str, contract.Subject]:
+    """What messages about each measured rule's credit name it (mcgrpo.train.contract)."""
+    return {name: contract.Subject.of("credit", *credit_rules.named(c, key))
+            for name, (c, key) in arm_credits(cfg).items()}
 
 
 def run(cfg: dict, model, tokenizer, pool: pd.DataFrame, log: Callable[[str], None] | None = None) -> pd.DataFrame:
@@ -237,5 +259,6 @@ def run(cfg: dict, model, tokenizer, pool: pd.DataFrame, log: Callable[[str], No
                 log(line)
             shown.update()
         table = probe(model, tokenizer, pool.to_dict("records"), r, rules, reference_rule(spec["reference"]),
-                      batches, spec["seed"], engine, prompter, params, ratio, noted, study_rule(cfg))
+                      batches, spec["seed"], engine, prompter, params, ratio, noted, study_rule(cfg),
+                      arm_subjects(cfg))
     return table.assign(policy="initial", space=spec["space"])

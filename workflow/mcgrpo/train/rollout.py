@@ -7,6 +7,7 @@ from typing import Sequence
 
 import numpy as np
 
+from mcgrpo.train import contract
 from mcgrpo.train.engines import Completion, Engine
 from mcgrpo.core import plugins
 from mcgrpo.core.verify import VERIFIERS, math_verify_backend, verify
@@ -133,8 +134,8 @@ def reward(scores: Scores, texts: Sequence[str], answers: Sequence[str], verifie
     """The training reward under the named verifier: a built-in's from the scores, a plugin's (recipe.reward_verifier
     naming an installed verifier, mcgrpo.core.plugins) from its verdict on each text, whatever `verifier.rule`.
     Evaluation always reports the built-in verifiers (of the study's rule): the yardstick stays the same whatever
-    an arm trains on."""
+    an arm trains on. A plugin's verdicts are checked to be bools (mcgrpo.train.contract)."""
     if verifier in VERIFIERS:
         return scores.reward(verifier)
     judge = plugins.load("verifier", verifier, "recipe.reward_verifier").factory
-    return np.array([float(bool(judge(t, a))) for t, a in zip(texts, answers)], dtype=np.float64)
+    return contract.verdicts(contract.Subject.of("verifier", verifier, "recipe.reward_verifier"), judge, texts, answers)

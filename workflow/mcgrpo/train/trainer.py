@@ -20,10 +20,11 @@ import torch
 
 from mcgrpo.train import along, checkpoint
 from mcgrpo.train import credit as credit_rules
-from mcgrpo.train import engines, selection, updates
+from mcgrpo.train import contract, engines, selection, updates
 from mcgrpo.core import progress
 from mcgrpo.core.store import COLUMNS
-from mcgrpo.core.budget import due_points, unit as budget_unit
+from mcgrpo.core.budget import unit as budget_unit
+from mcgrpo.core.ledger import Ledger
 from mcgrpo.core.clock import STAGES, StageClock
 from mcgrpo.train.credit import CreditContext
 from mcgrpo.core.seeds import stable_seed
@@ -70,6 +71,11 @@ class Trainer:
         self.credit = credit_rules.build(cfg["arm_config"].get("credit", {}), pool, arm)
         self.problems = pool.to_dict("records")
         self.selector = selection.build(cfg["arm_config"], len(pool), self.seed, r["prompts_per_iteration"])
+        # what messages about a plugin's output name (mcgrpo.train.contract)
+        self.credit_subject = contract.Subject.of(
+            "credit", *credit_rules.named(cfg["arm_config"].get("credit"), f"arms.{arm}.credit"))
+        self.selector_subject = contract.Subject.of(
+            "selection", next(iter(cfg["arm_config"].get("selection") or {}), "stream"), f"arms.{arm}.selection")
         # pi_0, the initial policy: the implicit reward's pi_ref and the KL's reference, kept only when asked for
         spec = along.wanted(cfg)
         self.along = None
@@ -83,7 +89,8 @@ class Trainer:
                                    r["completion_limit"], self.seed, bool(ev.get("greedy")),
                                    self.rule) if eval_sets else None
         self.clock = StageClock(torch.cuda.synchronize if model.device.type == "cuda" else None)
-        self.tokens = {"rollout": 0, "continuation": 0, "discarded": 0}
+        # what B counts, by kind: one count for both trainers (mcgrpo.core.ledger; TRL's in mcgrpo.integrations.trl)
+        self.ledger = Ledger(budget, self.unit, cfg["evaluation"]["per_budget"], cfg["budget"]["horizon"])
         self.updates, self.train_seconds, self.train_cpu_seconds, self.log = 0, 0.0, 0.0, RunLog()
         self.next_iteration, self.stop_requested, self.trained_prompts = 0, False, set()
         self.resumed_at = None  # the iterations a resumed run had done
@@ -95,37 +102,50 @@ class Trainer:
             self.along = along.AlongTraining(cfg, spec, tokenizer, pool, self.reference)
 
     @property
+    def tokens(self) -> dict[str, int]:
+        """Generated tokens by kind (rollout, continuation, discarded), as the ledger counts them."""
+        return self.ledger.tokens
+
+    @property
     def tokens_total(self) -> int:
-        return sum(self.tokens.values())
+        return self.ledger.total
 
     @property
     def spent(self) -> int:
         """What B counts: every generated token, or the iterations done (an equal-iteration study)."""
-        return self.tokens_total if self.unit == "tokens" else self.next_iteration
+        return self.ledger.spent
 
     def iteration(self, i: int) -> dict:
-        """One GRPO iteration, each stage on the stage clock."""
+        """One GRPO iteration, each stage on the stage clock. What the selector and the credit rule return is
+        checked as it enters (mcgrpo.train.contract), and the tokens they generate are counted by the engine they
+        were handed: a plugin that breaks its contract stops the run here, naming itself and the iteration."""
         r = self.recipe
-        with self.clock.stage("select"):
-            chosen = self.selector.select(i, self.view)
-        with self.clock.stage("generate"):
-            batch, discarded, chosen = self.generate(i, chosen)
-        with self.clock.stage("credit"):
-            ctx = CreditContext(engine=self.engine, prompter=self.prompter, limit=r["completion_limit"],
-                                verifier=r["reward_verifier"], rule=self.rule, advantage_eps=r["advantage_eps"],
-                                seed=(self.seed, i),
-                                features=self.view.prefix_features, log_ratio=self.log_ratio)
-            credit = self.credit(batch, ctx)
-        self.tokens["rollout"] += batch.n_tokens
-        self.tokens["continuation"] += credit.tokens_generated
-        self.tokens["discarded"] += discarded
-        moved = self._entropy_kl(batch)  # measurement, outside the stage clock
-        with self.clock.stage("update"):
-            loss, grad_norm = self.update(i, batch, credit)
-        with self.clock.stage("sync"):
-            self.engine.sync(self.model)
-        groups = batch.grouped(batch.rewards).mean(axis=1)
-        self.selector.observe(i, chosen, groups, self.view)  # a filter refits here, outside the timed stages
+        with contract.during(f"training arm {self.arm} seed {self.seed}, iteration {i}"):
+            with self.clock.stage("select"):
+                chosen = contract.selection(self.selector_subject,
+                                            self.selector_subject.call(self.selector.select, i, self.view),
+                                            len(self.problems))
+            with self.clock.stage("generate"):
+                batch, discarded, chosen = self.generate(i, chosen)
+            with self.clock.stage("credit"):
+                counted = engines.Counting(self.engine)
+                ctx = CreditContext(engine=counted, prompter=self.prompter, limit=r["completion_limit"],
+                                    verifier=r["reward_verifier"], rule=self.rule, advantage_eps=r["advantage_eps"],
+                                    seed=(self.seed, i),
+                                    features=self.view.prefix_features, log_ratio=self.log_ratio)
+                credit = contract.credit(self.credit_subject, self.credit_subject.call(self.credit, batch, ctx),
+                                         batch, counted.generated)
+            self.ledger.charge(batch.n_tokens, "rollout")
+            self.ledger.charge(int(credit.tokens_generated), "continuation")
+            self.ledger.charge(int(discarded), "discarded")
+            moved = self._entropy_kl(batch)  # measurement, outside the stage clock
+            with self.clock.stage("update"):
+                loss, grad_norm = self.update(i, batch, credit)
+            with self.clock.stage("sync"):
+                self.engine.sync(self.model)
+            groups = batch.grouped(batch.rewards).mean(axis=1)
+            # a filter refits here, outside the timed stages
+            self.selector_subject.call(self.selector.observe, i, chosen, groups, self.view)
         return self._record(i, chosen, batch, groups, loss, grad_norm, {**credit_rules.summary(credit), **moved})
 
     def _entropy_kl(self, batch) -> dict:
@@ -136,16 +156,19 @@ class Trainer:
                           self.pad_id, self.recipe["microbatch_size"])
 
     def generate(self, i: int, chosen):
-        """The iteration's groups, the tokens of groups generated but discarded, and the final Selection."""
+        """The iteration's groups, the tokens of groups generated but discarded, and the final Selection: checked
+        against what the engine generated for them."""
         r = self.recipe
+        counted = engines.Counting(self.engine)
 
         def sample(indices, chunk: int):
             problems = [self.problems[j] for j in indices]
             seeds = [stable_seed(self.seed, "rollout", i, chunk, k) for k in range(len(problems) * r["group_size"])]
-            return sample_groups(self.engine, self.prompter, problems, r["group_size"], r["completion_limit"],
+            return sample_groups(counted, self.prompter, problems, r["group_size"], r["completion_limit"],
                                  seeds, r["reward_verifier"], self.rule)
 
-        return self.selector.generate(i, chosen, sample)
+        out = self.selector_subject.call(self.selector.generate, i, chosen, sample)
+        return contract.groups(self.selector_subject, out, r["group_size"], len(self.problems), counted.generated)
 
     def learning_rate(self) -> float:
         """The arm's learning rate now: recipe lr x scale, decayed linearly to 0 at B if asked (B in tokens:
@@ -185,7 +208,6 @@ class Trainer:
         """Train until the budget (or `max_iterations`), evaluating on schedule; resume if checkpointed."""
         stop = None if self.budget is None else self.cfg["budget"]["horizon"] * self.budget
         resumed = self.resume()
-        per_budget = self.cfg["evaluation"]["per_budget"]
         with self._progress(stop, max_iterations) as self.shown:
             if not resumed:
                 self.measure_along(last=False)
@@ -195,8 +217,8 @@ class Trainer:
                 before = self.spent
                 row = self.iteration(self.next_iteration)
                 self.next_iteration += 1
+                points = self.ledger.end_iteration()
                 self._show(row, self.spent - before if stop is not None else 1)
-                points = due_points(before, self.spent, self.budget, per_budget, self.cfg["budget"]["horizon"])
                 self.measure_along(last=stop is not None and self.spent >= stop)
                 if points or (stop is not None and self.spent >= stop):
                     self.evaluate(points)
@@ -244,7 +266,8 @@ class Trainer:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         checkpoint.set_rng_state(state["rng"])
-        self.next_iteration, self.tokens = state["next_iteration"], dict(state["tokens"])
+        self.next_iteration = state["next_iteration"]
+        self.ledger.restore(state["tokens"], self.next_iteration)
         self.updates, self.train_seconds, self.log = state["updates"], state["train_seconds"], state["log"]
         self.train_cpu_seconds = state.get("train_cpu_seconds", 0.0)  # checkpoints from before CPU timing
         self.trained_prompts = set(state["trained_prompts"])

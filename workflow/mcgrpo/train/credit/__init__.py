@@ -121,6 +121,16 @@ def build(spec: dict, pool=None, arm: str = "") -> CreditRule:
     return rule
 
 
+def named(spec: dict, key: str) -> tuple[str, str]:
+    """(name, config key) of the rule that computes a `credit:` block's credit at `key`: its own, or a shuffled
+    control's inner rule (what a message about the credit names; outcome where the block is empty)."""
+    name, options = next(iter((spec or {"outcome": {}}).items()))
+    while name == "shuffled" and options:
+        key = f"{key}.shuffled"
+        name, options = next(iter(options.items()))
+    return name, key
+
+
 # Rules whose credit is one number per completion (the reward's or the group advantage's): shuffling it within
 # the completion is the identity. The others vary along a completion.
 CONSTANT = frozenset({"outcome", "rloo", "length", "process"})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 
-from mcgrpo.train.engines.base import Completion, Engine
+from mcgrpo.train.engines.base import Completion, Counting, Engine
 
 
 VLLM_OPTIONS = ("gpu_memory_utilization", "kv_cache_gib")  # engine options of the config that only vllm reads
@@ -41,4 +41,4 @@ def greedy(engine: Engine):
     return sampling(engine, temperature=0.0)
 
 
-__all__ = ["Completion", "Engine", "build", "greedy", "sampling"]
+__all__ = ["Completion", "Counting", "Engine", "build", "greedy", "sampling"]

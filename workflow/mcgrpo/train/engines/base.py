@@ -27,3 +27,29 @@ class Engine(Protocol):
                  seeds: Sequence[int]) -> list[Completion]: ...
 
     def sync(self, model) -> None: ...
+
+
+class Counting:
+    """An engine that counts every token it hands back (`generated`), whoever asks: what a trainer gives a credit
+    rule or a selector as its engine, so that the budget B is charged by the engine's own count, not by what a
+    plugin says it sampled (mcgrpo.train.contract). Everything else (sync, sampling settings such as temperature
+    and top_p, which engines.sampling sets) reaches the engine it wraps."""
+
+    def __init__(self, engine):
+        object.__setattr__(self, "engine", engine)
+        object.__setattr__(self, "generated", 0)
+
+    def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: Sequence[int],
+                 seeds: Sequence[int]) -> list[Completion]:
+        out = self.engine.generate(prompts, max_new_tokens, seeds)
+        object.__setattr__(self, "generated", self.generated + sum(len(c) for c in out))
+        return out
+
+    def sync(self, model) -> None:
+        self.engine.sync(model)
+
+    def __getattr__(self, name: str):
+        return getattr(self.engine, name)
+
+    def __setattr__(self, name: str, value) -> None:
+        setattr(self.engine, name, value)

@@ -1,0 +1,208 @@
+"""What a plugin hands back is checked where it enters the trainer and the gradient tests.
+
+A credit rule, a selector or a verifier runs inside the training loop, and what it returns decides the update and
+what the budget B counts. Trusted, a NaN credit trains to NaN and still yields a confident verdict, credit one value
+short fails deep inside the loss, and a rule that samples through `ctx.engine` but reports nothing breaks the
+matched-compute comparison in silence. So every call into one goes through here: an exception, or an output that
+breaks the contract of mcgrpo.api, stops the run at that iteration with one line naming the plugin, its config key,
+where it ran (the training run or the gradient tests, and the iteration or batch) and what was wrong: a
+`PluginError`, so the job exits with status 2, that line last in its log, and the run is never stored.
+
+What is checked (docs/plugins.md, "What is checked at run time"):
+- credit: a `Credit`, one row per completion of the batch, one finite value per generated token of each (and of
+  each extra training sequence); `tokens_generated` a whole number, >= 0, and at least what the engines the rule was
+  given (`ctx.engine`) generated while it ran, which the engine counts itself (engines.Counting);
+- a selector: a `Selection` of pool indices; its groups one per chosen prompt, of the recipe's group size; its
+  discarded tokens a whole number >= 0, which with the kept groups' tokens covers what the engine generated;
+- a verifier: a bool (or 0 / 1) for every completion.
+A built-in that breaks the contract is a bug in mcgrpo: the same message, as a RuntimeError with its traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from mcgrpo.core import plugins
+from mcgrpo.core.errors import Interrupted, McgrpoError, PluginError
+
+_where: contextvars.ContextVar[str] = contextvars.ContextVar("mcgrpo_plugin_where", default="")
+
+
+@contextlib.contextmanager
+def during(what: str) -> Iterator[None]:
+    """Name where plugins run inside the block ('training arm mine seed 1', then 'iteration 3'): nested blocks add
+    to the outer one's words, and every message of this module says it."""
+    outer = _where.get()
+    token = _where.set(f"{outer}, {what}" if outer else what)
+    try:
+        yield
+    finally:
+        _where.reset(token)
+
+
+@dataclass(frozen=True)
+class Subject:
+    """A plugin as the messages name it: its kind (credit, selection, verifier), its name as the config writes it
+    and the config key that names it."""
+    kind: str
+    name: str
+    key: str
+    builtin: bool = False
+
+    @classmethod
+    def of(cls, kind: str, name: str, key: str) -> "Subject":
+        return cls(kind, name, key, name in plugins.BUILTIN[kind])
+
+    def __str__(self) -> str:
+        return f"{plugins.WHAT[self.kind][:-1]} {self.name!r} ({self.key})"
+
+    def _prefix(self) -> str:
+        where = _where.get()
+        return f"{self} in {where}" if where else str(self)
+
+    def broken(self, what: str, allowed: str) -> Exception:
+        """The error for an output that breaks the contract: a PluginError, or a bug where the rule is built in."""
+        text = f"{self._prefix()}: {what}; allowed: {allowed}"
+        return RuntimeError(f"{text} (a bug in mcgrpo's built-in)") if self.builtin else PluginError(text)
+
+    def call(self, function: Callable, *args) -> Any:
+        """`function(*args)`; a plugin's exception becomes one line naming the plugin and where it was raised (the
+        original chained as its cause). mcgrpo's own errors, a preemption, and a built-in's exceptions pass as
+        they are."""
+        try:
+            return function(*args)
+        except (McgrpoError, Interrupted):
+            raise
+        except Exception as e:
+            if self.builtin:
+                raise
+            raise PluginError(f"{self._prefix()}: raised {type(e).__name__}: {_first_line(e)}{_origin(e)}") from e
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip().splitlines()
+    line = text[0] if text else ""
+    return line if len(line) <= 300 else line[:297] + "..."
+
+
+def _origin(error: Exception) -> str:
+    """' (at file:line, in function)': the frame that raised."""
+    frames = traceback.extract_tb(error.__traceback__)
+    return f" (at {frames[-1].filename}:{frames[-1].lineno}, in {frames[-1].name})" if frames else ""
+
+
+CREDIT = ("a Credit with one finite value per generated token of every completion of the batch (and of each extra "
+          "sequence), and tokens_generated an int >= 0 counting every token it sampled (docs/plugins.md)")
+
+
+def credit(subject: Subject, out, rollouts, engine_generated: int):
+    """The credit rule's output `out` for `rollouts`, checked; `engine_generated`: what the engines it was given
+    generated while it ran."""
+    from mcgrpo.train.credit import Credit
+    if not isinstance(out, Credit):
+        raise subject.broken(f"it returned {type(out).__name__}, not a Credit", CREDIT)
+    n = len(rollouts.completions)
+    if not isinstance(out.tokens, (list, tuple)) or len(out.tokens) != n:
+        rows = len(out.tokens) if hasattr(out.tokens, "__len__") else type(out.tokens).__name__
+        raise subject.broken(f"credit for {rows} completions, the batch has {n}", CREDIT)
+    problem = next((p for r, (values, c) in enumerate(zip(out.tokens, rollouts.completions))
+                    if (p := values_problem(values, len(c), f"completion {r}"))), "")
+    problem = problem or next((p for s, seq in enumerate(out.sequences)
+                               if (p := values_problem(seq.credit, len(seq.completion), f"extra sequence {s}"))), "")
+    problem = problem or tokens_problem(out.tokens_generated, engine_generated, "Credit.tokens_generated",
+                                        f"ctx.engine generated {engine_generated} tokens while the rule ran")
+    if problem:
+        raise subject.broken(problem, CREDIT)
+    return out
+
+
+def values_problem(values, length: int, what: str) -> str:
+    """What is wrong with `values` as the credit of `what`, `length` tokens long ('' where nothing is)."""
+    try:
+        array = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        return f"the credit of {what} is {type(values).__name__}, not numbers"
+    if array.ndim != 1 or len(array) != length:
+        return f"{what} has {length} tokens, its credit {array.size} values" + (
+            "" if array.ndim == 1 else f" in shape {array.shape}")
+    bad = np.flatnonzero(~np.isfinite(array))
+    if len(bad):
+        return (f"the credit of {what} is {array[bad[0]]} at token {bad[0]} ({len(bad)} of its {length} values "
+                f"not finite)")
+    return ""
+
+
+def tokens_problem(reported, least: int, field: str, generated: str) -> str:
+    """What is wrong with a plugin's count `reported` of tokens it generated, where the engine's own count says it is
+    at least `least` (`generated`: that count in words); '' where nothing is."""
+    if isinstance(reported, (bool, np.bool_)) or not isinstance(reported, (int, np.integer)):
+        return f"{field} is {reported!r}, not a whole number of tokens"
+    if reported < 0:
+        return f"{field} is {reported}, a negative count"
+    if reported < least:
+        return f"{field} is {int(reported)}, but {generated}: every generated token counts toward the budget B"
+    return ""
+
+
+SELECTION = ("a Selection of pool indices, its groups (a Rollouts) one per chosen prompt with the recipe's group "
+             "size, and discarded tokens an int >= 0 that with the kept groups' tokens covers every token generated "
+             "(docs/plugins.md)")
+
+
+def selection(subject: Subject, out, pool_size: int):
+    """A selector's Selection, checked: its chosen prompts are pool indices."""
+    from mcgrpo.train.selection import Selection
+    if not isinstance(out, Selection):
+        raise subject.broken(f"select returned {type(out).__name__}, not a Selection", SELECTION)
+    chosen = np.asarray(out.chosen)
+    if chosen.ndim != 1 or (chosen.size and not np.issubdtype(chosen.dtype, np.integer)):
+        raise subject.broken(f"its chosen prompts are {chosen.dtype} in shape {chosen.shape}, not pool indices",
+                             SELECTION)
+    outside = chosen[(chosen < 0) | (chosen >= pool_size)]
+    if len(outside):
+        raise subject.broken(f"it chose prompt {int(outside[0])}, outside the pool of {pool_size}", SELECTION)
+    return out
+
+
+def groups(subject: Subject, out, group_size: int, pool_size: int, engine_generated: int):
+    """A selector's `generate` output (groups, discarded tokens, final Selection), checked against what the engine
+    generated for it."""
+    from mcgrpo.train.rollout import Rollouts
+    if not (isinstance(out, tuple) and len(out) == 3):
+        raise subject.broken(f"generate returned {type(out).__name__}, not (groups, discarded tokens, Selection)",
+                             SELECTION)
+    batch, discarded, chosen = out
+    selection(subject, chosen, pool_size)
+    if not isinstance(batch, Rollouts):
+        raise subject.broken(f"generate returned groups of type {type(batch).__name__}, not Rollouts", SELECTION)
+    if len(batch.problems) != len(chosen.chosen) or batch.group_size != group_size or \
+            len(batch.completions) != len(batch.problems) * group_size:
+        raise subject.broken(f"{len(batch.problems)} groups of {batch.group_size} ({len(batch.completions)} "
+                             f"completions) for {len(chosen.chosen)} chosen prompts, group size {group_size}",
+                             SELECTION)
+    kept = batch.n_tokens
+    problem = tokens_problem(discarded, engine_generated - kept, "its count of discarded tokens",
+                             f"the engine generated {engine_generated} tokens for its groups, {kept} of them kept")
+    if problem:
+        raise subject.broken(problem, SELECTION)
+    return out
+
+
+VERDICT = "True or False (or 1 / 0) for every completion: (text, reference) -> bool"
+
+
+def verdicts(subject: Subject, judge: Callable[[str, str], Any], texts, answers) -> np.ndarray:
+    """A verifier's verdict on each (text, reference), as floats 1.0 / 0.0, each checked to be a bool."""
+    out = []
+    for r, (text, answer) in enumerate(zip(texts, answers)):
+        verdict = subject.call(judge, text, answer)
+        if not isinstance(verdict, (bool, np.bool_, int, np.integer)) or verdict not in (0, 1):
+            raise subject.broken(f"it returned {verdict!r} for completion {r}, not a bool", VERDICT)
+        out.append(float(bool(verdict)))
+    return np.array(out, dtype=np.float64)
