@@ -16,6 +16,14 @@ include: "rules/common.smk"
 include: "rules/targets.smk"
 
 
+# A failed job's reason on the terminal, under --quiet=rules too: its rule (and where it is defined), its log's path
+# and that log's last lines, instead of the shell command (mcgrpo.core.joblog; docs/troubleshooting.md).
+from snakemake.logging import logger  # noqa: E402
+from mcgrpo.core import joblog  # noqa: E402 (the package's path is set in common.smk)
+
+FAILED_JOBS = joblog.install(logger, workflow)
+
+
 report: REPORT_TEXT
 
 
@@ -103,6 +111,12 @@ if PROGRAMME:
 
     localrules:
         programme_summary,
+
+
+# A run that went on after a failure (--keep-going, the SLURM profiles) ends with every failed job, one line each.
+onerror:
+    if FAILED_JOBS and (workflow.execution_settings.keep_going or len(FAILED_JOBS.jobs) > 1):
+        logger.error(FAILED_JOBS.recap())
 
 
 # Once every job has succeeded: finished runs drop their checkpoints (rules/train.smk), and the results are the
