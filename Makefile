@@ -7,7 +7,8 @@ BIN    := $(VENV)/bin
 # single-threaded jobs (recipe.threads, part of each run's identity), so more cores run more of them side by side.
 CORES  ?= $(shell nproc 2>/dev/null || echo 2)
 # The terminal: Snakemake's job lines and step counts without its job blocks (file lists), the long jobs' own
-# progress lines (warm start, calibration, training, gradient tests: start, every 30 s, end), then the summary.
+# progress lines (warm start, calibration, training, gradient tests: start, every 30 s, end), then the summary. A failed
+# job still shows its rule, its log's path and the log's end (mcgrpo.core.joblog, docs/troubleshooting.md).
 QUIET  ?= --quiet=rules
 export PATH := $(abspath $(BIN)):$(PATH)
 
