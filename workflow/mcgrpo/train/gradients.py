@@ -192,9 +192,9 @@ def probe(model, tokenizer, problems: list[dict], recipe: dict, rules: dict[str,
             counted, subject = engines.Counting(memo), subjects.get(arm) or contract.Subject("credit", arm, arm, True)
             return contract.credit(subject, subject.call(rule, batch, context("arm", counted)), batch, counted.generated)
 
-        h = grad(reference(batch, context("reference"), engine))  # its own seeds: never in the arms' memo
-        with contract.during(f"the gradient tests, batch {b}"):
+        with contract.during(f"the gradient tests, batch {b}"):  # checked before any gradient is taken
             credits = {arm: credited(arm, rule) for arm, rule in rules.items()}
+        h = grad(reference(batch, context("reference"), engine))  # its own seeds: never in the arms' memo
         us = {arm: grad(c) for arm, c in credits.items()}
         scores = score_vectors(model, params, batch, pad_id, r["microbatch_size"])
         outside, residual = project_out(scores, torch.stack([h, *us.values()]))

@@ -1,0 +1,202 @@
+"""A plugin cannot corrupt a verdict (issue 49): what a credit rule, selector or verifier returns is checked where it
+enters the trainer and the gradient tests, and every token the engines it is handed generate is counted by them.
+Each rule below breaks one part of the contract; the real trainer runs it on the tiny model and must stop at that
+iteration with one line naming the plugin, its config key, the run, the iteration and what was wrong."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from conftest import edited_study
+from mcgrpo import api, studies
+from mcgrpo.core import config as study_config
+from mcgrpo.core.errors import PluginError
+from mcgrpo.train.trainer import Trainer
+
+HERE = __name__  # the rules are named by dotted path: 'test_plugin_guards:NanCredit'
+
+
+def outcome(rollouts, ctx) -> list[np.ndarray]:
+    return api.per_token(api.group_advantages(rollouts.grouped(rollouts.rewards), ctx.advantage_eps), rollouts)
+
+
+@dataclass
+class NanCredit:
+    def __call__(self, rollouts, ctx):
+        tokens = outcome(rollouts, ctx)
+        tokens[1][0] = np.nan
+        return api.Credit(tokens)
+
+
+@dataclass
+class ShortCredit:
+    def __call__(self, rollouts, ctx):
+        tokens = outcome(rollouts, ctx)
+        tokens[2] = tokens[2][:-1]
+        return api.Credit(tokens)
+
+
+@dataclass
+class OneCompletionFewer:
+    def __call__(self, rollouts, ctx):
+        return api.Credit(outcome(rollouts, ctx)[:-1])
+
+
+@dataclass
+class Raising:
+    def __call__(self, rollouts, ctx):
+        rollouts.problems[0]["hints"]  # a field the pool does not have
+        return api.Credit(outcome(rollouts, ctx))
+
+
+@dataclass
+class NegativeTokens:
+    def __call__(self, rollouts, ctx):
+        return api.Credit(outcome(rollouts, ctx), tokens_generated=-5000)
+
+
+@dataclass
+class Probes:
+    """Samples a continuation of each group's first completion through ctx.engine; reports it when `report`."""
+    report: bool = False
+
+    def __call__(self, rollouts, ctx):
+        starts = [rollouts.prompts[p * rollouts.group_size] for p in range(len(rollouts.problems))]
+        seeds = [api.stable_seed(*ctx.seed, "probe", p) for p in range(len(starts))]
+        sampled = sum(len(c) for c in ctx.engine.generate(starts, [4] * len(starts), seeds))
+        self.sampled = getattr(self, "sampled", 0) + sampled
+        return api.Credit(outcome(rollouts, ctx), tokens_generated=sampled if self.report else 0)
+
+
+@dataclass(kw_only=True)
+class OutsideThePool(api.StreamSelector):
+    def select(self, iteration, view):
+        return api.Selection(np.array([0]), np.array([0, 10_000]))
+
+
+@dataclass(kw_only=True)
+class HidesDiscarded(api.StreamSelector):
+    """Generates its groups twice and keeps the second, saying it discarded nothing."""
+
+    def generate(self, iteration, selection, sample):
+        sample(selection.chosen, 0)
+        return sample(selection.chosen, 1), 0, selection
+
+
+def says_yes(text, reference):
+    return "yes"
+
+
+def _trainer(arm: dict, tiny, world, **changes) -> Trainer:
+    cfg = studies.validate(edited_study(arms={"outcome": {}, "bad": arm}, **changes))
+    model, tokenizer = tiny
+    pool, _ = world
+    return Trainer(study_config.run_config(cfg, "bad", 1), model, tokenizer, pool, None, 600, arm="bad")
+
+
+def _failure(arm: dict, tiny, world, **changes) -> tuple[str, Trainer]:
+    trainer = _trainer(arm, tiny, world, **changes)
+    with pytest.raises(PluginError) as err:
+        trainer.run(max_iterations=2)
+    message = str(err.value)
+    assert "\n" not in message  # one line on the terminal
+    return message, trainer
+
+
+CREDIT = "credit rule '{name}' (arms.bad.credit) in training arm bad seed 1, iteration 0: "
+
+
+@pytest.mark.parametrize("rule, what", [
+    ("NanCredit", r"the credit of completion 1 is nan at token 0 \(1 of its \d+ values not finite\)"),
+    ("ShortCredit", r"completion 2 has (\d+) tokens, its credit (\d+) values"),
+    ("OneCompletionFewer", r"credit for 7 completions, the batch has 8"),
+    ("NegativeTokens", r"Credit.tokens_generated is -5000, a negative count"),
+    ("Raising", r"iteration 0: raised KeyError: 'hints' \(at .*test_plugin_guards.py:\d+, in __call__\)$"),
+])
+def test_a_credit_rule_that_breaks_its_contract_stops_the_run_naming_it(rule, what, tiny, world):
+    name = f"{HERE}:{rule}"
+    message, trainer = _failure({"credit": {name: {}}}, tiny, world)
+    assert message.startswith(CREDIT.format(name=name)), message
+    found = __import__("re").search(what, message)
+    assert found, message
+    if rule == "ShortCredit":
+        assert int(found[1]) == int(found[2]) + 1
+    if rule != "Raising":
+        assert message.endswith("(docs/plugins.md)") and "allowed: a Credit with one finite value" in message
+    assert trainer.log.iterations == [] and trainer.tokens_total == 0  # nothing of iteration 0 was recorded
+
+
+def test_tokens_sampled_through_ctx_engine_and_not_reported_are_refused(tiny, world):
+    message, trainer = _failure({"credit": {f"{HERE}:Probes": {}}}, tiny, world)
+    assert trainer.credit.sampled > 0
+    assert message.startswith(CREDIT.format(name=f"{HERE}:Probes") + "Credit.tokens_generated is 0, but ctx.engine "
+                              f"generated {trainer.credit.sampled} tokens while the rule ran: every generated token "
+                              "counts toward the budget B; allowed: ")
+
+
+def test_tokens_sampled_through_ctx_engine_and_reported_count_toward_the_budget(tiny, world):
+    trainer = _trainer({"credit": {f"{HERE}:Probes": {"report": True}}}, tiny, world)
+    log = trainer.run(max_iterations=2)
+    assert log.iterations[-1]["tokens_continuation"] == trainer.credit.sampled > 0
+    assert trainer.ledger.total == log.iterations[-1]["tokens_total"] == trainer.tokens_total
+
+
+def test_a_selector_that_chooses_outside_the_pool_is_named(tiny, world):
+    message, _ = _failure({"selection": {f"{HERE}:OutsideThePool": {}}}, tiny, world)
+    assert message.startswith(f"selector '{HERE}:OutsideThePool' (arms.bad.selection) in training arm bad seed 1, "
+                              f"iteration 0: it chose prompt 10000, outside the pool of {len(world[0])}; allowed: ")
+
+
+def test_a_selector_that_hides_generated_groups_is_named(tiny, world):
+    message, _ = _failure({"selection": {f"{HERE}:HidesDiscarded": {}}}, tiny, world)
+    found = __import__("re").search(r"iteration 0: its count of discarded tokens is 0, but the engine generated (\d+) "
+                                    r"tokens for its groups, (\d+) of them kept: every generated token counts", message)
+    assert found and int(found[1]) > int(found[2]) > 0, message
+
+
+def test_a_verifier_that_does_not_return_a_bool_is_named(tiny, world):
+    message, _ = _failure({"recipe": {"reward_verifier": f"{HERE}:says_yes"}}, tiny, world)
+    assert message.startswith(f"verifier '{HERE}:says_yes' (recipe.reward_verifier) in training arm bad seed 1, "
+                              "iteration 0: it returned 'yes' for completion 0, not a bool; allowed: True or False")
+
+
+def test_the_gradient_tests_check_the_same_before_any_linear_algebra(tiny, world):
+    """screen and the gradient-test step run train/gradients.py: the same line, at the batch it broke on."""
+    from mcgrpo import screen
+    from mcgrpo.train import gradients
+    cfg = studies.validate(edited_study(arms={"outcome": {}, "bad": {"credit": {f"{HERE}:NanCredit": {}}}}))
+    run = study_config.gradient_tests_config(screen.screen_config(cfg, "bad", batches=2))
+    model, tokenizer = tiny
+    with pytest.raises(PluginError) as err:
+        gradients.run(run, model, tokenizer, world[0])
+    assert str(err.value).startswith(f"credit rule '{HERE}:NanCredit' (arms.bad.credit) in the gradient tests, "
+                                     "batch 0: the credit of completion 1 is nan at token 0 (1 of its ")
+
+
+def test_a_failed_run_is_not_stored_and_its_line_ends_the_log(tmp_path, capsys):
+    """`mcgrpo train`, as the train rule runs it: exit 2, the plugin's line last on stderr, no run.json, no
+    manifest: the workflow never reads the run as finished."""
+    from mcgrpo import data
+    from mcgrpo.cli import main
+    from mcgrpo.core import store
+    from mcgrpo.core.budget import budget_table
+    from mcgrpo.train import models
+    from mcgrpo.train.models.tiny import build_model, build_tokenizer
+    cfg = studies.validate(edited_study(arms={"outcome": {}, "bad": {"credit": {f"{HERE}:NanCredit": {}}}}))
+    data.write(*data.build(cfg["task"]), tmp_path / "data", "")
+    tokenizer = build_tokenizer()
+    models.save(build_model(tokenizer, 32, 1, 2, 64, 96, seed=0), tokenizer, tmp_path / "model")
+    store.write_parquet(budget_table("tiny", [], 600, "config"), tmp_path / "budget.parquet")
+    out = tmp_path / "run"
+    status = main(["train", "--run-json", json.dumps(study_config.run_config(cfg, "bad", 1)), "--model",
+                   str(tmp_path / "model"), "--data", str(tmp_path / "data"), "--budget", str(tmp_path / "budget.parquet"),
+                   "--out", str(out), "--label", "mini/bad"])
+    assert status == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith(f"mcgrpo train: error: credit rule '{HERE}:NanCredit' (arms.bad.credit) in training arm "
+                           "bad seed 1, iteration 0: the credit of completion 1 is nan at token 0"), last
+    assert not (out / "run.json").exists() and not list(out.glob("*manifest*"))
