@@ -1,8 +1,11 @@
+import shutil
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from mcgrpo.analysis.runs import evals_frame, load, parse_metric, read_iterations, read_runs
+from mcgrpo.core import layout, study_runs
 from mcgrpo.core.manifest import seal
 from mcgrpo.core.store import COLUMNS, write_parquet
 
@@ -31,6 +34,24 @@ def write_run(folder, correct, eval_sets=("test",), shuffle=True, identity="", *
     write_parquet(evals.iloc[::-1], folder / "evals.parquet", identity)  # out of order on purpose
     seal_run(folder, identity)
     return samples, evals
+
+
+def linked_run(root, arm, seed, folder=None):
+    """The folder a test writes run (arm, seed) of study folder `root` into: its own (or `folder`, a run another
+    arm shares), in a store beside the study, linked from runs/<arm>/seed<N> and listed in runs/store.parquet, as
+    link_study leaves a study."""
+    folder = folder or root.parent / f"{root.name}-store" / f"{arm}-seed{seed}"
+    layout.link(layout.study_run(root, arm, seed), folder)
+    index = study_runs.index_path(root)
+    rows = {run: (key, "c") for run, key in study_runs.index(root).items()} if index.exists() else {}
+    layout.write_index(index, {**rows, (arm, seed): (folder.name, "c")})
+    return folder
+
+
+def copy_study(root, to):
+    """A copy of study folder `root` (its links kept) at `to`, with the store its links point at beside it."""
+    shutil.copytree(root.parent / f"{root.name}-store", to.parent / f"{root.name}-store", dirs_exist_ok=True)
+    shutil.copytree(root, to, symlinks=True)
 
 
 def seal_run(folder, identity=""):
@@ -87,9 +108,9 @@ def test_without_samples_metrics_come_from_evals_without_problems(tmp_path):
 
 
 def test_missing_files_evaluations_and_problems_fail_naming_them(tmp_path):
-    with pytest.raises(FileNotFoundError, match=r"runs/a/seed0/evals.parquet: file not found"):
+    with pytest.raises(FileNotFoundError, match=r"runs/store.parquet: not found, so the study's runs are unknown"):
         load(tmp_path, ["a"], [0], ["test"])
-    folder = tmp_path / "runs" / "a" / "seed0"
+    folder = linked_run(tmp_path, "a", 0)
     samples, _ = write_run(folder, CORRECT)
     with pytest.raises(ValueError, match=r"no evaluation on set 'ood'; it holds test"):
         load(tmp_path, ["a"], [0], ["ood"])
@@ -107,7 +128,7 @@ def test_missing_files_evaluations_and_problems_fail_naming_them(tmp_path):
 def test_load_evals_frame_and_iterations(tmp_path):
     for arm in ("a", "b"):
         for seed in (1, 2):
-            folder = tmp_path / "runs" / arm / f"seed{seed}"
+            folder = linked_run(tmp_path, arm, seed)
             write_run(folder, CORRECT)
             write_parquet(pd.DataFrame({c: [0, 1, 2] for c in COLUMNS["iterations"]}), folder / "iterations.parquet")
             seal_run(folder)

@@ -15,7 +15,7 @@ from mcgrpo.analysis import prereg, steps
 from mcgrpo.cli import main
 from mcgrpo.core.errors import DataError
 from mcgrpo.core.store import COLUMNS, read_contract, read_json, read_parquet, write_json, write_parquet
-from test_runs import seal_run, write_run
+from test_runs import copy_study, linked_run, seal_run, write_run
 
 B = 100
 PLAN = {"primary": [{"id": "T1", "a": "mc_k2", "b": "outcome", "direction": "less", "family": "H"},
@@ -37,7 +37,7 @@ def results(tmp_path_factory):
     locked = datetime(2025, 1, 1, tzinfo=timezone.utc)
     write_json(prereg.make_lock(cfg, locked), root / "prereg.lock.json")
     for arm, seed in study_config.runs(cfg):
-        folder = root / "runs" / arm / f"seed{seed}"
+        folder = linked_run(root, arm, seed)
         skill = np.linspace(0.3, 0.7 if arm == "outcome" else 0.5, 4)[:, None, None]
         write_run(folder, rng.random((4, 6, 2)) < skill, eval_sets=("heldout",))
         write_parquet(pd.DataFrame({c: np.arange(1, 9) * (25 if c == "tokens_total" else 1)
@@ -110,7 +110,7 @@ def test_contrast_verb_names_what_is_allowed(results, capsys):
             "pass@<k>_default (k <= 2), pass@<k>_strict (k <= 2)") in capsys.readouterr().err
     assert main([*base, "--a", "mc_k9"]) == 2
     err = capsys.readouterr().err
-    assert "arm 'mc_k9': no runs/mc_k9/" in err and "allowed: mc_k2, outcome" in err
+    assert "arm 'mc_k9': not in " in err and "runs/store.parquet; allowed: mc_k2, outcome" in err
     assert main([*base, "--a", "mc_k2", "--basis", "flops"]) == 2
     assert "basis 'flops': expected one of tokens, iterations, updates, time, time_c" in capsys.readouterr().err
     assert main([*base, "--a", "mc_k2", "--eval-set", "ood"]) == 2
@@ -168,7 +168,7 @@ def _clocked(root, tmp_path, cpu: bool):
     """A copy of the results whose mc_k2 runs shared their cores: 3x the wall seconds of outcome's, the same CPU
     seconds (`cpu`: evaluations record the CPU clock; else they predate it)."""
     copy_ = tmp_path / "clocked"
-    shutil.copytree(root, copy_)
+    copy_study(root, copy_)
     for path in copy_.glob("runs/*/seed*/evals.parquet"):
         evals = read_parquet(path)
         cpu_seconds = evals["train_seconds"]
@@ -230,7 +230,7 @@ def test_a_recipe_changed_after_the_lock_reaches_the_summary(results, tmp_path):
     matches its lock, and T1 must be reported exploratory with the dated reason."""
     cfg, root = results
     folder = tmp_path / "relearned"
-    shutil.copytree(root, folder)
+    copy_study(root, folder)
     cfg = {**cfg, "recipe": {**cfg["recipe"], "lr": cfg["recipe"]["lr"] * 2}}
     steps.contrasts_step(cfg, folder)
     steps.summary_step(cfg, folder)

@@ -169,6 +169,8 @@ def test_the_contrast_verb_refuses_a_changed_file(results, capsys):
     store.write_parquet(pd.DataFrame({"model": ["tiny"], "iteration": [0], "tokens_generated": [10], "B": [100]}),
                         results / "mini" / "calibration" / "budget.parquet")
     layout.link(layout.study_run(results / "mini", "b", 1), stored(results, 2))
+    layout.write_index(results / "mini" / "runs" / "store.parquet",
+                       {("a", 1): (KEYS[1], "c"), ("a", 2): (KEYS[2], "c"), ("b", 1): (KEYS[2], "c")})
     flip_a_bit(stored(results, 2, "samples.parquet"))
     assert main(["contrast", "--results", str(results / "mini"), "--a", "b", "--b", "a", "--resamples", "10"]) == 2
     assert "seed1/samples.parquet: sha256 differs" in capsys.readouterr().err

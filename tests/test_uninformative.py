@@ -15,7 +15,7 @@ from mcgrpo.analysis import informative, power, prereg, summary, tables
 from mcgrpo.cli import main
 from mcgrpo.core import config as study_config
 from mcgrpo.core.store import read_parquet, write_json, write_parquet
-from test_runs import seal_run, write_run
+from test_runs import linked_run, seal_run, write_run
 
 B, EVALS, PROBLEMS, SAMPLES = 100, 4, 6, 2  # write_run's evaluations at 0, 50, 100, 150 tokens: B is evaluation 2
 AT_B = 2
@@ -33,7 +33,7 @@ def study_folder(root, correct, seeds=(1, 2, 3), **columns):
                   root / "calibration" / "budget.parquet")
     write_json(prereg.make_lock(cfg, datetime(2025, 1, 1, tzinfo=timezone.utc)), root / "prereg.lock.json")
     for arm, seed in study_config.runs(cfg):
-        folder = root / "runs" / arm / f"seed{seed}"
+        folder = linked_run(root, arm, seed)
         write_run(folder, correct(arm, seed), eval_sets=("heldout",), **columns)
         write_json({"started": "2025-01-02T00:00:00+00:00", "config": study_config.run_config(cfg, arm, seed)},
                    folder / "run.json")

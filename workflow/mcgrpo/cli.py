@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from mcgrpo import __version__
-from mcgrpo.core import config as study_config, layout, manifest, store
+from mcgrpo.core import config as study_config, layout, manifest, store, study_runs
 from mcgrpo import studies
 from mcgrpo.core.errors import ConfigError, DataError, Interrupted, McgrpoError
 
@@ -326,26 +326,61 @@ def train(args) -> None:
       python -m mcgrpo train --config config/config.yaml --arm mc_k4 --seed 1
     """
     from mcgrpo.train import job
-    job.logged(args.failed_log, lambda: job.train(*_training_run(args), _tracking(args)))
+    job.logged(args.failed_log, lambda: _train_run(*_training_run(args), _tracking(args)))
+
+
+def _train_run(run: dict, files: dict[str, str], names: tuple[str, str], backend: str) -> None:
+    """The train job of a run, by who makes it: mcgrpo's trainer, TRL's (a TRL arm), or a finished TRL folder
+    stored (an ingested arm: mcgrpo.integrations.ingest)."""
+    from mcgrpo.train import job
+    trainer = run["arm_config"].get("trainer") or {}
+    if "ingested" in trainer:
+        from mcgrpo.integrations import ingest as trl_ingest
+        return _report_ingest(trl_ingest.store_arm_run(run, files))
+    runner = None
+    if "trl" in trainer:  # TRL's GRPOTrainer under the protocol
+        from mcgrpo.integrations.trl import TRLRun
+        runner = TRLRun.for_job
+    job.train(run, files, names, backend, runner)
 
 
 def ingest(args) -> None:
-    """Store a finished TRL output folder as a TRL arm's run, its checkpoints evaluated at the budget points.
+    """Store a finished TRL output folder as a run of an ingested arm, its checkpoints evaluated at the budget points.
 
-    The run's generated tokens per step are rebuilt from TRL's log (completions/mean_length x train_batch_size,
-    checked against num_tokens); each budget point k B / per_budget is evaluated on the checkpoint saved at the step
-    where it fell due, or the nearest before it, with the study's evaluation; the run is written where `train
-    --config` would write it (--out elsewhere). What the log cannot give is printed and kept in run.json
-    (`ingested`): see docs/trl.md, "Runs already made".
+    The arm declares itself ingested in the study (`trainer: {ingested: {trl_output: DIR}}`, `{seed}` in DIR standing
+    for the seed); the run takes an identity of its own, from what the folder says it did. The run's generated tokens
+    per step are rebuilt from TRL's log (completions/mean_length x train_batch_size, checked against num_tokens); each
+    budget point k B / per_budget is evaluated on a checkpoint (before B the one at or before its step, from B on the
+    first at or after it) and recorded at that checkpoint's counts. A folder whose recipe differs from the study's is
+    refused by key, unless --accept-differences (or the arm's accept_differences). The run is written where `train
+    --config` would write it (--out elsewhere), which is also what the workflow's train job does for the arm. What
+    the log cannot give is printed and kept in run.json (`ingested`): see docs/trl.md, "Runs already made".
 
     Example:
-      python -m mcgrpo ingest --trl-output trl-out --config config/studies/trl-vs-mcgrpo.yaml --arm trl --seed 1
+      python -m mcgrpo ingest --config my-study.yaml --arm mine --seed 1
     """
     from mcgrpo.integrations import ingest as trl_ingest
-    block = trl_ingest.store_run(args.trl_output, *_training_run(args)[:2])
+    run, files, _ = _training_run(args)
+    block = (run["arm_config"].get("trainer") or {}).get("ingested")
+    if block is None:
+        raise ConfigError(f"--arm {args.arm}: not declared ingested in {args.config}; allowed: an arm with trainer: "
+                          f"{{ingested: {{trl_output: DIR}}}} (a protocol arm's runs are trained under the "
+                          f"protocol, never taken from a folder)")
+    if args.trl_output is not None and Path(args.trl_output).resolve() != trl_ingest.output_folder(
+            block, args.seed).resolve():
+        raise ConfigError(f"--trl-output {args.trl_output}: not the arm's folder of seed {args.seed} "
+                          f"({trl_ingest.output_folder(block, args.seed)}, arms.{args.arm}.trainer.ingested."
+                          f"trl_output); allowed: that folder, or leave --trl-output out")
+    _report_ingest(trl_ingest.store_arm_run(run, files, args.config, args.accept_differences))
+
+
+def _report_ingest(block: dict) -> None:
+    """What an ingest stored, and what it could not recover or found different from the recipe."""
     for line in block["unrecovered"]:
         print(f"not recovered: {line}")
-    print(f"stored {args.trl_output} as steps 1..{block['stop_step']} of the run, {len(block['points'])} points")
+    for line in block["differences"]:
+        print(f"differs from the recipe (accepted): {line}")
+    print(f"stored {block['folder']} as steps 1..{block['stop_step']} of the run, {len(block['points'])} points")
 
 
 def check(args) -> None:
@@ -463,11 +498,13 @@ def link_study(args) -> None:
     """Link the study's runs and calibration into the run store, and write runs/store.parquet.
 
     The links are results/<study>/runs/<arm>/seed<N> and calibration/, into results/_shared/ (the link_study rule).
+    A link the plan no longer has (a seed or arm taken out) is removed; the stored run it pointed at is kept.
 
     Example:
       python -m mcgrpo link-study --config config/config.yaml --out results/default/runs/store.parquet
     """
-    layout.link_study(_config(args), Path(args.out))
+    for path in layout.link_study(_config(args), Path(args.out)):
+        print(f"removed {path}: a link the study's plan no longer has (its stored run is kept)")
 
 
 def prereg_lock(args) -> None:
@@ -544,37 +581,72 @@ BASES = tuple(study_config.schema()["$defs"]["basis"]["enum"])
 def check_store(args) -> None:
     """Verify every stored run and each study's links, and name the runs to retrain.
 
-    A run's manifest, every file's sha256 and its config_hash. --repair moves the runs that fail aside (to
-    <results>/_shared/quarantine/, never deleted): the workflow retrains them on its next run.
+    A run's manifest, every file's sha256 and its config_hash; with --results, each study's index
+    (runs/store.parquet) against its links, the runs' manifests and run.json, and links the index does not list.
+    --repair moves the runs that fail aside (to <results>/_shared/quarantine/, never deleted): the workflow
+    retrains them on its next run; it moves a study's disagreeing index there too (the workflow's link_study
+    relinks the study from its plan) and removes its stale links (never the runs they point at).
 
     Example:
       python -m mcgrpo check-store --results results
     """
     runs = Path(args.store) if args.store else Path(args.results) / layout.SHARED / "runs"
+    # which studies there are (each study's index): a glob for the studies, never for a study's runs
     studies_ = [] if args.store else sorted(p.parent.parent for p in Path(args.results).glob("*/runs/store.parquet"))
     if not runs.is_dir():
         raise DataError(f"{runs}: no run store here; allowed: --results RESULTS_DIR (holding {layout.SHARED}/runs) "
                         f"or --store RESULTS_DIR/{layout.SHARED}/runs")
     bad, unfinished = manifest.check_store(runs)
     for name in unfinished:
-        print(f"unfinished {name}: no results yet (training, or resumed by its retry); left alone")
-    linked = {f"{study.name}/{run}": why for study in studies_ for run, why in manifest.check_links(study).items()}
+        print(f"unfinished {name}: no results yet (training, its job failed, or resumed by its retry); left alone")
+    linked, stale, failed = _check_studies(studies_, set(bad))
     for name, why in [*bad.items(), *linked.items()]:
         print(f"BAD {name}:\n  " + "\n  ".join(why))
+    for name, why in failed.items():
+        print(f"unfinished {name}: {why}")
+    for path in stale:
+        print(f"STALE {path}: a link its study's index does not list (an arm or seed of an earlier plan); never read")
     total = sum(1 for p in runs.iterdir() if p.is_dir() and not p.name.startswith("."))
     print(f"{total - len(bad) - len(unfinished)} of {total} stored runs verified" + (
-        f"; {len(linked)} study link(s) wrong (rerun the workflow to relink)" if linked else ""))
-    if not bad:
-        if linked:
-            raise DataError(f"{len(linked)} study link(s) point at the wrong run: {', '.join(linked)}")
+        f"; {len(linked)} study run(s) disagree with their index" if linked else "") + (
+        f"; {len(stale)} stale link(s)" if stale else ""))
+    if not (bad or linked or stale):
         return
     if not args.repair:
-        raise DataError(f"{len(bad)} run(s) to retrain: {', '.join(bad)}; rerun with --repair to move them aside, "
-                        f"then rerun the workflow")
+        raise DataError("; ".join(
+            ([f"{len(bad)} run(s) to retrain: {', '.join(bad)}"] if bad else [])
+            + ([f"{len(linked)} study run(s) disagree with their study's index: {', '.join(linked)}"] if linked else [])
+            + ([f"{len(stale)} stale link(s)"] if stale else []))
+            + "; rerun with --repair (runs to retrain and wrong indexes moved aside, stale links removed), then rerun "
+              "the workflow")
     into = runs.parent / "quarantine"
     for name in bad:
         print(f"moved {runs / name} to {manifest.quarantine(runs / name, into)}")
-    print(f"{len(bad)} run(s) set aside; the workflow retrains them on its next run")
+    for study in sorted({study for study in studies_ if any(n.startswith(f"{study.name}/") for n in linked)}):
+        index = study_runs.index_path(study)
+        print(f"moved {index} to {manifest.quarantine(index, into / study.name)}: the workflow's link_study relinks "
+              f"{study.name} from its plan")
+    for path in stale:
+        path.unlink()
+        print(f"removed {path}")
+    print(f"{len(bad)} run(s) set aside; the workflow retrains them, and relinks each study moved, on its next run")
+
+
+def _check_studies(studies_: list[Path], bad: set[str]) -> tuple[dict[str, list[str]], list[Path], dict[str, str]]:
+    """Of each study's index (mcgrpo.core.study_runs): ({study/arm/seed: what disagrees}, the stale links,
+    {study/arm/seed: why it never finished}); a link to one of the `bad` stored runs is named with its run."""
+    linked, stale, failed = {}, [], {}
+    for study in studies_:
+        try:
+            found = study_runs.problems(study)
+        except McgrpoError as e:  # the index itself is damaged
+            found = {"index": [str(e)]}
+        else:
+            stale += study_runs.stale_links(study)
+            failed.update({f"{study.name}/{run}": why for run, why in study_runs.unfinished(study).items()})
+        linked.update({f"{study.name}/{run}": why for run, why in found.items()
+                       if (study / "runs" / run).resolve().name not in bad})
+    return linked, stale, failed
 
 
 def _check_store_arguments(v: argparse.ArgumentParser) -> None:
@@ -692,10 +764,13 @@ def _train_arguments(v: argparse.ArgumentParser) -> None:
 
 
 def _ingest_arguments(v: argparse.ArgumentParser) -> None:
-    v.add_argument("--trl-output", required=True, metavar="DIR", help="the TRL output_dir: its checkpoint-<step>/ folders")
+    v.add_argument("--trl-output", metavar="DIR", help="the TRL output_dir (default: the arm's trl_output of the seed; "
+                                                       "if given, it must be that folder)")
     v.add_argument("--config", required=True, metavar="STUDY.yaml", help="the study config")
-    v.add_argument("--arm", type=_format("key"), required=True, help="the study's TRL arm to store it as")
+    v.add_argument("--arm", type=_format("key"), required=True, help="the study's ingested arm to store it as")
     v.add_argument("--seed", type=_seed, required=True, help="the seed to store it as")
+    v.add_argument("--accept-differences", action="store_true",
+                   help="store a run whose GRPOConfig differs from the recipe, its differences listed")
     v.set_defaults(run_json=None)
 
 

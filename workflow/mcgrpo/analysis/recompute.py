@@ -1,5 +1,6 @@
-"""One contrast recomputed from a results folder alone (`mcgrpo contrast`): the arms and seeds found under
-runs/, B from calibration/, the margin and labels from the lock, no study config needed."""
+"""One contrast recomputed from a results folder alone (`mcgrpo contrast`): the arms and seeds from the study's
+index (runs/store.parquet, which link_study writes from the plan: never a glob of runs/), B from calibration/, the
+margin and labels from the lock, no study config needed."""
 
 from __future__ import annotations
 
@@ -12,20 +13,21 @@ from mcgrpo.analysis.plan import planned_keys
 from mcgrpo.analysis.steps import budget
 from mcgrpo.core import store
 from mcgrpo.core.errors import ConfigError, DataError
-from mcgrpo.core.layout import study_run
+from mcgrpo.core.study_runs import index, index_path
 
 
 def _shared_seeds(results: Path, arms: set[str]) -> list[int]:
-    """Seeds that every arm in `arms` has a run folder for; an unknown arm is an error."""
-    present = sorted(p.name for p in (results / "runs").glob("*") if p.is_dir())
+    """Seeds that the study's index lists for every arm in `arms`; an arm it does not list is an error."""
+    rows = index(results)
+    present = sorted({arm for arm, _ in rows})
     seeds = []
     for arm in sorted(arms):
         if arm not in present:
-            raise DataError(f"arm {arm!r}: no runs/{arm}/ in {results}; allowed: {', '.join(present) or 'none'}")
-        seeds.append({int(p.name[4:]) for p in (results / "runs" / arm).glob("seed*") if p.name[4:].isdigit()})
+            raise DataError(f"arm {arm!r}: not in {index_path(results)}; allowed: {', '.join(present) or 'none'}")
+        seeds.append({seed for a, seed in rows if a == arm})
     shared = sorted(set.intersection(*seeds))
     if not shared:
-        raise DataError(f"arms {', '.join(sorted(arms))} share no seed under {results / 'runs'}")
+        raise DataError(f"arms {', '.join(sorted(arms))} share no seed in {index_path(results)}")
     return shared
 
 
@@ -57,7 +59,8 @@ def contrast(results: Path, a: str, b: str, basis: str, metric: str, eval_set: s
     """
     results = Path(results)
     seeds = _shared_seeds(results, {a, b})
-    sets = sorted(runs.read_evals(study_run(results, a, seeds[0]) / "evals.parquet")["eval_set"].unique())
+    first = runs.folders(results, [a], seeds[:1])[a, seeds[0]]
+    sets = sorted(runs.read_evals(first / "evals.parquet")["eval_set"].unique())
     if eval_set is None and len(sets) != 1:
         raise ConfigError(f"runs hold eval sets {', '.join(sets)}: choose one with --eval-set")
     eval_set = eval_set or sets[0]
@@ -68,7 +71,7 @@ def contrast(results: Path, a: str, b: str, basis: str, metric: str, eval_set: s
     chosen = [wanted, *_family(wanted, plan, planned_keys(locked) if locked else [])]
     arms = {arm for k in chosen for arm in k[:2]}
     loaded = runs.load(results, sorted(arms), _shared_seeds(results, arms), sorted({k[4] for k in chosen}),
-                       clock=clock)
+                       clock=clock, plan=locked["arms"] if locked else None)
     margin = margin if margin is not None else locked["analysis"]["margin"] if locked else 0.02
     table, paired = contrasts.build(loaded, chosen, budget(results), margin, plan, resamples=resamples, seed=seed)
     mine = (paired[contrasts.KEY] == [contrasts.name(a, b), basis, metric, eval_set]).all(axis=1)

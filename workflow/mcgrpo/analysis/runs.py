@@ -23,7 +23,7 @@ from mcgrpo.analysis.stats import pass_at_k
 from mcgrpo.core.manifest import checked
 from mcgrpo.core.store import COLUMNS, read_arrow, read_contract
 from mcgrpo.core.errors import ConfigError, DataError
-from mcgrpo.core.layout import study_run
+from mcgrpo.core.study_runs import folders
 
 EVAL_METRICS = {c for c in COLUMNS["evals"] if c.startswith("acc_")}  # readable without samples.parquet
 # analysis.clock -> the evals.parquet column that times training (the stages' wall or process CPU seconds)
@@ -205,14 +205,14 @@ def read_runs(run_dir: str | Path, arm: str, seed: int, eval_sets: list[str],
 
 
 def load(results_dir: str | Path, arms: list[str], seeds: list[int], eval_sets: list[str],
-         samples: bool = True, clock: str = "wall") -> dict[tuple[str, int, str], Run]:
-    """Every (arm, seed) run of a results folder, keyed by (arm, seed, eval set), timed by `clock`."""
+         samples: bool = True, clock: str = "wall", plan: dict | None = None) -> dict[tuple[str, int, str], Run]:
+    """Every (arm, seed) run of a study's results folder, keyed by (arm, seed, eval set), timed by `clock`: read
+    through the study's index, each run checked against its link, manifest and run.json first
+    (mcgrpo.core.study_runs; `plan`: the study's arms, that each run's arm config is held to)."""
     runs = {}
-    for arm in arms:
-        for seed in seeds:
-            for run in read_runs(study_run(results_dir, arm, seed), arm, seed, eval_sets, samples,
-                                 clock):
-                runs[arm, seed, run.eval_set] = run
+    for (arm, seed), folder in folders(results_dir, arms, seeds, plan).items():
+        for run in read_runs(folder, arm, seed, eval_sets, samples, clock):
+            runs[arm, seed, run.eval_set] = run
     return runs
 
 

@@ -11,11 +11,11 @@ import pandas as pd
 
 from mcgrpo.analysis import (along, bases, breakdown, contrasts, curves, drift, efficiency, figures, informative,
                              power, prereg, robustness, runs, summary, tables, verifiers)
-from mcgrpo.core import manifest, store
+from mcgrpo.core import manifest, store, study_runs
 from mcgrpo.core.budget import Budget, from_table
 from mcgrpo.core import config as study_config
 from mcgrpo.core.errors import ConfigError, DataError
-from mcgrpo.core.layout import study_dir, study_run
+from mcgrpo.core.layout import study_dir
 from mcgrpo.analysis.plan import keys
 
 
@@ -26,7 +26,12 @@ def budget(results: Path) -> Budget:
 
 def _runs(cfg: dict, results: Path, samples: bool = True) -> dict:
     return runs.load(results, list(cfg["arms"]), cfg["seeds"], cfg["evaluation"]["sets"], samples,
-                     cfg["analysis"]["clock"])
+                     cfg["analysis"]["clock"], cfg["arms"])
+
+
+def _folders(cfg: dict, results: Path) -> dict[tuple[str, int], Path]:
+    """Every run's folder of the plan (arms x seeds), checked by the one reader of a study's runs."""
+    return study_runs.folders(results, list(cfg["arms"]), cfg["seeds"], cfg["arms"])
 
 
 def _write(df: pd.DataFrame, results: Path, name: str, cfg: dict) -> Path:
@@ -139,10 +144,10 @@ def extrapolation_line(cfg: dict, results: Path, base: str, metric: str, eval_se
 def breakdown_step(cfg: dict, results: Path) -> None:
     """Seconds per stage and group composition before B."""
     results, B = Path(results), budget(results)
-    rows = []
+    rows, folders = [], _folders(cfg, results)
     for (arm, seed, eval_set), run in _runs(cfg, results, samples=False).items():
         if eval_set == cfg["evaluation"]["sets"][0]:  # every set is evaluated at the same iterations
-            iterations = runs.read_iterations(study_run(results, arm, seed), breakdown.COLUMNS)
+            iterations = runs.read_iterations(folders[arm, seed], breakdown.COLUMNS)
             at_budget = run.coords("tokens_total")[contrasts.budget_row(run, B)]
             rows.append({"arm": arm, "seed": seed, **breakdown.run_totals(iterations, at_budget)})
     totals = pd.DataFrame(rows)
@@ -159,8 +164,8 @@ def hardware(cfg: dict, results: Path) -> str | None:
     """Where the runs were timed, from their run.json: 'NVIDIA H100' or 'CPU (x86_64), 2 threads' (every
     distinct one, in run order); None where no run records it."""
     seen = []
-    for arm, seed in study_config.runs(cfg):
-        path = study_run(results, arm, seed) / "run.json"
+    for folder in _folders(cfg, results).values():
+        path = folder / "run.json"
         h = store.read_json(manifest.checked(path)).get("hardware") if path.exists() else None
         if h:
             threads = f"{h['threads']} thread{'s' if h['threads'] != 1 else ''}"
@@ -215,7 +220,8 @@ def power_note(margin: float, alpha: float) -> str:
 def _floors(cfg: dict, results: Path) -> list[str]:
     """Warnings where a base arm scored 0 at its first evaluation in every seed (analysis/informative.py)."""
     bases = sorted({b for _, b in study_config.pairs(cfg)})
-    loaded = runs.load(results, bases, cfg["seeds"], cfg["evaluation"]["sets"], False, cfg["analysis"]["clock"])
+    loaded = runs.load(results, bases, cfg["seeds"], cfg["evaluation"]["sets"], False, cfg["analysis"]["clock"],
+                       cfg["arms"])
     return informative.floors_at_start(runs.evals_frame(loaded), bases, cfg["analysis"]["metrics"][0],
                                        cfg["evaluation"]["sets"])
 
@@ -234,8 +240,7 @@ def summary_step(cfg: dict, results: Path) -> None:
 def alignment_step(cfg: dict, results: Path) -> None:
     """Alignment along training beside accuracy, for every run measured (evaluation.alignment)."""
     results, pieces = Path(results), []
-    for arm, seed in study_config.runs(cfg):
-        folder = study_run(results, arm, seed)
+    for (arm, seed), folder in _folders(cfg, results).items():
         pieces.append(along.run_table(store.read_parquet(manifest.checked(folder / "alignment.parquet")),
                                       runs.read_evals(folder / "evals.parquet"), arm, seed))
     table = pd.concat([p for p in pieces if len(p)], ignore_index=True) if any(len(p) for p in pieces) else \
@@ -254,8 +259,8 @@ def verifiers_step(cfg: dict, results: Path) -> None:
     """tables/verifiers: per arm, eval set and evaluation, accuracy under each verifier rule and how often each
     pair disagrees (analysis/verifiers.py), from every run's samples.parquet."""
     results, pieces = Path(results), []
-    for arm, seed in study_config.runs(cfg):
-        samples = store.read_parquet(manifest.checked(study_run(results, arm, seed) / "samples.parquet"))
+    for (arm, seed), folder in _folders(cfg, results).items():
+        samples = store.read_parquet(manifest.checked(folder / "samples.parquet"))
         pieces.append(samples.drop(columns=["text"], errors="ignore").assign(arm=arm, seed=seed))
     table = verifiers.disagreements(pd.concat(pieces, ignore_index=True), ["arm", "eval_set", "eval_index"])
     tables.write_table(table, results / "tables" / "verifiers",

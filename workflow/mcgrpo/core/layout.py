@@ -132,14 +132,25 @@ def study_links(cfg: dict, folder: Path | None = None, keys: dict[tuple[str, int
     return {**links, folder / "calibration": calibration_dir(cfg)}
 
 
-def link_study(cfg: dict, index: Path) -> None:
+def link_study(cfg: dict, index: Path) -> list[Path]:
     """The study's links into the store (study_links), and `index` (its runs/store.parquet): the stored run of each
-    (arm, seed), and the calibration."""
+    (arm, seed), and the calibration. Links the new index does not list (a seed or arm the plan no longer has)
+    are removed, never the runs they point at: returns them."""
+    from mcgrpo.core.study_runs import stale_links  # it reads the index this writes
     keys = run_keys(cfg)
     for path, target in study_links(cfg, index.parents[1], keys).items():
         link(path, target)
-    rows = [(arm, seed, key, calibration_key(cfg)) for (arm, seed), key in keys.items()]
-    store.write_parquet(pd.DataFrame(rows, columns=store.COLUMNS["store"]), index, config_hash(cfg))
+    write_index(index, {run: (key, calibration_key(cfg)) for run, key in keys.items()}, config_hash(cfg))
+    stale = stale_links(index.parents[1])
+    for path in stale:
+        path.unlink()
+    return stale
+
+
+def write_index(index: Path, rows: dict[tuple[str, int], tuple[str, str]], study_hash: str = "") -> Path:
+    """A study's runs/store.parquet: {(arm, seed): (stored run, calibration)}."""
+    table = [(arm, seed, run, calibration) for (arm, seed), (run, calibration) in rows.items()]
+    return store.write_parquet(pd.DataFrame(table, columns=store.COLUMNS["store"]), index, study_hash)
 
 
 def link(path: Path, target: Path) -> None:

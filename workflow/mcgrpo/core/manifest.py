@@ -8,8 +8,10 @@ without one never finished, or predates manifests (runs written before them are 
 
 A file is checked to be listed in the manifest and to have the sha256 sealed; where it has not, its Parquet
 `config_hash` metadata tells another run's file (config_hash differs) from one changed after the run finished
-(sha256 differs). The manifest itself is checked against the run it is read as: a study's runs/<arm>/seed<N>
-links to the store's runs/<key>, and runs/store.parquet names that key.
+(sha256 differs). The manifest itself is checked to be the folder's (its `run` is the folder's name: a folder copied
+over another's is named) and well-formed (every field of the type written, evals and samples listed); a study's
+links and index are checked against it by mcgrpo.core.study_runs, the one reader of a study's runs. No file is
+opened before it is known to be a regular file: a FIFO in a run's place never blocks a reader.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
@@ -24,10 +27,13 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from mcgrpo.core.errors import IntegrityError, MissingFile
-from mcgrpo.core.store import write_json
+from mcgrpo.core.store import not_regular, read_json, write_json
 
 MANIFEST = "manifest.json"
 RETRAIN = "set it aside to retrain it: python -m mcgrpo check-store --repair, then rerun the workflow"
+REQUIRED = ("evals.parquet", "samples.parquet")  # what every analysis reads: a run without them cannot be analysed
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_LIMIT = 1 << 20  # a manifest lists a run's few files: kilobytes; a larger one is refused unread
 
 
 def sha256(path: Path) -> str:
@@ -55,56 +61,68 @@ def seal(folder: str | Path, files: list[str], identity: str, config_hash: str =
                       folder / MANIFEST)
 
 
-def _expected_run(folder: Path) -> tuple[str, str] | None:
-    """(what names it, the stored run key) that a study's runs/<arm>/seed<N> must be, from runs/store.parquet;
-    None for a folder that is no study's link (the store's own, or one written by hand)."""
-    index = folder.parent.parent / "store.parquet"
-    if not (folder.is_symlink() and folder.name.startswith("seed") and folder.name[4:].isdigit() and index.exists()):
-        return None
-    s = index.stat()
-    key = _index(index, s.st_mtime_ns, s.st_size).get((folder.parent.name, int(folder.name[4:])))
-    return (str(index), key) if key else None
-
-
-@lru_cache(maxsize=64)
-def _index(path: Path, mtime: int, size: int) -> dict[tuple[str, int], str]:
-    table = pq.read_table(path, columns=["arm", "seed", "run"]).to_pydict()
-    return {(a, int(s)): r for a, s, r in zip(table["arm"], table["seed"], table["run"])}
-
-
 def read(folder: str | Path) -> dict:
-    """The run folder's manifest, checked to be the run the folder is read as."""
+    """The run folder's manifest, checked to be well-formed and the folder's own (its `run` is the name of the
+    folder it is in, links followed)."""
     folder = Path(folder)
     path = folder / MANIFEST
-    if not path.exists():
-        if not folder.exists():
-            raise MissingFile(f"{folder}: run folder not found")
+    if not folder.exists():
+        raise MissingFile(f"{folder}: run folder not found")
+    if not folder.is_dir():
+        raise IntegrityError(f"{folder}: {not_regular(folder) or 'a file'}, where a run's folder belongs: {RETRAIN}")
+    if not path.exists() and not path.is_symlink():
         raise IntegrityError(f"{path}: missing: the run never finished writing, or was trained before runs were "
                              f"sealed; its files cannot be verified: {RETRAIN}")
-    s = path.stat()
-    manifest = _manifest(path, s.st_ino, s.st_mtime_ns, s.st_ctime_ns)
-    expected = _expected_run(folder)
-    if expected:
-        index, key = expected
-        target = folder.resolve().name
-        if target != key:
-            raise IntegrityError(f"{folder}: links to stored run {target}, but {index} says {key}: relink it "
-                                 f"(rerun the workflow)")
-        if manifest["run"] != key:
-            raise IntegrityError(f"{path}: belongs to run {manifest['run']}, not {key} (a run's folder copied over "
-                                 f"another's): {RETRAIN}")
+    s = path.stat() if not not_regular(path) else None
+    manifest = _manifest(path, *((s.st_ino, s.st_mtime_ns, s.st_ctime_ns) if s else ()))
+    name = folder.resolve().name
+    if manifest["run"] != name:
+        raise IntegrityError(f"{path}: belongs to run {manifest['run']}, not {name} (a run's folder copied over "
+                             f"another's, or its manifest edited): {RETRAIN}")
     return manifest
 
 
 @lru_cache(maxsize=4096)
 def _manifest(path: Path, *stamp: int) -> dict:
     try:
-        manifest = json.loads(path.read_text())
-        if not isinstance(manifest.get("files"), dict) or "identity" not in manifest:
-            raise ValueError("no 'files' or 'identity'")
-    except (ValueError, AttributeError) as e:
-        raise IntegrityError(f"{path}: not a run manifest ({e}): {RETRAIN}") from None
+        manifest = read_json(path, _LIMIT)
+    except (IntegrityError, MissingFile) as e:
+        raise IntegrityError(f"{e}: {RETRAIN}") from None
+    wrong = _malformed(manifest)
+    if wrong:
+        raise IntegrityError(f"{path}: not a run manifest ({wrong}): {RETRAIN}")
     return manifest
+
+
+def _malformed(manifest) -> str | None:
+    """What is not as `seal` writes it (None when all is): strings `run` and `identity`, `files` an object of
+    file names, each with a 64-hex `sha256` (and a `stamp` of four integers)."""
+    if not isinstance(manifest, dict):
+        return f"a JSON {type(manifest).__name__}, not an object"
+    for key in ("run", "identity"):
+        if not isinstance(manifest.get(key), str):
+            return f"'{key}' is {type(manifest.get(key)).__name__}, not a string"
+    files = manifest.get("files")
+    if not isinstance(files, dict):
+        return f"'files' is {type(files).__name__}, not an object"
+    for name, entry in files.items():
+        if "/" in name or name in ("", ".", ".."):
+            return f"file {name!r} is no name of a file in the folder"
+        if not (isinstance(entry, dict) and isinstance(entry.get("sha256"), str) and _SHA256.fullmatch(entry["sha256"])):
+            return f"files.{name}.sha256 is not 64 hexadecimal digits"
+        stamp = entry.get("stamp")
+        if stamp is not None and not (isinstance(stamp, list) and len(stamp) == 4
+                                      and all(type(v) is int for v in stamp)):
+            return f"files.{name}.stamp is not four integers"
+    return None
+
+
+def unlisted(folder: Path, manifest: dict) -> str | None:
+    """What a finished run must have sealed and `manifest` does not list (evals, samples: every analysis reads
+    them), else None."""
+    missing = [name for name in REQUIRED if name not in manifest["files"]]
+    return (f"{folder / MANIFEST}: lists no {', '.join(missing)}, which every analysis reads: {RETRAIN}"
+            if missing else None)
 
 
 def problem(path: Path, manifest: dict, by_stamp: bool = True) -> str | None:
@@ -113,11 +131,17 @@ def problem(path: Path, manifest: dict, by_stamp: bool = True) -> str | None:
     entry = manifest["files"].get(path.name)
     if entry is None:
         return f"{path}: not listed in {path.parent / MANIFEST}, so not written by this run"
+    kind = not_regular(path)
+    if kind:
+        return f"{path}: {kind}, where {MANIFEST} lists a file: {RETRAIN}"
     if not path.exists():
         return f"{path}: missing, though {MANIFEST} lists it: {RETRAIN}"
     if by_stamp and _stamp(path) == entry.get("stamp"):
         return None  # untouched since sealed: the hash it had then
-    found = _hash(path, *_stamp(path))
+    try:
+        found = _hash(path, *_stamp(path))
+    except OSError as e:  # permission denied, an I/O error of the disk
+        return f"{path}: cannot be read ({e.strerror}); allowed: a file this user can read (chmod u+r {path})"
     if found == entry["sha256"]:
         return None
     differs = f"{path}: sha256 differs from {MANIFEST} ({found[:12]}, sealed {entry['sha256'][:12]})"
@@ -148,7 +172,7 @@ def _config_hash(path: Path) -> str | None:
 def checked(path: str | Path) -> Path:
     """`path`, a run's file, once it is verified against its folder's manifest (IntegrityError naming it)."""
     path = Path(path)
-    if not path.exists():
+    if not path.exists() and not not_regular(path):
         raise MissingFile(f"{path}: file not found")
     why = problem(path, read(path.parent))
     if why:
@@ -163,7 +187,8 @@ def problems(folder: str | Path) -> list[str]:
         manifest = read(folder)
     except IntegrityError as e:
         return [str(e)]
-    return [why for name in manifest["files"] if (why := problem(folder / name, manifest, by_stamp=False))]
+    found = [why for name in manifest["files"] if (why := problem(folder / name, manifest, by_stamp=False))]
+    return found + [why] if (why := unlisted(folder, manifest)) else found
 
 
 def fingerprint(folders: list[str | Path]) -> str:
@@ -194,22 +219,6 @@ def check_store(runs: str | Path) -> tuple[dict[str, list[str]], list[str]]:
         if found:
             bad[folder.name] = found
     return bad, unfinished
-
-
-def check_links(study: str | Path) -> dict[str, list[str]]:
-    """A study's runs/<arm>/seed<N> checked against runs/store.parquet: {arm/seed: what is wrong}."""
-    index = Path(study) / "runs" / "store.parquet"
-    if not index.exists():
-        return {}
-    out = {}
-    for (arm, seed), key in _index(index, index.stat().st_mtime_ns, index.stat().st_size).items():
-        link = Path(study) / "runs" / arm / f"seed{seed}"
-        try:
-            if link.exists():
-                read(link)
-        except IntegrityError as e:
-            out[f"{arm}/seed{seed}"] = [str(e)]
-    return out
 
 
 def quarantine(folder: str | Path, into: str | Path) -> Path:

@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 from contextlib import contextmanager
@@ -68,6 +69,9 @@ def atomic(path: str | Path, directory: bool = False) -> Iterator[Path]:
     except OSError as e:  # read-only, a file in the folder's place, a full disk: the user's to fix
         raise DataError(f"{path.parent}: cannot write {path.name} here ({e.strerror}); allowed: a folder "
                         f"this user can write") from None
+    if not directory and path.is_dir():  # os.replace cannot put a file over a folder: say so before writing
+        raise DataError(f"{path}: a folder, where a file is to be written; allowed: a file path (another name, or "
+                        f"move the folder away)")
     try:
         yield tmp
         os.chmod(tmp, (0o777 if directory else 0o666) & ~_umask())
@@ -111,6 +115,37 @@ def write_parquet(df: pd.DataFrame, path: str | Path, config_hash: str = "") -> 
     return Path(path)
 
 
+_KINDS = {stat.S_IFDIR: "a folder", stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFCHR: "a character device",
+          stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket"}
+
+
+def not_regular(path: str | Path) -> str | None:
+    """What `path` is when it is there but no regular file (a folder, a FIFO, a device, a socket), else None.
+    Asked before any file is opened: opening a FIFO for reading blocks until someone writes to it."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as e:  # a link loop, a path through a file
+        return f"not reachable ({e.strerror})"
+    return None if stat.S_ISREG(mode) else _KINDS.get(stat.S_IFMT(mode), "no regular file")
+
+
+def regular(path: str | Path, advice: str = "the file its writer left") -> Path:
+    """`path`, once it is a regular file this user can read: else one line naming it, what it is, and `advice`.
+    `MissingFile` where it is not there."""
+    path = Path(path)
+    kind = not_regular(path)
+    if kind:
+        raise IntegrityError(f"{path}: {kind}, not a file; allowed: {advice}")
+    if not path.exists():
+        raise MissingFile(f"{path}: file not found")
+    if not os.access(path, os.R_OK):
+        raise IntegrityError(f"{path}: cannot be read by this user (permission denied); allowed: a readable file "
+                             f"(chmod u+r {path})")
+    return path
+
+
 @contextmanager
 def _readable(path: Path, *also: type[Exception]) -> Iterator[None]:
     """Arrow's error on a truncated or corrupt file (ArrowInvalid: 'Parquet magic bytes not found in footer', an
@@ -128,8 +163,7 @@ def _readable(path: Path, *also: type[Exception]) -> Iterator[None]:
 def _checked(path: Path, required: Iterable[str], dictionary: Iterable[str] = ()) -> pq.ParquetFile:
     """The file opened once (its footer parsed once, for the checks and the read), after its existence, schema
     version and required columns are checked."""
-    if not path.exists():
-        raise MissingFile(f"{path}: file not found")
+    regular(path)
     with _readable(path):
         opened = pq.ParquetFile(path, read_dictionary=list(dictionary) or None)
         schema = opened.schema_arrow
@@ -170,7 +204,7 @@ def read_arrow(path: str | Path, required: Iterable[str] = (), columns: Iterable
 
 def parquet_metadata(path: str | Path) -> dict[str, str]:
     """The key-value metadata of a Parquet file, decoded (pandas' own entry left out)."""
-    with _readable(Path(path)):
+    with _readable(regular(path)):
         meta = pq.read_schema(path).metadata or {}
     return {k.decode(): v.decode() for k, v in meta.items() if k != b"pandas"}
 
@@ -180,11 +214,22 @@ def write_json(obj: Any, path: str | Path) -> Path:
     return write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n", path)
 
 
-def read_json(path: str | Path) -> Any:
-    path = Path(path)
-    if not path.exists():
-        raise MissingFile(f"{path}: file not found")
-    return json.loads(path.read_text())
+# The largest JSON file read (a run.json, a manifest, a lock are kilobytes): a larger one is refused unread.
+JSON_LIMIT = 64 << 20
+
+
+def read_json(path: str | Path, limit: int = JSON_LIMIT) -> Any:
+    """A JSON file written by `write_json`; one line naming the file where it is missing, no regular file,
+    unreadable, larger than `limit` bytes or no JSON."""
+    path = regular(path)
+    if path.stat().st_size > limit:
+        raise IntegrityError(f"{path}: {path.stat().st_size:,} bytes, more than the {limit:,} such a file can hold; "
+                             f"allowed: the file as its writer left it")
+    try:
+        return json.loads(path.read_bytes())
+    except (ValueError, RecursionError) as e:  # not JSON, not UTF-8, nested past Python's stack
+        raise IntegrityError(f"{path}: not valid JSON ({type(e).__name__}: {str(e)[:200]}); allowed: the file as "
+                             f"its writer left it") from None
 
 
 # The Parquet contracts (docs/outputs.md says what each file holds): the minimum columns of each stored file kind.

@@ -1,0 +1,184 @@
+"""The one reader of a study's runs: which runs a study has, and each one checked to be the run it is read as.
+
+A study's runs are the rows of its index, runs/store.parquet, which `link_study` writes from the plan (arms x
+seeds, each with its stored run's key), never what a folder happens to hold: a leftover seed5 link, or the
+seed4 of a plan since cut to three seeds, is no run of the study. Every row is checked against the three other
+records of the same run before any file of it is read:
+
+- the link runs/<arm>/seed<N> points at the stored run the row names;
+- that run's manifest is its own (mcgrpo.core.manifest.read: well-formed, sealed for that folder);
+- its run.json, which the manifest vouches for, was trained with the row's seed and with the same arm config as
+  the arm's other runs (and, given the plan, as that arm's config rather than another arm's): an index whose
+  `run` values were swapped between two arms is named, though every link and manifest agrees with it.
+
+Any disagreement is named in one line with its repair, a command that does it (`check-store --repair` moves a
+wrong index aside, so that the workflow's `link_study` relinks the study from its plan; a stale link is
+removed). A link whose run never finished (no manifest: its job failed, or it is still training) is named as
+such, with the run's log, not as a wrong link.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+
+from mcgrpo.core import manifest, store
+from mcgrpo.core.errors import DataError, IntegrityError, MissingFile
+from mcgrpo.core.layout import study_run
+
+RELINK = ("python -m mcgrpo check-store --repair (it moves the index aside), then rerun the workflow: link_study "
+          "relinks the study from its plan")
+
+
+def index_path(study: str | Path) -> Path:
+    return Path(study) / "runs" / "store.parquet"
+
+
+def index(study: str | Path) -> dict[tuple[str, int], str]:
+    """{(arm, seed): stored run key} of the study's runs/store.parquet, each row checked for its types."""
+    path = index_path(study)
+    if not path.exists():
+        raise MissingFile(f"{path}: not found, so the study's runs are unknown; allowed: the index link_study "
+                          f"writes (rerun the workflow)")
+    s = store.regular(path).stat()
+    return _index(path, s.st_ino, s.st_mtime_ns, s.st_size)
+
+
+@lru_cache(maxsize=64)
+def _index(path: Path, *stamp: int) -> dict[tuple[str, int], str]:
+    table = store.read_arrow(path, store.COLUMNS["store"], ["arm", "seed", "run"]).to_pydict()
+    rows: dict[tuple[str, int], str] = {}
+    for i, (arm, seed, run) in enumerate(zip(table["arm"], table["seed"], table["run"])):
+        if not (isinstance(arm, str) and type(seed) is int and isinstance(run, str) and run
+                and "/" not in run and not run.startswith(".")):
+            raise IntegrityError(f"{path}: row {i} ({arm!r}, {seed!r}, {run!r}) is not (arm, seed, stored run) as "
+                                 f"link_study writes it; allowed: the index it wrote: {RELINK}")
+        if (arm, seed) in rows:
+            raise IntegrityError(f"{path}: {arm}/seed{seed} is listed twice; allowed: each run once: {RELINK}")
+        rows[arm, seed] = run
+    return rows
+
+
+def folders(study: str | Path, arms: list[str] | None = None, seeds: list[int] | None = None,
+            plan: dict | None = None) -> dict[tuple[str, int], Path]:
+    """The run folder (the study's link) of every (arm, seed) of `arms` x `seeds` (default: every row of the
+    index), once every run of the index agrees with its link, manifest and run.json; else an error naming the
+    first disagreement. `plan`: the study's arms ({arm: its config}), which a run's arm config is held to."""
+    rows = index(study)
+    wanted = list(rows) if arms is None else [(arm, seed) for arm in arms for seed in seeds]
+    missing = [f"{arm}/seed{seed}" for arm, seed in wanted if (arm, seed) not in rows]
+    if missing:
+        raise DataError(f"{index_path(study)}: lists no run for {', '.join(missing)}, which the study's plan names; "
+                        f"allowed: the index of the current plan: {RELINK}")
+    found = problems(study, plan)
+    named = [why for run in (f"{arm}/seed{seed}" for arm, seed in wanted) for why in found.get(run, [])]
+    if named:
+        more = f" (and {len(named) - 1} more: python -m mcgrpo check-store --results " \
+               f"{Path(study).parent})" if len(named) > 1 else ""
+        raise IntegrityError(named[0] + more)
+    return {(arm, seed): study_run(study, arm, seed) for arm, seed in wanted}
+
+
+def problems(study: str | Path, plan: dict | None = None) -> dict[str, list[str]]:
+    """{arm/seed: what disagrees} over every row of the study's index (none raised); unfinished runs are
+    `unfinished`'s, not here."""
+    rows, out, configs = index(study), {}, {}
+    for (arm, seed), key in rows.items():
+        why, config = _row(study, arm, seed, key)
+        if why:
+            out.setdefault(f"{arm}/seed{seed}", []).append(why)
+        elif config is not None:
+            configs[arm, seed] = config
+    for (arm, seed), why in _arm_disagreements(study, configs, plan).items():
+        out.setdefault(f"{arm}/seed{seed}", []).append(why)
+    return out
+
+
+def unfinished(study: str | Path) -> dict[str, str]:
+    """{arm/seed: why} of the index's runs that never finished (no manifest): a failed job or one still running."""
+    out = {}
+    for (arm, seed), key in index(study).items():
+        link = study_run(study, arm, seed)
+        if link.is_symlink() and link.resolve().name == key and link.is_dir() \
+                and not (link / manifest.MANIFEST).exists():
+            out[f"{arm}/seed{seed}"] = (f"{link}: its run {key} never finished (no {manifest.MANIFEST}): still "
+                                        f"training, or its job failed: see {link / 'train.log'}, fix what it names "
+                                        f"(the study's config, or a script it runs), then rerun the workflow")
+    return out
+
+
+def _row(study, arm: str, seed: int, key: str) -> tuple[str | None, dict | None]:
+    """(what disagrees, None) or (None, the run's arm config from its run.json, None without one)."""
+    link, index_file = study_run(study, arm, seed), index_path(study)
+    if not link.is_symlink():
+        what = store.not_regular(link) or ("a file" if link.exists() else "missing")
+        return f"{link}: {what}, where a link to stored run {key} belongs: {RELINK}", None
+    target = Path(link.resolve()).name
+    if target != key:
+        return f"{link}: links to stored run {target}, but {index_file} says {key}: {RELINK}", None
+    if not link.exists():
+        return f"{link}: links to stored run {key}, which is not in the store: rerun the workflow to train it", None
+    if not (link / manifest.MANIFEST).exists() and not store.not_regular(link / manifest.MANIFEST):
+        return None, None  # unfinished: named by `unfinished`
+    try:
+        sealed = manifest.read(link)
+        if manifest.unlisted(link, sealed):
+            return manifest.unlisted(link, sealed), None
+        if "run.json" not in sealed["files"]:
+            return None, None  # a run written without one (a test's): nothing more to hold it to
+        run = store.read_json(manifest.checked(link / "run.json"))
+    except (IntegrityError, MissingFile) as e:
+        return str(e), None
+    config = run.get("config") if isinstance(run, dict) else None
+    if not isinstance(config, dict):
+        return f"{link / 'run.json'}: holds no run config: {manifest.RETRAIN}", None
+    if config.get("seed") != seed:
+        return (f"{link / 'run.json'}: trained with seed {config.get('seed')!r}, but {index_file} reads it as "
+                f"{arm}/seed{seed}: {RELINK}"), None
+    if run.get("identity") not in (None, sealed["identity"]):
+        return (f"{link / 'run.json'}: identity {str(run['identity'])[:12]}, but its {manifest.MANIFEST} seals "
+                f"{sealed['identity'][:12]}: {manifest.RETRAIN}"), None
+    return None, config.get("arm_config")
+
+
+def _canonical(config) -> str:
+    return json.dumps(config, sort_keys=True, default=str)
+
+
+def _arm_disagreements(study, configs: dict[tuple[str, int], dict], plan: dict | None) -> dict[tuple[str, int], str]:
+    """Runs whose arm config is not their arm's: another arm's config in the plan, or unlike most of the arm's
+    other runs (all of them where no config has a majority)."""
+    out, index_file = {}, index_path(study)
+    planned = {arm: _canonical({k: v for k, v in spec.items() if k != "description"})
+               for arm, spec in (plan or {}).items()}
+    for arm in sorted({a for a, _ in configs}):
+        mine = {seed: _canonical(c) for (a, seed), c in configs.items() if a == arm}
+        ranked = sorted(((list(mine.values()).count(c), c) for c in set(mine.values())), reverse=True)
+        usual = ranked[0][1] if len(ranked) == 1 or ranked[0][0] > ranked[1][0] else None
+        for seed, config in sorted(mine.items()):
+            other = next((a for a, c in planned.items() if c == config and a != arm), None)
+            if other and planned.get(arm) != config:
+                out[arm, seed] = (f"{study_run(study, arm, seed) / 'run.json'}: trained as arm {other} of the plan, "
+                                  f"but {index_file} reads it as {arm}/seed{seed}: {RELINK}")
+            elif config != usual:
+                seeds = ", ".join(str(s) for s, c in sorted(mine.items()) if c != config)
+                out[arm, seed] = (f"{study_run(study, arm, seed) / 'run.json'}: trained with arm config {config}, "
+                                  f"unlike {arm}/seed {seeds} ({usual or 'no config shared by most'}): {index_file} "
+                                  f"reads another arm's run as {arm}: {RELINK}")
+    return out
+
+
+def stale_links(study: str | Path) -> list[Path]:
+    """The links under the study's runs/<arm>/ that its index does not list (an arm or seed an earlier plan
+    had): never read; `link_study` removes them and `check-store` names them. Only links: a folder there is
+    left for its owner (link_study refuses to replace one)."""
+    rows, root = index(study), Path(study) / "runs"
+    found = []
+    for arm_dir in sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink()) if root.is_dir() else []:
+        for link in sorted(arm_dir.iterdir()):
+            seed = link.name[4:]
+            listed = link.name.startswith("seed") and seed.isdigit() and (arm_dir.name, int(seed)) in rows
+            if link.is_symlink() and not listed:
+                found.append(link)
+    return found
