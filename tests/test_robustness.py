@@ -148,7 +148,8 @@ def test_the_summary_states_the_result_not_the_hypothesis():
     row = pd.Series({"id": "S2", "label": "secondary", "family": "", "direction": "greater", "a": "mc_k4",
                      "b": "outcome", "basis": "updates", "n": 4, "mean": -0.003, "ci_low": -0.044, "ci_high": 0.039,
                      "p": 0.8, "p_holm": np.nan, "margin": 0.02, "confirmed": False, "tost_p": 0.4, "ni_p": 0.3})
+    # the interval reaches past ±2 points: inconclusive, and no robustness beside a reading that shows nothing
     assert summary.sentence(row, "robust") == (
-        "S2 (secondary; predicted: mc_k4 beats outcome): mc_k4 is on par with outcome at equal updates: "
-        "-0.3 [-4.4, +3.9] points, p = 0.800, 4 seeds: not confirmed, and robust")
+        "S2 (secondary; predicted: mc_k4 beats outcome): mc_k4 against outcome is inconclusive (the interval "
+        "reaches past ±2 points) at equal updates: -0.3 [-4.4, +3.9] points, p = 0.800, 4 seeds: not confirmed")
     assert summary.result(row.copy().replace({0.4: 0.01})).endswith("matches outcome within ±2 points")

@@ -53,3 +53,59 @@ def test_rst_page_escapes_markup_and_braces_and_keeps_the_description():
     page = summary.rst(["# Study mini: results", "", "- mc_k4 at T* {x}"], "Description.")
     assert page.startswith("Study mini: results\n===================\n")
     assert "- mc\\_k4 at T\\* (x)" in page and page.endswith("Description.")
+
+
+def _from_interval(mean: float, low: float, high: float, n: int, margin: float = 0.02) -> dict:
+    """A row's mean, interval and TOST p at `margin` from a printed 95% paired-t interval over n seeds (what a
+    reader of the README's table has)."""
+    from scipy import stats
+    se = (high - low) / (2 * stats.t.ppf(0.975, n - 1))
+    tost_p = max(stats.t.sf((mean + margin) / se, n - 1), stats.t.cdf((mean - margin) / se, n - 1))
+    return {"mean": mean, "ci_low": low, "ci_high": high, "n": n, "margin": margin, "tost_p": tost_p}
+
+
+README = {  # README.md, "Current numbers": id -> (direction, basis, a, b, mean, low, high, p, confirmed)
+    "T1": ("less", "tokens", "mc_k4", "outcome", -0.041, -0.080, -0.001, 0.047, True),
+    "S1": ("less", "time", "mc_k4", "outcome", -0.041, -0.078, -0.004, 0.039, True),
+    "S2": ("greater", "updates", "mc_k4", "outcome", -0.001, -0.039, 0.038, 0.95, False),
+    "S3": ("greater", "tokens", "filter", "random", 0.031, -0.014, 0.077, 0.13, False),
+}
+
+
+def test_the_default_studys_words_from_its_numbers():
+    """T1 and S1 trail (their intervals exclude 0); S2 and S3 include 0 and reach past ±2 points, so they are
+    inconclusive (the paper shows equivalence by TOST only), never 'on par', and nothing called robust beside them."""
+    words = {}
+    for plan_id, (direction, basis, a, b, mean, low, high, p, confirmed) in README.items():
+        r = row(id=plan_id, label="primary" if plan_id == "T1" else "secondary", direction=direction, basis=basis,
+                a=a, b=b, p=p, p_holm=p, confirmed=confirmed, **_from_interval(mean, low, high, 4))
+        label = "fragile: the crossed interval includes 0" if confirmed else "robust"  # as the README's T1, S1
+        words[plan_id] = (summary.result(r), summary.judged(r, label))
+    assert words == {
+        "T1": ("mc_k4 trails outcome", "confirmed, but fragile: the crossed interval includes 0"),
+        "S1": ("mc_k4 trails outcome", "confirmed, but fragile: the crossed interval includes 0"),
+        "S2": ("mc_k4 against outcome is inconclusive (the interval reaches past ±2 points)", "not confirmed"),
+        "S3": ("filter against random is inconclusive (the interval reaches past ±2 points)", "not confirmed")}
+
+
+def test_a_two_seed_study_wider_than_the_margin_reads_inconclusive():
+    """The issue's case: +0.6 [-16.8, +18.0] at 2 seeds was 'on par ... and robust'."""
+    from mcgrpo.analysis import contrasts, robustness
+    stats_ = contrasts.paired_summary(np.array([-0.008, 0.020]), 0.02)
+    assert stats_["ci_high"] - stats_["ci_low"] > 2 * 0.02 and stats_["tost_p"] >= 0.05
+    r = row(id="S2", label="secondary", direction="greater", basis="updates", n=2, confirmed=False,
+            **{k: stats_[k] for k in ("mean", "ci_low", "ci_high", "p", "tost_p")})
+    assert summary.found(r) == "inconclusive"
+    text = summary.sentence(r, robustness.inconclusive(r))
+    assert text.startswith("S2 (secondary; predicted: mc_k4 beats outcome): mc_k4 against outcome is inconclusive "
+                           "(the interval reaches past ±2 points) at equal updates: +0.6 [")
+    assert text.endswith("2 seeds: not confirmed") and "on par" not in text and "robust" not in text
+    assert robustness.inconclusive(r).startswith("inconclusive: the interval +0.6 [") and \
+        robustness.inconclusive(r).endswith("reaches past ±2 points, so there is no verdict to be robust")
+    # within the margin it shows something: equivalence by TOST, else on par
+    close = row(direction="greater", confirmed=False, mean=0.001, ci_low=-0.012, ci_high=0.014, tost_p=0.01)
+    assert summary.result(close) == "mc_k4 matches outcome within ±2 points"
+    assert summary.result({**close, "tost_p": 0.2}) == "mc_k4 is on par with outcome"
+    assert summary.judged(close, "robust") == "not confirmed, and robust"
+    # a check that overturns an inconclusive reading still says so
+    assert summary.judged(r, "fragile: the crossed interval excludes 0 [+0.1, +1.2]").startswith("not confirmed, and fragile")

@@ -23,6 +23,8 @@ other than the strict one (whose readings drift cannot inflate). Checks use unad
 primary verdict only). A check that cannot be read (no per-problem scores, a metric already strict, a run without
 the other clock, a reading past a curve's end) is not applied, and its columns are NaN.
 The label is "robust" when the verdict holds on every applied check, else "fragile: <the failed checks, in words>";
+an inconclusive contrast (its interval includes 0 and reaches past the margin: analysis/summary.py) that no check
+overturns is "inconclusive: ...", never robust: a reading that shows nothing cannot be robustly shown;
 a contrast whose data cannot tell its arms apart (analysis/informative.py) is "uninformative: <why>", never robust:
 a check that agrees with no test is no evidence. For the same reason a strict or clock reading whose own data
 cannot tell the arms apart (a strict verifier that credited no sample: a real model that never boxes its answer)
@@ -141,11 +143,18 @@ def row_checks(row, runs: dict, other: dict | None, drift: pd.DataFrame, B, cloc
     out.update(other_clock=OTHER_CLOCK[clock] if row["basis"] in TIME_BASES else "", clock_recorded=other is not None,
                clock_mean=c["mean"], clock_low=c["low"], clock_high=c["high"], clock_p=c["p"],
                clock_holds=_holds(c, confirmed, direction, margin, alpha, sign), clock_uninformative=c["why"])
-    failed, why = failures(out), summary.uninformative(row)
-    out["robust"] = not failed and not why
-    out["robustness"] = (f"uninformative: {why}" if why else "robust" if not failed
-                         else "fragile: " + "; ".join(failed))
+    failed, why, silent = failures(out), summary.uninformative(row), summary.found(row) == "inconclusive"
+    out["robust"] = not failed and not why and not silent
+    out["robustness"] = (f"uninformative: {why}" if why else "fragile: " + "; ".join(failed) if failed
+                         else inconclusive(row) if silent else "robust")
     return out
+
+
+def inconclusive(row) -> str:
+    """The label of an inconclusive contrast that no check overturns: not 'robust', since its reading shows neither
+    a difference nor equivalence, and checks that agree with it agree with nothing."""
+    return (f"inconclusive: the interval {formats.interval(row['mean'], row['ci_low'], row['ci_high'])} reaches past "
+            f"±{100 * row['margin']:g} points, so there is no verdict to be robust")
 
 
 def _crossed_words(direction: str, confirmed: bool, margin: float) -> str:

@@ -51,39 +51,53 @@ def planned_p(row) -> float:
     return row[TEST_P.get(row["direction"], "p")]
 
 
-# What the numbers say, whatever was predicted: the 95% paired-t interval's side of 0, else equivalence by TOST.
+# What the numbers say, whatever was predicted, by the paper's own reading (its section 3, "Preregistration and
+# statistics"): a difference where the 95% paired-t interval excludes 0; equivalence only where TOST at the margin
+# shows it; anything else shows neither (docs/robustness.md, "Result words").
 RESULTS = {"less": "{a} trails {b}", "greater": "{a} beats {b}",
            "equivalent": "{a} matches {b} within ±{margin} points", "none": "{a} is on par with {b}",
+           "inconclusive": "{a} against {b} is inconclusive (the interval reaches past ±{margin} points)",
            "undefined": "{a} against {b}", "uninformative": "{a} cannot be told from {b}"}
 
 
-def result(row, alpha: float = 0.05) -> str:
-    """The result in words: trails / beats where the 95% interval excludes 0, matches within ±margin where
-    TOST rejects at `alpha`, else on par (the interval, printed beside it, says how closely); never one of these
-    where the data cannot tell the arms apart."""
+def found(row, alpha: float = 0.05) -> str:
+    """What the numbers show, a key of RESULTS: less / greater where the 95% interval excludes 0; equivalent where
+    TOST rejects at `alpha`; none (on par) where the interval includes 0 and lies within ±margin all the same;
+    inconclusive where it reaches past the margin, which no number of words can make into 'on par'; undefined
+    where there is no mean, uninformative where the data cannot tell the arms apart."""
     if uninformative(row):
-        found = "uninformative"
-    elif pd.isna(row["mean"]):
-        found = "undefined"
-    elif row["ci_high"] < 0:
-        found = "less"
-    elif row["ci_low"] > 0:
-        found = "greater"
-    else:
-        found = "equivalent" if row["tost_p"] < alpha else "none"
-    return RESULTS[found].format(a=row["a"], b=row["b"], margin=f"{100 * row['margin']:g}")
+        return "uninformative"
+    if pd.isna(row["mean"]):
+        return "undefined"
+    if row["ci_high"] < 0:
+        return "less"
+    if row["ci_low"] > 0:
+        return "greater"
+    if row["tost_p"] < alpha:
+        return "equivalent"
+    return "none" if -row["margin"] < row["ci_low"] and row["ci_high"] < row["margin"] else "inconclusive"
+
+
+def result(row, alpha: float = 0.05) -> str:
+    """The result in words (`found`): trails, beats, matches within ±margin, on par, or inconclusive."""
+    return RESULTS[found(row, alpha)].format(a=row["a"], b=row["b"], margin=f"{100 * row['margin']:g}")
+
+
+# Results that say nothing a check could confirm: no robustness beside them.
+SILENT = ("inconclusive", "undefined", "uninformative")
 
 
 def judged(row, robustness: str | None = None) -> str:
     """The verdict and, where the checks were made, whether it is robust: 'confirmed, but fragile: ...'; an
-    uninformative contrast's says why, never 'robust'."""
+    uninformative contrast's says why, never 'robust'; an inconclusive one is never 'robust' (checks that agree
+    with a reading that shows nothing agree with nothing), only fragile where a check overturns it."""
     said = verdict(row)
     if said == "uninformative":
         return f"uninformative: {uninformative(row)}"
-    if not robustness or said == "exploratory":
+    if not robustness or said == "exploratory" or robustness.startswith("inconclusive"):
         return said
     if robustness == "robust":
-        return f"{said}, and robust"
+        return said if found(row) in SILENT else f"{said}, and robust"
     return f"{said}, {'but' if said == 'confirmed' else 'and'} {robustness}"
 
 
@@ -133,7 +147,7 @@ def lines(study: str, contrasts: pd.DataFrame, prereg_note: str, results: str, c
         out += [f"Preregistered contrasts ({first['metric']} on {first['eval_set']}, A minus base, "
                 f"mean over paired seeds [95% paired-t interval]; 1 point = 0.01 accuracy):", ""]
         out += [f"- {sentence(r, robust.get(r['id']))}" for _, r in rows.iterrows()] + [""]
-        if any(not label.startswith("uninformative") for label in robust.values()):
+        if any(not label.startswith(("uninformative", "inconclusive")) for label in robust.values()):
             out += ["robust: the verdict holds on the crossed seed-by-problem interval, the strict verifier, the "
                     "other clock (equal time) and no drift of either arm; fragile: the checks it fails "
                     "(tables/robustness.md).", ""]
