@@ -210,15 +210,22 @@ def fingerprint(folders: list[str | Path]) -> str:
 def check_store(runs: str | Path) -> tuple[dict[str, list[str]], list[str]]:
     """Every run of a run store (results/_shared/runs) verified in full: ({run: what is wrong} of the runs to
     retrain, the runs not finished, which are left alone: a run still training, or one its retry resumes)."""
-    bad, unfinished = {}, []
+    bad, pending = {}, []
     for folder in sorted(p for p in Path(runs).iterdir() if p.is_dir() and not p.name.startswith(".")):
-        if not (folder / MANIFEST).exists() and not any(p.suffix in (".parquet", ".json") for p in folder.iterdir()):
-            unfinished.append(folder.name)
+        if unfinished(folder):
+            pending.append(folder.name)
             continue
         found = problems(folder)
         if found:
             bad[folder.name] = found
-    return bad, unfinished
+    return bad, pending
+
+
+def unfinished(folder: Path) -> bool:
+    """Whether run folder `folder` holds no result yet (no manifest, no Parquet or JSON file): a run training, one
+    its retry resumes, or one whose job failed (its train.log and checkpoints/ only)."""
+    return not (folder / MANIFEST).exists() and not not_regular(folder / MANIFEST) and not any(
+        p.suffix in (".parquet", ".json") for p in folder.iterdir())
 
 
 def quarantine(folder: str | Path, into: str | Path) -> Path:

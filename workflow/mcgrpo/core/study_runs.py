@@ -71,8 +71,9 @@ def folders(study: str | Path, arms: list[str] | None = None, seeds: list[int] |
     if missing:
         raise DataError(f"{index_path(study)}: lists no run for {', '.join(missing)}, which the study's plan names; "
                         f"allowed: the index of the current plan: {RELINK}")
-    found = problems(study, plan)
-    named = [why for run in (f"{arm}/seed{seed}" for arm, seed in wanted) for why in found.get(run, [])]
+    found, pending = problems(study, plan), unfinished(study)
+    names = [f"{arm}/seed{seed}" for arm, seed in wanted]
+    named = [why for run in names for why in found.get(run, [])] + [pending[run] for run in names if run in pending]
     if named:
         more = f" (and {len(named) - 1} more: python -m mcgrpo check-store --results " \
                f"{Path(study).parent})" if len(named) > 1 else ""
@@ -96,12 +97,17 @@ def problems(study: str | Path, plan: dict | None = None) -> dict[str, list[str]
 
 
 def unfinished(study: str | Path) -> dict[str, str]:
-    """{arm/seed: why} of the index's runs that never finished (no manifest): a failed job or one still running."""
+    """{arm/seed: why} of the index's runs not in the store (never trained, or set aside to retrain) or that never
+    finished (no manifest): a failed job or one still running."""
     out = {}
     for (arm, seed), key in index(study).items():
         link = study_run(study, arm, seed)
-        if link.is_symlink() and link.resolve().name == key and link.is_dir() \
-                and not (link / manifest.MANIFEST).exists():
+        if not (link.is_symlink() and link.resolve().name == key):
+            continue
+        if not link.exists():
+            out[f"{arm}/seed{seed}"] = (f"{link}: its run {key} is not in the store (never trained, or set aside to "
+                                        f"retrain): rerun the workflow to train it")
+        elif link.is_dir() and manifest.unfinished(link):
             out[f"{arm}/seed{seed}"] = (f"{link}: its run {key} never finished (no {manifest.MANIFEST}): still "
                                         f"training, or its job failed: see {link / 'train.log'}, fix what it names "
                                         f"(the study's config, or a script it runs), then rerun the workflow")
@@ -117,10 +123,8 @@ def _row(study, arm: str, seed: int, key: str) -> tuple[str | None, dict | None]
     target = Path(link.resolve()).name
     if target != key:
         return f"{link}: links to stored run {target}, but {index_file} says {key}: {RELINK}", None
-    if not link.exists():
-        return f"{link}: links to stored run {key}, which is not in the store: rerun the workflow to train it", None
-    if not (link / manifest.MANIFEST).exists() and not store.not_regular(link / manifest.MANIFEST):
-        return None, None  # unfinished: named by `unfinished`
+    if not link.exists() or manifest.unfinished(link):
+        return None, None  # not trained, or not finished: named by `unfinished`
     try:
         sealed = manifest.read(link)
         if manifest.unlisted(link, sealed):

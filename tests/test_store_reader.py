@@ -1,0 +1,270 @@
+"""A store that cannot be made to lie (issue 48): a study's runs come from its plan and index, never a glob; every
+link, index row, manifest and run.json agree or the disagreement is named; each repair check-store advises is a
+command that makes the store verify. On a store laid out as the workflow lays it out (layout.run_dir, link_study),
+with synthetic runs: no training."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import ROOT, SMALL_STUDY
+from mcgrpo import studies
+from mcgrpo.cli import main
+from mcgrpo.core import config as study_config, layout, study_runs
+from mcgrpo.core.errors import DataError, IntegrityError
+from mcgrpo.core.store import read_parquet, write_json, write_parquet
+from test_runs import seal_run, write_run
+
+B = 100  # write_run's evaluations sit at 0, 50, 100, 150 tokens
+
+
+def make_study(root, seeds=(1, 2, 3, 4)) -> dict:
+    """The study config of `root`/results, its runs trained (synthetic: mc_k2 a little worse than outcome, by a
+    different amount in each seed) and stored where the workflow stores them, B calibrated, the study linked."""
+    cfg = studies.validate({**copy.deepcopy(SMALL_STUDY), "seeds": list(seeds), "results_dir": str(root / "results")})
+    for arm, seed in study_config.runs(cfg):
+        folder = layout.run_dir(cfg, arm, seed)
+        if folder.exists():
+            continue
+        rng = np.random.default_rng(seed)
+        skill = np.linspace(0.4, 0.7 if arm == "outcome" else 0.6 - 0.05 * seed, 4)[:, None, None]
+        write_run(folder, rng.random((4, 6, 2)) < skill, eval_sets=("heldout",))
+        write_json({"config": study_config.run_config(cfg, arm, seed)}, folder / "run.json")
+        seal_run(folder)
+    write_parquet(pd.DataFrame({"model": ["tiny"], "iteration": [0], "tokens_generated": [10], "B": [B]}),
+                  layout.budget_path(cfg))
+    relink(cfg)
+    return cfg
+
+
+def relink(cfg) -> list:
+    """What the workflow's link_study rule runs."""
+    return layout.link_study(cfg, study_runs.index_path(layout.study_dir(cfg)))
+
+
+def contrast(cfg, tmp_path, capsys) -> tuple[int, pd.Series | None, str]:
+    """`mcgrpo contrast` mc_k2 against outcome at equal tokens: (exit status, its row, stderr)."""
+    out = tmp_path / "contrast.parquet"
+    out.unlink(missing_ok=True)
+    status = main(["contrast", "--results", str(layout.study_dir(cfg)), "--a", "mc_k2", "--b", "outcome",
+                   "--resamples", "50", "--out", str(out)])
+    err = capsys.readouterr().err
+    return status, read_parquet(out).iloc[0] if status == 0 else None, err
+
+
+def check_store(cfg, capsys, *more) -> tuple[int, str, str]:
+    status = main(["check-store", "--results", cfg["results_dir"], *more])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+@pytest.fixture
+def study(tmp_path):
+    return make_study(tmp_path)
+
+
+def test_a_clean_store_verifies_and_the_contrast_reads_every_seed(study, tmp_path, capsys):
+    assert check_store(study, capsys)[0] == 0
+    status, row, _ = contrast(study, tmp_path, capsys)
+    assert status == 0 and row["n"] == 4
+
+
+def test_seeds_cut_from_the_plan_are_unlinked_and_never_read(study, tmp_path, capsys):
+    """seeds: [1, 2, 3] on a study that had 4: link_study removes the seed4 links (never their runs), and the
+    contrast reads 3 seeds, as the workflow's summary does (before: n = 4, from a glob of runs/<arm>/seed*)."""
+    _, four, _ = contrast(study, tmp_path, capsys)
+    cut = {**study, "seeds": [1, 2, 3]}
+    removed = relink(cut)
+    assert sorted(p.relative_to(layout.study_dir(study)).as_posix() for p in removed) == [
+        "runs/mc_k2/seed4", "runs/outcome/seed4"]
+    assert layout.run_dir(study, "mc_k2", 4).is_dir()  # the stored run is kept
+    status, row, _ = contrast(cut, tmp_path, capsys)
+    assert status == 0 and row["n"] == 3 and row["mean"] != four["mean"]
+
+
+def test_a_leftover_link_is_never_read_named_by_check_store_and_removed_by_repair(study, tmp_path, capsys):
+    """Two seed5 links left over (pointing at seed 1's runs): the contrast still reads the index's 4 seeds
+    (before: 5); check-store names them, and --repair removes the links, after which the store verifies."""
+    folder = layout.study_dir(study)
+    for arm in ("outcome", "mc_k2"):
+        layout.link(layout.study_run(folder, arm, 5), layout.run_dir(study, arm, 1))
+    status, row, _ = contrast(study, tmp_path, capsys)
+    assert status == 0 and row["n"] == 4
+    status, out, err = check_store(study, capsys)
+    assert status == 2 and f"STALE {folder}/runs/mc_k2/seed5: a link its study's index does not list" in out
+    assert "2 stale link(s); rerun with --repair" in err
+    status, out, _ = check_store(study, capsys, "--repair")
+    assert status == 0 and f"removed {folder}/runs/outcome/seed5" in out
+    assert not layout.study_run(folder, "outcome", 5).is_symlink() and layout.run_dir(study, "outcome", 1).is_dir()
+    assert check_store(study, capsys)[0] == 0
+
+
+def swap_index_rows(cfg):
+    """The `run` values of mc_k2 seed 1 and outcome seed 1 swapped in runs/store.parquet, and the links made to
+    match: every link agrees with the index, every manifest with its folder."""
+    folder = layout.study_dir(cfg)
+    keys = layout.run_keys(cfg)
+    keys[("mc_k2", 1)], keys[("outcome", 1)] = keys[("outcome", 1)], keys[("mc_k2", 1)]
+    layout.write_index(study_runs.index_path(folder), {run: (key, "c") for run, key in keys.items()})
+    for (arm, seed), key in keys.items():
+        layout.link(layout.study_run(folder, arm, seed), layout.runs_dir(cfg) / key)
+
+
+def test_a_swapped_index_row_is_named_by_the_runs_own_run_json_and_repaired(study, tmp_path, capsys):
+    """Before: check-store verified 16 of 16 and the contrast read outcome's run as mc_k2's."""
+    swap_index_rows(study)
+    status, _, err = contrast(study, tmp_path, capsys)
+    assert status == 2 and "runs/mc_k2/seed1/run.json: trained with arm config" in err
+    assert "reads another arm's run as mc_k2" in err and "check-store --repair" in err
+    with pytest.raises(IntegrityError, match=r"runs/mc_k2/seed1/run.json: trained as arm outcome of the plan, but "
+                                             r".*store.parquet reads it as mc_k2/seed1"):
+        study_runs.folders(layout.study_dir(study), ["mc_k2"], [1], study["arms"])
+    status, out, err = check_store(study, capsys)
+    assert status == 2 and "BAD mini/mc_k2/seed1:" in out and "BAD mini/outcome/seed1:" in out
+    assert "2 study run(s) disagree with their study's index: mini/mc_k2/seed1, mini/outcome/seed1" in err
+    status, out, _ = check_store(study, capsys, "--repair")
+    assert status == 0 and "runs/store.parquet to " in out and "link_study relinks mini from its plan" in out
+    assert not study_runs.index_path(layout.study_dir(study)).exists()
+    relink(study)  # what the workflow's next run does: link_study's output is gone
+    assert check_store(study, capsys)[0] == 0
+    status, row, _ = contrast(study, tmp_path, capsys)
+    assert status == 0 and row["n"] == 4
+
+
+def test_a_link_to_another_run_is_repaired_by_the_advised_commands(study, capsys):
+    """Before, the advice was 'relink it (rerun the workflow)', which schedules no link_study."""
+    folder = layout.study_dir(study)
+    layout.link(layout.study_run(folder, "outcome", 2), layout.run_dir(study, "outcome", 1))
+    status, out, _ = check_store(study, capsys)
+    assert status == 2 and f"{folder}/runs/outcome/seed2: links to stored run " in out
+    assert check_store(study, capsys, "--repair")[0] == 0
+    relink(study)
+    assert check_store(study, capsys)[0] == 0
+
+
+def test_a_manifest_whose_run_was_changed_is_the_stored_runs_fault_and_repair_sets_it_aside(study, capsys):
+    """A folder copied over another (its manifest's `run` another's): before, named as a wrong study link, and
+    --repair moved nothing."""
+    target = layout.run_dir(study, "mc_k2", 3)
+    sealed = json.loads((target / "manifest.json").read_text())
+    sealed["run"] = layout.run_key(study, "mc_k2", 2)
+    (target / "manifest.json").write_text(json.dumps(sealed))
+    status, out, err = check_store(study, capsys)
+    assert status == 2 and f"BAD {target.name}:\n  {target}/manifest.json: belongs to run {sealed['run']}, not " \
+                           f"{target.name}" in out
+    assert f"1 run(s) to retrain: {target.name}" in err and "mini/mc_k2/seed3" not in err
+    status, out, _ = check_store(study, capsys, "--repair")
+    assert status == 0 and f"moved {target} to " in out and not target.exists()
+    status, out, _ = check_store(study, capsys)
+    assert status == 0 and f"unfinished mini/mc_k2/seed3: {layout.study_dir(study)}/runs/mc_k2/seed3: its run " \
+                           f"{target.name} is not in the store (never trained, or set aside to retrain): rerun the " \
+                           f"workflow to train it" in out
+
+
+def test_a_manifest_without_evals_fails_check_store_as_it_fails_the_analysis(study, tmp_path, capsys):
+    target = layout.run_dir(study, "outcome", 2)
+    sealed = json.loads((target / "manifest.json").read_text())
+    del sealed["files"]["evals.parquet"]
+    (target / "manifest.json").write_text(json.dumps(sealed))
+    status, out, _ = check_store(study, capsys)
+    assert status == 2 and f"{target}/manifest.json: lists no evals.parquet, which every analysis reads" in out
+    status, _, err = contrast(study, tmp_path, capsys)
+    assert status == 2 and "manifest.json: lists no evals.parquet" in err
+
+
+def test_a_failed_runs_leftovers_are_named_unfinished_with_the_advice_that_fits(study, capsys):
+    """Issue 47.6: a training job that failed (a config error in a user's script) leaves its log and checkpoints/
+    only; before, check-store called its link one that points at the wrong run and advised --repair."""
+    target = layout.run_dir(study, "mc_k2", 1)
+    for path in target.iterdir():
+        path.unlink()
+    (target / "train.log").write_text("ConfigError: arms.mc_k2.trainer.trl.script: ...\n")
+    (target / "checkpoints").mkdir()
+    status, out, err = check_store(study, capsys)
+    assert status == 0 and f"unfinished {target.name}:" in out and "BAD" not in out and "wrong" not in out + err
+    assert (f"unfinished mini/mc_k2/seed1: {layout.study_dir(study)}/runs/mc_k2/seed1: its run {target.name} never "
+            f"finished (no manifest.json): still training, or its job failed: see ") in out
+    assert "train.log, fix what it names (the study's config, or a script it runs), then rerun the workflow" in out
+
+
+@pytest.mark.parametrize("sha256", [12345, None, "abc", ["x"]])
+def test_a_manifest_with_a_wrong_type_is_named_not_a_traceback(study, tmp_path, capsys, sha256):
+    """Before: TypeError in check-store, contrast and the DAG build (the analysis rules' fingerprint)."""
+    target = layout.run_dir(study, "outcome", 1)
+    sealed = json.loads((target / "manifest.json").read_text())
+    sealed["files"]["samples.parquet"]["sha256"] = sha256
+    (target / "manifest.json").write_text(json.dumps(sealed))
+    status, out, _ = check_store(study, capsys)
+    assert status == 2 and (f"{target}/manifest.json: not a run manifest (files.samples.parquet.sha256 is not 64 "
+                            f"hexadecimal digits): set it aside to retrain it: python -m mcgrpo check-store --repair") in out
+    status, _, err = contrast(study, tmp_path, capsys)
+    assert status == 2 and "files.samples.parquet.sha256 is not 64 hexadecimal digits" in err
+    from mcgrpo.core import manifest
+    assert manifest.fingerprint([target])  # the Snakefile's param: a value, not a traceback
+
+
+def test_a_run_file_that_is_a_folder_is_named(study, tmp_path, capsys):
+    target = layout.run_dir(study, "outcome", 3) / "samples.parquet"
+    target.unlink()
+    target.mkdir()
+    status, out, _ = check_store(study, capsys)
+    assert status == 2 and f"{target}: a folder, where manifest.json lists a file: set it aside" in out
+    status, _, err = contrast(study, tmp_path, capsys)
+    assert status == 2 and "runs/outcome/seed3/samples.parquet: a folder, where manifest.json lists a file" in err
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file whatever its mode")
+def test_an_unreadable_run_file_is_named_with_the_command_that_fixes_it(study, tmp_path, capsys):
+    target = layout.run_dir(study, "outcome", 3) / "evals.parquet"
+    target.chmod(0)
+    status, out, _ = check_store(study, capsys)
+    assert status == 2 and f"{target}: cannot be read (Permission denied); allowed: a file this user can read " \
+                           f"(chmod u+r {target})" in out
+
+
+def test_a_fifo_in_place_of_a_run_file_never_blocks(study, tmp_path):
+    """Before, check-store and contrast waited forever for a writer."""
+    target = layout.run_dir(study, "mc_k2", 2) / "evals.parquet"
+    target.unlink()
+    os.mkfifo(target)
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "workflow")}
+    for verb in (["check-store", "--results", study["results_dir"]],
+                 ["contrast", "--results", str(layout.study_dir(study)), "--a", "mc_k2", "--b", "outcome",
+                  "--resamples", "20", "--out", str(tmp_path / "c.parquet")]):
+        done = subprocess.run([sys.executable, "-m", "mcgrpo", *verb], capture_output=True, text=True, env=env,
+                              timeout=120)
+        assert done.returncode == 2, done.stderr
+        assert "/evals.parquet: a FIFO (named pipe), where manifest.json lists a file" in done.stdout + done.stderr
+
+
+def test_contrast_out_an_existing_folder_is_named(study, tmp_path, capsys):
+    (tmp_path / "taken").mkdir()
+    status = main(["contrast", "--results", str(layout.study_dir(study)), "--a", "mc_k2", "--b", "outcome",
+                   "--resamples", "20", "--out", str(tmp_path / "taken")])
+    assert status == 2
+    assert f"{tmp_path}/taken: a folder, where a file is to be written; allowed: a file path" in capsys.readouterr().err
+
+
+def test_a_seed_the_index_lacks_is_named_with_its_repair(study, capsys):
+    """The plan names a seed the index does not (an index from an older plan): refused, naming both."""
+    with pytest.raises(DataError, match=r"store.parquet: lists no run for outcome/seed7, mc_k2/seed7, which the "
+                                        r"study's plan names; allowed: the index of the current plan: python -m "
+                                        r"mcgrpo check-store --repair"):
+        study_runs.folders(layout.study_dir(study), ["outcome", "mc_k2"], [1, 7])
+
+
+def test_the_reader_picks_exactly_the_plans_runs_on_a_clean_store(study):
+    """The runs read are the plan's, each the stored run its identity names: what the glob picked on a clean
+    store, so a clean study's numbers are unchanged."""
+    folder = layout.study_dir(study)
+    found = study_runs.folders(folder, list(study["arms"]), study["seeds"], study["arms"])
+    assert {run: path.resolve() for run, path in found.items()} == {
+        run: layout.runs_dir(study) / key for run, key in layout.run_keys(study).items()}
