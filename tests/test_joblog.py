@@ -82,6 +82,12 @@ def test_the_tail_is_the_error_line_and_what_follows_it(tmp_path):
                    + "not retried: the failure above is not a preemption\n\n")
     assert joblog.tail(log) == ["mcgrpo train: error: credit rule 'hit' (my_pkg:Hit), iteration 3: credit holds NaN",
                                 "not retried: the failure above is not a preemption"]
+    failures = joblog.Failures()
+    failures.add("train", [str(log)])
+    failures.add("train", [str(log)])  # its retry, which fails at once: one job
+    assert failures.recap().splitlines() == [
+        "1 job(s) failed:", f"    train ({log}): mcgrpo train: error: credit rule 'hit' (my_pkg:Hit), iteration 3: "
+                            "credit holds NaN"]
 
 
 def test_a_bugs_tail_is_the_end_of_its_traceback_each_line_bounded(tmp_path):

@@ -19,6 +19,7 @@ import logging
 import os
 import re
 import stat
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -56,6 +57,12 @@ def tail(path: str | os.PathLike, lines: int = TAIL_LINES) -> list[str]:
     return [line if len(line) <= LINE_CHARS else line[:LINE_CHARS] + " [...]" for line in end[-lines:]]
 
 
+def headline(lines: list[str]) -> str:
+    """The one line of a log's end that says most: its mcgrpo error line (a train retry's log goes on with "not
+    retried: ..."), else its last line (a traceback's exception)."""
+    return next((line for line in lines if ERROR_LINE.match(line)), lines[-1])
+
+
 def reason(rule: str, logs: list[str], message: str | None = None, where: str | None = None) -> str:
     """The terminal's block for one failed job: the rule and where it is defined, what the executor says (a SLURM
     job's state), each log's path, and the end of the first log (the rule's own; a SLURM log follows it)."""
@@ -88,7 +95,7 @@ def is_command_error(record: logging.LogRecord) -> bool:
 
 
 class Failures:
-    """The failed jobs shown on the terminal, in order, each (rule, its log, the reason's last line): the recap that
+    """The failed jobs shown on the terminal, in order, each (rule, its log, the reason's headline): the recap that
     a run with --keep-going prints at its end, when the blocks have scrolled away."""
 
     def __init__(self):
@@ -97,7 +104,7 @@ class Failures:
     def add(self, rule: str, logs: list[str]) -> None:
         log = logs[0] if logs else ""
         self.jobs.pop((rule, log), None)  # a retried job counts once, at its last failure
-        self.jobs[(rule, log)] = tail(log)[-1] if log else ""
+        self.jobs[(rule, log)] = headline(tail(log)) if log else ""
 
     def recap(self) -> str:
         if not self.jobs:
@@ -143,7 +150,8 @@ class _Formatter(logging.Formatter):
         self.failures.add(rule, logs)
         block = reason(rule, logs, record.__dict__.get("rule_msg"), self.where(rule))
         indent = "    " if record.__dict__.get("indent") else ""  # a job inside a failed group
-        return "\n".join(indent + line for line in block.splitlines())
+        stamped = [f"[{time.asctime(time.localtime(record.created))}]", *block.splitlines()]  # as Snakemake's blocks
+        return "\n".join(indent + line for line in stamped)
 
 
 def install(logger: logging.Logger, workflow=None) -> Failures | None:
