@@ -1,6 +1,6 @@
 """The package's shape, read statically from every import statement (at module level and inside functions):
-imports only go downward (the package root <- core <- data <- train (integrations/ with it); core <- analysis;
-and all of them <- the top: cli, studies, programme, screen, dryrun, api, tiny_model), train and analysis never
+imports only go downward (the package root <- core <- data <- train <- integrations (other trainers under the
+protocol); core <- analysis; and all of them <- the top: cli, studies, programme, screen, dryrun, api, tiny_model), train and analysis never
 import each other, no module imports itself back through any chain, and everything the analysis image runs
 imports without torch."""
 
@@ -16,8 +16,9 @@ PACKAGE = Path(__file__).resolve().parent.parent / "workflow" / "mcgrpo"
 # What each layer may import (besides the package root, which holds only __version__). "top" is every module
 # outside the four packages (the CLI and what it drives); nothing below imports it.
 ALLOWED = {"root": set(), "core": {"core"}, "data": {"core", "data"}, "train": {"core", "data", "train"},
+           "integrations": {"core", "data", "train", "integrations"},
            "analysis": {"core", "analysis"},
-           "top": {"core", "data", "train", "analysis", "top"}}
+           "top": {"core", "data", "train", "integrations", "analysis", "top"}}
 
 
 def _module(path: Path) -> str:
@@ -63,9 +64,9 @@ def _layer(module: str) -> str:
     parts = module.split(".")
     if module == "mcgrpo":
         return "root"
-    # integrations/ holds other trainers run under the protocol (TRL's): train-side code, torch and all
-    return "train" if parts[1] == "integrations" else parts[1] if parts[1] in ("core", "data", "train", "analysis") \
-        else "top"
+    # integrations/ holds other trainers run under the protocol (TRL's): above train, which it drives, and below
+    # the CLI, which chooses the trainer of a run (train/job.py takes it as an argument)
+    return parts[1] if parts[1] in ("core", "data", "train", "integrations", "analysis") else "top"
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))
@@ -73,6 +74,15 @@ def test_imports_only_go_downward(module):
     layer = _layer(module)
     wrong = sorted(i for i in GRAPH[module] if _layer(i) not in ALLOWED[layer] | {"root"})
     assert not wrong, f"{module} ({layer}) imports {wrong}; a {layer} module may use {sorted(ALLOWED[layer])}"
+
+
+def test_the_train_layer_never_imports_an_integration():
+    """The train job is given TRL's runner by the CLI: train/ reaches no module of integrations/ (the one upward
+    import there was, job.py's of the TRL integration)."""
+    upward = sorted(f"{m} -> {i}" for m, imported in GRAPH.items() if _layer(m) == "train"
+                    for i in imported if _layer(i) == "integrations")
+    assert upward == [] and _layer("mcgrpo.integrations.trl") == "integrations"
+    assert "mcgrpo.integrations.trl" in GRAPH["mcgrpo.cli"]  # the CLI chooses TRL's runner
 
 
 def test_every_import_names_a_module_of_the_package():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -32,7 +33,7 @@ def _state(mean_lengths=MEAN_LENGTHS, batch: int = 8, prompt_tokens: int = 80, d
     entries, seen = [], 0
     for step, length in enumerate(mean_lengths, start=1):
         seen += round(length * batch) + prompt_tokens
-        entry = {"step": step, "loss": 0.01 * step, "grad_norm": 0.5, "learning_rate": 1e-3, "num_tokens": seen,
+        entry = {"step": step, "loss": 0.01 * step, "grad_norm": 0.5, "learning_rate": 1e-4, "num_tokens": seen,
                  "completions/mean_length": length, "completions/clipped_ratio": 0.125, "step_time": 2.0}
         entries.append({k: v for k, v in entry.items() if k != drop})
     entries.append({"step": len(mean_lengths), "train_runtime": 10.0, "train_loss": 0.03})  # TRL's summary entry
@@ -64,16 +65,38 @@ def test_budget_points_fall_due_at_the_first_step_past_them_and_use_the_checkpoi
     log = ingest.read(_folder(tmp_path, _state()))
     stop, points = ingest.place(log, 600, "tokens", 4, 1.0)
     assert stop == 4
-    assert [(p.index, p.due, p.checkpoint, p.steps_before, p.tokens_before) for p in points] == [
-        (0, 0, 0, 0, 0), (1, 1, 0, 1, 164), (2, 2, 2, 0, 0), (3, 3, 2, 1, 175), (4, 4, 4, 0, 0)]
+    assert [(p.index, p.due, p.checkpoint, p.steps_off, p.tokens_off) for p in points] == [
+        (0, 0, 0, 0, 0), (1, 1, 0, -1, -164), (2, 2, 2, 0, 0), (3, 3, 2, -1, -175), (4, 4, 4, 0, 0)]
     said = ingest.unrecovered(log, points)
-    assert "evaluation point 1: due at step 1, evaluated on the initial model, 1 step(s) and 164 tokens before it" in said
-    assert "evaluation point 3: due at step 3, evaluated on checkpoint-2, 1 step(s) and 175 tokens before it" in said
+    assert ("evaluation point 1: due at step 1, evaluated on the initial model and recorded at its counts, 1 step(s) "
+            "and 164 tokens before the point's step") in said
+    assert ("evaluation point 3: due at step 3, evaluated on checkpoint-2 and recorded at its counts, 1 step(s) and "
+            "175 tokens before the point's step") in said
     assert not any(s.startswith("evaluation point 2") for s in said)
     assert any(s.startswith("tokens_continuation") for s in said)
     assert any(s.endswith("training_args.bin: not read (FileNotFoundError: [Errno 2] No such file or directory: "
                           f"'{log.checkpoints[5] / 'training_args.bin'}'), so gradient_accumulation_steps, "
-                          "steps_per_generation, num_iterations = 1 is assumed, not checked") for s in said), said
+                          "steps_per_generation, num_iterations = 1 is assumed, not checked, nor the GRPOConfig's "
+                          "settings other than the batch and learning rate the log shows") for s in said), said
+
+
+def test_the_point_at_b_is_read_on_the_first_checkpoint_at_or_after_it_and_the_run_kept_to_it(tmp_path):
+    """Checkpoints at steps 2 and 5 only: B (600) falls due at step 4 (709 tokens), which has no checkpoint. The
+    protocol reads a run at its first evaluation at or after B: checkpoint-5, 184 tokens later, and the stored run
+    keeps its steps up to 5; never checkpoint-2 (340 tokens) under B's name."""
+    log = ingest.read(_folder(tmp_path, _state(), saved=(2, 5)))
+    stop, points = ingest.place(log, 600, "tokens", 4, 1.0)
+    assert stop == 5 and (points[-1].index, points[-1].checkpoint, points[-1].steps_off, points[-1].tokens_off) == (
+        4, 5, 1, 184)
+    assert ("evaluation point 4: due at step 4, evaluated on checkpoint-5 and recorded at its counts, 1 step(s) and "
+            "184 tokens after the point's step") in ingest.unrecovered(log, points)
+
+
+def test_a_folder_without_a_checkpoint_at_or_after_b_is_refused_by_name(tmp_path):
+    state = _state(MEAN_LENGTHS[:4])  # ends at step 4; saved at steps 2 and 3 only
+    with pytest.raises(DataError, match=r"no checkpoint at or after step 4, where point 4 \(B x 1\) fell due "
+                                        r"\(checkpoints at steps 2, 3\)"):
+        ingest.place(ingest.read(_folder(tmp_path, state, saved=(2, 3))), 600, "tokens", 4, 1.0)
 
 
 def test_an_equal_iteration_study_places_its_points_by_steps(tmp_path):
@@ -115,31 +138,95 @@ def test_a_folder_that_cannot_be_ingested_is_refused_by_name(tmp_path, case, mes
         ingest.place(ingest.read(folder), 1000 if case == "short of B" else 600, "tokens", 4, 1.0)
 
 
+def _arms(folder: Path | str) -> dict:
+    return {"outcome": {}, "trl": {"trainer": {"trl": {}}}, "mine": {"trainer": {"ingested": {"trl_output": str(folder)}}}}
+
+
+def _write_study(tmp_path: Path, folder: Path | str, **arm) -> Path:
+    import yaml
+    arms = _arms(folder)
+    arms["mine"]["trainer"]["ingested"].update(arm)
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump({**copy.deepcopy(SMALL_STUDY), "arms": arms}))
+    return path
+
+
 def test_the_verb_refuses_with_exit_2_naming_the_file(tmp_path, capsys):
     folder = _folder(tmp_path, _state(drop="num_tokens"))
-    code = cli.main(["ingest", "--trl-output", str(folder), "--config", str(ROOT / "config/studies/trl-vs-mcgrpo.yaml"),
-                     "--arm", "trl", "--seed", "1", "--out", str(tmp_path / "run")])
+    code = cli.main(["ingest", "--config", str(_write_study(tmp_path, folder)), "--arm", "mine", "--seed", "1",
+                     "--out", str(tmp_path / "run")])
     err = capsys.readouterr().err
     assert code == 2 and "checkpoint-5/trainer_state.json: log_history lacks 'num_tokens'" in err
     assert not (tmp_path / "run").exists()
 
 
-def _study() -> dict:
+def _study(folder: Path | str) -> dict:
     cfg = copy.deepcopy(SMALL_STUDY)
-    cfg["arms"] = {"outcome": {}, "trl": {"trainer": {"trl": {}}}}
+    cfg["arms"] = _arms(folder)
     return studies.validate(cfg)
 
 
-def _run(arm: str = "trl") -> dict:
-    return study_config.run_config(_study(), arm, 1)
+def _run(folder: Path | str, arm: str = "mine", seed: int = 1) -> dict:
+    return study_config.run_config(_study(folder), arm, seed)
 
 
-def test_an_arm_trl_does_not_train_is_refused(tmp_path, tiny, world):
-    with pytest.raises(ConfigError, match=r"--arm: an arm without trainer.trl .*allowed: a TRL arm"):
-        ingest.ingest(ingest.read(_folder(tmp_path, _state())), _run("outcome"), 600, *tiny, world[1])
+def test_an_arm_not_declared_ingested_is_refused_and_a_protocol_arm_never_takes_a_folders_run(tmp_path, tiny, world,
+                                                                                             capsys):
+    """Neither mcgrpo's arm nor the TRL arm trained under the protocol can be a folder's run: the verb and ingest
+    refuse them by name, and the ingested arm's run is stored under another identity than the `trl: {}` arm's."""
+    folder = _folder(tmp_path, _state())
+    for arm in ("outcome", "trl"):
+        with pytest.raises(ConfigError, match=r"--arm: an arm not declared ingested .*allowed: an arm with trainer: "
+                                              r"\{ingested: \{trl_output: \.\.\.\}\}"):
+            ingest.ingest(ingest.read(folder), _run(folder, arm), 600, *tiny, world[1])
+        code = cli.main(["ingest", "--config", str(_write_study(tmp_path, folder)), "--arm", arm, "--seed", "1"])
+        assert code == 2 and f"--arm {arm}: not declared ingested" in capsys.readouterr().err
+    cfg = _study(folder)
+    from mcgrpo.core import layout
+    assert len({layout.run_key(cfg, arm, 1) for arm in ("outcome", "trl", "mine")}) == 3
+    assert _run(folder)["ingested"]["trainer_state_sha256"] is not None
 
 
-def _checkpoints(tmp_path: Path, model, tokenizer) -> Path:
+def test_an_ingested_runs_identity_is_what_its_folder_says(tmp_path):
+    """Another log in the folder is another run; a study whose ingested folder is missing is refused by key."""
+    from mcgrpo.core import layout
+    folder = _folder(tmp_path, _state())
+    before = layout.run_key(_study(folder), "mine", 1)
+    (folder / "checkpoint-5" / "trainer_state.json").write_text(json.dumps(_state(MEAN_LENGTHS[::-1])))
+    assert layout.run_key(_study(folder), "mine", 1) != before
+    with pytest.raises(ConfigError, match=r"arms.mine.trainer.ingested.trl_output: \S*absent-seed1 \(seed 1\): not a "
+                                          r"folder"):
+        _study(tmp_path / "absent-seed{seed}")
+
+
+@pytest.mark.parametrize("edit, said", [
+    ({"train_batch_size": 16}, r"train_batch_size 16 \(trainer_state.json\); the recipe's 8"),
+    ({"lr": 5e-4}, r"learning_rate 0.0005 at step 1 \(the log\); the recipe's 0.0001"),
+    ({"decay": True}, r"learning rate schedule: logged from 0.0001 to 2e-05 \(the log\); the recipe's constant"),
+    ({"args": {"loss_type": "dapo", "shuffle_dataset": True}},
+     r"loss_type 'dapo' \(training_args.bin\); the recipe's 'dr_grpo'; shuffle_dataset True \(training_args.bin\)"),
+])
+def test_a_folder_of_another_recipe_is_refused_by_key_or_stored_marked_with_the_flag(tmp_path, tiny, world, edit,
+                                                                                    said):
+    """The batch and learning rate from the log (every folder has it); the GRPOConfig's settings from
+    training_args.bin. With accept the run is stored and its differences listed in run.json's block."""
+    state = _state(batch=edit.get("train_batch_size", 8), prompt_tokens=10 * edit.get("train_batch_size", 8))
+    for i, entry in enumerate(e for e in state["log_history"] if "loss" in e):
+        entry["learning_rate"] = edit.get("lr", 1e-4) * (1 - 0.2 * i if edit.get("decay") else 1)
+    folder = _checkpoints(tmp_path, *tiny, state)
+    if "args" in edit:
+        import torch
+        from types import SimpleNamespace
+        torch.save(SimpleNamespace(gradient_accumulation_steps=1, steps_per_generation=1, num_iterations=1,
+                                   **edit["args"]), folder / "checkpoint-5" / "training_args.bin")
+    run = _run(folder)
+    with pytest.raises(DataError, match=said + r".*allowed: a run of the study's recipe, or accept_differences: true"):
+        ingest.ingest(ingest.read(folder), run, 600, *tiny, world[1])
+    log, block = ingest.ingest(ingest.read(folder), run, 600, *tiny, world[1], accept=True)
+    assert block["accepted_differences"] and re.search(said, "; ".join(block["differences"]))
+
+
+def _checkpoints(tmp_path: Path, model, tokenizer, state: dict | None = None) -> Path:
     """A TRL output folder of the hand-written log whose checkpoints (steps 2, 4, 5) hold tiny models, each the
     initial one moved further."""
     import torch
@@ -151,33 +238,44 @@ def _checkpoints(tmp_path: Path, model, tokenizer) -> Path:
             for p in trained.parameters():
                 p.add_(0.05 * step * torch.randn_like(p))
         models.save(trained, tokenizer, folder / f"checkpoint-{step}")
-    (folder / "checkpoint-5" / "trainer_state.json").write_text(json.dumps(_state()))
+    (folder / "checkpoint-5" / "trainer_state.json").write_text(json.dumps(state or _state()))
     return folder
 
 
 def test_the_verb_stores_the_run_where_train_would_and_prints_what_it_could_not_recover(tmp_path, tiny, capsys,
                                                                                          monkeypatch):
-    import yaml
+    """B is the config's (600 tokens): no budget.parquet is needed. The data and the model are, and where one is
+    missing the message gives the one command that makes it."""
     from mcgrpo import data
     from mcgrpo.core import layout, manifest, store
-    from mcgrpo.core.budget import budget_table
     from mcgrpo.train import models
     monkeypatch.chdir(tmp_path)
-    cfg = _study()
-    (tmp_path / "study.yaml").write_text(yaml.safe_dump(copy.deepcopy({**SMALL_STUDY, "arms": cfg["arms"]})))
-    data.write(*data.build(cfg["task"]), layout.data_dir(cfg), "")
-    models.save(*tiny, layout.model_path(cfg))
-    store.write_parquet(budget_table("tiny", [], 600, "config"), layout.budget_path(cfg))
     folder = _checkpoints(tmp_path, *tiny)
-    assert cli.main(["ingest", "--trl-output", str(folder), "--config", "study.yaml", "--arm", "trl",
+    _write_study(tmp_path, folder)
+    cfg = _study(folder)
+    data.write(*data.build(cfg["task"]), layout.data_dir(cfg), "")
+    assert cli.main(["ingest", "--config", "study.yaml", "--arm", "mine", "--seed", "1"]) == 2
+    assert (f"{layout.model_path(cfg)}: file not found (the study's initial model); make it with: snakemake --cores 1 "
+            f"--configfile study.yaml {layout.model_path(cfg)}") in capsys.readouterr().err
+    models.save(*tiny, layout.model_path(cfg))
+    assert not layout.budget_path(cfg).exists()
+    assert cli.main(["ingest", "--trl-output", str(folder), "--config", "study.yaml", "--arm", "mine",
                      "--seed", "1"]) == 0, capsys.readouterr().err
     said = capsys.readouterr().out
     assert "not recovered: tokens_continuation" in said and "stored" in said and "steps 1..4 of the run, 5 points" in said
-    out = layout.run_dir(cfg, "trl", 1)
+    out = layout.run_dir(cfg, "mine", 1)
     assert manifest.problems(out) == []
     record = store.read_json(out / "run.json")
-    assert record["identity"] == study_config.run_identity(_run(), 600) and record["ingested"]["stop_step"] == 4
-    assert record["attempts"] == [] and record["versions"]["trl"] == record["config"]["trl"]["version"]
+    assert record["identity"] == study_config.run_identity(_run(folder), 600) and record["ingested"]["stop_step"] == 4
+    assert record["attempts"] == [] and record["config"]["ingested"] == _run(folder)["ingested"]
+
+
+def test_a_calibrated_b_missing_is_named_with_the_command_that_makes_it(tmp_path):
+    run = _run(_folder(tmp_path, _state()))
+    run["budget"]["tokens"] = None
+    with pytest.raises(DataError, match=r"budget.parquet: file not found \(the calibrated B\); make it with: "
+                                        r"snakemake --cores 1 --configfile s.yaml \S*budget.parquet"):
+        ingest.budget_of(run, tmp_path / "budget.parquet", "s.yaml")
 
 
 def test_tiny_checkpoints_are_evaluated_at_the_points_and_stored_as_a_run_that_verifies(tmp_path, tiny, world):
@@ -187,15 +285,18 @@ def test_tiny_checkpoints_are_evaluated_at_the_points_and_stored_as_a_run_that_v
     from mcgrpo.train.job import write_run
     model, tokenizer = tiny
     folder = _checkpoints(tmp_path, model, tokenizer)
-    run = _run()
+    run = _run(folder)
     log, block = ingest.ingest(ingest.read(folder), run, 600, model, tokenizer, world[1])
     frames = log.frames()
     ev, samples = frames["evals"], frames["samples"]
     assert sorted(ev["eval_index"].unique()) == [0, 1, 2, 3, 4]
-    assert ev.groupby("eval_index")["tokens_total"].first().tolist() == [0, 164, 340, 515, 709]  # the points' steps
+    # each point at the counts of the model evaluated: point 1 is the initial model (0 tokens, not step 1's 164),
+    # point 3 checkpoint-2 (340, not step 3's 515)
+    firsts = ev.groupby("eval_index")[["tokens_total", "iteration", "updates"]].first()
+    assert firsts["tokens_total"].tolist() == [0, 0, 340, 340, 709] and firsts["iteration"].tolist() == [0, 0, 2, 2, 4]
     assert len(samples) == 5 * sum(map(len, world[1].values())) * 2
     at = {k: samples[samples["eval_index"] == k]["text"].tolist() for k in range(5)}
-    assert at[1] != at[0] and at[3] != at[2]  # one model, each point with the draws of its own index
+    assert at[1] == at[0] and at[3] == at[2]  # one model evaluated once, as the protocol evaluates one step's points
     from mcgrpo.integrations.trl import study_evaluator
     initial = study_evaluator(run, model, tokenizer, world[1])(2)[1]["text"].tolist()
     assert at[2] != initial  # point 2 is checkpoint-2's weights, not the initial model's
@@ -204,7 +305,7 @@ def test_tiny_checkpoints_are_evaluated_at_the_points_and_stored_as_a_run_that_v
     write_run(out, run, 600, log, model, {"ingested": block, "attempts": []})
     assert manifest.problems(out) == []
     assert store.read_json(out / "run.json")["ingested"]["points"][3] == {
-        "index": 3, "due": 3, "checkpoint": 2, "steps_before": 1, "tokens_before": 175}
+        "index": 3, "due": 3, "checkpoint": 2, "steps_off": -1, "tokens_off": -175}
     assert store.read_contract(out / "iterations.parquet", "iterations")["tokens_total"].tolist() == TOTALS[:4]
     assert store.read_contract(out / "prompts.parquet", "prompts").empty  # TRL's log names no prompts
 
@@ -212,33 +313,36 @@ def test_tiny_checkpoints_are_evaluated_at_the_points_and_stored_as_a_run_that_v
 # -- slow tier: a real TRL run ----------------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_a_real_trl_runs_ingested_count_is_the_protocols_and_its_store_verifies(world, tiny, tmp_path):
-    """A TRL run of the tiny model under the protocol, saved every 2 steps; ingesting its folder gives, step by step,
+    """A TRL run of the tiny model under the protocol, saved every step; ingesting its folder gives, step by step,
     the rollout tokens the protocol counted live (the hand check of completions/mean_length x train_batch_size), the
     same stopping step, and a run folder that check-store verifies."""
     pytest.importorskip("trl")
     from mcgrpo.core import layout, manifest
     from mcgrpo.integrations.trl import TRLRun
     from mcgrpo.train.job import write_run
-    run = _run()
     model, tokenizer = tiny
     initial = copy.deepcopy(model)
-    trl_run = TRLRun(run, model, tokenizer, *world, 600, tmp_path / "train")
+    cfg = copy.deepcopy(SMALL_STUDY)
+    cfg["arms"] = {"outcome": {}, "trl": {"trainer": {"trl": {}}}}
+    trl_run = TRLRun(study_config.run_config(studies.validate(cfg), "trl", 1), model, tokenizer, *world, 600,
+                     tmp_path / "train")
     build = trl_run.build
 
     def saving(setup):
         setup.args.save_strategy = type(setup.args.save_strategy)("steps")
-        setup.args.save_steps = 2
+        setup.args.save_steps = 1
         return build(setup)
     trl_run.build = saving
     live = trl_run.run()
     folder = tmp_path / "train" / "trl"
+    run = _run(folder)
     log, block = ingest.ingest(ingest.read(folder), run, 600, initial, tokenizer, world[1])
     assert [r["tokens_rollout"] for r in log.iterations] == [r["tokens_rollout"] for r in live.iterations]
-    assert block["stop_step"] == len(live.iterations)
+    assert block["stop_step"] == len(live.iterations) and block["differences"] == []
     assert not any("training_args.bin" in line for line in block["unrecovered"])  # read with trl: checked
     assert sorted({row["eval_index"] for row in log.evals}) == [0, 1, 2, 3, 4]
     store_dir = tmp_path / "runs"
-    write_run(store_dir / layout.run_key(_study(), "trl", 1), run, 600, log, initial,
+    write_run(store_dir / layout.run_key(_study(folder), "mine", 1), run, 600, log, initial,
               {"ingested": block, "attempts": []})
     assert all(manifest.problems(p) == [] for p in store_dir.iterdir())
     done = subprocess.run([sys.executable, "-m", "mcgrpo", "check-store", "--store", str(store_dir)],
@@ -247,23 +351,28 @@ def test_a_real_trl_runs_ingested_count_is_the_protocols_and_its_store_verifies(
 
 
 @pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")  # a difference of exactly 0: no spread
-def test_contrast_reads_ingested_runs_as_any_others(tmp_path, tiny, world):
-    """Two seeds of an ingested TRL run beside an arm whose runs are copies of them: the contrast at equal tokens
-    reads each seed at its point B (index 4, checkpoint-4) and finds a difference of exactly 0."""
-    import shutil
+def test_contrast_reads_ingested_runs_as_any_others(tmp_path, tiny, world, monkeypatch):
+    """Two seeds of an ingested TRL run beside an arm whose runs hold the same evaluations, stored and linked as
+    the workflow does: the contrast at equal tokens reads each seed at its point B (index 4, checkpoint-4) and finds
+    a difference of exactly 0."""
     from mcgrpo.analysis import recompute
-    from mcgrpo.core import store
+    from mcgrpo.core import layout, store
     from mcgrpo.core.budget import budget_table
     from mcgrpo.train.job import write_run
-    folder, results = _checkpoints(tmp_path, *tiny), tmp_path / "mini"
+    monkeypatch.chdir(tmp_path)
+    folder = _checkpoints(tmp_path, *tiny)
+    cfg = {**_study(folder), "seeds": [1, 2]}
     for seed in (1, 2):
-        run = study_config.run_config(_study(), "trl", seed)
-        log, block = ingest.ingest(ingest.read(folder), run, 600, *tiny, world[1])
-        write_run(results / "runs" / "trl" / f"seed{seed}", run, 600, log, tiny[0], {"ingested": block})
-        shutil.copytree(results / "runs" / "trl" / f"seed{seed}", results / "runs" / "outcome" / f"seed{seed}")
-    store.write_parquet(budget_table("tiny", [], 600, "config"), results / "calibration" / "budget.parquet")
-    table, paired = recompute.contrast(results, "trl", "outcome", "tokens", "acc_default", resamples=200)
+        log, block = ingest.ingest(ingest.read(folder), _run(folder, seed=seed), 600, *tiny, world[1])
+        for arm in ("mine", "outcome"):
+            write_run(layout.run_dir(cfg, arm, seed), study_config.run_config(cfg, arm, seed), 600, log, tiny[0],
+                      {"ingested": block})
+    store.write_parquet(budget_table("tiny", [], 600, "config"), layout.budget_path(cfg))
+    results = layout.study_dir(cfg)
+    layout.link_study({**cfg, "arms": {k: cfg["arms"][k] for k in ("outcome", "mine")}},
+                      results / "runs" / "store.parquet")
+    table, paired = recompute.contrast(results, "mine", "outcome", "tokens", "acc_default", resamples=200)
     assert table["n"].iloc[0] == 2 and (paired["diff"] == 0).all() and paired["seed"].tolist() == [1, 2]
     for seed, value in zip(paired["seed"], paired["value_a"]):
-        ev = store.read_contract(results / "runs" / "trl" / f"seed{seed}" / "evals.parquet", "evals")
+        ev = store.read_contract(results / "runs" / "mine" / f"seed{seed}" / "evals.parquet", "evals")
         assert value == pytest.approx(ev.loc[ev["eval_index"] == 4, "acc_default"].iloc[0])

@@ -30,9 +30,14 @@ def run_totals(iterations: Mapping[str, np.ndarray], tokens_at_budget: float) ->
     kept = {c: np.asarray(iterations[c], dtype=float)[keep] for c in COLUMNS}
     return {"iterations": int(keep.sum()),
             **{s: float(kept[f"t_{s}"].sum()) for s in STAGES},
-            **{f"groups_{g}": int(kept[f"groups_{g}"].sum()) for g in GROUPS},
+            **{f"groups_{g}": _count(kept[f"groups_{g}"].sum()) for g in GROUPS},
             **{c: float(np.nanmean(kept[c])) if np.isfinite(kept[c]).any() else np.nan for c in PREDICTED},
-            "prompts_distinct": int(kept["prompts_distinct"][-1]) if keep.any() else 0}
+            "prompts_distinct": _count(kept["prompts_distinct"][-1]) if keep.any() else 0}
+
+
+def _count(value: float) -> int | float:
+    """A count, or NaN where the run did not record it (a run ingested from TRL's logs: no groups, no prompts)."""
+    return int(value) if np.isfinite(value) else np.nan
 
 
 def stage_seconds(totals: pd.DataFrame) -> pd.DataFrame:

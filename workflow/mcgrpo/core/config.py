@@ -131,6 +131,8 @@ def validate_schema(cfg: dict) -> dict:
     """Fill defaults into `cfg` (in place, and returned); raise ConfigError listing every schema error."""
     if not isinstance(cfg, dict):
         raise ConfigError(f"a study config must be a mapping of keys, got {type(cfg).__name__}")
+    if expands_past(cfg):
+        raise ConfigError(TOO_LARGE.format(where="the study config"))
     errors = sorted(_validator().iter_errors(cfg), key=lambda e: [str(p) for p in e.absolute_path])
     if errors:
         raise ConfigError("\n".join(_describe(e) for e in errors))
@@ -172,6 +174,7 @@ def check_references(cfg: dict) -> None:
     _check_sizes(cfg)
     _check_runtime(cfg)
     _check_results_dir(cfg["results_dir"])
+    _check_study_dir(cfg)
 
 
 # A study's folder holds these; a results_dir inside one would nest a study in another's outputs.
@@ -192,6 +195,36 @@ def _check_results_dir(results_dir: str) -> None:
         if marker:
             raise ConfigError(f"{where} is inside the study folder {str(folder)!r} (it holds {marker}); allowed: "
                               f"a folder of studies, e.g. {str(folder.parent)!r}")
+
+
+# The repository's root where the package runs from a checkout (its Snakefile beside workflow/), else None: a
+# results_dir reaching one of its own folders however written (absolute, through a link) is refused.
+_REPO = next((p for p in Path(__file__).resolve().parents[2:4] if (p / "Snakefile").is_file()), None)
+
+
+def _reserved(path: Path) -> Path | None:
+    """The workflow's own folder (_RESERVED, in this checkout) that `path` is or lies in, resolved from the working
+    directory with links followed; None where it is none."""
+    if _REPO is None:
+        return None
+    resolved = path.resolve()
+    return next((folder for folder in (_REPO / name for name in sorted(_RESERVED))
+                 if resolved == folder or folder in resolved.parents), None)
+
+
+def _check_study_dir(cfg: dict) -> None:
+    """The study's folder, <results_dir>/<study>, must be a folder (or not there yet) outside the workflow's own
+    folders, however results_dir is written (`snakemake -n` would trip on a file there)."""
+    path = Path(cfg["results_dir"]) / cfg["study"]
+    for key, where in (("results_dir", Path(cfg["results_dir"])), ("study", path)):
+        reserved = _reserved(where)
+        if reserved:
+            raise ConfigError(f"config key {key}: {str(where)!r} is the workflow's own folder {reserved}; allowed: "
+                              f"a folder outside the workflow's own folders ({', '.join(sorted(_RESERVED))})")
+    if path.exists() and not path.is_dir() or path.is_symlink() and not path.exists():
+        what = "a file" if path.exists() else "a broken link"
+        raise ConfigError(f"config key study: {cfg['study']!r}: {path} is {what}, where the study's folder belongs; "
+                          f"allowed: a study name whose folder under results_dir is a folder or not there yet")
 
 
 def _check_sizes(cfg: dict) -> None:
@@ -257,11 +290,40 @@ def text(path: str | Path, what: str = "config file") -> str:
                           f"allowed: a file saved as UTF-8") from None
 
 
+# The most values (keys, items, scalars) a config may hold once its YAML aliases are expanded: a real study holds
+# thousands; an alias repeated inside an alias multiplies (ten levels of ten: 10^10), and every later step
+# (validation, hashing, an error message quoting it) would expand it in memory.
+MAX_VALUES = 1_000_000
+TOO_LARGE = (f"{{where}}: more than {MAX_VALUES:,} values once its YAML aliases (*name) are expanded; allowed: a config "
+             f"of at most {MAX_VALUES:,} (an alias repeated inside an alias multiplies them)")
+
+
+def expands_past(value: Any, limit: int = MAX_VALUES) -> bool:
+    """Whether `value`, its shared parts (YAML aliases) counted each time they occur, holds more than `limit`
+    values: counted without expanding, stopping at the limit, so a billion-value alias bomb costs `limit` steps."""
+    stack, seen = [value], 0
+    while stack:
+        item = stack.pop()
+        seen += 1
+        if seen > limit:
+            return True
+        if isinstance(item, dict):
+            seen += len(item)
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return False
+
+
 def read(path: str | Path) -> dict:
-    """The YAML study config at `path`, parsed (strictly: no key twice) but not validated."""
+    """The YAML study config at `path`, parsed (strictly: no key twice) but not validated; one whose aliases
+    expand past MAX_VALUES is refused, naming the file."""
     loader = _StrictLoader(text(path))
     try:
-        return loader.get_single_data()
+        data = loader.get_single_data()
+        if expands_past(data):
+            raise ConfigError(TOO_LARGE.format(where=path))
+        return data
     except _Duplicate as e:
         raise ConfigError(f"{path}:{e.line}: {e}") from None
     except yaml.YAMLError as e:
@@ -308,6 +370,9 @@ def run_config(cfg: dict, arm: str, seed: int) -> dict[str, Any]:
     if "trl" in (spec.get("trainer") or {}):  # TRL's version and the script's hash: another of either, another run
         from mcgrpo.core.trl_config import identity
         run["trl"] = identity(spec["trainer"]["trl"])
+    if "ingested" in (spec.get("trainer") or {}):  # a finished TRL run stored: what its folder says it did
+        from mcgrpo.core.trl_config import ingested_identity
+        run["ingested"] = ingested_identity(spec["trainer"]["ingested"], seed)
     used = plugins.identities(spec, run["recipe"], f"arms.{arm}")  # none for built-ins: their runs keep their hash
     if used:
         run["plugins"] = used

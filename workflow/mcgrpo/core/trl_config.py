@@ -8,6 +8,8 @@ job then needs the `mcgrpo[trl]` extra (mcgrpo.integrations.trl). docs/trl.md gi
 from __future__ import annotations
 
 import hashlib
+import json
+import re
 from pathlib import Path
 
 TRL_VERSION = "1.16.0"  # the version of the `trl` extra (pyproject.toml) and of bench/requirements-trl.txt
@@ -38,9 +40,9 @@ FIXED = {"gradient_accumulation_steps": 1, "steps_per_generation": 1, "num_itera
          "dataloader_num_workers": 0}
 
 
-def arms(cfg: dict) -> dict[str, dict]:
-    """The study's TRL arms: name -> their `trainer.trl` block."""
-    return {arm: spec["trainer"]["trl"] for arm, spec in cfg["arms"].items() if "trl" in (spec.get("trainer") or {})}
+def arms(cfg: dict, kind: str = "trl") -> dict[str, dict]:
+    """The study's TRL arms (`kind` trl) or ingested arms (`kind` ingested): name -> their `trainer.<kind>` block."""
+    return {arm: spec["trainer"][kind] for arm, spec in cfg["arms"].items() if kind in (spec.get("trainer") or {})}
 
 
 def problems(cfg: dict) -> list[str]:
@@ -48,7 +50,13 @@ def problems(cfg: dict) -> list[str]:
     found = []
     along = (cfg["evaluation"].get("alignment") or {}).get("arms", [])
     tested = (cfg.get("gradient_tests") or {}).get("arms", [])
-    for arm, block in arms(cfg).items():
+    for arm, block in arms(cfg, "ingested").items():
+        for seed in cfg["seeds"]:
+            folder = output_folder(block, seed)
+            if not folder.is_dir():
+                found.append(f"config key arms.{arm}.trainer.ingested.trl_output: {folder} (seed {seed}): not a "
+                             f"folder; allowed: the TRL output_dir of each seed ({{seed}} stands for the seed)")
+    for arm, block in {**arms(cfg), **arms(cfg, "ingested")}.items():
         spec, key = cfg["arms"][arm], f"config key arms.{arm}"
         credit = spec.get("credit") or {"outcome": {}}
         if set(credit) != {"outcome"}:
@@ -71,7 +79,7 @@ def problems(cfg: dict) -> list[str]:
             if arm in names:
                 found.append(f"config key {what}: names TRL arm {arm!r}, whose credit mcgrpo does not compute; "
                              f"allowed: mcgrpo's arms")
-        script = block.get("script")
+        script = block.get("script") if "trl" in spec["trainer"] else None
         if script is not None and not Path(script).is_file():
             found.append(f"{key}.trainer.trl.script: {script}: file not found (relative to the working directory)")
     return found
@@ -83,6 +91,38 @@ def identity(block: dict) -> dict:
     script = block.get("script")
     digest = hashlib.sha256(Path(script).read_bytes()).hexdigest() if script and Path(script).is_file() else None
     return {"version": TRL_VERSION, "script_sha256": digest}
+
+
+def output_folder(block: dict, seed: int) -> Path:
+    """An ingested arm's TRL output folder of `seed` (`trainer.ingested.trl_output`, `{seed}` replaced)."""
+    return Path(block["trl_output"].replace("{seed}", str(seed)))
+
+
+def saved_checkpoints(folder: Path) -> dict[int, Path]:
+    """A TRL output folder's checkpoint-<step>/ folders by step (empty where there are none)."""
+    found = {int(m.group(1)): p for p in folder.iterdir() if (m := re.fullmatch(r"checkpoint-(\d+)", p.name))} \
+        if folder.is_dir() else {}
+    return dict(sorted(found.items()))
+
+
+def ingested_identity(block: dict, seed: int) -> dict:
+    """What an ingested run's identity holds instead of a recipe it was not trained by: what its folder says it did
+    (the sha256 of its newest checkpoint's trainer_state.json, the log, and training_args.bin, TRL's arguments) and
+    the reward functions its log names, beside the arm's block (the folder's path) in the run's config: a folder
+    changed since it was stored is another run, ingested anew."""
+    saved = saved_checkpoints(output_folder(block, seed))
+    if not saved:
+        return {"trainer_state_sha256": None, "training_args_sha256": None, "rewards": []}
+    newest = saved[max(saved)]
+
+    def digest(name: str) -> str | None:
+        path = newest / name
+        return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+    state = newest / "trainer_state.json"
+    logged = json.loads(state.read_text()).get("log_history", []) if state.is_file() else []
+    rewards = sorted({k.split("/")[1] for e in logged for k in e if k.startswith("rewards/") and k.count("/") == 2})
+    return {"trainer_state_sha256": digest("trainer_state.json"), "training_args_sha256": digest("training_args.bin"),
+            "rewards": rewards}
 
 
 def grpo_arguments(run: dict, output_dir: str, max_steps: int, on_gpu: bool) -> dict:

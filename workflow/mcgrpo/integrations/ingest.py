@@ -12,9 +12,14 @@ mcgrpo's protocol would have counted (docs/trl.md, "Runs already made"):
     less the completion tokens, is the step's prompt tokens, at least one per completion;
   - the step at which the run would have stopped (the first that reaches horizon x B) and the step at which each
     budget point k B / per_budget was due (the first step at or after it, as the protocol evaluates);
-  - the checkpoint that stands for each point: the one saved at that step, else the nearest before it (point 0,
-    and any point before the first checkpoint, is the study's initial model), with its distance in steps and tokens.
+  - the checkpoint that stands for each point: before B, the one saved at that step, else the nearest before it
+    (point 0, and any point before the first checkpoint, is the study's initial model); from B on, the first saved
+    at or after it, as the protocol reads a run at its first evaluation at or after B. Each evaluation is recorded
+    at the counts (tokens, steps, time) of the checkpoint evaluated, never at those of a model it is not.
 
+Its identity is its own (mcgrpo.core.trl_config.ingested_identity: what its folder says it did), and it serves only
+an arm declared ingested (`trainer: {ingested: {trl_output: ...}}`); a folder whose GRPOConfig differs from the
+study's recipe is refused by key, or stored with its differences listed where the arm accepts them.
 The checkpoints are then evaluated with mcgrpo's Evaluator (the study's sets, samples, common random numbers and
 every verifier) and the run written by the train job's writer. What the logs cannot give is listed in run.json
 (`ingested.unrecovered`): tokens a reward function generated without TRL logging them, the time of each stage, the
@@ -25,14 +30,14 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from mcgrpo.core.budget import due_points
-from mcgrpo.core.errors import ConfigError, DataError
+from mcgrpo.core.errors import ConfigError, DataError, MissingFile
+from mcgrpo.core.trl_config import grpo_arguments, ingested_identity, output_folder, saved_checkpoints
 
 TOKEN_KEYS = ("completions/mean_length", "num_tokens")  # the log keys the token count is rebuilt from
 UNRECOVERED = (
@@ -52,24 +57,26 @@ class TRLLog:
     steps: pd.DataFrame  # step, tokens, tokens_total, loss, grad_norm, lr, mean_length, truncated_share, seconds
     checkpoints: dict[int, Path]
     unchecked: list[str]  # what about the run's settings could not be checked
+    batch: int = 0  # train_batch_size: the completions of a step
+    arguments: object = None  # the GRPOConfig of training_args.bin, where it could be read
 
 
 @dataclass
 class Point:
     """Budget point `index`: due at the end of step `due`; evaluated on the checkpoint of step `checkpoint` (0: the
-    study's initial model), `steps_before` and `tokens_before` before it."""
+    study's initial model), `steps_off` steps and `tokens_off` tokens from the due step (negative: before it)."""
     index: int
     due: int
     checkpoint: int
-    steps_before: int
-    tokens_before: int
+    steps_off: int
+    tokens_off: int
 
 
 def checkpoints(folder: str | Path) -> dict[int, Path]:
     folder = Path(folder)
     if not folder.is_dir():
         raise DataError(f"{folder}: not a folder; allowed: a TRL output_dir holding checkpoint-<step>/ folders")
-    found = {int(m.group(1)): p for p in folder.iterdir() if (m := re.fullmatch(r"checkpoint-(\d+)", p.name))}
+    found = saved_checkpoints(folder)
     if not found:
         raise DataError(f"{folder}: no checkpoint-<step>/ folder; allowed: a TRL output_dir saved with "
                         f"save_strategy 'steps' (ingest evaluates the checkpoints)")
@@ -83,27 +90,71 @@ def read(folder: str | Path) -> TRLLog:
     if not path.exists():
         raise DataError(f"{path}: file not found; allowed: a checkpoint as TRL saves it, with its trainer_state.json")
     state = json.loads(path.read_text())
-    unchecked = check_arguments(saved[max(saved)])
-    return TRLLog(Path(folder), steps(state, path), saved, [unchecked] if unchecked else [])
+    arguments, unchecked = check_arguments(saved[max(saved)])
+    return TRLLog(Path(folder), steps(state, path), saved, [unchecked] if unchecked else [],
+                  int(state.get("train_batch_size") or 0), arguments)
 
 
 ONE_BATCH = ("gradient_accumulation_steps", "steps_per_generation", "num_iterations")  # 1: a step is one batch
 
 
-def check_arguments(checkpoint: Path) -> str | None:
-    """Refuse a run whose GRPOConfig (training_args.bin) makes a step other than one generated batch; what could not
-    be checked, if anything. Unpickling the file needs trl: where it is missing the check is left to num_tokens."""
+def check_arguments(checkpoint: Path) -> tuple[object, str | None]:
+    """The GRPOConfig of training_args.bin (None where it cannot be read) and what could not be checked, if anything;
+    refuses a run whose GRPOConfig makes a step other than one generated batch. Unpickling the file needs trl: where
+    it is missing the check is left to num_tokens, and the recipe's settings to the log (`differences`)."""
     path = checkpoint / "training_args.bin"
     try:
         import torch
         args = torch.load(path, weights_only=False)  # the user's own run folder: trusted as its script is
     except (ImportError, AttributeError, FileNotFoundError) as e:
-        return f"{path}: not read ({type(e).__name__}: {e}), so {', '.join(ONE_BATCH)} = 1 is assumed, not checked"
+        return None, (f"{path}: not read ({type(e).__name__}: {e}), so {', '.join(ONE_BATCH)} = 1 is assumed, not "
+                      f"checked, nor the GRPOConfig's settings other than the batch and learning rate the log shows")
     wrong = [f"{key} {getattr(args, key)}" for key in ONE_BATCH if (getattr(args, key, 1) or 1) != 1]
     if wrong:
         raise DataError(f"{path}: {', '.join(wrong)}; allowed: 1 (a step of the protocol is one optimizer step on "
                         f"one generated batch, and the log's per-step lengths count it)")
-    return None
+    return args, None
+
+
+# the GRPOConfig settings that make a run another recipe (docs/trl.md, "Runs already made"); the expected values
+# are the ones a TRL arm of the study trains with (mcgrpo.core.trl_config.grpo_arguments)
+COMPARED = ("per_device_train_batch_size", "num_generations", "max_completion_length", "learning_rate",
+            "lr_scheduler_type", "warmup_steps", "warmup_ratio", "loss_type", "beta", "scale_rewards", "temperature",
+            "top_p", "top_k", "shuffle_dataset", "disable_dropout", "max_grad_norm")
+
+
+def _plain(value):
+    """An argument as it compares: an enum by its value."""
+    return getattr(value, "value", value)
+
+
+def _same(found, expected) -> bool:
+    if isinstance(expected, float) or isinstance(found, float):
+        return found is not None and math.isclose(float(found), float(expected), rel_tol=1e-9, abs_tol=1e-12)
+    return found == expected
+
+
+def differences(log: TRLLog, run: dict) -> list[str]:
+    """Where the folder's recipe is not the study's, one line per key: the batch and the learning rate (its value
+    and whether it stayed constant) from the log, which every folder has; every COMPARED setting of the GRPOConfig
+    where training_args.bin could be read."""
+    expected = {**grpo_arguments(run, "", 0, False), "warmup_ratio": 0.0}
+    found = []
+    batch = expected["per_device_train_batch_size"]
+    if log.batch != batch:
+        found.append(f"train_batch_size {log.batch} (trainer_state.json); the recipe's {batch} (prompts_per_iteration "
+                     f"x group_size)")
+    rates = log.steps["lr"].dropna()
+    if len(rates) and not _same(float(rates.iloc[0]), expected["learning_rate"]):
+        found.append(f"learning_rate {rates.iloc[0]:g} at step 1 (the log); the recipe's {expected['learning_rate']:g}")
+    if len(rates) and not all(_same(float(r), float(rates.iloc[0])) for r in rates):
+        found.append(f"learning rate schedule: logged from {rates.iloc[0]:g} to {rates.iloc[-1]:g} (the log); the "
+                     f"recipe's constant")
+    if log.arguments is not None:
+        found += [f"{key} {_plain(getattr(log.arguments, key))!r} (training_args.bin); the recipe's {expected[key]!r}"
+                  for key in COMPARED if hasattr(log.arguments, key)
+                  and not _same(_plain(getattr(log.arguments, key)), expected[key])]
+    return found
 
 
 def steps(state: dict, path: Path | str = "trainer_state.json") -> pd.DataFrame:
@@ -147,7 +198,9 @@ def _few(steps: list[int]) -> str:
 
 
 def place(log: TRLLog, budget: int, unit: str, per_budget: int, horizon: float) -> tuple[int, list[Point]]:
-    """The step at which the protocol would have stopped the run, and its budget points on the checkpoints."""
+    """The last step the stored run keeps (the protocol's stop, or the checkpoint read for B where that is later),
+    and its budget points on the checkpoints: before B the checkpoint at or before the point's step, from B on the
+    first at or after it (the protocol reads a run at its first evaluation at or after B)."""
     steps_ = log.steps
     spent = steps_["tokens_total"] if unit == "tokens" else steps_["step"]
     reached = steps_.loc[spent >= horizon * budget, "step"]
@@ -163,16 +216,28 @@ def place(log: TRLLog, budget: int, unit: str, per_budget: int, horizon: float) 
         before = int(after)
     points = []
     for index, step in sorted(due.items()):
-        used = max([0, *(c for c in log.checkpoints if c <= step)])
-        points.append(Point(index, step, used, step - used, totals[step] - totals[used]))
-    return stop, points
+        if index < per_budget:
+            used = max([0, *(c for c in log.checkpoints if c <= step)])
+        else:
+            later = [c for c in log.checkpoints if c >= step and c <= len(steps_)]
+            if not later:
+                raise DataError(f"{log.folder}: no checkpoint at or after step {step}, where point {index} (B x "
+                                f"{index / per_budget:g}) fell due (checkpoints at steps "
+                                f"{', '.join(map(str, log.checkpoints))}); allowed: a folder saved at or after the "
+                                f"step that reached B (the protocol reads a run at its first evaluation at or after "
+                                f"B), e.g. save_strategy 'steps' with a final save")
+            used = min(later)
+        points.append(Point(index, step, used, used - step, totals[used] - totals[step]))
+    return max(stop, *(p.checkpoint for p in points)), points
 
 
 def unrecovered(log: TRLLog, points: list[Point]) -> list[str]:
     """What run.json says the TRL folder could not give, the points off their step included."""
-    return [*UNRECOVERED, *log.unchecked, *(f"evaluation point {p.index}: due at step {p.due}, evaluated on "
-                            f"{f'checkpoint-{p.checkpoint}' if p.checkpoint else 'the initial model'}, {p.steps_before} "
-                            f"step(s) and {p.tokens_before} tokens before it" for p in points if p.steps_before)]
+    return [*UNRECOVERED, *log.unchecked, *(
+        f"evaluation point {p.index}: due at step {p.due}, evaluated on "
+        f"{f'checkpoint-{p.checkpoint}' if p.checkpoint else 'the initial model'} and recorded at its counts, "
+        f"{abs(p.steps_off)} step(s) and {abs(p.tokens_off)} tokens {'before' if p.steps_off < 0 else 'after'} the "
+        f"point's step" for p in points if p.steps_off)]
 
 
 def iteration_rows(log: TRLLog, stop: int) -> list[dict]:
@@ -188,56 +253,94 @@ def iteration_rows(log: TRLLog, stop: int) -> list[dict]:
             for i, row in enumerate(log.steps.iloc[:stop].itertuples())]
 
 
-def ingest(log: TRLLog, run: dict, budget: int, model, tokenizer, eval_sets: dict[str, pd.DataFrame]):
-    """(RunLog, the `ingested` block of run.json) of a finished TRL output folder (`read`) as run `run` (a TRL arm's
-    effective config) under B `budget`; `model` is the study's initial model (point 0)."""
+def ingest(log: TRLLog, run: dict, budget: int, model, tokenizer, eval_sets: dict[str, pd.DataFrame],
+           accept: bool = False):
+    """(RunLog, the `ingested` block of run.json) of a finished TRL output folder (`read`) as run `run` (an ingested
+    arm's effective config) under B `budget`; `model` is the study's initial model (point 0). A folder whose recipe
+    differs from the study's (`differences`) is refused by key, unless `accept`: then stored with them listed."""
     from mcgrpo.core.budget import unit as budget_unit
     from mcgrpo.integrations.trl import study_evaluator
     from mcgrpo.train.trainer import RunLog, record_evaluation
     from transformers import AutoModelForCausalLM
-    if "trl" not in run:
-        raise ConfigError(f"--arm: an arm without trainer.trl (arm config {run['arm_config']}); allowed: a TRL arm "
-                          f"(trainer: {{trl: ...}}), whose run a TRL output folder can be")
+    if "ingested" not in (run["arm_config"].get("trainer") or {}):
+        raise ConfigError(f"--arm: an arm not declared ingested (arm config {run['arm_config']}); allowed: an arm "
+                          f"with trainer: {{ingested: {{trl_output: ...}}}}, whose runs are folders TRL made (a "
+                          f"protocol arm's runs are trained under the protocol, never taken from a folder)")
+    differ = differences(log, run)
+    if differ and not accept:
+        raise DataError(f"{log.folder}: its recipe is not the study's: {'; '.join(differ)}; allowed: a run of the "
+                        f"study's recipe, or accept_differences: true in the arm's trainer.ingested (or ingest "
+                        f"--accept-differences), which stores it with the differences listed")
     stop, points = place(log, budget, budget_unit(run["budget"]), run["evaluation"]["per_budget"],
                          run["budget"]["horizon"])
     out, policies = RunLog(iterations=iteration_rows(log, stop)), {0: model}
-    for due in sorted({p.due for p in points}):  # the points one step crossed, evaluated as the protocol does
-        group = [p for p in points if p.due == due]
-        used = group[0].checkpoint
+    for used in sorted({p.checkpoint for p in points}):  # one evaluation per checkpoint, at its own counts
+        group = [p for p in points if p.checkpoint == used]
         if used not in policies:
             policies = {used: AutoModelForCausalLM.from_pretrained(log.checkpoints[used], dtype=model.dtype)
                         .to(model.device), 0: model}
-        # the counts of the step where the points fell due, as the protocol records them (the analysis finds each
-        # point where it expects it); the checkpoint that stands for them, and its distance, are in run.json
-        row = out.iterations[due - 1] if due else {"tokens_total": 0, "train_seconds": 0.0}
-        state = {"tokens_total": row["tokens_total"], "iteration": due, "updates": due,
+        row = out.iterations[used - 1] if used else {"tokens_total": 0, "train_seconds": 0.0}
+        state = {"tokens_total": row["tokens_total"], "iteration": used, "updates": used,
                  "train_seconds": row["train_seconds"], "train_cpu_seconds": math.nan}
         record_evaluation(out, study_evaluator(run, policies[used], tokenizer, eval_sets), [p.index for p in group],
                           state)
     block = {"folder": str(log.folder.resolve()), "trainer_state": str(log.checkpoints[max(log.checkpoints)]
                                                                          / "trainer_state.json"),
              "token_keys": list(TOKEN_KEYS), "steps_logged": len(log.steps), "stop_step": stop,
-             "points": [vars(p) for p in points], "unrecovered": unrecovered(log, points)}
+             "points": [vars(p) for p in points], "unrecovered": unrecovered(log, points),
+             "differences": differ, "accepted_differences": bool(differ)}
     return out, block
 
 
-def store_run(folder: str | Path, run: dict, files: dict[str, str]) -> dict:
-    """Ingest `folder` as run `run` into its run folder files["out"] (the study's model, data and budget from
-    `files`, as the train job reads them), written as the train job writes a run; the `ingested` block."""
+def needed(path: str | Path, what: str, config: str = "STUDY.yaml") -> Path:
+    """`path`, which ingest reads; where it is missing, the one command that makes it."""
+    if not Path(path).exists():
+        raise MissingFile(f"{path}: file not found ({what}); make it with: snakemake --cores 1 --configfile "
+                          f"{config} {path}")
+    return Path(path)
+
+
+def budget_of(run: dict, path: str | Path, config: str = "STUDY.yaml"):
+    """B: the config's, where it gives it (tokens, or iterations); else the study's calibrated budget.parquet."""
+    from mcgrpo.core import store
+    from mcgrpo.core.budget import budget_table, from_table
+    b, name = run["budget"], run["model"]["name"]
+    if b.get("iterations") is not None:
+        return from_table(budget_table(name, [], b["iterations"], "iterations", unit="iterations"))
+    if b.get("tokens") is not None:
+        return from_table(budget_table(name, [], b["tokens"], "config"))
+    return from_table(store.read_contract(needed(path, "the calibrated B", config), "budget"))
+
+
+def store_run(folder: str | Path, run: dict, files: dict[str, str], accept: bool = False,
+              config: str = "STUDY.yaml") -> dict:
+    """Ingest `folder` as run `run` into its run folder files["out"] (the study's model and data from `files`, B from
+    the config or `files`, as the train job reads them), written as the train job writes a run; the `ingested`
+    block. `config` names the study file in the messages that say how to make a missing input."""
     from datetime import datetime, timezone
 
     from mcgrpo import data
-    from mcgrpo.core import store
-    from mcgrpo.core.budget import from_table
     from mcgrpo.train import models
     from mcgrpo.train.job import write_run
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     trl_log = read(folder)  # the refusals first, before any model is loaded
-    B = from_table(store.read_contract(files["budget"], "budget"))
-    _, evals = data.read(files["data"], run["evaluation"]["sets"])
-    model, tokenizer = models.load(files["model"])
-    log, block = ingest(trl_log, run, B, model, tokenizer, evals)
+    B = budget_of(run, files["budget"], config)
+    _, evals = data.read(needed(files["data"], "the study's data", config), run["evaluation"]["sets"])
+    model, tokenizer = models.load(needed(files["model"], "the study's initial model", config))
+    log, block = ingest(trl_log, run, B, model, tokenizer, evals, accept)
     write_run(Path(files["out"]), run, B, log, model, {
         "started": started, "ended": datetime.now(timezone.utc).isoformat(timespec="seconds"), "attempts": [],
         "tracking": "none", "ingested": block})
     return block
+
+
+def store_arm_run(run: dict, files: dict[str, str], config: str = "STUDY.yaml", accept: bool = False) -> dict:
+    """The train job of an ingested arm: its seed's folder (trainer.ingested.trl_output) stored as the run, if the
+    folder still says what it said when the run was planned (its identity); `accept` as the arm's
+    accept_differences (`mcgrpo ingest --accept-differences`: the run's identity stays the arm's)."""
+    block = run["arm_config"]["trainer"]["ingested"]
+    folder = output_folder(block, run["seed"])
+    if ingested_identity(block, run["seed"]) != run["ingested"]:
+        raise ConfigError(f"{folder}: changed since this run was planned (its newest checkpoint is not the one the "
+                          f"run's identity names); allowed: rerun the workflow, which plans the folder as it is now")
+    return store_run(folder, run, files, accept or bool(block.get("accept_differences")), config)

@@ -275,6 +275,12 @@ class TRLRun:
         self.checkpoint_dir = Path(checkpoint_dir)
         self.protocol = Protocol(run, budget, tokenizer, eval_sets, tracker)
 
+    @classmethod
+    def for_job(cls, run, model, tokenizer, pool, evals, B, checkpoint_dir, tracker, arm, identity) -> "TRLRun":
+        """The train job's runner (mcgrpo.train.job.train, given it by the CLI): a TRL run never resumes, so the
+        identity its checkpoints would carry is not needed."""
+        return cls(run, model, tokenizer, pool, evals, B, checkpoint_dir, tracker=tracker, arm=arm)
+
     @property
     def stop_requested(self) -> bool:
         return self.protocol.stop_requested

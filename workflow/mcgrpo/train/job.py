@@ -33,11 +33,16 @@ def logged(failed_log: str | None, work: Callable[[], None]) -> None:
         raise
 
 
-def train(run: dict, files: dict[str, str], names: tuple[str, str], backend: str) -> None:
+def train(run: dict, files: dict[str, str], names: tuple[str, str], backend: str,
+          runner: Callable | None = None) -> None:
     """One run (arm, seed): resume from its newest checkpoint, train to the budget, write its Parquet.
 
     `files` names the model, data, budget and out folder; `names` is (study, arm), what messages and trackers
-    call the run; `backend` the experiment tracker (mcgrpo.train.tracking).
+    call the run; `backend` the experiment tracker (mcgrpo.train.tracking). `runner` builds what trains the run
+    (default: mcgrpo's Trainer): called as runner(run, model, tokenizer, pool, evals, B, checkpoint_dir, tracker,
+    arm, identity), it returns an object with run() -> RunLog, stop_requested, resumed_at, next_iteration and
+    checkpoint_seconds. The CLI passes another trainer's (mcgrpo.integrations.trl.TRLRun for a TRL arm), so that
+    this module never imports the layer above it.
 
     SIGTERM or SIGUSR1 (what SLURM sends before a time limit or a preemption) makes the trainer checkpoint
     at the next iteration boundary and exit with status 75; under SLURM an attempt that made progress first
@@ -62,7 +67,6 @@ def train(run: dict, files: dict[str, str], names: tuple[str, str], backend: str
     from mcgrpo.core.budget import from_table
     from mcgrpo.data.checks import check_run_data
     from mcgrpo.core import run_claims
-    from mcgrpo.train.trainer import Trainer
     study, arm = names
     out = Path(files["out"])
     if run_claims.acquire(out).done:  # waits while another process trains this run (mcgrpo.core.run_claims)
@@ -79,12 +83,8 @@ def train(run: dict, files: dict[str, str], names: tuple[str, str], backend: str
     model, tokenizer = models.load(files["model"])
     for folder in (out, out / "checkpoints"):
         store.remove_orphans(folder)
-    if "trl" in (run["arm_config"].get("trainer") or {}):  # TRL's GRPOTrainer under the protocol
-        from mcgrpo.integrations.trl import TRLRun
-        trainer = TRLRun(run, model, tokenizer, pool, evals, B, out / "checkpoints", tracker=tracker, arm=arm)
-    else:
-        trainer = Trainer(run, model, tokenizer, pool, evals, B, checkpoint_dir=out / "checkpoints",
-                          config_hash=identity, tracker=tracker, arm=arm)
+    trainer = (runner or mcgrpo_trainer)(run, model, tokenizer, pool, evals, B, out / "checkpoints", tracker, arm,
+                                         identity)
     trainer.stop_requested = bool(signals)
     try:
         log = trainer.run()
@@ -104,6 +104,13 @@ def train(run: dict, files: dict[str, str], names: tuple[str, str], backend: str
         "started": history[0]["started"], "ended": history[-1]["ended"], "attempts": history,
         "tracking": backend,  # where it logged: <out>/tracking/ (mcgrpo.train.tracking)
     })
+
+
+def mcgrpo_trainer(run, model, tokenizer, pool, evals, B, checkpoint_dir, tracker, arm, identity):
+    """mcgrpo's own Trainer for a run: the default runner of `train`."""
+    from mcgrpo.train.trainer import Trainer
+    return Trainer(run, model, tokenizer, pool, evals, B, checkpoint_dir=checkpoint_dir, config_hash=identity,
+                   tracker=tracker, arm=arm)
 
 
 def write_run(out: Path, run: dict, B: int, log, model, extra: dict) -> None:
