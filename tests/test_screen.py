@@ -33,7 +33,7 @@ def test_the_prediction_reads_the_base_curve_at_e_times_B(tmp_path):
     # accuracy 0.2 at 0 tokens rising linearly to 0.6 at B = 1000: acc(e B) - acc(B) = -0.4 (1 - e)
     pd.DataFrame({"tokens": [0.0, 1000.0], "accuracy": [0.2, 0.6]}).to_csv(tmp_path / "curve.csv", index=False)
     curve = screen.base_curve({}, str(tmp_path / "curve.csv"), None)
-    assert curve[2] == 1000.0
+    assert curve.budget == 1000.0 and curve.seeds == 0
     predicted = screen.predicted_difference(np.array([0.5, 0.25, 1.0, 2.0]), curve)
     assert predicted[:3] == pytest.approx([-0.2, -0.3, 0.0]) and np.isnan(predicted[3])  # e > 1: off the curve
     # B given: the difference is read at e x B against B on the same curve
@@ -73,3 +73,52 @@ def test_an_update_inside_v_reads_as_such_not_as_nan():
     lines = screen.render(table, "mc_k2", "no curve")
     assert "alignment outside V n/a (inside V), share outside V 0.000" in lines[0] and "nan" not in lines[0]
     assert "alignment outside V +0.250, share outside V 0.400" in lines[1]
+
+
+def _evals(rows: dict[int, list[tuple[float, float]]]) -> pd.DataFrame:
+    """A base's evaluations: seed -> [(tokens_total, acc_default), ...]."""
+    return pd.DataFrame([{"seed": seed, "tokens_total": t, "acc_default": a}
+                         for seed, points in rows.items() for t, a in points])
+
+
+def test_the_prediction_carries_the_base_curves_spread_over_seeds():
+    # three seeds whose curves rise linearly to B = 1000: by 0.3, 0.4 and 0.5
+    evals = _evals({s: [(0.0, 0.5 - rise), (1000.0, 0.5)] for s, rise in ((1, 0.3), (2, 0.4), (3, 0.5))})
+    curve = screen.seed_curve(evals, "acc_default", 1000.0)
+    assert curve.seeds == 3
+    at_half = screen.predicted_difference(np.array([0.5]), curve)
+    assert at_half == pytest.approx([-0.2])  # the mean rise 0.4, half of it
+    from scipy import stats
+    half_width = stats.t.ppf(0.975, 2) * stats.sem([0.15, 0.2, 0.25])
+    low, high, note = screen.predicted_interval(0.5, 0.5, curve)  # no efficiency uncertainty: the band alone
+    assert (low, high) == pytest.approx((-0.2 - half_width, -0.2 + half_width)) and note == ""
+    # ends given high to low, and an efficiency interval as well: ordered, and wider than either alone
+    low2, high2, _ = screen.predicted_interval(0.75, 0.25, curve)
+    assert low2 < low < high < high2 and low2 == pytest.approx(-0.3 - stats.t.ppf(0.975, 2) * stats.sem([0.225, 0.3, 0.375]))
+
+
+def test_the_prediction_is_printed_in_points_low_to_high_with_notes_only_where_they_apply(tmp_path):
+    pd.DataFrame({"tokens": [0.0, 1000.0], "accuracy": [0.2, 0.6]}).to_csv(tmp_path / "curve.csv", index=False)
+    curve = screen.base_curve({}, str(tmp_path / "curve.csv"), None)
+    row = {"per_update": 1.2, "per_update_low": 1.1, "per_update_high": 1.4, "alignment": 0.5, "share_outside_v": 0.1,
+           "tokens": 9000.0}
+    table = pd.DataFrame([{**row, "arm": "mc", "per_token": 0.5, "per_token_low": 0.4, "per_token_high": 0.6}])
+    points = screen.predicted_difference(table["per_token"].to_numpy(), curve)
+    low, high, note = screen.predicted_interval(0.4, 0.6, curve)
+    table = table.assign(predicted_diff=points, predicted_diff_low=low, predicted_diff_high=high,
+                         predicted_note=note, budget=curve.budget)
+    line = screen.render(table, "mc", "curve c.csv")[-1]
+    assert line == ("predicted equal-tokens difference of mc against outcome-only at B = 1000 (curve c.csv): "
+                    "-20.0 [-24.0, -16.0] points (the base's curve carries no uncertainty of its own here (a curve "
+                    "file): the interval is the efficiency's)")
+    assert "NaN" not in line
+    # past the curve's end: the part beyond it left out, and said
+    low, high, note = screen.predicted_interval(0.8, 1.3, curve)
+    assert (low, high) == pytest.approx((-0.08, 0.0)) and "read up to e = 1, where the base's curve ends" in note
+
+
+def test_batches_below_two_name_the_flag():
+    cfg = studies.validate(edited_study())
+    with pytest.raises(ConfigError, match="--batches 1: the intervals are bootstrapped over batches, which needs at "
+                                          "least 2; allowed: an integer >= 2"):
+        screen.screen_config(cfg, "mc_k2", batches=1)

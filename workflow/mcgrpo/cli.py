@@ -427,6 +427,9 @@ def screen(args) -> None:
     the shuffled control, and the equal-tokens difference its per-token efficiency predicts; no training
     (mcgrpo.screen).
 
+    An arm that is not in the study: add it on Snakemake's command line, `snakemake screen --configfile STUDY.yaml
+    --config 'arms={"mine": {"credit": {"my_rule": {}}}}' screen_arm=mine` (docs/plugins.md).
+
     Example:
       python -m mcgrpo screen --config config/studies/dense.yaml --arm mc_k4
     """
@@ -445,7 +448,8 @@ def screen(args) -> None:
 
 def _screen_arguments(v: argparse.ArgumentParser) -> None:
     v.add_argument("--arm", required=True, type=_format("key"), help="the study's arm to screen")
-    v.add_argument("--batches", type=_positive, help="fixed batches (default: the study's gradient_tests.batches)")
+    v.add_argument("--batches", type=_positive, help="fixed batches, at least 2 (default: the study's "
+                   "gradient_tests.batches)")
     v.add_argument("--curve", metavar="FILE", help="the base's accuracy curve (CSV or Parquet: tokens, accuracy) "
                    "to predict the equal-tokens difference on (default: the study's trained base runs)")
     v.add_argument("--budget", type=_typed(float, lambda v: v > 0, "a number above 0"), help="with --curve: B in generated tokens (default: the curve's last point)")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -24,6 +25,7 @@ from mcgrpo import studies
 from mcgrpo.core import layout, store
 from mcgrpo.core.errors import ConfigError, DataError, MissingFile
 
+MIN_BATCHES = 2  # gradient_tests.batches' minimum in the schema: a bootstrap over batches needs two
 SHUFFLED = "{arm}_shuffled"  # the control: the arm's credit permuted within each completion
 
 
@@ -41,6 +43,9 @@ def screen_config(cfg: dict, arm: str, batches: int | None = None) -> dict:
     tests = {k: v for k, v in (cfg.get("gradient_tests") or {}).items() if k not in ("arms", "controls", "k_sweep")}
     tests.update(enabled=True, arms=[] if arm == "outcome" else [arm], controls=controls, k_sweep=[])
     if batches is not None:
+        if batches < MIN_BATCHES:
+            raise ConfigError(f"--batches {batches}: the intervals are bootstrapped over batches, which needs at "
+                              f"least {MIN_BATCHES}; allowed: an integer >= {MIN_BATCHES}")
         tests["batches"] = batches
     out = copy.deepcopy({k: v for k, v in cfg.items() if k != "gradient_tests"})
     try:
@@ -68,60 +73,125 @@ def measure(cfg: dict, arm: str, batches: int | None, log: Callable[[str], None]
     return gradients.run(run, policy, tokenizer, problems, log=log)
 
 
-def base_curve(cfg: dict, curve: str | None, budget: float | None) -> tuple[np.ndarray, np.ndarray, float] | None:
-    """(e, acc(e B) - acc(B), B) on e in [0.05, 1]: from a file with columns tokens and accuracy (B: `budget`,
-    else its last tokens), else from the study's trained base runs and its B (the prediction step's line); None
-    when neither is there."""
-    e = np.geomspace(0.05, 1.0, 40)
+@dataclass
+class Curve:
+    """The base's accuracy curve as the prediction reads it: on efficiencies e in [0.05, 1], acc(e B) - acc(B), the
+    mean over seeds and its 95% t band over seeds (NaN: no band, a single seed or a curve file), at B."""
+    e: np.ndarray
+    diff: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    budget: float
+    seeds: int  # the base's seeds it is read from (0: a curve file)
+
+
+GRID = np.geomspace(0.05, 1.0, 40)
+
+
+def base_curve(cfg: dict, curve: str | None, budget: float | None) -> Curve | None:
+    """The base's curve: from a file with columns tokens and accuracy (B: `budget`, else its last tokens), else from
+    the study's trained base runs and its B (the prediction step's line, with its spread over seeds); None when
+    neither is there."""
     if curve is not None:
-        path = Path(curve)
-        if not path.exists():
-            raise MissingFile(f"--curve {path}: not found; allowed: a CSV or Parquet file with columns tokens, accuracy")
-        frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
-        lacking = {"tokens", "accuracy"} - set(frame.columns)
-        if lacking:
-            raise DataError(f"--curve {path}: no column(s) {', '.join(sorted(lacking))}; allowed: a table with "
-                            f"columns tokens (generated tokens) and accuracy (the base's mean accuracy there)")
-        frame = frame.sort_values("tokens")
-        tokens, accuracy = frame["tokens"].to_numpy(float), frame["accuracy"].to_numpy(float)
-        B = float(budget if budget is not None else tokens[-1])
-        inside = e * B >= tokens[0]
-        diff = np.where(inside, np.interp(e * B, tokens, accuracy) - np.interp(B, tokens, accuracy), np.nan)
-        return e, diff, B
+        return _curve_file(Path(curve), budget)
     from mcgrpo.analysis import steps
     results, a = layout.study_dir(cfg), cfg["analysis"]
+    metric = a["metrics"][0]
     try:
         B = float(steps.budget(results))
-        line = steps.extrapolation_line(cfg, results, a["base"] or "outcome", a["metrics"][0],
-                                        cfg["evaluation"]["sets"][0])
+        mine = steps.base_evals(cfg, results, a["base"] or "outcome", cfg["evaluation"]["sets"][0])
     except (DataError, FileNotFoundError):
         return None  # the base is not trained yet: no curve to read the prediction from
-    return None if line is None else (*line, B)
+    return None if mine.empty or metric not in mine else seed_curve(mine, metric, B)
 
 
-def predicted_difference(efficiency: np.ndarray, curve) -> np.ndarray:
-    """acc(e B) - acc(B) on the base's curve at each per-token efficiency e (NaN outside the curve: above 1 or
+def _curve_file(path: Path, budget: float | None) -> Curve:
+    if not path.exists():
+        raise MissingFile(f"--curve {path}: not found; allowed: a CSV or Parquet file with columns tokens, accuracy")
+    frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+    lacking = {"tokens", "accuracy"} - set(frame.columns)
+    if lacking:
+        raise DataError(f"--curve {path}: no column(s) {', '.join(sorted(lacking))}; allowed: a table with "
+                        f"columns tokens (generated tokens) and accuracy (the base's mean accuracy there)")
+    frame = frame.sort_values("tokens")
+    tokens, accuracy = frame["tokens"].to_numpy(float), frame["accuracy"].to_numpy(float)
+    B = float(budget if budget is not None else tokens[-1])
+    inside = GRID * B >= tokens[0]
+    diff = np.where(inside, np.interp(GRID * B, tokens, accuracy) - np.interp(B, tokens, accuracy), np.nan)
+    return Curve(GRID, diff, np.full_like(diff, np.nan), np.full_like(diff, np.nan), B, 0)
+
+
+def seed_curve(evals: pd.DataFrame, metric: str, B: float) -> Curve:
+    """acc(e B) - acc(B) of each seed of the base (evaluations: seed, tokens_total and `metric`), its mean and the
+    95% t band over seeds: the uncertainty of the base's own curve, which the prediction carries."""
+    from scipy import stats
+    per_seed = []
+    for _, run in evals.sort_values("tokens_total").groupby("seed"):
+        x, y = run["tokens_total"].to_numpy(float), run[metric].to_numpy(float)
+        per_seed.append(np.interp(GRID * B, x, y) - np.interp(B, x, y))
+    per_seed = np.array(per_seed)
+    mean = per_seed.mean(axis=0)
+    if len(per_seed) < 2:
+        return Curve(GRID, mean, np.full_like(mean, np.nan), np.full_like(mean, np.nan), B, len(per_seed))
+    half = stats.t.ppf(0.975, len(per_seed) - 1) * stats.sem(per_seed, axis=0)
+    return Curve(GRID, mean, mean - half, mean + half, B, len(per_seed))
+
+
+def predicted_difference(efficiency: np.ndarray, curve: Curve) -> np.ndarray:
+    """acc(e B) - acc(B) on the base's mean curve at each per-token efficiency e (NaN outside the curve: above 1 or
     below its first point there is nothing to read)."""
-    e, diff, _ = curve
     x = np.asarray(efficiency, dtype=float)
-    return np.where((x >= e[0]) & (x <= e[-1]), np.interp(x, e, diff), np.nan)
+    return np.where((x >= curve.e[0]) & (x <= curve.e[-1]), np.interp(x, curve.e, curve.diff), np.nan)
 
 
-def summarize(tests: pd.DataFrame, cfg: dict, curve) -> pd.DataFrame:
+def predicted_interval(e_low: float, e_high: float, curve: Curve) -> tuple[float, float, str]:
+    """(low, high, note): the lowest and highest the base's curve reads over the efficiency's interval
+    [e_low, e_high], on its band where it has one (the curve's uncertainty and the efficiency's, together), low to
+    high whatever the curve's slope; the part of the interval beyond the curve is left out and the note says so
+    ('' where nothing needs saying)."""
+    lo, hi = sorted((e_low, e_high))
+    first, last = curve.e[0], curve.e[-1]
+    if not (np.isfinite(lo) and np.isfinite(hi)) or hi < first or lo > last:
+        return np.nan, np.nan, f"the efficiency's interval lies outside the base's curve (e {first:g} to {last:g})"
+    a, b = max(lo, first), min(hi, last)
+    e = np.concatenate([[a], curve.e[(curve.e > a) & (curve.e < b)], [b]])
+    banded = np.isfinite(curve.low).all()
+    low = np.interp(e, curve.e, curve.low if banded else curve.diff)
+    high = np.interp(e, curve.e, curve.high if banded else curve.diff)
+    notes = []
+    if hi > last:
+        notes.append(f"the interval is read up to e = {last:g}, where the base's curve ends (B)")
+    if lo < first:
+        notes.append(f"the interval is read from e = {first:g}, where the base's curve begins")
+    if not banded:
+        notes.append("the base's curve carries no uncertainty of its own here ("
+                     + ("a curve file" if curve.seeds == 0 else "one seed") + "): the interval is the efficiency's")
+    return float(np.nanmin(low)), float(np.nanmax(high)), "; ".join(notes)
+
+
+def summarize(tests: pd.DataFrame, cfg: dict, curve: Curve | None) -> pd.DataFrame:
     """One row per measured rule (outcome-only first): the efficiency table, and the predicted equal-tokens
-    difference at its per-token efficiency and at the ends of its interval."""
+    difference at its per-token efficiency with its interval (accuracy fractions, as contrasts.parquet) and a note
+    where one applies."""
     from mcgrpo.analysis import efficiency
     spec = cfg.get("gradient_tests") or {}
     table = efficiency.efficiency_table(tests, spec.get("resamples", 2000), spec.get("seed", 0))
-    for column in ("per_token", "per_token_low", "per_token_high"):
-        table[column.replace("per_token", "predicted_diff")] = (
-            predicted_difference(table[column].to_numpy(), curve) if curve is not None else np.nan)
-    return table.assign(budget=curve[2] if curve is not None else np.nan)
+    if curve is None:
+        return table.assign(predicted_diff=np.nan, predicted_diff_low=np.nan, predicted_diff_high=np.nan,
+                            predicted_note="", budget=np.nan)
+    point = predicted_difference(table["per_token"].to_numpy(), curve)
+    intervals = [predicted_interval(lo, hi, curve) for lo, hi in zip(table["per_token_low"], table["per_token_high"])]
+    notes = [note if np.isfinite(p) else "; ".join(filter(None, [
+        f"per-token efficiency {e:.3g} lies outside the base's curve (e {curve.e[0]:g} to {curve.e[-1]:g})", note]))
+        for p, e, (_, _, note) in zip(point, table["per_token"], intervals)]
+    return table.assign(predicted_diff=point, predicted_diff_low=[i[0] for i in intervals],
+                        predicted_diff_high=[i[1] for i in intervals], predicted_note=notes, budget=curve.budget)
 
 
 def render(table: pd.DataFrame, arm: str, curve_from: str) -> list[str]:
     """Readable lines: per rule, efficiency per update and per token with intervals, alignment, share outside V,
-    and the prediction."""
+    and the prediction in points (1 point = 0.01 accuracy), as the summary speaks."""
+    from mcgrpo.analysis import formats
     from mcgrpo.train.gradients import alignment_text
     lines = []
     for row in table.itertuples():
@@ -132,9 +202,12 @@ def render(table: pd.DataFrame, arm: str, curve_from: str) -> list[str]:
     mine = table[table["arm"] == arm]
     if len(mine) and np.isfinite(mine["budget"].iloc[0]):
         r = mine.iloc[0]
+        interval = (f"[{formats.points(r.predicted_diff_low)}, {formats.points(r.predicted_diff_high)}]"
+                    if np.isfinite(r.predicted_diff_low) else "[not defined]")
+        value = formats.points(r.predicted_diff) if np.isfinite(r.predicted_diff) else "not defined"
+        note = getattr(r, "predicted_note", "") or ""
         lines.append(f"predicted equal-tokens difference of {arm} against outcome-only at B = {r.budget:.0f} "
-                     f"({curve_from}): {r.predicted_diff:+.3f} [{r.predicted_diff_low:+.3f}, {r.predicted_diff_high:+.3f}]"
-                     f" (NaN: per-token efficiency outside the curve)")
+                     f"({curve_from}): {value} {interval} points" + (f" ({note})" if note else ""))
     else:
         lines.append(f"no predicted equal-tokens difference: {curve_from}")
     return lines
@@ -146,8 +219,10 @@ def screen(cfg: dict, arm: str, batches: int | None = None, out: str | Path | No
     start = time.perf_counter()
     tests = measure(cfg, arm, batches, lambda line: log(f"[{time.perf_counter() - start:6.1f} s] {line}"))
     line = base_curve(cfg, curve, budget)
-    curve_from = (f"curve {curve}" if curve else f"the study's trained {cfg['analysis']['base'] or 'outcome'} runs"
-                  if line is not None else "no trained base in the study's results and no --curve given")
+    curve_from = (f"curve {curve}" if curve else
+                  f"the study's trained {cfg['analysis']['base'] or 'outcome'} runs, {line.seeds} "
+                  f"seed{'' if line.seeds == 1 else 's'}" if line is not None
+                  else "no trained base in the study's results and no --curve given")
     table = summarize(tests, cfg, line)
     folder = Path(out) if out else layout.study_dir(cfg) / "screen" / arm
     store.write_parquet(tests, folder / "gradient_tests.parquet")

@@ -291,3 +291,10 @@ def pool_bases(cfg: dict) -> str:
     tables.write_table(table, out / "tables" / "bases", title="Each planned contrast per warm-start base and pooled",
                        note=bases.NOTE)
     return (out / "tables" / "bases.md").read_text()
+
+
+def base_evals(cfg: dict, results: Path, base: str, eval_set: str) -> pd.DataFrame:
+    """The base arm's evaluations on `eval_set`, every seed, read as every step reads runs: what `mcgrpo screen`
+    reads the base's accuracy curve and its spread over seeds from."""
+    evals = runs.evals_frame(_runs(cfg, results, samples=False))
+    return evals[(evals["arm"] == base) & (evals["eval_set"] == eval_set)]
