@@ -196,3 +196,41 @@ def test_the_equal_bases_table_marks_where_a_was_read_at_the_bases_count():
     table, _ = build(HAND, keys, B, 0.02, resamples=200)
     row = _bases(table).iloc[0]
     assert row["updates"].endswith(" (A read at the base's count)") and "read" not in row["tokens"]
+
+
+@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")  # seeds of one difference: no spread
+def test_each_arms_tokens_at_the_point_read_and_a_warning_where_they_are_a_tenth_of_b_apart():
+    """HAND: at equal tokens seed 0 reads A at 105 and the base at 110 (5% of B apart), seed 1 A at 120 against 110
+    (10%: not more than a tenth, no warning); at equal updates seed 0's base is read at 8 updates, 60 + 3/5 * 50 =
+    90 tokens. A run read at 1.43 B beside one at 1.06 B (the issue's reward that generates) is warned of."""
+    out, _ = paired(HAND, "a", "base", "tokens", "acc_default", "test", B)
+    np.testing.assert_allclose(out["tokens_a"], [105, 120])
+    np.testing.assert_allclose(out["tokens_b"], [110, 110])
+    out, _ = paired(HAND, "a", "base", "updates", "acc_default", "test", B)
+    np.testing.assert_allclose(out["tokens_b"], [90, 110])
+    table, _ = build(HAND, [("a", "base", "tokens", "acc_default", "test")], B, 0.02, resamples=50)
+    assert table[["tokens_a", "tokens_b"]].iloc[0].tolist() == [112.5, 110.0] and table["warning"].iloc[0] == ""
+    far = runs_of(make_run("a", 0, [0, 50, 143], [0, 4, 8], [0, 10, 20], [1, 3, 5]),
+                  make_run("base", 0, [0, 60, 106], [0, 5, 10], [0, 8, 16], [2, 4, 6]),
+                  make_run("a", 1, [0, 50, 104], [0, 4, 8], [0, 10, 20], [1, 3, 5]),
+                  make_run("base", 1, [0, 60, 106], [0, 5, 10], [0, 8, 16], [2, 4, 6]))
+    table, _ = build(far, [("a", "base", "tokens", "acc_default", "test"),
+                           ("a", "base", "updates", "acc_default", "test")], B, 0.02, resamples=50)
+    assert table["warning"].tolist() == ["arms read up to 37% of B apart in tokens (seeds 0; more than 10% of B): "
+                                         "not equal tokens there", ""]
+    assert table["mean"].iloc[0] == pytest.approx(-0.1)  # the reading itself unchanged: each arm at its B evaluation
+
+
+def test_the_headline_and_contrasts_tables_show_the_tokens_read_and_the_warning():
+    from mcgrpo.analysis import tables
+    far = runs_of(make_run("a", 0, [0, 50, 143], [0, 4, 8], [0, 10, 20], [1, 3, 5]),
+                  make_run("base", 0, [0, 60, 106], [0, 5, 10], [0, 8, 16], [2, 4, 6]),
+                  make_run("a", 1, [0, 50, 141], [0, 4, 8], [0, 10, 20], [1, 3, 5]),
+                  make_run("base", 1, [0, 60, 106], [0, 5, 10], [0, 8, 16], [2, 4, 7]))
+    plan = {("a-vs-base", "tokens", "acc_default", "test"): {"id": "T1", "label": "primary", "family": "F"}}
+    table, _ = build(far, [("a", "base", "tokens", "acc_default", "test")], B, 0.02, plan, resamples=50)
+    headline = tables._headline(table)
+    assert headline[["tokens_a", "tokens_b"]].iloc[0].tolist() == [142.0, 106.0]
+    assert headline["warning"].iloc[0].startswith("arms read up to 37% of B apart")
+    cells = tables.readable(tables._contrasts(table))
+    assert cells[["tokens_a", "tokens_b"]].iloc[0].tolist() == ["142", "106"]

@@ -153,8 +153,9 @@ def test_headline_table_has_one_readable_line_per_planned_contrast(results):
     _, root = results
     csv = pd.read_csv(root / "tables" / "headline.csv")
     assert csv["id"].tolist() == ["T1", "T2", "S1"]
-    assert list(csv.columns) == ["id", "label", "contrast", "basis", "n", "difference", "p", "p_holm", "verdict",
-                                 "crossed", "strict", "drift", "other_clock", "robustness"]
+    assert list(csv.columns) == ["id", "label", "contrast", "basis", "n", "tokens_a", "tokens_b", "difference", "p",
+                                 "p_holm", "verdict", "crossed", "strict", "drift", "other_clock", "robustness",
+                                 "warning"]
     checks = read_parquet(root / "analysis" / "robustness.parquet").set_index("id")
     assert csv["robustness"].tolist() == checks.loc[["T1", "T2", "S1"], "robustness"].tolist()
     assert csv["other_clock"].fillna("").tolist() == ["", "not recorded", ""]  # these runs predate the CPU clock

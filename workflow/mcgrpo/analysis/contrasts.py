@@ -16,6 +16,11 @@ Each seed gives one difference; each problem's scores are read at the same posit
 crossed bootstrap can resample problems too. A reading that would need a curve beyond its end is
 not defined (NaN), and so is every statistic of a contrast with such a seed: never a clamped value
 that looks like a measurement.
+
+Every reading also says how many generated tokens each arm had spent at the point read (tokens_a, tokens_b:
+tokens_total interpolated where the point is), so that "equal tokens" can be seen to be equal: a run's first
+evaluation at or after B can lie well past B (an iteration that generates many tokens, a reward's continuations).
+Where two arms' points differ by more than APART x B, the contrast's `warning` says so; nothing is re-read.
 """
 
 from __future__ import annotations
@@ -31,11 +36,13 @@ from mcgrpo.core.errors import ConfigError, DataError
 BASES = ("tokens", "iterations", "updates", "time", "time_c")
 COUNTS = {"iterations": "iteration", "updates": "updates"}  # bases read at the smaller of two counts
 KEY = ["contrast", "basis", "metric", "eval_set"]
-PAIRED_COLUMNS = [*KEY, "seed", "value_a", "value_b", "diff", "at", "at_b", "moved", "clamped"]
+PAIRED_COLUMNS = [*KEY, "seed", "value_a", "value_b", "diff", "at", "at_b", "moved", "clamped", "tokens_a",
+                  "tokens_b"]
+APART = 0.1  # a share of B: two arms read further apart than this at equal tokens get a warning
 CONTRAST_COLUMNS = ["contrast", "a", "b", "id", "family", "label", "direction", "basis", "metric", "eval_set",
                     "n", "mean", "ci_low", "ci_high", "p", "p_holm", "tost_p", "margin", "ni_low", "ni_p",
                     "noninferior", "crossed_low", "crossed_high", "seeds_higher", "confirmed", "uninformative", "read",
-                    "note"]
+                    "note", "tokens_a", "tokens_b", "warning"]
 MOVED = {"": "each at its own B", "a": "A at the base's position", "b": "base at A's position"}
 
 
@@ -127,7 +134,8 @@ def paired(runs: dict[tuple[str, int, str], Run], a: str, b: str, basis: str, me
         rows.append({"contrast": name(a, b), "basis": basis, "metric": metric, "eval_set": eval_set,
                      "seed": int(seed), "value_a": va.mean(), "value_b": vb.mean(),
                      "diff": va.mean() - vb.mean(), "at": float(at_a), "at_b": float(at_b),
-                     "moved": moved, "clamped": clamped_a or clamped_b})
+                     "moved": moved, "clamped": clamped_a or clamped_b,
+                     "tokens_a": tokens_at(run_a, column, end_a, at_a), "tokens_b": tokens_at(run_b, column, end_b, at_b)})
         tables.append(va - vb if per_problem else None)
     table = np.vstack(tables) if tables and all(t is not None for t in tables) else None
     if table is not None and len({t.shape for t in tables}) != 1:
@@ -136,6 +144,23 @@ def paired(runs: dict[tuple[str, int, str], Run], a: str, b: str, basis: str, me
     frame = pd.DataFrame({c: [r[c] for r in rows] for c in PAIRED_COLUMNS}) if rows else pd.DataFrame(
         rows, columns=PAIRED_COLUMNS)
     return frame, table
+
+
+def tokens_at(run: Run, column: str, end: int, at: float) -> float:
+    """The generated tokens `run` had spent at position `at` along `column` (its first `end` evaluations)."""
+    return float(read_at(run.coords(column)[:end], run.coords("tokens_total")[:end], at)[0])
+
+
+def warning(pairs: pd.DataFrame, basis: str, B: int) -> str:
+    """At equal tokens, the seeds whose two arms were read more than APART x B apart, in words; else empty."""
+    if basis != "tokens" or getattr(B, "unit", "tokens") != "tokens" or not len(pairs):
+        return ""
+    apart = (pairs["tokens_a"] - pairs["tokens_b"]).abs() / int(B)
+    far = pairs.loc[apart > APART, "seed"].tolist()
+    if not far:
+        return ""
+    return (f"arms read up to {apart.max():.0%} of B apart in tokens (seeds {', '.join(map(str, far))}; more than "
+            f"{APART:.0%} of B): not equal tokens there")
 
 
 def read(pairs: pd.DataFrame) -> str:
@@ -211,6 +236,9 @@ def build(runs: dict[tuple[str, int, str], Run], keys: list[tuple[str, str, str,
         pieces.append(pairs)
         rows.append({"contrast": name(a, b), "a": a, "b": b, "basis": basis, "metric": metric,
                      "eval_set": eval_set, "read": read(pairs) if len(pairs) else "",
+                     "tokens_a": float(pairs["tokens_a"].mean()) if len(pairs) else np.nan,
+                     "tokens_b": float(pairs["tokens_b"].mean()) if len(pairs) else np.nan,
+                     "warning": warning(pairs, basis, B),
                      "uninformative": informative.reason(pairs), **summary(pairs, table, margin, resamples, seed)})
     contrasts = apply_plan(pd.DataFrame(rows), plan or {}, alpha) if rows else pd.DataFrame(
         columns=CONTRAST_COLUMNS)

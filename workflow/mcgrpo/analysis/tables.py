@@ -150,7 +150,16 @@ BASIS_NOTE = ("Bases: tokens = each run at its first evaluation at or after B; u
               "reading would need a curve beyond its end.")
 CONTRAST_COLUMNS = ["id", "label", "family", "direction", "contrast", "basis", "metric", "eval_set", "n", "mean",
                     "ci_low", "ci_high", "p", "p_holm", "tost_p", "noninferior", "crossed_low", "crossed_high",
-                    "higher_in", "confirmed", "uninformative", "read", "note"]
+                    "higher_in", "confirmed", "uninformative", "read", "tokens_a", "tokens_b", "warning", "note"]
+TOKENS_NOTE = ("tokens_a, tokens_b: the generated tokens each arm had spent at the point read, mean over seeds; "
+               "warning: where, at equal tokens, two arms' points differ by more than a tenth of B.")
+
+
+def _read_points(contrasts: pd.DataFrame) -> dict[str, pd.Series]:
+    """tokens_a, tokens_b and warning of `contrasts` (NaN and empty in a contrasts.parquet from before them)."""
+    return {c: contrasts[c] if c in contrasts else pd.Series([np.nan if c != "warning" else ""] * len(contrasts),
+                                                             index=contrasts.index)
+            for c in ("tokens_a", "tokens_b", "warning")}
 
 
 def prereg_note(status: dict) -> str:
@@ -176,7 +185,7 @@ def _contrasts(contrasts: pd.DataFrame) -> pd.DataFrame:
     return contrasts.assign(
         higher_in=[NOT_DEFINED if pd.isna(k) else f"{int(k)} of {n}" for k, n in zip(contrasts["seeds_higher"], contrasts["n"])],
         family=contrasts["family"].replace("secondary", ""),
-        uninformative=contrasts.get("uninformative", ""))[CONTRAST_COLUMNS]
+        uninformative=contrasts.get("uninformative", ""), **_read_points(contrasts))[CONTRAST_COLUMNS]
 
 
 def _bases(contrasts: pd.DataFrame) -> pd.DataFrame:
@@ -252,8 +261,8 @@ def _prereg(contrasts: pd.DataFrame, status: dict) -> pd.DataFrame:
                                        "metric", "result", "p", "p_holm", "confirmed", "note"])
 
 
-HEADLINE_COLUMNS = ["id", "label", "contrast", "basis", "n", "difference", "p", "p_holm", "verdict", "crossed",
-                    "strict", "drift", "other_clock", "robustness"]
+HEADLINE_COLUMNS = ["id", "label", "contrast", "basis", "n", "tokens_a", "tokens_b", "difference", "p", "p_holm",
+                    "verdict", "crossed", "strict", "drift", "other_clock", "robustness", "warning"]
 
 
 def _headline(contrasts: pd.DataFrame, checks: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -270,6 +279,7 @@ def _headline(contrasts: pd.DataFrame, checks: pd.DataFrame | None = None) -> pd
     return pd.DataFrame({
         "id": rows["id"], "label": rows["label"], "contrast": [f"{a} minus {b}" for a, b in zip(rows["a"], rows["b"])],
         "basis": [formats.BASIS_WORDS.get(b, b) for b in rows["basis"]], "n": rows["n"],
+        **{c: v.to_numpy() for c, v in _read_points(rows).items() if c != "warning"},
         "difference": [interval(*v) for v in zip(rows["mean"], rows["ci_low"], rows["ci_high"])],
         "p": [summary.planned_p(r) for _, r in rows.iterrows()], "p_holm": rows["p_holm"],
         "verdict": [summary.verdict(r) for _, r in rows.iterrows()],
@@ -279,7 +289,7 @@ def _headline(contrasts: pd.DataFrame, checks: pd.DataFrame | None = None) -> pd
         "drift": cells(robustness.drift_cell),
         "other_clock": cells(lambda r: "" if not r["other_clock"] else "not recorded" if not r["clock_recorded"]
                              else interval(r["clock_mean"], r["clock_low"], r["clock_high"])),
-        "robustness": labelled},
+        "robustness": labelled, "warning": _read_points(rows)["warning"].to_numpy()},
         columns=HEADLINE_COLUMNS)
 
 
@@ -319,13 +329,13 @@ def study_tables(contrasts: pd.DataFrame, paired: pd.DataFrame, status: dict, dr
                      f"table.\ncrossed: mean [95% seed-by-problem bootstrap]; strict: the same contrast on the strict "
                      f"verifier; drift: evaluations where acc_default - acc_strict > {gap:g}, per arm (A first); "
                      f"other_clock: equal time on the {other}; robustness: robust, or the checks the verdict "
-                     f"fails (tables/robustness.md).\n{summary.UNINFORMATIVE_NOTE}"),
+                     f"fails (tables/robustness.md).\n{TOKENS_NOTE}\n{summary.UNINFORMATIVE_NOTE}"),
         "robustness": (_robustness(checks), "Robustness of each preregistered verdict",
                        ROBUSTNESS_NOTE.format(gap=gap, other=other)),
         "contrasts": (_contrasts(contrasts), "Every contrast (A minus base, paired by seed)",
                       f"{plan_note}\nmean, 95% paired-t CI (ci_low, ci_high), two-sided p; p_holm: Holm within "
                       f"the primary family; tost_p: equivalence within ±margin; noninferior: lower 90% bound > "
-                      f"-margin; crossed: 95% seed-by-problem bootstrap.\n{BASIS_NOTE}"),
+                      f"-margin; crossed: 95% seed-by-problem bootstrap.\n{TOKENS_NOTE}\n{BASIS_NOTE}"),
         "equal_bases": (_bases(contrasts), "Equal tokens against equal time (and equal updates)",
                         f"mean difference [95% paired-t CI], A minus base.\n{BASIS_NOTE}"),
         "stage_seconds": (stages, "Training seconds per stage before B (mean over seeds)",
