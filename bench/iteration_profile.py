@@ -90,7 +90,7 @@ def profile_shape(args) -> None:
     model = Qwen2ForCausalLM(Qwen2Config(**shape)).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-6)
     tokenizer = type("T", (), {"eos_token_id": -1, "pad_token_id": 0})()  # no end token: every row runs to L
-    engine = HFEngine(model, tokenizer, batch_size=64)
+    engine = HFEngine(model, tokenizer, batch_size=64, decode=args.decode)
     clock, rows = StageClock(torch.cuda.synchronize if torch.device(device).type == "cuda" else None), []
     groups = [tuple(np.random.default_rng(i).integers(1, args.vocab, size=120).tolist()) for i in range(8)]
     prompts = [p for p in groups for _ in range(8)]  # 8 prompts x 8 completions
@@ -109,8 +109,10 @@ def profile_shape(args) -> None:
     layers = "" if args.layers == QWEN25_15B["num_hidden_layers"] else f" ({args.layers} of its layers)"
     layers += "" if args.vocab == QWEN25_15B["vocab_size"] else f" (vocabulary {args.vocab})"
     layers += "" if args.narrow == 1 else f" ({args.narrow}x narrower)"
-    print_table(rows, f"Qwen2.5-1.5B shape{layers}, 8 x 8 x {args.limit} tokens on {device}", PAPER)
-    write_json(args.json, rows, tokens_per_iteration=64 * args.limit, device=str(device))
+    print_table(rows, f"Qwen2.5-1.5B shape{layers}, 8 x 8 x {args.limit} tokens on {device}, decode {args.decode}",
+                PAPER)
+    write_json(args.json, rows, tokens_per_iteration=64 * args.limit, device=str(device), decode=args.decode,
+               limit=args.limit, prompt=120, parameters=sum(p.numel() for p in model.parameters()))
 
 
 def main() -> None:
@@ -125,6 +127,8 @@ def main() -> None:
     p.add_argument("--vocab", type=int, default=QWEN25_15B["vocab_size"], help="--shape: vocabulary size")
     p.add_argument("--narrow", type=int, default=1, help="--shape: hidden and MLP sizes divided by this (12 heads "
                    "kept: at most 128)")
+    p.add_argument("--decode", default="auto", help="--shape: the hf engine's decode (auto, dynamic, static, graph, "
+                   "compile)")
     p.add_argument("--microbatch", type=int, default=16)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--warmup", type=int, default=2)

@@ -50,43 +50,47 @@ def test_iteration_profile_of_the_paper_shape(tmp_path):
     assert "Qwen2.5-1.5B shape" in out and all(s in out for s in ("generate", "update", "total"))
 
 
-def test_gpu_run_dry_run_plans_builds_times_and_tabulates(tmp_path):
+def test_gpu_run_dry_run_measures_times_tests_and_tabulates(tmp_path):
     out = _bench("gpu/run.py", "--dry-run", "--work", str(tmp_path))
     plan = out.split("\n\n")[0]
-    assert "4 steps within 450 s" in plan and plan.count("[not in a dry run]") == 2  # the arms train on a GPU only
-    assert sum(int(cap) for cap in re.findall(r"at most +(\d+) s", plan)) == 450  # the caps fit the whole
-    assert "(1 of its layers) (vocabulary 1000) (8x narrower), 8 x 8 x 4 tokens on cpu" in out
-    assert "== study data: ok" in out and "Job stats" in out  # the real-model study's DAG, dry-run
-    shape = json.loads((tmp_path / "shape.json").read_text())
-    rows = {line[:34].strip(): line[34:].split() for line in out.splitlines() if line.startswith(("paper", "smoll"))}
-    for stage, paper in (("generate", "1.034"), ("update", "1.610")):
-        measured, reference, ratio = rows[f"paper shape: {stage}"]
-        assert float(measured) == pytest.approx(shape["seconds"][stage], abs=5e-4) and reference == paper
+    assert "5 steps within 420 s" in plan and plan.count("[not in a dry run]") == 1  # compile: a GPU's only
+    assert sum(int(cap) for cap in re.findall(r"at most +(\d+) s", plan)) == 420  # the caps fit the whole
+    assert "(1 of its layers) (vocabulary 1000) (8x narrower), 8 x 8 x 4 tokens on cpu, decode static" in out
+    assert re.search(r"^GPU tests: ok: \d+ passed, 3 skipped", out, re.M)  # the GPU tests skip on a CPU
+    static, dynamic = (json.loads((tmp_path / f"{m}.json").read_text()) for m in ("static", "dynamic"))
+    rows = {line[:30].strip(): line[30:].split() for line in out.splitlines() if line.startswith(("gen", "upd"))}
+    for stage, shape in (("generate, decode static", static), ("update, decode static", static),
+                         ("generate, decode dynamic", dynamic)):
+        measured, paper, ratio, floor, over = rows[stage]
+        key = stage.split(",")[0]
+        assert float(measured) == pytest.approx(shape["seconds"][key], abs=5e-4)
+        assert paper == {"generate": "1.034", "update": "1.610"}[key]
         assert float(ratio) == pytest.approx(float(measured) / float(paper), abs=0.01)
-    assert rows["smollm2-gsm8k mc_k4"] == ["planned", "(dry", "run)"]
+    assert rows["generate, decode compile"] == ["planned", "(dry", "run)"]
+    files = [f for f in tmp_path.glob("20*.json")]
+    assert len(files) == 1
+    measured = json.loads(files[0].read_text())
+    assert measured["generate_s"] == pytest.approx(static["seconds"]["generate"])
+    assert measured["generate_before_s"] == pytest.approx(dynamic["seconds"]["generate"])
+    assert {"card", "torch", "transformers", "update_s", "matmul_tflops", "copy_tbps"} <= set(measured)
 
 
-def test_gpu_run_refuses_before_any_step_naming_what_is_missing(tmp_path):
-    done = subprocess.run([sys.executable, str(BENCH / "gpu" / "run.py"), "--data", str(tmp_path / "none.jsonl"),
-                           "--work", str(tmp_path)], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2 and f"{tmp_path / 'none.jsonl'}: GSM8K's train.jsonl not found" in done.stderr
-    assert "== paper shape" not in done.stdout and not (tmp_path / "shape.json").exists()
-
-
-def test_gpu_run_estimates_the_full_study_from_one_iteration_of_each_arm(monkeypatch):
-    """Each seed: the outcome run takes multiplier x (mc tokens / outcome tokens) iterations, mc_k4 multiplier."""
+def test_gpu_run_floors_are_the_weights_read_per_step_and_six_flop_per_parameter_and_token(monkeypatch):
     spec = importlib.util.spec_from_file_location("gpu_run", BENCH / "gpu" / "run.py")
     gpu_run = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, "gpu_run", gpu_run)  # its dataclass looks its module up
     spec.loader.exec_module(gpu_run)
-    study = yaml.safe_load(gpu_run.STUDY.read_text())
-    m, calibration, seeds = (study["budget"]["multiplier"], study["budget"]["calibration_iterations"],
-                             len(study["seeds"]))
-    outcome = {"seconds": {"generate": 3.0, "update": 1.0}, "tokens_per_iteration": 1000}
-    mc = {"seconds": {"generate": 1.0, "credit": 30.0, "update": 1.0}, "tokens_per_iteration": 10000}
-    hours = gpu_run.full_study_hours(outcome, mc)
-    assert hours * 3600 == pytest.approx(seeds * m * (10 * 4.0 + 32.0) + calibration * 32.0)
-    assert gpu_run.full_study_hours(outcome, None) is None
+    shape = {"parameters": 1.5e9, "limit": 380, "prompt": 120}
+    floor = gpu_run.floors(shape, {"copy_tbps": 4.0, "matmul_tflops": 800.0})
+    assert floor["generate"] == pytest.approx(3.0e9 * 379 / 4.0e12)
+    assert floor["update"] == pytest.approx(6 * 1.5e9 * 64 * 500 / 8.0e14)
+
+
+def test_gpu_run_refuses_without_cuda_before_any_step(tmp_path):
+    done = subprocess.run([sys.executable, str(BENCH / "gpu" / "run.py"), "--work", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "sees no CUDA GPU; --dry-run on a CPU" in done.stderr
+    assert "== ceilings" not in done.stdout and not list(tmp_path.iterdir())
 
 
 def test_iteration_profile_of_a_study_arm(tmp_path):

