@@ -17,7 +17,7 @@ import torch
 from mcgrpo.train.batching import autocast, cache_argument, distinct, padded
 from mcgrpo.train.engines import static_decode
 from mcgrpo.train.engines.base import Completion
-from mcgrpo.train.engines.sampling import inverse_cdf
+from mcgrpo.train.engines.sampler import inverse_cdf
 
 # Finished rows leave the decode batch once they are this share of it. Every departure copies the whole KV cache
 # (the cache's rows are selected), which cost more than decoding a few finished rows a few steps longer: on the
@@ -152,6 +152,6 @@ class HFEngine:
 
     def _sample(self, logits: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Inverse-CDF sampling at the engine's temperature and top-p: tokens and their log-probs
-        (`sampling.inverse_cdf`)."""
+        (`sampler.inverse_cdf`)."""
         return inverse_cdf(logits, u, self.temperature, self.top_p)
 

@@ -23,7 +23,7 @@ import functools
 
 import torch
 
-from mcgrpo.train.engines.sampling import inverse_cdf
+from mcgrpo.train.engines.sampler import inverse_cdf
 
 MODES = ("static", "graph", "compile")
 CHECK_EVERY = 16  # steps between the loop's only host synchronisations (is any row still alive?)

@@ -1,4 +1,5 @@
-"""Inverse-CDF sampling on each request's own uniforms: the one sampler of the hf engine's decode paths.
+"""Inverse-CDF sampling on each request's own uniforms: the one sampler of the hf engine's decode paths (not named
+sampling: the engines package's `sampling` is its context manager of sampling settings).
 
 A token is the first whose cumulative probability reaches u x the total, u the request's uniform for that step
 (drawn from its own seed), so a request's tokens depend on its logits and its seed alone, never on its batch
