@@ -200,3 +200,24 @@ def test_a_failed_run_is_not_stored_and_its_line_ends_the_log(tmp_path, capsys):
     assert last.startswith(f"mcgrpo train: error: credit rule '{HERE}:NanCredit' (arms.bad.credit) in training arm "
                            "bad seed 1, iteration 0: the credit of completion 1 is nan at token 0"), last
     assert not (out / "run.json").exists() and not list(out.glob("*manifest*"))
+
+
+def test_the_templates_sampling_rule_trains_with_its_tokens_counted(tiny, world, monkeypatch):
+    """examples/my-intervention's halfway_probe, the runnable example of docs/plugins.md: it samples through
+    ctx.engine, decodes and scores with mcgrpo.api, and reports its tokens, which the engine counted too."""
+    from conftest import ROOT
+    from mcgrpo.train import engines
+    monkeypatch.syspath_prepend(str(ROOT / "examples" / "my-intervention" / "src"))
+    trainer = _trainer({"credit": {"my_intervention.probe:HalfwayProbe": {"k": 2}}}, tiny, world)
+    trainer.engine = counting = engines.Counting(trainer.engine)
+    log = trainer.run(max_iterations=2)
+    last = log.iterations[-1]
+    assert last["tokens_continuation"] > 0 and counting.generated == last["tokens_total"]
+    assert sum(row["probe_tokens"] for row in log.iterations) == last["tokens_continuation"]
+
+
+def test_a_problem_is_plain_python_in_a_run_as_in_rollouts_of(world):
+    from mcgrpo.train.rollout import problem_records
+    record = problem_records(world[0])[0]
+    assert isinstance(record["steps"], list) and all(isinstance(s, str) for s in record["steps"])
+    assert set(api.Problem.__annotations__) >= set(record)

@@ -7,7 +7,11 @@ naming a plugin validates in a second. docs/plugins.md shows a whole plugin; exa
 Credit rule (entry point group `mcgrpo.credit`): a class whose fields are its options (a dataclass; each field
 typed, checked before any job) and whose instances are called once per iteration:
 `rule(rollouts: Rollouts, ctx: CreditContext) -> Credit`, one credit value per generated token of every
-completion. Tokens it samples itself (`ctx.engine`) go in `Credit.tokens_generated`: they count toward B.
+completion. Tokens it samples itself (`ctx.engine`) go in `Credit.tokens_generated`: they count toward B, and the
+engine counts them too: a rule that reports fewer than `ctx.engine` generated stops the run, naming itself. What a
+rule returns is checked where it enters the trainer (finite, one value per token and completion). A rule that
+samples continuations gets what it needs here: the problems' fields (`Problem`), decoding (`ctx.prompter.decode`),
+and the study's reward of any text (`rewards(texts, answers, ctx)`).
 
 Selector (group `mcgrpo.selection`): a `StreamSelector` subclass (a dataclass; its own fields are its options)
 overriding `select` (which candidates to draw and train on), and `observe` / `state_dict` / `load_state_dict`
@@ -25,7 +29,9 @@ by the study's `verifier.rule`).
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, Sequence, TypedDict
+
+import numpy as np
 
 from mcgrpo.core import plugins
 from mcgrpo.core.claims import claims
@@ -34,12 +40,26 @@ from mcgrpo.core.seeds import stable_seed
 from mcgrpo.core.verify import boxed_content, extract_answer, is_correct
 from mcgrpo.train.credit import Credit, CreditContext, CreditRule, group_advantages, leave_one_out_mean, per_token
 from mcgrpo.train.engines import Completion, Engine
-from mcgrpo.train.rollout import Rollouts, reward, score
+from mcgrpo.train.rollout import Prompter, Rollouts, Scores, reward, score
 from mcgrpo.train.selection import PoolView, Selection, Selector, StreamSelector
 from mcgrpo.train.selection.stream import PromptStream
 
 PolicyView = PoolView  # what a selector may ask of the current policy about pool problems: features, levels
 Verifier = Callable[[str, str], bool]  # (completion text, reference answer) -> correct
+
+
+class Problem(TypedDict, total=False):
+    """A pool problem as selectors and credit rules see it (`Rollouts.problems`, one per group): plain Python values,
+    in a run as in `rollouts_of`. Every task has the first six; `steps` (the reference intermediate results, GSM8K's
+    `<<a*b=c>>` and arith's) may be empty; `solution` is arith's worked solution."""
+    problem_id: str
+    question: str
+    answer: str
+    level: int
+    subject: str
+    source: str
+    steps: list[str]
+    solution: str
 
 __all__ = [
     # credit rules
@@ -48,8 +68,10 @@ __all__ = [
     "Selector", "StreamSelector", "Selection", "PolicyView", "PromptStream",
     # verifiers and what completions say
     "Verifier", "is_correct", "extract_answer", "boxed_content", "claims",
-    # sampling more (a rule's own continuations, ctx.engine) and hand-made rollouts for a plugin's tests
-    "Engine", "Completion", "rollouts_of",
+    # the problems, sampling more (a rule's own continuations: ctx.engine), decoding (ctx.prompter) and scoring it
+    "Problem", "Engine", "Completion", "Prompter", "rewards", "score", "reward", "Scores",
+    # hand-made rollouts, and a prompter of their one-token-per-character world, for a plugin's tests
+    "rollouts_of", "CharacterPrompter",
     # tokens a TRL reward function generated itself
     "charge",
     # reproducible draws
@@ -64,6 +86,25 @@ def check_options(kind: str, name: str, options: dict) -> list[str]:
     'selection', 'verifier'; name as a study writes it: an entry point or 'module:Name'): one line each, naming
     the option, the plugin and what is allowed. Empty: the options are fine."""
     return plugins.check(kind, name, options, "plugin")
+
+
+def rewards(texts: Sequence[str], answers: Sequence[str], ctx: CreditContext) -> np.ndarray:
+    """The training reward (1.0 or 0.0) of each text against its reference answer, exactly as the study rewards a
+    rollout: its verifier (`ctx.verifier`: default, strict or a verifier plugin) read by its `verifier.rule`
+    (`ctx.rule`). What a rule that samples continuations scores them with; a prefix plus its continuation is
+    `ctx.prompter.decode(prefix + continuation)`."""
+    return reward(score(texts, answers, ctx.rule), texts, answers, ctx.verifier)
+
+
+class CharacterPrompter:
+    """The prompter of `rollouts_of`'s world, one token per character: prompts are the questions' code points, and
+    `decode` turns tokens back into text. With an engine of one's own, enough to test a rule that samples."""
+
+    def __call__(self, question: str) -> tuple[int, ...]:
+        return tuple(map(ord, question))
+
+    def decode(self, tokens: Sequence[int]) -> str:
+        return "".join(map(chr, tokens))
 
 
 def rollouts_of(problems: Sequence[dict], texts: Sequence[str], group_size: int,

@@ -3,8 +3,9 @@
 import numpy as np
 import pytest
 
-from mcgrpo.api import CreditContext, PromptStream, check_options, rollouts_of
+from mcgrpo.api import CharacterPrompter, Completion, CreditContext, PromptStream, check_options, rollouts_of
 from my_intervention.credit import BoxedBonus
+from my_intervention.probe import HalfwayProbe
 from my_intervention.selection import SkipSolved
 
 PROBLEM = {"question": "2+3", "answer": "5"}
@@ -56,3 +57,32 @@ def test_good_options_pass():
     assert check_options("credit", "my_intervention.credit:BoxedBonus", {"weight": 1}) == []
     assert check_options("selection", "my_intervention.selection:SkipSolved", {"candidates": 8}) == []
     assert "candidates" in check_options("selection", "my_intervention.selection:SkipSolved", {"candidates": 8.5})[0]
+
+
+class Finisher:
+    """An engine whose every continuation is `text` (one token per character, cut at the request's limit), counting
+    what it generates: a model's place in a test of a rule that samples."""
+
+    def __init__(self, text: str):
+        self.text, self.generated = text, 0
+
+    def generate(self, prompts, max_new_tokens, seeds):
+        out = [Completion(tuple(map(ord, self.text[:n])), True) for n in max_new_tokens]
+        self.generated += sum(len(c) for c in out)
+        return out
+
+    def sync(self, model):
+        pass
+
+
+def test_a_rule_that_samples_credits_each_half_by_its_value_and_reports_its_tokens():
+    # R = [1, 0]; from each midpoint the continuation boxes 5, so p_mid = 1 for both; p_0 = 0.5; advantages +-1
+    texts = ["so 5 \\boxed{5}", "so 4 \\boxed{4}"]
+    engine = Finisher("\\boxed{5}")
+    ctx = CreditContext(engine=engine, prompter=CharacterPrompter(), limit=64, verifier="default",
+                        advantage_eps=0.0, seed=(1, 0))
+    credit = HalfwayProbe(weight=0.5, k=2)(rollouts_of([PROBLEM], texts, 2), ctx)
+    half = len(texts[0]) // 2
+    assert credit.tokens[0].tolist() == pytest.approx([1.25] * half + [1.0] * (len(texts[0]) - half))
+    assert credit.tokens[1].tolist() == pytest.approx([-0.75] * half + [-1.5] * (len(texts[1]) - half))
+    assert credit.tokens_generated == engine.generated == 2 * 2 * len("\\boxed{5}")

@@ -24,7 +24,7 @@ from mcgrpo.train import checkpoint, contract, engines
 from mcgrpo.train import credit as credit_rules
 from mcgrpo.train.gradients import fixed_batches, parameter_space, probe, reference_rule
 from mcgrpo.train.policy import log_ratio
-from mcgrpo.train.rollout import study_prompter, study_rule
+from mcgrpo.train.rollout import problem_records, study_prompter, study_rule
 
 COLUMNS = list(store.COLUMNS["alignment"])
 
@@ -39,7 +39,7 @@ class AlongTraining:
 
     def __init__(self, cfg: dict, spec: dict, tokenizer, pool: pd.DataFrame, reference_model=None):
         self.cfg, self.spec, self.tokenizer = cfg, spec, tokenizer
-        self.problems = pool.to_dict("records")
+        self.problems = problem_records(pool)
         credits = {"outcome": {}, cfg["arm"]: cfg["arm_config"].get("credit", {}), **spec["controls"]}
         self.rules = {name: credit_rules.build(c, pool, name) for name, c in credits.items()}
         keys = {cfg["arm"]: f"arms.{cfg['arm']}.credit"}  # what a message about a rule's broken credit names

@@ -85,6 +85,12 @@ class Subject:
             raise PluginError(f"{self._prefix()}: raised {type(e).__name__}: {_first_line(e)}{_origin(e)}") from e
 
 
+def _has(obj, *fields: str) -> bool:
+    """Whether `obj` has the fields of the type the contract names (read by field, so that this module imports
+    none of the types whose producers it checks)."""
+    return all(hasattr(obj, f) for f in fields)
+
+
 def _first_line(error: Exception) -> str:
     text = str(error).strip().splitlines()
     line = text[0] if text else ""
@@ -104,8 +110,7 @@ CREDIT = ("a Credit with one finite value per generated token of every completio
 def credit(subject: Subject, out, rollouts, engine_generated: int):
     """The credit rule's output `out` for `rollouts`, checked; `engine_generated`: what the engines it was given
     generated while it ran."""
-    from mcgrpo.train.credit import Credit
-    if not isinstance(out, Credit):
+    if not _has(out, "tokens", "tokens_generated", "sequences"):
         raise subject.broken(f"it returned {type(out).__name__}, not a Credit", CREDIT)
     n = len(rollouts.completions)
     if not isinstance(out.tokens, (list, tuple)) or len(out.tokens) != n:
@@ -157,8 +162,7 @@ SELECTION = ("a Selection of pool indices, its groups (a Rollouts) one per chose
 
 def selection(subject: Subject, out, pool_size: int):
     """A selector's Selection, checked: its chosen prompts are pool indices."""
-    from mcgrpo.train.selection import Selection
-    if not isinstance(out, Selection):
+    if not _has(out, "candidates", "chosen"):
         raise subject.broken(f"select returned {type(out).__name__}, not a Selection", SELECTION)
     chosen = np.asarray(out.chosen)
     if chosen.ndim != 1 or (chosen.size and not np.issubdtype(chosen.dtype, np.integer)):
@@ -173,13 +177,12 @@ def selection(subject: Subject, out, pool_size: int):
 def groups(subject: Subject, out, group_size: int, pool_size: int, engine_generated: int):
     """A selector's `generate` output (groups, discarded tokens, final Selection), checked against what the engine
     generated for it."""
-    from mcgrpo.train.rollout import Rollouts
     if not (isinstance(out, tuple) and len(out) == 3):
         raise subject.broken(f"generate returned {type(out).__name__}, not (groups, discarded tokens, Selection)",
                              SELECTION)
     batch, discarded, chosen = out
     selection(subject, chosen, pool_size)
-    if not isinstance(batch, Rollouts):
+    if not _has(batch, "problems", "group_size", "completions", "rewards"):
         raise subject.broken(f"generate returned groups of type {type(batch).__name__}, not Rollouts", SELECTION)
     if len(batch.problems) != len(chosen.chosen) or batch.group_size != group_size or \
             len(batch.completions) != len(batch.problems) * group_size:

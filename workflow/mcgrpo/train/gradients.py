@@ -41,7 +41,7 @@ from mcgrpo.train.credit import Credit, CreditContext
 from mcgrpo.train.credit.monte_carlo import MonteCarlo
 from mcgrpo.train.loss import backward_policy_loss
 from mcgrpo.train.policy import PolicyView, frozen, log_ratio
-from mcgrpo.train.rollout import Rollouts, sample_groups, study_prompter, study_rule
+from mcgrpo.train.rollout import Rollouts, problem_records, sample_groups, study_prompter, study_rule
 
 INSIDE_V = 1e-5  # ||P_perp u|| / ||u|| below this is the projection's float32 noise: the update lies in V
 MEASURES = ("inner", "sq_norm", "alignment", "share_outside_v", "projection_residual", "cos_full", "tokens",
@@ -258,7 +258,7 @@ def run(cfg: dict, model, tokenizer, pool: pd.DataFrame, log: Callable[[str], No
             else:
                 log(line)
             shown.update()
-        table = probe(model, tokenizer, pool.to_dict("records"), r, rules, reference_rule(spec["reference"]),
+        table = probe(model, tokenizer, problem_records(pool), r, rules, reference_rule(spec["reference"]),
                       batches, spec["seed"], engine, prompter, params, ratio, noted, study_rule(cfg),
                       arm_subjects(cfg))
     return table.assign(policy="initial", space=spec["space"])

@@ -39,6 +39,13 @@ class Prompter:
         return self.tokenizer.decode(list(tokens), skip_special_tokens=True)
 
 
+def problem_records(pool) -> list[dict]:
+    """The pool's problems as plain records (mcgrpo.api.Problem), what selectors and credit rules see: a list-valued
+    field (`steps`) as a list, as mcgrpo.api.rollouts_of gives it, not the numpy array a Parquet column reads as."""
+    return [{k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in record.items()}
+            for record in pool.to_dict("records")]
+
+
 def study_prompter(tokenizer, cfg: dict) -> Prompter:
     """The study's Prompter: its `task.prompt` and `model.chat_template`. The package builds every Prompter
     here (tests/test_chat_template.py checks), so no stage renders a prompt the others do not."""

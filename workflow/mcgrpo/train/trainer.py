@@ -33,7 +33,7 @@ from mcgrpo.train.entropy_kl import entropy_kl
 from mcgrpo.train.evaluation import Evaluator
 from mcgrpo.train.loss import backward_policy_loss
 from mcgrpo.train.policy import PolicyView, frozen, log_ratio
-from mcgrpo.train.rollout import sample_groups, study_prompter, study_rule
+from mcgrpo.train.rollout import problem_records, sample_groups, study_prompter, study_rule
 
 
 @dataclass
@@ -69,7 +69,7 @@ class Trainer:
         self.engine = engines.build(cfg["engine"]["name"], model, tokenizer, temperature=r["temperature"],
                                     top_p=r["top_p"], **{k: v for k, v in cfg["engine"].items() if k != "name"})
         self.credit = credit_rules.build(cfg["arm_config"].get("credit", {}), pool, arm)
-        self.problems = pool.to_dict("records")
+        self.problems = problem_records(pool)
         self.selector = selection.build(cfg["arm_config"], len(pool), self.seed, r["prompts_per_iteration"])
         # what messages about a plugin's output name (mcgrpo.train.contract)
         self.credit_subject = contract.Subject.of(
