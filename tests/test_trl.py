@@ -193,6 +193,7 @@ def trained(tmp_path_factory):
                                "--out", str(out)], env={"PYTHONPATH": str(ROOT / "workflow"), "PATH": ""},
                               capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stderr[-3000:]
+        (root / f"{arm}.log").write_text(done.stderr)  # what the train job's log holds
         runs[arm] = out
     return cfg, root, runs
 
@@ -309,3 +310,120 @@ def test_the_protocol_refuses_a_trainer_whose_steps_are_not_iterations(world, ti
         setup.args.generation_batch_size = 8
     with pytest.raises(ConfigError, match=f"GRPOConfig {key}: 2; allowed: 1"):
         Protocol(run, 600, tiny[1], world[1]).attach(default_trainer(setup))
+
+
+@pytest.mark.slow
+def test_a_deprecation_is_shown_once_in_the_train_log_not_at_every_step(trained):
+    """transformers warns of gradient_checkpointing_enable at every step TRL generates: once is enough."""
+    _, root, _ = trained
+    log = (root / "trl.log").read_text()
+    assert log.count("FutureWarning: `gradient_checkpointing_enable` is deprecated") == 1, log[-3000:]
+
+
+def _user_config(tmp_path, **changes):
+    """A GRPOConfig as a user writes one (TRL's defaults), of the recipe's batch and limit."""
+    from trl import GRPOConfig
+    return GRPOConfig(**{"output_dir": str(tmp_path / "mine"), "max_steps": 20, "per_device_train_batch_size": 8,
+                         "num_generations": 4, "max_completion_length": 24, "use_cpu": True, "report_to": "none",
+                         **changes})
+
+
+@pytest.mark.slow
+def test_a_users_own_grpo_config_is_refused_by_key_before_the_first_step(world, tiny, tmp_path):
+    """TRL's defaults decay the learning rate linearly, shuffle the prompts, take the dapo loss and keep dropout:
+    each breaks the comparison with the study's other arms, and each is named, before any step; a max_steps under
+    the protocol's bound (the run would end before B) too."""
+    pytest.importorskip("trl")
+    from mcgrpo.core.errors import ConfigError
+    from mcgrpo.integrations.trl import Protocol, TRLRun, default_trainer
+    run = study_config.run_config(_study(), "trl", 1)
+    setup = TRLRun(run, *tiny, *world, 600, tmp_path).setup()
+    setup.args = _user_config(tmp_path)
+    trainer = default_trainer(setup)
+    with pytest.raises(ConfigError) as refused:
+        Protocol(run, 600, tiny[1], world[1]).attach(trainer)
+    said = str(refused.value)
+    for part in ("GRPOConfig lr_scheduler_type: 'linear'; allowed: 'constant'", "GRPOConfig shuffle_dataset: True; "
+                 "allowed: False", "GRPOConfig loss_type: 'dapo'; allowed: 'dr_grpo'",
+                 "GRPOConfig disable_dropout: False; allowed: True"):
+        assert part in said, said
+    assert "\n" not in said and trainer.state.global_step == 0
+    setup.args = _user_config(tmp_path, max_steps=3, **{k: v for k, v in trl_config.FIXED.items()
+                                                         if k in ("lr_scheduler_type", "shuffle_dataset", "loss_type",
+                                                                  "disable_dropout", "top_k", "beta")})
+    with pytest.raises(ConfigError, match=r"^GRPOConfig max_steps: 3; allowed: at least 75 "):
+        Protocol(run, 600, tiny[1], world[1]).attach(default_trainer(setup))
+
+
+@pytest.mark.slow
+def test_a_setting_the_protocol_allows_to_differ_is_recorded(world, tiny, tmp_path):
+    """Another learning rate is the user's intervention: trained, and listed with the recipe's in run.json's block."""
+    pytest.importorskip("trl")
+    from mcgrpo.integrations.trl import TRLRun, default_trainer
+    trl_run = TRLRun(study_config.run_config(_study(), "trl", 1), *tiny, *world, 300, tmp_path)
+
+    def faster(setup):
+        setup.args.learning_rate = 5e-4
+        return default_trainer(setup)
+    trl_run.build = faster
+    trl_run.run()
+    assert trl_run.record == {"trl_settings": {"differ_from_recipe": {"learning_rate": {"trainer": 5e-4,
+                                                                                         "recipe": 1e-4}}},
+                              "uncharged_tokens_counted": 0}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("body, said", [
+    ("    raise ValueError('no reward set up')", r"mine.py:2: trainer\(setup\) raised ValueError: no reward set up$"),
+    ("    return None", r"mine.py: trainer\(setup\) returned NoneType; allowed: a trl.GRPOTrainer$"),
+])
+def test_a_script_whose_trainer_fails_is_one_line_naming_it(world, tiny, tmp_path, body, said):
+    pytest.importorskip("trl")
+    from mcgrpo.core.errors import ConfigError
+    from mcgrpo.integrations.trl import TRLRun
+    script = tmp_path / "mine.py"
+    script.write_text(f"def trainer(setup):\n{body}\n")
+    run = study_config.run_config(_study(mine={"trainer": {"trl": {"script": str(script)}}}), "mine", 1)
+    trl_run = TRLRun(run, *tiny, *world, 600, tmp_path)
+    with pytest.raises(ConfigError, match=said):
+        trl_run.run()
+
+
+UNCHARGED = """
+import torch
+from trl import GRPOTrainer
+GENERATED = []
+
+
+def trainer(setup):
+    model, tokenizer = setup.model, setup.tokenizer
+    setup.generated = GENERATED
+
+    def continued(completions, answer, **_):
+        context = torch.tensor([[tokenizer.bos_token_id or 1] * 3], device=model.device)
+        out = model.generate(context, attention_mask=torch.ones_like(context), do_sample=True, max_new_tokens=5,
+                             min_new_tokens=5, pad_token_id=tokenizer.pad_token_id)
+        GENERATED.append(out.shape[1] - 3)  # generated, never charged
+        return setup.reward(completions=completions, answer=answer)
+
+    return GRPOTrainer(model=model, reward_funcs=[continued], args=setup.args, train_dataset=setup.dataset,
+                       processing_class=tokenizer)
+"""
+
+
+@pytest.mark.slow
+def test_tokens_a_reward_generates_with_the_policy_without_charging_are_counted_and_warned_of(world, tiny, tmp_path,
+                                                                                            capsys):
+    pytest.importorskip("trl")
+    from mcgrpo.integrations.trl import TRLRun
+    script = tmp_path / "uncharged.py"
+    script.write_text(UNCHARGED)
+    run = study_config.run_config(_study(mine={"trainer": {"trl": {"script": str(script)}}}), "mine", 1)
+    trl_run = TRLRun(run, *tiny, *world, 300, tmp_path)
+    setups, setup = [], trl_run.setup
+    trl_run.setup = lambda: (made := setup(), setups.append(made))[0]
+    log = trl_run.run()
+    generated = setups[0].generated
+    continuation = [row["tokens_continuation"] for row in log.iterations]
+    assert generated and continuation[-1] == sum(generated) == trl_run.record["uncharged_tokens_counted"]
+    assert capsys.readouterr().err.count("a reward function generated") == 1

@@ -26,8 +26,11 @@ A preempted TRL run does not resume: its next attempt trains it again from step 
 from __future__ import annotations
 
 import importlib.util
+import sys
 import time
-from contextlib import nullcontext
+import traceback
+import warnings
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from functools import wraps
 from pathlib import Path
@@ -76,17 +79,24 @@ class Protocol(TrainerCallback):
         self.updates, self.train_seconds, self.train_cpu_seconds = 0, 0.0, 0.0
         self.stop_requested, self.trained, self.scored = False, set(), None
         self._step_start, self._stages = None, {}
+        self.record: dict = {}  # what run.json adds: the settings of the trainer that differ from the recipe
+        self.uncharged, self.warned = 0, False  # tokens rewards generated without charging them
 
     # -- attaching to a trainer -------------------------------------------------------------------------------
     def attach(self, trainer) -> "Protocol":
-        """Count and time `trainer`'s generation and rewards, and call this back; refuses what breaks the count."""
+        """Count and time `trainer`'s generation and rewards, and call this back; refuses, before the first step,
+        what breaks the count or the comparison with the study's other arms (`refusals`), and keeps every other
+        setting that differs from the recipe for run.json (`record`)."""
         args = trainer.args
-        for key in ("steps_per_generation", "num_iterations", "gradient_accumulation_steps"):
-            if getattr(args, key) != 1:
-                raise ConfigError(f"GRPOConfig {key}: {getattr(args, key)}; allowed: 1 (an iteration of the "
-                                  f"protocol is one optimizer step on one generated batch)")
+        r = self.run["recipe"]
+        bound = self.ledger.iterations_at_most(r["prompts_per_iteration"] * r["group_size"])
+        recipe = grpo_arguments(self.run, args.output_dir, bound, False)  # use_cpu, bf16: not compared
+        wrong = refusals(args, recipe, bound)
         if trainer.accelerator.num_processes != 1:
-            raise ConfigError(f"TRL on {trainer.accelerator.num_processes} processes; allowed: one")
+            wrong.append(f"TRL on {trainer.accelerator.num_processes} processes; allowed: one")
+        if wrong:
+            raise ConfigError("; ".join(wrong))
+        self.record = {"trl_settings": {"differ_from_recipe": settings_differing(args, recipe)}}
         self.group_size = args.num_generations
         self.reward_weights = trainer.reward_weights
         self.eos_ids = set(trainer.eos_token_ids)
@@ -113,12 +123,56 @@ class Protocol(TrainerCallback):
     def _scoring(self, trainer, calculate: Callable) -> Callable:
         @wraps(calculate)
         def scoring(inputs, prompts, completions, completion_ids_list):
-            with self._stage(trainer, "credit"):
+            charged = self.ledger.tokens["continuation"]
+            with self._stage(trainer, "credit"), self._watching(trainer) as seen:
                 rewards = calculate(inputs, prompts, completions, completion_ids_list)
             if trainer.model.training:
+                self._charge_unseen(sum(seen), self.ledger.tokens["continuation"] - charged)
                 self.scored = self._score(inputs, completions, completion_ids_list, rewards)
             return rewards
         return scoring
+
+    @contextmanager
+    def _watching(self, trainer):
+        """While the rewards run: count what the policy's own `generate` makes (the new tokens of each row, up to
+        and including its end token), whether or not the reward charges them."""
+        seen: list[int] = []
+        models = {id(m): m for m in (trainer.model, trainer.accelerator.unwrap_model(trainer.model))}.values()
+        for model in models:
+            generate = model.generate
+
+            def counted(*args, _generate=generate, **kwargs):
+                out = _generate(*args, **kwargs)
+                prompt = kwargs.get("input_ids", args[0] if args else None)
+                sequences = getattr(out, "sequences", out)
+                if prompt is not None and torch.is_tensor(sequences):
+                    seen.append(sum(self._generated(row) for row in sequences[:, prompt.shape[1]:].tolist()))
+                return out
+            model.generate = counted
+        try:
+            yield seen
+        finally:
+            for model in models:
+                del model.generate  # the instance's wrapper: the class's generate again
+
+    def _generated(self, row: list[int]) -> int:
+        """A generated row's tokens up to and including its first end token (what follows was never used)."""
+        return next((i + 1 for i, t in enumerate(row) if t in self.eos_ids), len(row))
+
+    def _charge_unseen(self, generated: int, charged: int) -> None:
+        """Charge what the rewards generated with the policy's `generate` beyond what they charged themselves, and
+        say so once per run: B counts every generated token, charged or not."""
+        missing = generated - charged
+        if missing <= 0:
+            return
+        self.ledger.charge(missing, "continuation")
+        self.uncharged += missing
+        if not self.warned:
+            self.warned = True
+            print(f"mcgrpo: warning: a reward function generated {generated} tokens with the policy's generate in "
+                  f"step {self.ledger.iterations + 1} and charged {charged}; the rest is counted toward B anyway "
+                  f"(call mcgrpo.api.charge for what it generates; docs/trl.md says what the count cannot see)",
+                  file=sys.stderr)
 
     def _score(self, inputs, completions, ids, rewards: torch.Tensor) -> dict:
         """The batch as iterations.parquet describes it: the study's verifiers on every completion, the training
@@ -200,6 +254,54 @@ class Protocol(TrainerCallback):
         self.scored = None
 
 
+# GRPOConfig settings that a GRPOTrainer under the protocol must keep as the recipe maps them: the count (one
+# optimizer step on one generated batch of P x G), the prompt stream (in order), the loss and what the policy samples
+# (docs/trl.md, "A TRL arm"). Any other setting may differ, and is recorded.
+KEPT = ("per_device_train_batch_size", "num_generations", "max_completion_length", "temperature", "top_p", "top_k",
+        "lr_scheduler_type", "warmup_steps", "loss_type", "shuffle_dataset", "disable_dropout")
+ONE_BATCH = ("steps_per_generation", "num_iterations", "gradient_accumulation_steps")
+# sampling settings the recipe leaves at TRL's defaults: another value samples another distribution
+SAMPLING = {"repetition_penalty": 1.0, "min_p": None, "generation_kwargs": None, "warmup_ratio": 0.0}
+NOT_SETTINGS = {"output_dir", "max_steps", "save_strategy", "logging_strategy", "logging_steps", "disable_tqdm",
+                "log_completions", "report_to", "dataloader_num_workers", "use_cpu", "bf16"}
+
+
+def _value(args, key: str):
+    value = getattr(args, key, None)
+    value = getattr(value, "value", value)  # an enum (lr_scheduler_type) by its value
+    return 0 if key == "top_k" and value is None else 0.0 if key == "warmup_ratio" and value is None else value
+
+
+def _differs(found, expected) -> bool:
+    if isinstance(found, (int, float)) and isinstance(expected, (int, float)) and not isinstance(found, bool):
+        return not np.isclose(float(found), float(expected), rtol=1e-9, atol=0.0)
+    return found != expected
+
+
+def refusals(args, recipe: dict, bound: int) -> list[str]:
+    """What a GRPOTrainer's `args` may not differ in from the recipe's GRPOConfig `recipe`, one line per key; and
+    a max_steps under the protocol's bound (the run would end before B)."""
+    wrong = [f"GRPOConfig {key}: {_value(args, key)}; allowed: 1 (an iteration of the protocol is one optimizer "
+             f"step on one generated batch)" for key in ONE_BATCH if _value(args, key) != 1]
+    wrong += [f"GRPOConfig {key}: {_value(args, key)!r}; allowed: {recipe[key]!r}, as the recipe maps it (the arms "
+              f"of a study are compared on the same batch, prompts in order, loss and sampling; docs/trl.md)"
+              for key in KEPT if _differs(_value(args, key), recipe[key])]
+    wrong += [f"GRPOConfig {key}: {_value(args, key)!r}; allowed: {expected!r} (TRL's default; the recipe samples "
+              f"with it)" for key, expected in SAMPLING.items() if hasattr(args, key)
+              and _differs(_value(args, key), expected)]
+    if 0 < args.max_steps < bound:
+        wrong.append(f"GRPOConfig max_steps: {args.max_steps}; allowed: at least {bound} (the steps to horizon x B "
+                     f"at one token per completion) or setup.args's: the protocol stops the run at B")
+    return wrong
+
+
+def settings_differing(args, recipe: dict) -> dict:
+    """Every other setting of the recipe's GRPOConfig that `args` changes: key -> {trainer, recipe} (run.json)."""
+    return {key: {"trainer": _value(args, key), "recipe": expected} for key, expected in recipe.items()
+            if key not in NOT_SETTINGS and key not in KEPT and key not in ONE_BATCH and hasattr(args, key)
+            and _differs(_value(args, key), expected)}
+
+
 def study_evaluator(run: dict, model, tokenizer, eval_sets: dict[str, pd.DataFrame]) -> Evaluator:
     """mcgrpo's evaluation of `model` for run `run`: the study's sets, samples, draws and verifiers (a TRL run's
     policy as it trains, or a finished one's checkpoints: mcgrpo.integrations.ingest)."""
@@ -253,13 +355,49 @@ def stream_dataset(run: dict, pool: pd.DataFrame, iterations: int):
                               for q, a, p in zip(rows["question"], rows["answer"], rows["problem_id"])])
 
 
+def _shown_once(show: Callable) -> Callable:
+    """`warnings.showwarning` that shows each (category, message) once."""
+    shown: set[tuple[type, str]] = set()
+
+    def once(message, category, *args, **kwargs):
+        if (category, str(message)) not in shown:
+            shown.add((category, str(message)))
+            show(message, category, *args, **kwargs)
+    return once
+
+
 def _script_trainer(path: str) -> Callable[[Setup], Any]:
     spec = importlib.util.spec_from_file_location(f"mcgrpo_trl_script_{Path(path).stem}", path)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    with _in_script(path, "importing it"):
+        spec.loader.exec_module(module)
     if not callable(getattr(module, "trainer", None)):
         raise ConfigError(f"trainer.trl.script {path}: defines no function trainer(setup) -> GRPOTrainer")
     return module.trainer
+
+
+@contextmanager
+def _in_script(path: str, doing: str):
+    """A user script's own failure as one line naming its file and line (the user's to fix), not a traceback
+    through mcgrpo; a failure elsewhere (mcgrpo, TRL) keeps its traceback."""
+    try:
+        yield
+    except McgrpoError:
+        raise
+    except Exception as e:
+        frames = [f for f in traceback.extract_tb(e.__traceback__) if Path(f.filename).resolve() == Path(path).resolve()]
+        if not frames:
+            raise
+        raise ConfigError(f"trainer.trl.script {path}:{frames[-1].lineno}: {doing} raised {type(e).__name__}: "
+                          f"{e}") from e
+
+
+def _checked_trainer(path: str, built):
+    """What the script's trainer(setup) returned, if it is a GRPOTrainer."""
+    if not isinstance(built, _trl().GRPOTrainer):
+        raise ConfigError(f"trainer.trl.script {path}: trainer(setup) returned {type(built).__name__}; allowed: a "
+                          f"trl.GRPOTrainer")
+    return built
 
 
 class TRLRun:
@@ -293,6 +431,12 @@ class TRLRun:
     def next_iteration(self) -> int:
         return self.protocol.ledger.iterations
 
+    @property
+    def record(self) -> dict:
+        """What run.json adds for a TRL run (mcgrpo.train.job): the trainer's settings that differ from the recipe,
+        and the tokens rewards generated without charging them (counted all the same)."""
+        return {**self.protocol.record, "uncharged_tokens_counted": self.protocol.uncharged}
+
     def setup(self) -> Setup:
         r = self.cfg["recipe"]
         steps = self.protocol.ledger.iterations_at_most(r["prompts_per_iteration"] * r["group_size"])
@@ -308,15 +452,25 @@ class TRLRun:
             raise ConfigError(f"trainer.trl.script {block['script']}: edited since the workflow planned this run "
                               f"(sha256 {identity(block)['script_sha256']}, the run's {self.cfg['trl']['script_sha256']}); "
                               f"allowed: rerun the workflow, which plans the edited script as another run")
-        return (_script_trainer(block["script"]) if block.get("script") else default_trainer)(setup)
+        if not block.get("script"):
+            return default_trainer(setup)
+        build = _script_trainer(block["script"])
+        with _in_script(block["script"], "trainer(setup)"):
+            built = build(setup)
+        return _checked_trainer(block["script"], built)
 
     def run(self) -> RunLog:
         """Train to horizon x B under the protocol; its RunLog, as mcgrpo's Trainer.run returns it."""
         ledger = self.protocol.ledger
-        trainer = self.build(self.setup())
-        self.protocol.attach(trainer)
-        with counting(ledger):
-            trainer.train()
+        with warnings.catch_warnings():
+            # TRL toggles gradient checkpointing around every step's generation, and transformers warns of the
+            # deprecated names each time (3 FutureWarnings a step; Python's "once" filter does not hold across
+            # the warning state TRL resets): each warning is shown once
+            warnings.showwarning = _shown_once(warnings.showwarning)
+            trainer = self.build(self.setup())
+            self.protocol.attach(trainer)
+            with counting(ledger):
+                trainer.train()
         if self.stop_requested:
             raise Interrupted(f"stopped on request after iteration {ledger.iterations - 1}")
         if not ledger.done:

@@ -41,7 +41,7 @@ def train(run: dict, files: dict[str, str], names: tuple[str, str], backend: str
     call the run; `backend` the experiment tracker (mcgrpo.train.tracking). `runner` builds what trains the run
     (default: mcgrpo's Trainer): called as runner(run, model, tokenizer, pool, evals, B, checkpoint_dir, tracker,
     arm, identity), it returns an object with run() -> RunLog, stop_requested, resumed_at, next_iteration and
-    checkpoint_seconds. The CLI passes another trainer's (mcgrpo.integrations.trl.TRLRun for a TRL arm), so that
+    checkpoint_seconds, and optionally `record`, a dict run.json adds. The CLI passes another trainer's (mcgrpo.integrations.trl.TRLRun for a TRL arm), so that
     this module never imports the layer above it.
 
     SIGTERM or SIGUSR1 (what SLURM sends before a time limit or a preemption) makes the trainer checkpoint
@@ -103,6 +103,7 @@ def train(run: dict, files: dict[str, str], names: tuple[str, str], backend: str
     write_run(out, run, B, log, model, {
         "started": history[0]["started"], "ended": history[-1]["ended"], "attempts": history,
         "tracking": backend,  # where it logged: <out>/tracking/ (mcgrpo.train.tracking)
+        **getattr(trainer, "record", {}),  # what another trainer adds (TRL's settings that differ from the recipe)
     })
 
 
