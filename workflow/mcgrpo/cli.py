@@ -174,12 +174,12 @@ def verify(args) -> None:
       python -m mcgrpo verify 'So 2 + 3 = 5, and the answer is \\boxed{5}.' --reference 5 --claims
     """
     from mcgrpo.core.claims import claims, verdict
-    from mcgrpo.core.verify import explain, math_verify_backend
+    from mcgrpo.core.verify import bounded, explain, math_verify_backend
     backend = math_verify_backend()
     if backend is None and not args.json:
         print("math_verify: not installed (pip install 'mcgrpo[math]'); its verdicts are left out", file=sys.stderr)
     for where, text, reference in _verify_inputs(args):
-        out = explain(text, reference, backend)
+        out = explain(bounded(text, where), reference, backend)
         if args.claims:
             out["claims"] = [verdict(c) for c in claims(text)]
         if args.json:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from fractions import Fraction
 
 UNREADABLE = "\ufffd"  # a separator with two readings: no side holding it parses, so its claim is unjudged
 _THIN = "\u2009\u202f\u00a0'’"  # thin, narrow no-break, no-break spaces, apostrophes (1'000): digit grouping only
@@ -74,7 +75,9 @@ _CURRENCY = str.maketrans("€£¥₹[]", "$$$$()")
 
 # --- separators between two numbers ---------------------------------------------------------------
 _GAP = re.compile(rf"(?<=[\d.])(?:[ \t]+|[{_THIN}]|\\,|\{{,\}}|,)(?=[\d$])")
-_PROPER = re.compile(r"([1-9]\d*)/(\d+)(?![\d.])")  # a mixed number's fraction: `2 1/2`
+# a mixed number's fraction: `2 1/2`, also before a full stop (`= 3 1/2.`); before decimals (`3 1/2.5`) two readings
+_PROPER = re.compile(r"([1-9]\d*)/(\d+)(?!\d|\.\d)")
+_PROPER_DECIMAL = re.compile(r"([1-9]\d*)/(\d+)\.\d")
 _THOUSANDS = re.compile(r"\d{3}(?!\d)")
 _SEPARATORS = rf"(?:[ \t{_THIN}]|\\,|\{{,\}}|,)"
 # a grouped number: `1 000 000`, or the decimals of `3.141 592` (SI groups them too), one separator throughout
@@ -96,6 +99,15 @@ def read(text: str) -> str:
     out = _LABEL.sub(_ends_claim, out)
     out = _INLINE_LABEL.sub(_ends_claim, out)
     return _separate(out.translate(_CURRENCY))
+
+
+_NUMBER = re.compile(r"-?\d+(?:,\d{3})*(?:\.\d+)?")  # a written number: `1,200` (and `1{,}200`) one number
+
+
+def numbers(text: str, start: int = 0) -> list[Fraction]:
+    """The numbers written in `text` from `start` on, exact: what a problem gives or a later step uses (path
+    penalty's obligations). A grouped number (`1,200`, `1{,}200`) is one."""
+    return [Fraction(n.replace(",", "")) for n in _NUMBER.findall(text.replace("{,}", ","), start)]
 
 
 def ungroup(side: str) -> str:
@@ -170,6 +182,9 @@ def _kind(text: str, gap: re.Match, between: bool) -> str:
         return "join" if grouped else "unreadable"
     fraction = _PROPER.match(text, gap.end())
     mixed = len(separator) == 1 and fraction is not None and int(fraction[1]) < int(fraction[2])
+    decimal = _PROPER_DECIMAL.match(text, gap.end())
+    if len(separator) == 1 and decimal is not None and int(decimal[1]) < int(decimal[2]):
+        return "unreadable"  # `= 3 1/2.5`: 3 and a fraction's decimals, or a mixed number misspelt
     if mixed and grouped:  # `1 250/500`: 1250/500 or 1 + 250/500
         return "unreadable"
     if mixed:

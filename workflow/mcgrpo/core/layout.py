@@ -136,15 +136,28 @@ def link_study(cfg: dict, index: Path) -> list[Path]:
     """The study's links into the store (study_links), and `index` (its runs/store.parquet): the stored run of each
     (arm, seed), and the calibration. Links the new index does not list (a seed or arm the plan no longer has)
     are removed, never the runs they point at: returns them."""
-    from mcgrpo.core.study_runs import stale_links  # it reads the index this writes
     keys = run_keys(cfg)
     for path, target in study_links(cfg, index.parents[1], keys).items():
         link(path, target)
     write_index(index, {run: (key, calibration_key(cfg)) for run, key in keys.items()}, config_hash(cfg))
-    stale = stale_links(index.parents[1])
+    stale = stale_links(index.parents[1], set(keys))
     for path in stale:
         path.unlink()
     return stale
+
+
+def stale_links(folder: Path, listed: set[tuple[str, int]]) -> list[Path]:
+    """The links under study folder `folder`'s runs/<arm>/ that are none of the `listed` (arm, seed) (its index's
+    runs): an arm or seed an earlier plan had. Only links: a folder there is left for its owner (`link` refuses
+    to replace one)."""
+    root, found = Path(folder) / "runs", []
+    for arm_dir in sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink()) if root.is_dir() else []:
+        for path in sorted(arm_dir.iterdir()):
+            seed = path.name[4:]
+            named = path.name.startswith("seed") and seed.isdigit() and (arm_dir.name, int(seed)) in listed
+            if path.is_symlink() and not named:
+                found.append(path)
+    return found
 
 
 def write_index(index: Path, rows: dict[tuple[str, int], tuple[str, str]], study_hash: str = "") -> Path:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from mcgrpo.core import manifest, store
 from mcgrpo.core.errors import DataError, IntegrityError, MissingFile
+from mcgrpo.core import layout
 from mcgrpo.core.layout import study_run
 
 RELINK = ("python -m mcgrpo check-store --repair (it moves the index aside), then rerun the workflow: link_study "
@@ -174,15 +175,6 @@ def _arm_disagreements(study, configs: dict[tuple[str, int], dict], plan: dict |
 
 
 def stale_links(study: str | Path) -> list[Path]:
-    """The links under the study's runs/<arm>/ that its index does not list (an arm or seed an earlier plan
-    had): never read; `link_study` removes them and `check-store` names them. Only links: a folder there is
-    left for its owner (link_study refuses to replace one)."""
-    rows, root = index(study), Path(study) / "runs"
-    found = []
-    for arm_dir in sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink()) if root.is_dir() else []:
-        for link in sorted(arm_dir.iterdir()):
-            seed = link.name[4:]
-            listed = link.name.startswith("seed") and seed.isdigit() and (arm_dir.name, int(seed)) in rows
-            if link.is_symlink() and not listed:
-                found.append(link)
-    return found
+    """The links under the study's runs/<arm>/ that its index does not list (an arm or seed an earlier plan had):
+    never read; `link_study` removes them and `check-store` names them."""
+    return layout.stale_links(Path(study), set(index(study)))

@@ -29,6 +29,19 @@ VERIFIERS = ("default", "strict")
 RULES = ("whole_box", "paper", "math_verify")
 PAPER_TOLERANCE = Fraction(1, 10**4)
 MAX_ANSWER_CHARS = 1000  # a longer box, number or answer string is not an answer
+# The longest completion `mcgrpo verify` reads (a completion of the paper's 768 tokens is a few thousand
+# characters; its claims are read at about 7 us a character): a longer one is refused, never read into memory
+# claim by claim (a 50 MB text once took 3.4 GB).
+MAX_TEXT_CHARS = 100_000
+
+
+def bounded(text: str, where: str) -> str:
+    """`text`, a completion to explain, once it is at most MAX_TEXT_CHARS long; else one line naming `where`."""
+    if len(text) > MAX_TEXT_CHARS:
+        from mcgrpo.core.errors import DataError
+        raise DataError(f"{where}: a completion of {len(text):,} characters; allowed: at most {MAX_TEXT_CHARS:,} "
+                        f"(a completion is at most a few thousand tokens)")
+    return text
 
 _BOX = "\\boxed"
 _HASHES = "####"  # GSM8K's final-answer marker

@@ -20,13 +20,13 @@ The seed's forms, as options (defaults keep the earlier behaviour and config has
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable, Sequence
 
 import numpy as np
 
+from mcgrpo.core.claim_notation import numbers
 from mcgrpo.core.claims import Claim, claims
 from mcgrpo.train.credit import Credit, CreditContext, group_advantages
 from mcgrpo.train.credit.process import reference_values
@@ -35,7 +35,6 @@ from mcgrpo.train.rollout import Rollouts
 CREDITS = ("every_true", "fulfilled")
 GATES = ("none", "outcome")
 NORMALIZE = ("group", "batch")
-_NUMBER = re.compile(r"-?\d+(?:,\d{3})*(?:\.\d+)?")
 
 
 def char_ends(decode: Callable[[Sequence[int]], str], tokens: Sequence[int]) -> np.ndarray:
@@ -48,7 +47,7 @@ def char_ends(decode: Callable[[Sequence[int]], str], tokens: Sequence[int]) -> 
 
 def given_numbers(question: str) -> frozenset[Fraction]:
     """The numbers a problem states: what a first step may start from."""
-    return frozenset(Fraction(n.replace(",", "")) for n in _NUMBER.findall(question.replace("{,}", ",")))
+    return frozenset(numbers(question))
 
 
 def fulfilled(text: str, found: list[Claim], reference: Sequence[float],
@@ -63,7 +62,7 @@ def fulfilled(text: str, found: list[Claim], reference: Sequence[float],
     seen, out = set(), []
     available = set(given or ())
     for c in found:
-        later = {Fraction(n.replace(",", "")) for n in _NUMBER.findall(text.replace("{,}", ","), c.end)}
+        later = set(numbers(text, c.end))
         step = any(abs(float(c.result) - r) <= 1e-9 * max(1.0, abs(r)) for r in reference)
         grounded = given is None or any(x in available for x in c.operands)
         earns = (bool(c.holds) and (c.value, c.result) not in seen and c.result not in c.operands
