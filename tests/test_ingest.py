@@ -376,3 +376,13 @@ def test_contrast_reads_ingested_runs_as_any_others(tmp_path, tiny, world, monke
     for seed, value in zip(paired["seed"], paired["value_a"]):
         ev = store.read_contract(results / "runs" / "mine" / f"seed{seed}" / "evals.parquet", "evals")
         assert value == pytest.approx(ev.loc[ev["eval_index"] == 4, "acc_default"].iloc[0])
+
+
+def test_a_validated_study_with_an_ingested_arm_validates_again_as_its_jobs_do(tmp_path):
+    """The rules hand each job the validated config, which is validated again: the ingested arm's trainer keeps one
+    key (a default trl block filled beside it made it 'has too many properties' in every analysis job)."""
+    folder = _folder(tmp_path, _state())
+    cfg = _study(folder)
+    assert cfg["arms"]["mine"]["trainer"] == {"ingested": {"trl_output": str(folder), "accept_differences": False}}
+    assert studies.validate(json.loads(json.dumps(cfg)))["arms"]["mine"]["trainer"] == cfg["arms"]["mine"]["trainer"]
+    assert cfg["arms"]["trl"]["trainer"] == {"trl": {"script": None}}
