@@ -2,7 +2,6 @@
 
 import copy
 import json
-import shutil
 
 import numpy as np
 import pandas as pd
@@ -11,6 +10,7 @@ import pytest
 from mcgrpo import studies
 from mcgrpo.cli import main
 from mcgrpo.core.store import read_parquet, write_parquet
+from test_runs import copy_study
 from test_steps import results  # noqa: F401  (the module-scoped fixture)
 
 
@@ -32,7 +32,7 @@ def gradient_table(per_update: float, token_ratio: float, batches: int = 6) -> p
 def measured(results, tmp_path):  # noqa: F811
     cfg, root = results
     folder = tmp_path / "results"
-    shutil.copytree(root, folder)
+    copy_study(root, folder)
     cfg = copy.deepcopy(cfg)
     cfg["analysis"]["efficiency"] = {}
     cfg["gradient_tests"] = {"batches": 6, "arms": ["mc_k2"]}

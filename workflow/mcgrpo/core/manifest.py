@@ -187,8 +187,7 @@ def problems(folder: str | Path) -> list[str]:
         manifest = read(folder)
     except IntegrityError as e:
         return [str(e)]
-    found = [why for name in manifest["files"] if (why := problem(folder / name, manifest, by_stamp=False))]
-    return found + [why] if (why := unlisted(folder, manifest)) else found
+    return [why for name in manifest["files"] if (why := problem(folder / name, manifest, by_stamp=False))]
 
 
 def fingerprint(folders: list[str | Path]) -> str:
@@ -216,6 +215,8 @@ def check_store(runs: str | Path) -> tuple[dict[str, list[str]], list[str]]:
             pending.append(folder.name)
             continue
         found = problems(folder)
+        if not found and (why := unlisted(folder, read(folder))):  # a run the analysis would refuse
+            found = [why]
         if found:
             bad[folder.name] = found
     return bad, pending
