@@ -2,7 +2,6 @@
 
 import copy
 import json
-import shutil
 from datetime import datetime, timezone
 
 import numpy as np
