@@ -43,7 +43,7 @@ def _count(value: float) -> int | float:
 def stage_seconds(totals: pd.DataFrame) -> pd.DataFrame:
     """Per arm (from run_totals rows with arm and seed): mean over seeds of seconds per stage before B,
     the total and each stage's share."""
-    per_run = totals.assign(total=totals[list(STAGES)].sum(axis=1))
+    per_run = totals.assign(total=totals[list(STAGES)].sum(axis=1, min_count=1))  # NaN: not recorded (ingested)
     out = per_run.groupby("arm")[["iterations", *STAGES, "total"]].mean()
     out.insert(0, "seeds", per_run.groupby("arm").size())
     for s in STAGES:

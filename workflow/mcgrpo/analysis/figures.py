@@ -275,12 +275,13 @@ def stage_seconds(stages: pd.DataFrame, path: str | Path, hardware: str | None =
     left = np.zeros(len(stages))
     for stage in STAGES:
         ax.barh(stages["arm"], stages[stage] / scale, left=left, color=STAGE_COLOURS[stage], label=stage)
-        left += stages[stage].to_numpy() / scale
+        left += np.nan_to_num(stages[stage].to_numpy(dtype=float)) / scale  # NaN: not recorded (an ingested run)
     for y, (total, n) in enumerate(zip(stages["total"], stages["seeds"])):
-        ax.text(total / scale, y, f" {total / scale:.3g} {unit} (n={n} seeds)", va="center", fontsize="small")
+        ax.text(np.nan_to_num(total) / scale, y, f" {total / scale:.3g} {unit} (n={n} seeds)" if np.isfinite(total)
+                else f" stage times not recorded (n={n} seeds)", va="center", fontsize="small")
     ax.set(title="Training time per stage before B (mean over seeds; evaluation excluded)",
            xlabel=time_label(label, hardware))
-    ax.set_xlim(0, left.max() * 1.3 if len(stages) else 1)
+    ax.set_xlim(0, left.max() * 1.3 if len(stages) and left.max() > 0 else 1)
     fig.legend(*ax.get_legend_handles_labels(), loc="lower center", ncol=len(STAGES), fontsize="small",
                frameon=False)
     return _save(fig, path, bottom=0.35 / height)
