@@ -106,7 +106,7 @@ def test_each_verb_takes_only_the_options_it_uses():
     assert options("train") == {"--run-json", "--config", "--arm", "--seed", "--model", "--data", "--budget", "--out",
                                 "--failed-log", "--tracking", "--label"}
     assert options("ingest") == {"--trl-output", "--config", "--arm", "--seed", "--model", "--data", "--budget",
-                                 "--out"}
+                                 "--out", "--accept-differences"}
     with pytest.raises(SystemExit):
         cli.parser().parse_args(["figures", "--config", "x.yaml", "--results", "r", "--budget", "b"])
 

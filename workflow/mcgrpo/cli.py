@@ -345,7 +345,7 @@ def _train_run(run: dict, files: dict[str, str], names: tuple[str, str], backend
 
 
 def ingest(args) -> None:
-    """Store a finished TRL output folder as a run of an ingested arm, its checkpoints evaluated at the budget points.
+    """Store a finished TRL output folder as a run of an ingested arm, its checkpoints evaluated at budget points.
 
     The arm declares itself ingested in the study (`trainer: {ingested: {trl_output: DIR}}`, `{seed}` in DIR standing
     for the seed); the run takes an identity of its own, from what the folder says it did. The run's generated tokens
