@@ -29,8 +29,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "workflow"))
-from mcgrpo.core import manifest, store  # noqa: E402
-from mcgrpo.core import layout  # noqa: E402
+from mcgrpo.core import config as study_config, layout, manifest, store, study_runs  # noqa: E402
 from mcgrpo import studies  # noqa: E402
 from mcgrpo.analysis import prereg, steps  # noqa: E402
 from mcgrpo.core.clock import STAGES  # noqa: E402
@@ -75,8 +74,9 @@ def study_config_for(i: int, arms: int, seeds: int, scale: Scale) -> dict:
     return studies.validate(cfg)
 
 
-def write_run(folder: Path, rng: np.random.Generator, skill: float, started: datetime, scale: Scale) -> None:
-    """One run's evals, samples, iterations and run.json, shaped like the trainer's."""
+def write_run(folder: Path, rng: np.random.Generator, skill: float, started: datetime, scale: Scale,
+              config: dict) -> None:
+    """One run's evals, samples, iterations and run.json (`config`: its run config), shaped like the trainer's."""
     EVALS, PROBLEMS, SAMPLES = scale.evals, scale.problems, scale.samples
     tokens = np.r_[0, (np.arange(1, EVALS) * B / (EVALS - 1) + rng.integers(0, 20_000, EVALS - 1)).astype(int)]
     seconds = tokens / 4000.0 * rng.uniform(0.8, 1.2)
@@ -109,7 +109,7 @@ def write_run(folder: Path, rng: np.random.Generator, skill: float, started: dat
     store.write_parquet(evals, folder / "evals.parquet")
     store.write_parquet(samples, folder / "samples.parquet")
     store.write_parquet(iterations, folder / "iterations.parquet")
-    store.write_json({"started": started.isoformat(), "finished": True}, folder / "run.json")
+    store.write_json({"started": started.isoformat(), "finished": True, "config": config}, folder / "run.json")
     manifest.seal(folder, ["evals.parquet", "samples.parquet", "iterations.parquet", "run.json"], "")
 
 
@@ -125,9 +125,17 @@ def build(root: Path, studies: int, scale: Scale) -> list[tuple[dict, Path]]:
             continue
         store.write_parquet(pd.DataFrame({"model": ["synthetic"], "iteration": [0], "tokens_generated": [B // 48],
                                           "B": [B]}), results / "calibration" / "budget.parquet")
+        # As link_study leaves a study: each run stored once (here under <root>/_store), linked from the study's
+        # runs/<arm>/seed<N> and listed in runs/store.parquet, the index every analysis step reads the runs from.
+        rows = {}
         for j, arm in enumerate(cfg["arms"]):
             for seed in cfg["seeds"]:
-                write_run(layout.study_run(results, arm, seed), rng, 1.0 - 0.1 * j, start + timedelta(hours=1), scale)
+                stored = root / "_store" / cfg["study"] / f"{arm}-seed{seed}"
+                write_run(stored, rng, 1.0 - 0.1 * j, start + timedelta(hours=1), scale,
+                          study_config.run_config(cfg, arm, seed))
+                layout.link(layout.study_run(results, arm, seed), stored)
+                rows[arm, seed] = (stored.name, "synthetic")
+        layout.write_index(study_runs.index_path(results), rows)
         store.write_json(prereg.make_lock(cfg, now=start), results / "prereg.lock.json")
         print(f"built {cfg['study']}: {arms} arms x {seeds} seeds", flush=True)
     return out
