@@ -82,8 +82,15 @@ def test_the_train_layer_never_imports_an_integration():
     upward = sorted(f"{m} -> {i}" for m, imported in GRAPH.items() if _layer(m) == "train"
                     for i in imported if _layer(i) == "integrations")
     assert upward == [] and _layer("mcgrpo.integrations.trl") == "integrations"
-    assert "mcgrpo.integrations.trl" in GRAPH["mcgrpo.cli"]  # the CLI chooses TRL's runner
+    assert "mcgrpo.integrations.trl" in GRAPH["mcgrpo.cli.integrations"]  # the CLI chooses TRL's runner
 
+
+
+def test_the_cli_mirrors_the_package_folders():
+    """Each verb sits in the CLI module named for the folder it drives (cli/train.py: mcgrpo/train), beside
+    common.py (what the verbs share) and __init__.py (the parser and main)."""
+    cli = {m.rpartition(".")[2] for m in MODULES if m.startswith("mcgrpo.cli.")}
+    assert cli - {"common"} == {"core", "data", "train", "integrations", "analysis"}
 
 def test_every_import_names_a_module_of_the_package():
     """A misspelt or moved module would otherwise drop out of the graph unseen."""
@@ -114,7 +121,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_the_cycle_finder_finds_a_circle_through_a_function_level_import():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
     assert cycles({"a": {"b"}, "b": set(), "c": {"a", "b"}}) == []
-    lazy = PACKAGE / "cli.py"  # `from mcgrpo.train.models import shipped` inside warm_start
+    lazy = PACKAGE / "cli" / "train.py"  # `from mcgrpo.train.models import shipped` inside warm_start
     assert "mcgrpo.train.models.shipped" in _imports(lazy) - _imports(lazy, top_level_only=True)
 
 

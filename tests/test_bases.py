@@ -131,6 +131,7 @@ def test_pool_bases_verb_reads_every_base_and_writes_the_table(tmp_path, capsys)
 
 def test_by_hand_verbs_read_the_first_base_as_snakemake_does_and_pool_bases_reads_every_one():
     from argparse import Namespace
-    from mcgrpo import cli
+    from mcgrpo.cli import common
     args = Namespace(config="config/studies/bases.yaml", config_json=None)
-    assert cli._config(args)["study"] == "bases-base0" and cli._config(args, every_base=True)["bases"] == [0, 1, 2]
+    assert common._config(args)["study"] == "bases-base0"
+    assert common._config(args, every_base=True)["bases"] == [0, 1, 2]

@@ -10,6 +10,7 @@ import yaml
 
 from conftest import ROOT, SMALL_STUDY
 from mcgrpo import __version__, cli
+from mcgrpo.cli import common
 from mcgrpo.core import config as study_config, layout
 from mcgrpo.core.errors import ConfigError
 
@@ -115,18 +116,18 @@ def test_train_by_hand_is_the_run_the_workflow_would_train(tmp_path, monkeypatch
     monkeypatch.chdir(tmp_path)
     (tmp_path / "study.yaml").write_text(yaml.safe_dump(SMALL_STUDY))
     args = cli.parser().parse_args(["train", "--config", "study.yaml", "--arm", "mc_k2", "--seed", "2"])
-    run, files, names = cli._training_run(args)
-    assert run == study_config.run_config(cli._study("study.yaml"), "mc_k2", 2) and names == ("mini", "mc_k2")
-    cfg = cli._study("study.yaml")
+    run, files, names = common._training_run(args)
+    assert run == study_config.run_config(common._study("study.yaml"), "mc_k2", 2) and names == ("mini", "mc_k2")
+    cfg = common._study("study.yaml")
     assert files == {"model": str(layout.model_path(cfg)), "data": str(layout.data_dir(cfg)),
                      "budget": str(layout.budget_path(cfg)), "out": str(layout.run_dir(cfg, "mc_k2", 2))}
     assert files["out"].startswith("results/_shared/runs/") and files["budget"].startswith("results/_shared/calibrations/")
     elsewhere = cli.parser().parse_args(["train", "--config", "study.yaml", "--arm", "mc_k2", "--seed", "2",
                                          "--out", "elsewhere"])
-    assert cli._training_run(elsewhere)[1]["out"] == "elsewhere"
-    assert cli._names("default/mc_k4") == ("default", "mc_k4") and cli._names(None) == ("run", "run")
+    assert common._training_run(elsewhere)[1]["out"] == "elsewhere"
+    assert common._names("default/mc_k4") == ("default", "mc_k4") and common._names(None) == ("run", "run")
     with pytest.raises(ConfigError, match="--label 'mc_k4': expected STUDY/ARM"):
-        cli._names("mc_k4")
+        common._names("mc_k4")
 
 
 def test_train_by_hand_names_what_is_missing_or_unknown(tmp_path, monkeypatch, capsys):

@@ -1,0 +1,159 @@
+"""The verbs of mcgrpo/analysis: the plan locked, one verb per analysis rule, and a contrast, its power or the
+bases pooled, recomputed by hand from a results folder."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from mcgrpo.cli.common import BASES, _config, _folder, _format, _resamples, _seed, _share, _study_source
+from mcgrpo.core import store
+from mcgrpo.core.errors import DataError
+
+RESULTS = "the study's results folder (results/<study>)"
+
+
+def prereg_lock(args) -> None:
+    """Lock the study's plan before training; an existing lock is never replaced.
+
+    A changed plan needs a dated plan.amendments entry, not a new lock.
+
+    Example:
+      python -m mcgrpo prereg-lock --config config/config.yaml --out results/default/prereg.lock.json
+    """
+    from mcgrpo.analysis import prereg
+    out = Path(args.out)
+    if out.exists():
+        raise DataError(f"{out}: the study is locked already; a changed plan needs a dated "
+                         f"plan.amendments entry, not a new lock")
+    lock = prereg.make_lock(_config(args))
+    store.write_json(lock, out)
+    print(f"locked {lock['material']['study']} at {lock['locked_at']}: sha256 {lock['sha256']}")
+
+
+def _prereg_lock_arguments(v: argparse.ArgumentParser) -> None:
+    _study_source(v)
+    v.add_argument("--out", required=True, help="the lock file to write")
+
+
+# One verb per analysis rule, name: its summary (the rule runs mcgrpo.analysis.steps.<name>_step).
+STEPS = {"drift": "Write the verifier drift (default minus strict accuracy) of every run and evaluation.",
+         "contrasts": "Compute every contrast with its statistics, labelled against the preregistration lock.",
+         "robustness": "Recompute each planned contrast with the crossed interval, the strict verifier, drift and "
+                       "the other clock.",
+         "curves": "Compute the differences at every evaluation, the share of B to reach the base, and the "
+                   "extrapolation.",
+         "breakdown": "Tabulate training seconds per stage and the composition of groups before B.",
+         "figures": "Draw the study's figures (PNG and PDF) from the analysis tables.",
+         "tables": "Write the study's tables (CSV, markdown, HTML).",
+         "summary": "Write the results summary, summary.md (printed when a run ends) and summary.rst (the report's "
+                    "first page).",
+         "prediction": "Compare the gradient tests' efficiencies with the trained contrasts, as a table and a figure.",
+         "alignment": "Tabulate alignment with the reference gradient along training beside accuracy "
+                      "(evaluation.alignment).",
+         "verifiers": "Compare the verifier rules: accuracy under each and how often they disagree, per evaluation."}
+
+
+def _step(name: str):
+    """The verb of one analysis rule: mcgrpo.analysis.steps.<name>_step on the study config and results folder."""
+    def verb(args) -> None:
+        from mcgrpo.analysis import steps
+        getattr(steps, f"{name}_step")(_config(args), Path(args.results))
+    verb.__doc__ = (f"{STEPS[name]}\n\nAn analysis rule's step (mcgrpo.analysis.steps.{name}_step): it reads the study's "
+                    f"runs through its results folder\nand writes under it.\n\n"
+                    f"Example:\n  python -m mcgrpo {name} --config config/config.yaml --results results/default\n")
+    return verb
+
+
+def _step_arguments(v: argparse.ArgumentParser) -> None:
+    _study_source(v)
+    v.add_argument("--results", required=True, help=RESULTS)
+
+
+def pool_bases(args) -> None:
+    """Print each planned contrast per warm-start base and pooled over the bases.
+
+    For a study with `bases`, once the study of each base has been analysed.
+
+    Example:
+      python -m mcgrpo pool-bases --config config/studies/bases.yaml
+    """
+    from mcgrpo.analysis import steps
+    print(steps.pool_bases(_config(args, every_base=True)), end="")
+
+
+def contrast(args) -> None:
+    """Recompute one contrast from a results folder alone; print it and write it as Parquet.
+
+    Example:
+      python -m mcgrpo contrast --results results/default --a mc_k4 --b outcome --basis tokens
+    """
+    from mcgrpo.analysis import recompute, summary
+    from mcgrpo.analysis.tables import to_markdown
+    table, paired = recompute.contrast(Path(args.results), args.a, args.b, args.basis, args.metric,
+                                   args.eval_set, args.margin, args.resamples, args.bootstrap_seed, args.clock)
+    row = table.iloc[0]
+    out = Path(args.out or Path(args.results) / "analysis" / "contrast" /
+               f"{row['contrast']}.{row['basis']}.{row['metric']}.{row['eval_set']}.parquet")
+    store.write_parquet(table, out)
+    store.write_parquet(paired, out.with_name(out.name.replace(".parquet", ".paired.parquet")))
+    print(to_markdown(paired[["seed", "value_a", "value_b", "diff", "at", "at_b", "moved", "clamped"]]))
+    print(to_markdown(table[["contrast", "label", "basis", "metric", "eval_set", "n", "mean", "ci_low", "ci_high",
+                             "p", "p_holm", "tost_p", "noninferior", "crossed_low", "crossed_high",
+                             "seeds_higher"]]))
+    print(f"verdict: {summary.judged(row)}")
+    print(f"written: {out}")
+
+
+def _contrast_arguments(v: argparse.ArgumentParser) -> None:
+    v.add_argument("--results", required=True, type=_folder, help=RESULTS)
+    v.add_argument("--out", help="the Parquet file to write (default: under results/<study>/analysis/contrast/)")
+    v.add_argument("--a", required=True, type=_format("key"), help="the arm under test")
+    v.add_argument("--b", required=True, type=_format("key"), help="the arm it is compared with (the base)")
+    v.add_argument("--basis", default="tokens",  # the verb names the bases allowed (mcgrpo.analysis.recompute)
+                   help="tokens, iterations, updates, time or time_c (default tokens; an equal-iteration study: "
+                        "iterations, updates or time)")
+    v.add_argument("--metric", default="acc_default", type=_format("metric"),
+                   help="acc_<verifier> or pass@<k>_<verifier>, e.g. acc_strict, pass@8_default")
+    v.add_argument("--eval-set", type=_format("key"), help="the evaluation set (default: the only one)")
+    v.add_argument("--margin", type=_share, help="equivalence margin (default: the lock's, else 0.02)")
+    v.add_argument("--resamples", type=_resamples, default=10_000, help="crossed-bootstrap resamples (default 10000)")
+    v.add_argument("--bootstrap-seed", type=_seed, default=0, help="seed of the bootstrap's draws (default 0)")
+    v.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                   help="the training-time clock of the time bases: the stages' wall or process CPU time (default wall)")
+
+
+def seeds_power(args) -> None:
+    """Estimate how many paired seeds each contrast needs, from a study's or a pilot's per-seed differences.
+
+    80% power (--power) to exclude 0, and to show equivalence within the margin, from the study's
+    analysis/paired.parquet.
+
+    Example:
+      python -m mcgrpo power --results results/default --metric acc_default
+    """
+    from mcgrpo.analysis import power, recompute, steps
+    from mcgrpo.analysis.tables import to_markdown
+    results = Path(args.results)
+    paired = store.read_contract(results / "analysis" / "paired.parquet", "paired")
+    paired = paired[(paired["metric"] == args.metric) & (paired["basis"].isin(args.basis or paired["basis"]))]
+    locked = recompute._locked_plan(results)[0]
+    margin = args.margin if args.margin is not None else locked["analysis"]["margin"] if locked else 0.02
+    table = power.plan(paired, margin, args.alpha, args.power)
+    print(to_markdown(table))
+    print(steps.power_note(margin, args.alpha).replace("80%", f"{100 * args.power:g}%"))
+
+
+def _power_arguments(v: argparse.ArgumentParser) -> None:
+    v.add_argument("--results", required=True, type=_folder,
+                   help="the study's (or pilot's) results folder (results/<study>)")
+    v.add_argument("--metric", default="acc_default", type=_format("metric"), help="the metric (default acc_default)")
+    v.add_argument("--basis", action="append", choices=BASES, help="only this basis (repeatable; default: every basis)")
+    v.add_argument("--margin", type=_share, help="equivalence margin (default: the lock's, else 0.02)")
+    v.add_argument("--alpha", type=_share, default=0.05, help="test level (default 0.05)")
+    v.add_argument("--power", type=_share, default=0.8, help="power wanted (default 0.8)")
+
+
+COMMANDS = {"prereg-lock": (prereg_lock, _prereg_lock_arguments), "contrast": (contrast, _contrast_arguments),
+            "power": (seeds_power, _power_arguments), "pool-bases": (pool_bases, _study_source),
+            **{name: (_step(name), _step_arguments) for name in STEPS}}
