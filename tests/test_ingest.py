@@ -199,17 +199,20 @@ def test_an_ingested_runs_identity_is_what_its_folder_says(tmp_path):
         _study(tmp_path / "absent-seed{seed}")
 
 
-@pytest.mark.parametrize("edit, said", [
-    ({"train_batch_size": 16}, r"train_batch_size 16 \(trainer_state.json\); the recipe's 8"),
-    ({"lr": 5e-4}, r"learning_rate 0.0005 at step 1 \(the log\); the recipe's 0.0001"),
-    ({"decay": True}, r"learning rate schedule: logged from 0.0001 to 2e-05 \(the log\); the recipe's constant"),
+@pytest.mark.parametrize("edit, said, keys", [
+    ({"train_batch_size": 16}, r"train_batch_size 16 \(trainer_state.json\); the recipe's 8", ["train_batch_size"]),
+    ({"lr": 5e-4}, r"learning_rate 0.0005 at step 1 \(the log\); the recipe's 0.0001", ["learning_rate"]),
+    ({"decay": True}, r"learning rate schedule: logged from 0.0001 to 2e-05 \(the log\); the recipe's constant",
+     ["lr_scheduler_type"]),
     ({"args": {"loss_type": "dapo", "shuffle_dataset": True}},
-     r"loss_type 'dapo' \(training_args.bin\); the recipe's 'dr_grpo'; shuffle_dataset True \(training_args.bin\)"),
+     r"loss_type 'dapo' \(training_args.bin\); the recipe's 'dr_grpo'; shuffle_dataset True \(training_args.bin\)",
+     ["loss_type", "shuffle_dataset"]),
 ])
 def test_a_folder_of_another_recipe_is_refused_by_key_or_stored_marked_with_the_flag(tmp_path, tiny, world, edit,
-                                                                                    said):
+                                                                                    said, keys):
     """The batch and learning rate from the log (every folder has it); the GRPOConfig's settings from
-    training_args.bin. With accept the run is stored and its differences listed in run.json's block."""
+    training_args.bin. With accept the run is stored and its differences listed in run.json's block, with the keys
+    that every table using the run names."""
     state = _state(batch=edit.get("train_batch_size", 8), prompt_tokens=10 * edit.get("train_batch_size", 8))
     for i, entry in enumerate(e for e in state["log_history"] if "loss" in e):
         entry["learning_rate"] = edit.get("lr", 1e-4) * (1 - 0.2 * i if edit.get("decay") else 1)
@@ -224,6 +227,7 @@ def test_a_folder_of_another_recipe_is_refused_by_key_or_stored_marked_with_the_
         ingest.ingest(ingest.read(folder), run, 600, *tiny, world[1])
     log, block = ingest.ingest(ingest.read(folder), run, 600, *tiny, world[1], accept=True)
     assert block["accepted_differences"] and re.search(said, "; ".join(block["differences"]))
+    assert block["differing_keys"] == keys
 
 
 def _checkpoints(tmp_path: Path, model, tokenizer, state: dict | None = None) -> Path:

@@ -45,14 +45,15 @@ def test_a_run_without_groups_prompts_or_stage_times_is_broken_down_as_not_recor
     assert math.isnan(shares.loc["mine", "share_mixed"]) and shares.loc["outcome", "share_mixed"] == 0.5
 
 
-def _trl_folder(folder, tokenizer, model, mean_lengths=(20.5, 22.0, 21.875, 24.25, 23.0), saved=(2, 4, 5)):
+def _trl_folder(folder, tokenizer, model, mean_lengths=(20.5, 22.0, 21.875, 24.25, 23.0), saved=(2, 4, 5),
+                lr: float = 1e-4):
     """A TRL output folder as GRPOTrainer leaves it: tiny checkpoints and the newest one's trainer_state.json."""
     import torch
     from mcgrpo.train import models
     entries, seen = [], 0
     for step, length in enumerate(mean_lengths, start=1):
         seen += round(length * 8) + 80
-        entries.append({"step": step, "loss": 0.01, "grad_norm": 0.5, "learning_rate": 1e-4, "num_tokens": seen,
+        entries.append({"step": step, "loss": 0.01, "grad_norm": 0.5, "learning_rate": lr, "num_tokens": seen,
                         "completions/mean_length": length, "step_time": 1.5})
     for step in saved:
         trained = copy.deepcopy(model)
@@ -67,11 +68,12 @@ def _trl_folder(folder, tokenizer, model, mean_lengths=(20.5, 22.0, 21.875, 24.2
 @pytest.mark.slow
 def test_a_study_with_an_ingested_arm_runs_to_its_summary(tmp_path, tiny):
     """Snakemake plans the ingested arm's runs as train jobs that store the folders (no training), and every
-    analysis step (drift, contrasts, curves, breakdown, figures, tables, robustness, summary) runs on them."""
+    analysis step (drift, contrasts, curves, breakdown, figures, tables, robustness, summary) runs on them. Seed 2's
+    folder trained at twice the recipe's learning rate, accepted by the arm: the headline and summary say so."""
     for seed in (1, 2):
-        _trl_folder(tmp_path / "trl" / f"seed{seed}", tiny[1], tiny[0])
-    study = {**copy.deepcopy(SMALL_STUDY),
-             "arms": {"outcome": {}, "mine": {"trainer": {"ingested": {"trl_output": str(tmp_path / "trl/seed{seed}")}}}},
+        _trl_folder(tmp_path / "trl" / f"seed{seed}", tiny[1], tiny[0], lr=1e-4 * seed)
+    ingested = {"trl_output": str(tmp_path / "trl/seed{seed}"), "accept_differences": True}
+    study = {**copy.deepcopy(SMALL_STUDY), "arms": {"outcome": {}, "mine": {"trainer": {"ingested": ingested}}},
              "plan": {"primary": [{"id": "T1", "a": "mine", "b": "outcome"}]}}
     (tmp_path / "study.yaml").write_text(yaml.safe_dump(study))
     done = snakemake(tmp_path, "--cores", "2")
@@ -81,6 +83,84 @@ def test_a_study_with_an_ingested_arm_runs_to_its_summary(tmp_path, tiny):
     assert groups.loc["mine", ["share_mixed"]].isna().all() and groups.loc["outcome", "share_mixed"] >= 0
     headline = pd.read_csv(results / "tables" / "headline.csv")
     assert headline["n"].tolist() == [2] and "tokens_a" in headline
-    assert "T1" in (results / "summary.md").read_text()
+    assert headline["warning"].iloc[0].endswith("mine: recipe differences accepted (learning_rate)")
+    summary = (results / "summary.md").read_text()
+    assert "T1" in summary and ("Warning: arm mine's runs of seed 2 were stored with recipe differences accepted "
+                                "(accept_differences): learning_rate differs from the study's recipe") in summary
     record = json.loads((results / "runs" / "mine" / "seed1" / "run.json").read_text())
     assert record["ingested"]["stop_step"] == 4 and record["attempts"] == []
+    assert not record["ingested"]["accepted_differences"]  # seed 1: the recipe's own
+
+
+def test_runs_stored_with_recipe_differences_accepted_are_named_in_every_table_and_the_summary(tmp_path):
+    """Issue 47.2: a run ingested with accept_differences says so in run.json; every table and the summary read
+    from those runs say so too, naming the keys (read from run.json through the one reader of a study's runs), and
+    the headline and contrasts tables mark each contrast with that arm. A study without such a run has no mark."""
+    from datetime import datetime, timezone
+
+    from conftest import SMALL_STUDY
+    from mcgrpo import studies
+    from mcgrpo.analysis import prereg, steps
+    from mcgrpo.core import config as study_config
+    from mcgrpo.core import study_runs
+    from mcgrpo.core.store import COLUMNS, write_json, write_parquet
+    from test_runs import copy_study, linked_run, seal_run, write_run
+
+    folder = tmp_path / "trl" / "seed1"
+    (folder / "checkpoint-4").mkdir(parents=True)  # what validation reads of the folder: its log
+    (folder / "checkpoint-4" / "trainer_state.json").write_text(json.dumps(
+        {"global_step": 4, "train_batch_size": 16, "logging_steps": 1, "log_history": []}))
+    ingested = {"trl_output": str(folder), "accept_differences": True}
+    cfg = studies.validate({**copy.deepcopy(SMALL_STUDY), "seeds": [1, 2, 3],
+                            "arms": {"outcome": {}, "mine": {"trainer": {"ingested": ingested}}},
+                            "plan": {"primary": [{"id": "T1", "a": "mine", "b": "outcome"}]}})
+    root = tmp_path / "results"
+    write_parquet(pd.DataFrame({"model": ["tiny"], "iteration": [0], "tokens_generated": [10], "B": [100]}),
+                  root / "calibration" / "budget.parquet")
+    write_json(prereg.make_lock(cfg, datetime(2025, 1, 1, tzinfo=timezone.utc)), root / "prereg.lock.json")
+    rng = np.random.default_rng(0)
+    keys = {1: ["train_batch_size", "learning_rate"], 2: ["train_batch_size"], 3: []}  # seed 3: the recipe's own
+    for arm, seed in study_config.runs(cfg):
+        run_dir = linked_run(root, arm, seed)
+        write_run(run_dir, rng.random((4, 6, 2)) < np.linspace(0.3, 0.6, 4)[:, None, None], eval_sets=("heldout",))
+        write_parquet(pd.DataFrame({c: np.arange(1, 9) * (25 if c == "tokens_total" else 1)
+                                    for c in COLUMNS["iterations"]}), run_dir / "iterations.parquet")
+        record = {"config": study_config.run_config(cfg, arm, seed)}
+        if arm == "mine":  # the block ingest writes (mcgrpo.integrations.ingest.ingest)
+            record["ingested"] = {"differences": [f"{k} ... (the log); the recipe's ..." for k in keys[seed]],
+                                  "differing_keys": keys[seed], "accepted_differences": bool(keys[seed])}
+        write_json(record, run_dir / "run.json")
+        seal_run(run_dir)
+    plain = tmp_path / "plain" / "results"  # a copy beside its own store
+    copy_study(root, plain)
+    assert study_runs.accepted_differences(root, list(cfg["arms"]), cfg["seeds"], cfg["arms"]) == {
+        "mine": {1: ["train_batch_size", "learning_rate"], 2: ["train_batch_size"]}}
+    for step in ("drift", "contrasts", "robustness", "curves", "breakdown", "tables", "summary"):
+        getattr(steps, f"{step}_step")(cfg, root)
+
+    warning = ("arm mine's runs of seeds 1, 2 were stored with recipe differences accepted (accept_differences): "
+               "train_batch_size, learning_rate differ from the study's recipe, so every contrast with mine compares "
+               "another recipe (run.json: ingested.differences)")
+    assert f"Warning: {warning}." in (root / "summary.md").read_text()
+    mark = "mine: recipe differences accepted (train_batch_size, learning_rate)"
+    headline = pd.read_csv(root / "tables" / "headline.csv")
+    assert headline["id"].tolist() == ["T1"] and headline["warning"].iloc[0].endswith(mark)
+    contrasts = pd.read_csv(root / "tables" / "contrasts.csv")
+    assert len(contrasts) > 1 and contrasts["warning"].str.endswith(mark).all()
+    for table in (root / "tables").glob("*.md"):
+        assert f"Warning: {warning}." in table.read_text(), table.name
+    assert warning in (root / "tables" / "headline.html").read_text().replace("&#x27;", "'")
+
+    # the same study, its mine runs all of the recipe: no mark anywhere
+    for seed in (1, 2):
+        run_json = plain / "runs" / "mine" / f"seed{seed}" / "run.json"
+        record = json.loads(run_json.read_text())
+        record["ingested"] = {"differences": [], "differing_keys": [], "accepted_differences": False}
+        run_json.unlink()  # a file of the store beside: rewritten, then the run resealed
+        write_json(record, run_json)
+        seal_run(run_json.parent)
+    for step in ("drift", "contrasts", "robustness", "curves", "breakdown", "tables", "summary"):
+        getattr(steps, f"{step}_step")(cfg, plain)
+    assert "recipe differences" not in (plain / "summary.md").read_text()
+    assert not any("Warning: arm mine" in t.read_text() for t in (plain / "tables").glob("*.md"))
+    assert pd.read_csv(plain / "tables" / "headline.csv")["warning"].isna().all()

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from mcgrpo.analysis import contrasts, prereg, runs
+from mcgrpo.analysis import contrasts, prereg, runs, summary
 from mcgrpo.analysis.plan import planned_keys
 from mcgrpo.analysis.steps import budget
 from mcgrpo.core import store
 from mcgrpo.core.errors import ConfigError, DataError
-from mcgrpo.core.study_runs import index, index_path
+from mcgrpo.core.study_runs import accepted_differences, index, index_path
 
 
 def _shared_seeds(results: Path, arms: set[str]) -> list[int]:
@@ -75,4 +75,8 @@ def contrast(results: Path, a: str, b: str, basis: str, metric: str, eval_set: s
     margin = margin if margin is not None else locked["analysis"]["margin"] if locked else 0.02
     table, paired = contrasts.build(loaded, chosen, budget(results), margin, plan, resamples=resamples, seed=seed)
     mine = (paired[contrasts.KEY] == [contrasts.name(a, b), basis, metric, eval_set]).all(axis=1)
-    return table.iloc[:1].reset_index(drop=True), paired[mine].reset_index(drop=True)
+    table = table.iloc[:1].reset_index(drop=True)
+    # an arm whose runs were stored with recipe differences accepted: the contrast's warning names it
+    recipe = summary.accepted_cell(a, b, accepted_differences(results, [a, b], seeds))
+    table["warning"] = ["; ".join(w for w in (table["warning"].iloc[0], recipe) if w)]
+    return table, paired[mine].reset_index(drop=True)

@@ -34,6 +34,12 @@ def _folders(cfg: dict, results: Path) -> dict[tuple[str, int], Path]:
     return study_runs.folders(results, list(cfg["arms"]), cfg["seeds"], cfg["arms"])
 
 
+def _accepted(cfg: dict, results: Path) -> dict[str, dict[int, list[str]]]:
+    """{arm: {seed: keys}} of the plan's runs stored with recipe differences accepted (run.json, through the one
+    reader of a study's runs): every table and the summary that use them say so."""
+    return study_runs.accepted_differences(results, list(cfg["arms"]), cfg["seeds"], cfg["arms"])
+
+
 def _write(df: pd.DataFrame, results: Path, name: str, cfg: dict) -> Path:
     return store.write_parquet(df, Path(results) / "analysis" / f"{name}.parquet", study_config.config_hash(cfg))
 
@@ -109,15 +115,17 @@ def prediction_step(cfg: dict, results: Path) -> None:
     rho = efficiency.rank_agreement(table)
     _write(measured, results, "efficiency", cfg)
     _write(table.assign(**rho), results, "prediction", cfg)
+    accepted = _accepted(cfg, results)
     tables.write_table(measured, results / "tables" / "efficiency", title="Gradient efficiency relative to "
                        "outcome-only GRPO (per update and per generated token, 95% bootstrap CIs over batches)",
                        note="Alignment: cos(P_perp u, P_perp h); share_outside_v: ||P_perp u|| / ||u||; "
                             "projection_residual: the projector's numerical check; inner_se: E<u,h> in standard errors.")
     tables.write_table(table.assign(**rho), results / "tables" / "prediction",
                        title="Does the gradient test predict training? (exploratory)",
-                       note=f"{metric} on {eval_set}: per-update efficiency beside the equal-updates difference, "
-                            f"per-token beside the equal-tokens difference, observed minus extrapolated accuracy; "
-                            f"Spearman over the trained arms.")
+                       note=tables.accepted_note(accepted, f"{metric} on {eval_set}: per-update efficiency beside the "
+                                                 f"equal-updates difference, per-token beside the equal-tokens "
+                                                 f"difference, observed minus extrapolated accuracy; Spearman over "
+                                                 f"the trained arms."))
     fit = efficiency.second_moment_fit(store.read_parquet(results / "analysis" / "gradient_tests.parquet"),
                                        cfg["gradient_tests"]["resamples"], cfg["gradient_tests"]["seed"])
     if len(fit):
@@ -164,9 +172,8 @@ def hardware(cfg: dict, results: Path) -> str | None:
     """Where the runs were timed, from their run.json: 'NVIDIA H100' or 'CPU (x86_64), 2 threads' (every
     distinct one, in run order); None where no run records it."""
     seen = []
-    for folder in _folders(cfg, results).values():
-        path = folder / "run.json"
-        h = store.read_json(manifest.checked(path)).get("hardware") if path.exists() else None
+    for run in study_runs.records(results, list(cfg["arms"]), cfg["seeds"], cfg["arms"]).values():
+        h = run.get("hardware")
         if h:
             threads = f"{h['threads']} thread{'s' if h['threads'] != 1 else ''}"
             seen.append(h["gpu"] or f"CPU ({h['cpu']}), {threads}")
@@ -195,20 +202,20 @@ def figures_step(cfg: dict, results: Path) -> None:
 
 def tables_step(cfg: dict, results: Path) -> None:
     results = Path(results)
-    out = results / "tables"
+    out, accepted = results / "tables", _accepted(cfg, results)
     table, paired = _read(results, "contrasts", "contrasts"), _read(results, "paired", "paired")
     status = store.read_json(results / "analysis" / "prereg.json")
     for name, (df, title, note) in tables.study_tables(
             table, paired, status, _read(results, "drift", "drift"), _read(results, "stages"),
             _read(results, "groups"), _read(results, "budget_share"), _read(results, "extrapolation"),
-            cfg["analysis"]["drift_gap"], _read(results, "robustness"), cfg["analysis"]["clock"]).items():
+            cfg["analysis"]["drift_gap"], _read(results, "robustness"), cfg["analysis"]["clock"], accepted).items():
         tables.write_table(df, out / name, title=title, note=note)
     metric, eval_set = _headline(cfg)
     a = cfg["analysis"]
     planned = power.plan(paired[(paired["metric"] == metric) & (paired["eval_set"] == eval_set)], a["margin"],
                          a["alpha"])
     tables.write_table(planned, out / "power", title="Seeds planner: paired seeds for 80% power",
-                       note=power_note(a["margin"], a["alpha"]))
+                       note=tables.accepted_note(accepted, power_note(a["margin"], a["alpha"])))
 
 
 def power_note(margin: float, alpha: float) -> str:
@@ -231,7 +238,8 @@ def summary_step(cfg: dict, results: Path) -> None:
     results = Path(results)
     status = store.read_json(results / "analysis" / "prereg.json")
     text = summary.lines(cfg["study"], _read(results, "contrasts", "contrasts"), tables.prereg_note(status),
-                         str(results), cfg["analysis"]["clock"], _read(results, "robustness"), _floors(cfg, results))
+                         str(results), cfg["analysis"]["clock"], _read(results, "robustness"),
+                         [*summary.accepted_warnings(_accepted(cfg, results)), *_floors(cfg, results)])
     store.write_text(summary.markdown(text), results / "summary.md")
     store.write_text(summary.rst(text, summary.DESCRIPTION.read_text()), results / "summary.rst")
     print(summary.markdown(text), end="")
@@ -249,10 +257,11 @@ def alignment_step(cfg: dict, results: Path) -> None:
     spec = cfg["evaluation"]["alignment"]
     tables.write_table(table, results / "tables" / "alignment",
                        title="Alignment with the reference gradient along training (paper H.5)",
-                       note=f"Every {spec['every']} iterations and at the end, on {spec['batches']} fixed batches: "
+                       note=tables.accepted_note(_accepted(cfg, results), f"Every {spec['every']} iterations and at "
+                            f"the end, on {spec['batches']} fixed batches: "
                             f"rule = the run's own credit, outcome-only GRPO's, or a control's, at the run's policy. "
                             f"alignment: cos(P_perp u, P_perp h); share_outside_v: ||P_perp u|| / ||u|| (means over "
-                            f"batches); acc_default / acc_greedy: the run's accuracy at that iteration's evaluation.")
+                            f"batches); acc_default / acc_greedy: the run's accuracy at that iteration's evaluation."))
 
 
 def verifiers_step(cfg: dict, results: Path) -> None:
@@ -265,11 +274,12 @@ def verifiers_step(cfg: dict, results: Path) -> None:
     table = verifiers.disagreements(pd.concat(pieces, ignore_index=True), ["arm", "eval_set", "eval_index"])
     tables.write_table(table, results / "tables" / "verifiers",
                        title="The verifier rules side by side (verifier.rule)",
-                       note=f"Over every seed's samples of each evaluation. acc_<rule>: accuracy under whole_box (the "
+                       note=tables.accepted_note(_accepted(cfg, results), f"Over every seed's samples of each "
+                            f"evaluation. acc_<rule>: accuracy under whole_box (the "
                             f"final box read whole), paper (C.1, H.1: the last number inside the final box, tolerance "
                             f"1e-4) and math_verify (empty where it was not installed); <a>_vs_<b>: the share of "
                             f"samples the two rules judge differently. The study trains on "
-                            f"{(cfg.get('verifier') or {}).get('rule', 'whole_box')}.")
+                            f"{(cfg.get('verifier') or {}).get('rule', 'whole_box')}."))
 
 
 def pool_bases(cfg: dict) -> str:

@@ -134,6 +134,34 @@ UNINFORMATIVE_NOTE = ("uninformative: the data cannot tell the arms apart (every
                       "and the verdict is neither confirmed nor robust (docs/robustness.md#uninformative-verdicts).")
 
 
+def _keys(by_seed: dict[int, list[str]]) -> str:
+    return ", ".join(_key_list(by_seed))
+
+
+def _key_list(by_seed: dict[int, list[str]]) -> list[str]:
+    return list(dict.fromkeys(k for seed in sorted(by_seed) for k in by_seed[seed]))
+
+
+def accepted_warnings(accepted: dict[str, dict[int, list[str]]]) -> list[str]:
+    """One warning per arm whose runs were stored with recipe differences accepted ({arm: {seed: keys}},
+    mcgrpo.core.study_runs.accepted_differences): its contrasts compare another recipe than the study's, which no
+    reader of a table that uses them may miss (docs/trl.md, "Runs already made")."""
+    out = []
+    for arm, by_seed in sorted(accepted.items()):
+        seeds, verb = sorted(by_seed), "differs" if len(_key_list(by_seed)) == 1 else "differ"
+        out.append(f"arm {arm}'s runs of seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))} were "
+                   f"stored with recipe differences accepted (accept_differences): {_keys(by_seed)} {verb} from the "
+                   f"study's recipe, so every contrast with {arm} compares another recipe (run.json: "
+                   f"ingested.differences)")
+    return out
+
+
+def accepted_cell(a: str, b: str, accepted: dict[str, dict[int, list[str]]]) -> str:
+    """A contrast's mark where arm `a` or `b` has runs stored with recipe differences accepted; '' elsewhere."""
+    return "; ".join(f"{arm}: recipe differences accepted ({_keys(accepted[arm])})"
+                     for arm in dict.fromkeys((a, b)) if arm in accepted)
+
+
 def lines(study: str, contrasts: pd.DataFrame, prereg_note: str, results: str, clock: str = "wall",
           robustness: pd.DataFrame | None = None, warnings: list[str] = ()) -> list[str]:
     """The summary as markdown lines: any warnings, the contrasts with their robustness (and the clock of any at

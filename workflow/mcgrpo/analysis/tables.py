@@ -152,7 +152,8 @@ CONTRAST_COLUMNS = ["id", "label", "family", "direction", "contrast", "basis", "
                     "ci_low", "ci_high", "p", "p_holm", "tost_p", "noninferior", "crossed_low", "crossed_high",
                     "higher_in", "confirmed", "uninformative", "read", "tokens_a", "tokens_b", "warning", "note"]
 TOKENS_NOTE = ("tokens_a, tokens_b: the generated tokens each arm had spent at the point read, mean over seeds; "
-               "warning: where, at equal tokens, two arms' points differ by more than a tenth of B.")
+               "warning: where, at equal tokens, two arms' points differ by more than a tenth of B, and where an "
+               "arm's runs were stored with recipe differences accepted (the keys that differ).")
 
 
 def _read_points(contrasts: pd.DataFrame) -> dict[str, pd.Series]:
@@ -160,6 +161,14 @@ def _read_points(contrasts: pd.DataFrame) -> dict[str, pd.Series]:
     return {c: contrasts[c] if c in contrasts else pd.Series([np.nan if c != "warning" else ""] * len(contrasts),
                                                              index=contrasts.index)
             for c in ("tokens_a", "tokens_b", "warning")}
+
+
+def _warnings(rows: pd.DataFrame, accepted: dict | None) -> list[str]:
+    """Each contrast's warning: its arms' points apart (contrasts.warning), then any arm of it whose runs were stored
+    with recipe differences accepted."""
+    said = [w if isinstance(w, str) else "" for w in _read_points(rows)["warning"]]
+    return ["; ".join(w for w in (tokens, summary.accepted_cell(a, b, accepted or {})) if w)
+            for tokens, a, b in zip(said, rows["a"], rows["b"])]
 
 
 def prereg_note(status: dict) -> str:
@@ -179,13 +188,14 @@ def prereg_note(status: dict) -> str:
     return line + changes + stale
 
 
-def _contrasts(contrasts: pd.DataFrame) -> pd.DataFrame:
+def _contrasts(contrasts: pd.DataFrame, accepted: dict | None = None) -> pd.DataFrame:
     # One vocabulary in every table: a Holm family belongs to a planned primary contrast; the analysis marks
     # the others' family "secondary", which is a label, so they show none (as in the prereg table).
     return contrasts.assign(
         higher_in=[NOT_DEFINED if pd.isna(k) else f"{int(k)} of {n}" for k, n in zip(contrasts["seeds_higher"], contrasts["n"])],
         family=contrasts["family"].replace("secondary", ""),
-        uninformative=contrasts.get("uninformative", ""), **_read_points(contrasts))[CONTRAST_COLUMNS]
+        uninformative=contrasts.get("uninformative", ""),
+        **{**_read_points(contrasts), "warning": _warnings(contrasts, accepted)})[CONTRAST_COLUMNS]
 
 
 def _bases(contrasts: pd.DataFrame) -> pd.DataFrame:
@@ -265,7 +275,8 @@ HEADLINE_COLUMNS = ["id", "label", "contrast", "basis", "n", "tokens_a", "tokens
                     "verdict", "crossed", "strict", "drift", "other_clock", "robustness", "warning"]
 
 
-def _headline(contrasts: pd.DataFrame, checks: pd.DataFrame | None = None) -> pd.DataFrame:
+def _headline(contrasts: pd.DataFrame, checks: pd.DataFrame | None = None, accepted: dict | None = None
+              ) -> pd.DataFrame:
     """The preregistered contrasts, one line each, with their robustness checks: what a reader looks at first."""
     rows = summary.planned(contrasts)
     found = (checks if checks is not None else pd.DataFrame(columns=["id", "robustness"])).set_index("id").reindex(
@@ -289,7 +300,7 @@ def _headline(contrasts: pd.DataFrame, checks: pd.DataFrame | None = None) -> pd
         "drift": cells(robustness.drift_cell),
         "other_clock": cells(lambda r: "" if not r["other_clock"] else "not recorded" if not r["clock_recorded"]
                              else interval(r["clock_mean"], r["clock_low"], r["clock_high"])),
-        "robustness": labelled, "warning": _read_points(rows)["warning"].to_numpy()},
+        "robustness": labelled, "warning": _warnings(rows, accepted)},
         columns=HEADLINE_COLUMNS)
 
 
@@ -318,12 +329,27 @@ ROBUSTNESS_NOTE = ("A verdict holds on a check when the check, judged by the con
 def study_tables(contrasts: pd.DataFrame, paired: pd.DataFrame, status: dict, drift: pd.DataFrame,
                  stages: pd.DataFrame, groups: pd.DataFrame, shares: pd.DataFrame,
                  extrapolation: pd.DataFrame, gap: float, checks: pd.DataFrame | None = None,
-                 clock: str = "wall") -> dict[str, tuple[pd.DataFrame, str, str]]:
-    """name -> (table, title, note) of every table of the study; `checks`: analysis/robustness.parquet."""
+                 clock: str = "wall", accepted: dict | None = None) -> dict[str, tuple[pd.DataFrame, str, str]]:
+    """name -> (table, title, note) of every table of the study; `checks`: analysis/robustness.parquet; `accepted`:
+    {arm: {seed: keys}} of runs stored with recipe differences accepted, which every table's note names first and
+    the headline and contrasts tables mark in each contrast that uses them."""
     plan_note = prereg_note(status)
     other = formats.CLOCK_WORDS[robustness.OTHER_CLOCK[clock]]
+    tables = _study_tables(contrasts, paired, status, drift, stages, groups, shares, extrapolation, gap, checks,
+                           accepted, plan_note, other)
+    return {name: (df, title, accepted_note(accepted, note)) for name, (df, title, note) in tables.items()}
+
+
+def accepted_note(accepted: dict | None, note: str = "") -> str:
+    """`note` headed by a warning line per arm whose runs were stored with recipe differences accepted."""
+    lines = [f"Warning: {w}." for w in summary.accepted_warnings(accepted or {})]
+    return "\n".join([*lines, note] if note else lines)
+
+
+def _study_tables(contrasts, paired, status, drift, stages, groups, shares, extrapolation, gap, checks, accepted,
+                  plan_note, other) -> dict[str, tuple[pd.DataFrame, str, str]]:
     return {
-        "headline": (_headline(contrasts, checks), "Headline: the preregistered contrasts",
+        "headline": (_headline(contrasts, checks, accepted), "Headline: the preregistered contrasts",
                      f"{plan_note}\ndifference: A minus base, mean over paired seeds [95% paired-t CI] in points; "
                      f"p: the planned test; p_holm: Holm within the primary family. Every contrast: the contrasts "
                      f"table.\ncrossed: mean [95% seed-by-problem bootstrap]; strict: the same contrast on the strict "
@@ -332,7 +358,7 @@ def study_tables(contrasts: pd.DataFrame, paired: pd.DataFrame, status: dict, dr
                      f"fails (tables/robustness.md).\n{TOKENS_NOTE}\n{summary.UNINFORMATIVE_NOTE}"),
         "robustness": (_robustness(checks), "Robustness of each preregistered verdict",
                        ROBUSTNESS_NOTE.format(gap=gap, other=other)),
-        "contrasts": (_contrasts(contrasts), "Every contrast (A minus base, paired by seed)",
+        "contrasts": (_contrasts(contrasts, accepted), "Every contrast (A minus base, paired by seed)",
                       f"{plan_note}\nmean, 95% paired-t CI (ci_low, ci_high), two-sided p; p_holm: Holm within "
                       f"the primary family; tost_p: equivalence within ±margin; noninferior: lower 90% bound > "
                       f"-margin; crossed: 95% seed-by-problem bootstrap.\n{TOKENS_NOTE}\n{BASIS_NOTE}"),

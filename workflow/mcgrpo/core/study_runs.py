@@ -82,6 +82,33 @@ def folders(study: str | Path, arms: list[str] | None = None, seeds: list[int] |
     return {(arm, seed): study_run(study, arm, seed) for arm, seed in wanted}
 
 
+def records(study: str | Path, arms: list[str] | None = None, seeds: list[int] | None = None,
+            plan: dict | None = None) -> dict[tuple[str, int], dict]:
+    """{(arm, seed): run.json} of the runs `folders` returns, each checked against its manifest; a run written
+    without a run.json (a test's) is left out."""
+    out = {}
+    for run, folder in folders(study, arms, seeds, plan).items():
+        path = folder / "run.json"
+        if path.exists():
+            out[run] = store.read_json(manifest.checked(path))
+    return out
+
+
+def accepted_differences(study: str | Path, arms: list[str] | None = None, seeds: list[int] | None = None,
+                         plan: dict | None = None) -> dict[str, dict[int, list[str]]]:
+    """{arm: {seed: the recipe keys that differ}} of the runs stored with their recipe differences accepted (an
+    ingested arm's accept_differences, or `ingest --accept-differences`: run.json's `ingested` block), so that every
+    table and summary that uses them says so; arms without such a run are absent."""
+    out: dict[str, dict[int, list[str]]] = {}
+    for (arm, seed), run in records(study, arms, seeds, plan).items():
+        block = run.get("ingested") if isinstance(run, dict) else None
+        if isinstance(block, dict) and block.get("accepted_differences"):
+            # differing_keys since it was recorded; the lines themselves in a run.json from before it
+            keys = block.get("differing_keys") or block.get("differences") or ["(not recorded)"]
+            out.setdefault(arm, {})[seed] = [str(k) for k in keys]
+    return out
+
+
 def problems(study: str | Path, plan: dict | None = None) -> dict[str, list[str]]:
     """{arm/seed: what disagrees} over every row of the study's index (none raised); unfinished runs are
     `unfinished`'s, not here."""

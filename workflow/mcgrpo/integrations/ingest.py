@@ -135,23 +135,31 @@ def _same(found, expected) -> bool:
 
 
 def differences(log: TRLLog, run: dict) -> list[str]:
-    """Where the folder's recipe is not the study's, one line per key: the batch and the learning rate (its value
-    and whether it stayed constant) from the log, which every folder has; every COMPARED setting of the GRPOConfig
-    where training_args.bin could be read."""
+    """Where the folder's recipe is not the study's, one line per key (`differing`)."""
+    return [line for _, line in differing(log, run)]
+
+
+def differing(log: TRLLog, run: dict) -> list[tuple[str, str]]:
+    """(GRPOConfig key, line) wherever the folder's recipe is not the study's: the batch and the learning rate (its
+    value and whether it stayed constant: lr_scheduler_type) from the log, which every folder has; every COMPARED
+    setting of the GRPOConfig where training_args.bin could be read. The keys name the differences in every table
+    that uses the run (run.json: ingested.differing_keys)."""
     expected = {**grpo_arguments(run, "", 0, False), "warmup_ratio": 0.0}
     found = []
     batch = expected["per_device_train_batch_size"]
     if log.batch != batch:
-        found.append(f"train_batch_size {log.batch} (trainer_state.json); the recipe's {batch} (prompts_per_iteration "
-                     f"x group_size)")
+        found.append(("train_batch_size", f"train_batch_size {log.batch} (trainer_state.json); the recipe's {batch} "
+                                          f"(prompts_per_iteration x group_size)"))
     rates = log.steps["lr"].dropna()
     if len(rates) and not _same(float(rates.iloc[0]), expected["learning_rate"]):
-        found.append(f"learning_rate {rates.iloc[0]:g} at step 1 (the log); the recipe's {expected['learning_rate']:g}")
+        found.append(("learning_rate", f"learning_rate {rates.iloc[0]:g} at step 1 (the log); the recipe's "
+                                       f"{expected['learning_rate']:g}"))
     if len(rates) and not all(_same(float(r), float(rates.iloc[0])) for r in rates):
-        found.append(f"learning rate schedule: logged from {rates.iloc[0]:g} to {rates.iloc[-1]:g} (the log); the "
-                     f"recipe's constant")
+        found.append(("lr_scheduler_type", f"learning rate schedule: logged from {rates.iloc[0]:g} to "
+                                           f"{rates.iloc[-1]:g} (the log); the recipe's constant"))
     if log.arguments is not None:
-        found += [f"{key} {_plain(getattr(log.arguments, key))!r} (training_args.bin); the recipe's {expected[key]!r}"
+        found += [(key, f"{key} {_plain(getattr(log.arguments, key))!r} (training_args.bin); the recipe's "
+                        f"{expected[key]!r}")
                   for key in COMPARED if hasattr(log.arguments, key)
                   and not _same(_plain(getattr(log.arguments, key)), expected[key])]
     return found
@@ -266,7 +274,8 @@ def ingest(log: TRLLog, run: dict, budget: int, model, tokenizer, eval_sets: dic
         raise ConfigError(f"--arm: an arm not declared ingested (arm config {run['arm_config']}); allowed: an arm "
                           f"with trainer: {{ingested: {{trl_output: ...}}}}, whose runs are folders TRL made (a "
                           f"protocol arm's runs are trained under the protocol, never taken from a folder)")
-    differ = differences(log, run)
+    found = differing(log, run)
+    differ = [line for _, line in found]
     if differ and not accept:
         raise DataError(f"{log.folder}: its recipe is not the study's: {'; '.join(differ)}; allowed: a run of the "
                         f"study's recipe, or accept_differences: true in the arm's trainer.ingested (or ingest "
@@ -288,7 +297,8 @@ def ingest(log: TRLLog, run: dict, budget: int, model, tokenizer, eval_sets: dic
                                                                          / "trainer_state.json"),
              "token_keys": list(TOKEN_KEYS), "steps_logged": len(log.steps), "stop_step": stop,
              "points": [vars(p) for p in points], "unrecovered": unrecovered(log, points),
-             "differences": differ, "accepted_differences": bool(differ)}
+             "differences": differ, "differing_keys": list(dict.fromkeys(key for key, _ in found)),
+             "accepted_differences": bool(differ)}
     return out, block
 
 
