@@ -354,6 +354,29 @@ def test_a_real_trl_runs_ingested_count_is_the_protocols_and_its_store_verifies(
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+@pytest.mark.slow
+def test_the_plain_trl_example_keeps_to_the_studys_recipe(tmp_path, tiny):
+    """examples/trl-ingest/plain_trl.py, a plain GRPOTrainer run of a user's kind: its folder, read as ingest reads it
+    (training_args.bin with TRL installed), differs from the study's recipe in no key, so its runs are stored
+    without accept_differences; a checkpoint every step."""
+    pytest.importorskip("trl")
+    import importlib.util
+
+    import yaml
+    from mcgrpo.train import models
+    spec = importlib.util.spec_from_file_location("plain_trl", ROOT / "examples" / "trl-ingest" / "plain_trl.py")
+    plain = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plain)
+    models.save(*tiny, tmp_path / "model")
+    (tmp_path / "study.yaml").write_text(yaml.safe_dump(copy.deepcopy(SMALL_STUDY)))
+    out = tmp_path / "trl-out"
+    plain.main(["--study", str(tmp_path / "study.yaml"), "--seed", "1", "--out", str(out), "--steps", "2",
+                "--model", str(tmp_path / "model")])
+    log = ingest.read(out)
+    assert list(log.checkpoints) == [1, 2] and log.arguments is not None and log.batch == 8
+    assert ingest.differences(log, _run(out)) == []
+
+
 @pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")  # a difference of exactly 0: no spread
 def test_contrast_reads_ingested_runs_as_any_others(tmp_path, tiny, world, monkeypatch):
     """Two seeds of an ingested TRL run beside an arm whose runs hold the same evaluations, stored and linked as
