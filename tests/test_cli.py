@@ -201,6 +201,17 @@ def test_verify_file_errors_name_the_file(tmp_path, capsys, name, content, names
     assert "Traceback" not in err and all(word in err for word in names), err
 
 
+def test_verify_shows_every_line_of_a_file_with_its_claims(tmp_path, capsys):
+    """Each line's verdicts and claims, the second line's as the first's (a verdict word once shadowed the claims'
+    judge, so that line 2 raised TypeError)."""
+    lines = [{"text": "2 + 3 = 5, so \\boxed{5}", "reference": "5"}, {"text": "1 + 1 = 3, so 3", "reference": "2"}]
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert cli.main(["verify", "--file", str(tmp_path / "c.jsonl"), "--claims"]) == 0
+    out = capsys.readouterr().out
+    assert "claim '2 + 3 = 5': value 5, true" in out and "claim '1 + 1 = 3': value 2, false" in out, out
+    assert out.count("default (whole_box): answer '5' -> correct") == 1 and "answer '3' -> wrong" in out, out
+
+
 @pytest.mark.parametrize("argv, names", [
     (["gradient-tests", "--run-json", "{}", "--model", "m", "--data", "d", "--out", "o"],
      ("--run-json: config key <top level>: 'gradient_tests' is a required property",)),

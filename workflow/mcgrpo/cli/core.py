@@ -48,8 +48,8 @@ def verify(args) -> None:
             continue
         print(f"{where}: reference {reference!r}")
         for name, rule in (("default", "whole_box"), ("strict", "whole_box, boxed only"), ("paper", "paper, C.1/H.1")):
-            verdict = "correct" if out[name + "_correct"] else "wrong"
-            print(f"  {name} ({rule}): answer {out[name + '_answer']!r} -> {verdict}")
+            judged = "correct" if out[name + "_correct"] else "wrong"
+            print(f"  {name} ({rule}): answer {out[name + '_answer']!r} -> {judged}")
         if out["math_verify_correct"] is not None:
             print(f"  math_verify: {'correct' if out['math_verify_correct'] else 'wrong'}")
         for c in out.get("claims", []):
