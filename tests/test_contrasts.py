@@ -92,7 +92,7 @@ def test_read_at_exact_first_of_ties_interpolated_and_clamped():
 
 def test_equal_updates_say_which_arm_was_read_where():
     table, _ = build(HAND, [("a", "base", "updates", "acc_default", "test")], B, 0.02, resamples=200)
-    assert table["read"].iloc[0] == "A at the base's position (seeds 1); base at A's position (seeds 0)"
+    assert table["read"].iloc[0] == "A at the base's position (seed 1); base at A's position (seed 0)"
     tokens, _ = build(HAND, [("a", "base", "tokens", "acc_default", "test")], B, 0.02, resamples=200)
     assert tokens["read"].iloc[0] == "each at its own B"
 
@@ -216,7 +216,7 @@ def test_each_arms_tokens_at_the_point_read_and_a_warning_where_they_are_a_tenth
                   make_run("base", 1, [0, 60, 106], [0, 5, 10], [0, 8, 16], [2, 4, 6]))
     table, _ = build(far, [("a", "base", "tokens", "acc_default", "test"),
                            ("a", "base", "updates", "acc_default", "test")], B, 0.02, resamples=50)
-    assert table["warning"].tolist() == ["arms read up to 37% of B apart in tokens (seeds 0; more than 10% of B): "
+    assert table["warning"].tolist() == ["arms read up to 37% of B apart in tokens (seed 0; more than 10% of B): "
                                          "not equal tokens there", ""]
     assert table["mean"].iloc[0] == pytest.approx(-0.1)  # the reading itself unchanged: each arm at its B evaluation
 

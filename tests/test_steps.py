@@ -99,6 +99,8 @@ def test_contrast_verb_recomputes_the_same_row_from_the_folder_alone(results, tm
             else one[column] == row[column]
     paired = read_parquet(tmp_path / "one.paired.parquet")
     assert paired["seed"].tolist() == [1, 2, 3] and f"| {metric} |" in printed
+    assert "| tokens_a | tokens_b |" in printed  # the tokens each arm was read at, as the tables show them
+    assert ("warning: " in printed) == bool(one["warning"]), printed
 
 
 def test_contrast_verb_names_what_is_allowed(results, capsys):

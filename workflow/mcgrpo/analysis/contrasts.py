@@ -159,7 +159,7 @@ def warning(pairs: pd.DataFrame, basis: str, B: int) -> str:
     far = pairs.loc[apart > APART, "seed"].tolist()
     if not far:
         return ""
-    return (f"arms read up to {apart.max():.0%} of B apart in tokens (seeds {', '.join(map(str, far))}; more than "
+    return (f"arms read up to {apart.max():.0%} of B apart in tokens ({seeds_in_words(far)}; more than "
             f"{APART:.0%} of B): not equal tokens there")
 
 
@@ -170,7 +170,12 @@ def read(pairs: pd.DataFrame) -> str:
         groups.setdefault(moved, []).append(seed)
     if len(groups) == 1:
         return MOVED[next(iter(groups))]
-    return "; ".join(f"{MOVED[m]} (seeds {', '.join(map(str, groups[m]))})" for m in sorted(groups))
+    return "; ".join(f"{MOVED[m]} ({seeds_in_words(groups[m])})" for m in sorted(groups))
+
+
+def seeds_in_words(seeds: list[int]) -> str:
+    """'seed 3' or 'seeds 1, 2'."""
+    return f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"
 
 
 def summary(pairs: pd.DataFrame, table: np.ndarray | None, margin: float,

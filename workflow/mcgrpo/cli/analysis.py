@@ -97,11 +97,14 @@ def contrast(args) -> None:
                f"{row['contrast']}.{row['basis']}.{row['metric']}.{row['eval_set']}.parquet")
     store.write_parquet(table, out)
     store.write_parquet(paired, out.with_name(out.name.replace(".parquet", ".paired.parquet")))
-    print(to_markdown(paired[["seed", "value_a", "value_b", "diff", "at", "at_b", "moved", "clamped"]]))
+    print(to_markdown(paired[["seed", "value_a", "value_b", "diff", "at", "at_b", "moved", "clamped", "tokens_a",
+                              "tokens_b"]]))
     print(to_markdown(table[["contrast", "label", "basis", "metric", "eval_set", "n", "mean", "ci_low", "ci_high",
                              "p", "p_holm", "tost_p", "noninferior", "crossed_low", "crossed_high",
                              "seeds_higher"]]))
     print(f"verdict: {summary.judged(row)}")
+    if row["warning"]:
+        print(f"warning: {row['warning']}")
     print(f"written: {out}")
 
 
