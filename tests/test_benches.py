@@ -143,3 +143,12 @@ def test_under_load_prints_the_ratio(tmp_path):
                  "--max-seconds", "120")
     assert "default (OMP_WAIT_POLICY=PASSIVE GOMP_SPINCOUNT=400)" in out and "training run" in out and "train CPU" in out
     assert out.splitlines()[-1].startswith("ratio under load / quiet: ")
+
+
+def test_pilot_levels_prints_each_levels_accuracy(tmp_path):
+    (tmp_path / "study.yaml").write_text(yaml.safe_dump({**SMALL_STUDY, "results_dir": str(tmp_path / "results")}))
+    out = _bench("pilot_levels.py", "--study", str(tmp_path / "study.yaml"), "--levels", "2", "3", "--problems", "2",
+                 "--samples", "1", "--limit", "8", "--show", "1", "--temperature", "0.5", cwd=tmp_path)
+    assert "at most 8 tokens, temperature 0.5, engine hf" in out
+    rows = [line.split() for line in out.splitlines() if re.match(r"[23] +\d", line)]
+    assert [r[0] for r in rows] == ["2", "3"] and all(0 <= float(r[1]) <= 1 and float(r[5]) <= 8 for r in rows), out
