@@ -216,7 +216,8 @@ def test_a_strict_verifier_that_credits_nothing_makes_the_verdict_fragile_not_ro
     out = analysed(tmp_path / "nothing", varied, correct_strict=False)
     assert_informative(out)
     checks = out["checks"]
-    assert checks["strict_uninformative"] == f"every reading of both arms scored 0: {informative.FLOOR}"
+    # not "the model solved no held-out problem": the default verifier credited it (SmolLM2 on arith, unboxed)
+    assert checks["strict_uninformative"] == f"every reading of both arms scored 0: {informative.FLOOR_STRICT}"
     assert not checks["strict_holds"] and not checks["robust"]
     assert "the strict verifier cannot tell the arms apart (every reading of both arms scored 0: " in checks["robustness"]
     assert checks["robustness"].startswith("fragile: ") and "on the strict verifier" not in checks["robustness"]

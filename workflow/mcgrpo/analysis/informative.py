@@ -5,7 +5,8 @@ differences. Some data cannot distinguish the arms whatever the test says, and a
 confirmed", "matches", "robust") would be read as evidence. The contrast is uninformative, checked in this order:
 - fewer than two seeds ran both arms: the paired t test needs two differences;
 - a reading is not defined (NaN: it would need a curve beyond its end, or the score itself is undefined);
-- floor: every reading of both arms is 0 (the model solved no held-out problem);
+- floor: every reading of both arms is 0 (the model solved no held-out problem, or, on a strict metric, boxed no
+  right answer: a model that answers unboxed scores 0 there whatever it solves);
 - ceiling: every reading of both arms is 1 (it solved every one);
 - zero variance: every seed gave the same difference (to TOLERANCE), so the paired t test has no noise to test
   against (its interval has zero width, its p is 0 or undefined).
@@ -24,6 +25,8 @@ from mcgrpo.analysis import formats
 # rounding error (0.3 - 0.2 against 0.1) far below.
 TOLERANCE = 1e-9
 FLOOR = "the model solved no held-out problem"
+FLOOR_STRICT = ("no held-out answer was both boxed and right (the strict verifier credits a boxed answer only; "
+                "a model that answers unboxed scores 0 here whatever it solves)")
 CEILING = "the model solved every held-out problem, so neither arm can do better"
 
 
@@ -42,7 +45,8 @@ def check(pairs: pd.DataFrame) -> tuple[str, str]:
                              + ("it would need a curve beyond its end" if clamped else "its score is NaN")
                              + "): no statistic")
     if (values == 0).all():
-        return "floor", f"every reading of both arms scored 0: {FLOOR}"
+        strict = "metric" in pairs and len(pairs) and str(pairs["metric"].iloc[0]).endswith("_strict")
+        return "floor", f"every reading of both arms scored 0: {FLOOR_STRICT if strict else FLOOR}"
     if (values == 1).all():
         return "ceiling", f"every reading of both arms scored 1: {CEILING}"
     diffs = pairs["diff"].to_numpy(dtype=float)
