@@ -122,3 +122,27 @@ def test_batches_below_two_name_the_flag():
     with pytest.raises(ConfigError, match="--batches 1: the intervals are bootstrapped over batches, which needs at "
                                           "least 2; allowed: an integer >= 2"):
         screen.screen_config(cfg, "mc_k2", batches=1)
+
+
+def _tests(base_inner):
+    """Gradient-test rows of outcome and mc over two batches, outcome's inner products `base_inner`."""
+    rows = []
+    for batch, inner in enumerate(base_inner):
+        for arm, values in (("outcome", {"inner": inner, "sq_norm": inner, "tokens": 400.0}),
+                            ("mc", {"inner": 2.0, "sq_norm": 3.0, "tokens": 3000.0})):
+            values = {**values, "alignment": 0.5, "share_outside_v": 0.5, "projection_residual": 0.0,
+                      "cos_full": 0.9}
+            rows += [{"arm": arm, "batch": batch, "measure": m, "value": v} for m, v in values.items()]
+    return pd.DataFrame(rows)
+
+
+def test_a_base_without_gradient_in_every_batch_is_why_no_prediction_is_defined(tmp_path):
+    """SmolLM2 on arith: outcome-only's update was 0 in both batches, and the note blamed the base's curve."""
+    pd.DataFrame({"tokens": [0.0, 1000.0], "accuracy": [0.2, 0.6]}).to_csv(tmp_path / "curve.csv", index=False)
+    curve = screen.base_curve({}, str(tmp_path / "curve.csv"), None)
+    silent = screen.summarize(_tests([0.0, 0.0]), {}, curve).set_index("arm").loc["mc"]
+    assert np.isnan(silent["predicted_diff"])
+    assert silent["predicted_note"].startswith("not defined: outcome's update was exactly 0 in all 2 batches")
+    assert "outside the base's curve" not in silent["predicted_note"]
+    once = screen.summarize(_tests([0.0, 1.0]), {}, curve).set_index("arm").loc["mc"]
+    assert "exactly 0" not in once["predicted_note"]

@@ -169,6 +169,18 @@ def predicted_interval(e_low: float, e_high: float, curve: Curve) -> tuple[float
     return float(np.nanmin(low)), float(np.nanmax(high)), "; ".join(notes)
 
 
+def base_without_gradient(tests: pd.DataFrame) -> str:
+    """Why no efficiency is defined where outcome-only's update was exactly 0 in every batch (every efficiency is
+    relative to it: a ratio over 0); '' otherwise."""
+    from mcgrpo.analysis.efficiency import BASE
+    inner = tests[(tests["arm"] == BASE) & (tests["measure"] == "inner")]["value"].to_numpy(dtype=float)
+    if not len(inner) or (inner != 0).any():
+        return ""
+    return (f"not defined: {BASE}'s update was exactly 0 in all {len(inner)} batches (no group held both a right "
+            f"and a wrong rollout), and every efficiency is relative to it; more batches (--batches) may find "
+            f"groups it learns from")
+
+
 def summarize(tests: pd.DataFrame, cfg: dict, curve: Curve | None) -> pd.DataFrame:
     """One row per measured rule (outcome-only first): the efficiency table, and the predicted equal-tokens
     difference at its per-token efficiency with its interval (accuracy fractions, as contrasts.parquet) and a note
@@ -181,7 +193,8 @@ def summarize(tests: pd.DataFrame, cfg: dict, curve: Curve | None) -> pd.DataFra
                             predicted_note="", budget=np.nan)
     point = predicted_difference(table["per_token"].to_numpy(), curve)
     intervals = [predicted_interval(lo, hi, curve) for lo, hi in zip(table["per_token_low"], table["per_token_high"])]
-    notes = [note if np.isfinite(p) else "; ".join(filter(None, [
+    silent = base_without_gradient(tests)
+    notes = [note if np.isfinite(p) else silent or "; ".join(filter(None, [
         f"per-token efficiency {e:.3g} lies outside the base's curve (e {curve.e[0]:g} to {curve.e[-1]:g})", note]))
         for p, e, (_, _, note) in zip(point, table["per_token"], intervals)]
     return table.assign(predicted_diff=point, predicted_diff_low=[i[0] for i in intervals],
