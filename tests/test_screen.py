@@ -146,3 +146,11 @@ def test_a_base_without_gradient_in_every_batch_is_why_no_prediction_is_defined(
     assert "outside the base's curve" not in silent["predicted_note"]
     once = screen.summarize(_tests([0.0, 1.0]), {}, curve).set_index("arm").loc["mc"]
     assert "exactly 0" not in once["predicted_note"]
+
+
+def test_an_undefined_efficiency_interval_is_called_undefined_not_outside_the_curve(tmp_path):
+    pd.DataFrame({"tokens": [0.0, 1000.0], "accuracy": [0.2, 0.6]}).to_csv(tmp_path / "curve.csv", index=False)
+    curve = screen.base_curve({}, str(tmp_path / "curve.csv"), None)
+    low, high, note = screen.predicted_interval(np.nan, np.nan, curve)
+    assert np.isnan(low) and np.isnan(high) and note.startswith("the efficiency's interval is not defined")
+    assert screen.predicted_interval(1.5, 2.0, curve)[2] == "the efficiency's interval lies outside the base's curve (e 0.05 to 1)"

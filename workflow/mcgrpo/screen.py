@@ -151,7 +151,11 @@ def predicted_interval(e_low: float, e_high: float, curve: Curve) -> tuple[float
     ('' where nothing needs saying)."""
     lo, hi = sorted((e_low, e_high))
     first, last = curve.e[0], curve.e[-1]
-    if not (np.isfinite(lo) and np.isfinite(hi)) or hi < first or lo > last:
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return np.nan, np.nan, ("the efficiency's interval is not defined (some bootstrap resamples of the batches "
+                                "have no finite efficiency, as where outcome-only's update is 0 in every batch "
+                                "drawn; more batches can define it)")
+    if hi < first or lo > last:
         return np.nan, np.nan, f"the efficiency's interval lies outside the base's curve (e {first:g} to {last:g})"
     a, b = max(lo, first), min(hi, last)
     e = np.concatenate([[a], curve.e[(curve.e > a) & (curve.e < b)], [b]])
