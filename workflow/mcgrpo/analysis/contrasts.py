@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from mcgrpo.analysis import informative
+from mcgrpo.analysis import formats, informative
 from mcgrpo.analysis.runs import Run
 from mcgrpo.analysis.stats import RESAMPLES, crossed_bootstrap, holm, paired_summary
 from mcgrpo.core.errors import ConfigError, DataError
@@ -159,7 +159,7 @@ def warning(pairs: pd.DataFrame, basis: str, B: int) -> str:
     far = pairs.loc[apart > APART, "seed"].tolist()
     if not far:
         return ""
-    return (f"arms read up to {apart.max():.0%} of B apart in tokens ({seeds_in_words(far)}; more than "
+    return (f"arms read up to {apart.max():.0%} of B apart in tokens ({formats.seeds_in_words(far)}; more than "
             f"{APART:.0%} of B): not equal tokens there")
 
 
@@ -170,12 +170,7 @@ def read(pairs: pd.DataFrame) -> str:
         groups.setdefault(moved, []).append(seed)
     if len(groups) == 1:
         return MOVED[next(iter(groups))]
-    return "; ".join(f"{MOVED[m]} ({seeds_in_words(groups[m])})" for m in sorted(groups))
-
-
-def seeds_in_words(seeds: list[int]) -> str:
-    """'seed 3' or 'seeds 1, 2'."""
-    return f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"
+    return "; ".join(f"{MOVED[m]} ({formats.seeds_in_words(groups[m])})" for m in sorted(groups))
 
 
 def summary(pairs: pd.DataFrame, table: np.ndarray | None, margin: float,

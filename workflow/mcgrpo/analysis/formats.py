@@ -60,3 +60,8 @@ def tokens(n: float) -> str:
         if abs(n) >= scale:
             return f"{n / scale:.3g}{suffix}"
     return f"{n:.3g}"
+
+
+def seeds_in_words(seeds: list[int]) -> str:
+    """'seed 3' or 'seeds 1, 2': which seeds a warning or reading is about."""
+    return f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"

@@ -149,7 +149,7 @@ def accepted_warnings(accepted: dict[str, dict[int, list[str]]]) -> list[str]:
     out = []
     for arm, by_seed in sorted(accepted.items()):
         seeds, verb = sorted(by_seed), "differs" if len(_key_list(by_seed)) == 1 else "differ"
-        out.append(f"arm {arm}'s runs of seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))} were "
+        out.append(f"arm {arm}'s runs of {formats.seeds_in_words(seeds)} were "
                    f"stored with recipe differences accepted (accept_differences): {_keys(by_seed)} {verb} from the "
                    f"study's recipe, so every contrast with {arm} compares another recipe (run.json: "
                    f"ingested.differences)")
