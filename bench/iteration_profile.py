@@ -79,40 +79,73 @@ def profile_study(args) -> None:
 
 
 def profile_shape(args) -> None:
-    from transformers import Qwen2Config, Qwen2ForCausalLM
     from mcgrpo.train.engines.hf import HFEngine
-    from mcgrpo.train.loss import backward_policy_loss
     device = torch.device(args.device)
-    torch.manual_seed(0)
-    shape = {**QWEN25_15B, "num_hidden_layers": args.layers, "vocab_size": args.vocab,
-             "hidden_size": QWEN25_15B["hidden_size"] // args.narrow,
-             "intermediate_size": QWEN25_15B["intermediate_size"] // args.narrow}
-    model = Qwen2ForCausalLM(Qwen2Config(**shape)).to(device)
+    model = shape_model(args)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-6)
     tokenizer = type("T", (), {"eos_token_id": -1, "pad_token_id": 0})()  # no end token: every row runs to L
     engine = HFEngine(model, tokenizer, batch_size=64, decode=args.decode)
     clock, rows = StageClock(torch.cuda.synchronize if torch.device(device).type == "cuda" else None), []
-    groups = [tuple(np.random.default_rng(i).integers(1, args.vocab, size=120).tolist()) for i in range(8)]
-    prompts = [p for p in groups for _ in range(8)]  # 8 prompts x 8 completions
+    prompts = paper_prompts(args.vocab)
     for it in range(args.warmup + args.iterations):
         with clock.stage("generate"):
             completions = engine.generate(prompts, [args.limit] * 64, [it * 64 + r for r in range(64)])
         credit = [np.random.default_rng(r).standard_normal(len(c)) for r, c in enumerate(completions)]
         with clock.stage("update"):
-            optimizer.zero_grad(set_to_none=True)
-            backward_policy_loss(model, prompts, [c.tokens for c in completions], credit, 0, args.microbatch)
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
+            update(model, optimizer, prompts, [c.tokens for c in completions], credit, args.microbatch)
         lap = clock.lap()
         if it >= args.warmup:
             rows.append(lap)
-    layers = "" if args.layers == QWEN25_15B["num_hidden_layers"] else f" ({args.layers} of its layers)"
-    layers += "" if args.vocab == QWEN25_15B["vocab_size"] else f" (vocabulary {args.vocab})"
-    layers += "" if args.narrow == 1 else f" ({args.narrow}x narrower)"
-    print_table(rows, f"Qwen2.5-1.5B shape{layers}, 8 x 8 x {args.limit} tokens on {device}, decode {args.decode}",
-                PAPER)
+    print_table(rows, f"{shape_title(args)}, 8 x 8 x {args.limit} tokens on {device}, decode {args.decode}", PAPER)
     write_json(args.json, rows, tokens_per_iteration=64 * args.limit, device=str(device), decode=args.decode,
-               limit=args.limit, prompt=120, parameters=sum(p.numel() for p in model.parameters()))
+               **shape_figures(args, model))
+
+
+def update(model, optimizer, prompts, completions, credit, microbatch: int) -> None:
+    """One update as the trainer's: the policy loss's gradient over microbatches, the norm clipped, a step."""
+    from mcgrpo.train.loss import backward_policy_loss
+    optimizer.zero_grad(set_to_none=True)
+    backward_policy_loss(model, prompts, completions, credit, 0, microbatch)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+
+
+def shape_model(args):
+    """Qwen2.5-1.5B's architecture (less of it where --layers, --vocab or --narrow say), random weights, on
+    --device: the same model for the same arguments."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+    torch.manual_seed(0)
+    shape = {**QWEN25_15B, "num_hidden_layers": args.layers, "vocab_size": args.vocab,
+             "hidden_size": QWEN25_15B["hidden_size"] // args.narrow,
+             "intermediate_size": QWEN25_15B["intermediate_size"] // args.narrow}
+    return Qwen2ForCausalLM(Qwen2Config(**shape)).to(torch.device(args.device))
+
+
+def paper_prompts(vocab: int) -> list[tuple[int, ...]]:
+    """8 prompts of 120 random tokens, each 8 times (a group per prompt)."""
+    groups = [tuple(np.random.default_rng(i).integers(1, vocab, size=120).tolist()) for i in range(8)]
+    return [p for p in groups for _ in range(8)]
+
+
+def shape_title(args) -> str:
+    title = "Qwen2.5-1.5B shape"
+    title += "" if args.layers == QWEN25_15B["num_hidden_layers"] else f" ({args.layers} of its layers)"
+    title += "" if args.vocab == QWEN25_15B["vocab_size"] else f" (vocabulary {args.vocab})"
+    return title + ("" if args.narrow == 1 else f" ({args.narrow}x narrower)")
+
+
+def shape_figures(args, model) -> dict:
+    """What bench/gpu/run.py's floors need: the shape's parameters and tokens."""
+    return {"limit": args.limit, "prompt": 120, "parameters": sum(p.numel() for p in model.parameters())}
+
+
+def add_shape_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--limit", type=int, default=380)
+    p.add_argument("--layers", type=int, default=QWEN25_15B["num_hidden_layers"], help="--shape: layers kept")
+    p.add_argument("--vocab", type=int, default=QWEN25_15B["vocab_size"], help="--shape: vocabulary size")
+    p.add_argument("--narrow", type=int, default=1, help="--shape: hidden and MLP sizes divided by this (12 heads "
+                   "kept: at most 128)")
 
 
 def main() -> None:
@@ -121,12 +154,7 @@ def main() -> None:
     p.add_argument("--arm", default="outcome")
     p.add_argument("--model", default=None)
     p.add_argument("--shape", choices=["qwen2.5-1.5b"], default=None)
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--limit", type=int, default=380)
-    p.add_argument("--layers", type=int, default=QWEN25_15B["num_hidden_layers"], help="--shape: layers kept")
-    p.add_argument("--vocab", type=int, default=QWEN25_15B["vocab_size"], help="--shape: vocabulary size")
-    p.add_argument("--narrow", type=int, default=1, help="--shape: hidden and MLP sizes divided by this (12 heads "
-                   "kept: at most 128)")
+    add_shape_arguments(p)
     p.add_argument("--decode", default="auto", help="--shape: the hf engine's decode (auto, dynamic, static, graph, "
                    "compile)")
     p.add_argument("--microbatch", type=int, default=16)

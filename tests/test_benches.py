@@ -53,7 +53,7 @@ def test_iteration_profile_of_the_paper_shape(tmp_path):
 def test_gpu_run_dry_run_measures_times_tests_and_tabulates(tmp_path):
     out = _bench("gpu/run.py", "--dry-run", "--work", str(tmp_path))
     plan = out.split("\n\n")[0]
-    assert "5 steps within 420 s" in plan and plan.count("[not in a dry run]") == 1  # compile: a GPU's only
+    assert "6 steps within 420 s" in plan and plan.count("[not in a dry run]") == 1  # compile: a GPU's only
     assert sum(int(cap) for cap in re.findall(r"at most +(\d+) s", plan)) == 420  # the caps fit the whole
     assert "(1 of its layers) (vocabulary 1000) (8x narrower), 8 x 8 x 4 tokens on cpu, decode static" in out
     assert re.search(r"^GPU tests: ok: \d+ passed, 3 skipped", out, re.M)  # the GPU tests skip on a CPU
@@ -67,12 +67,32 @@ def test_gpu_run_dry_run_measures_times_tests_and_tabulates(tmp_path):
         assert paper == {"generate": "1.034", "update": "1.610"}[key]
         assert float(ratio) == pytest.approx(float(measured) / float(paper), abs=0.01)
     assert rows["generate, decode compile"] == ["planned", "(dry", "run)"]
+    update = json.loads((tmp_path / "update.json").read_text())
+    assert set(update["update_s"]) == {"trainer", "microbatch 64", "Adam fused"}
+    for name, seconds in update["update_s"].items():
+        assert float(rows[f"update alone, {name}"][0]) == pytest.approx(seconds, abs=5e-4)
+    assert re.search(r"^one update by kernel kind \(s\): .*matrix products \d\.\d{3}", out, re.M)
     files = [f for f in tmp_path.glob("20*.json")]
     assert len(files) == 1
     measured = json.loads(files[0].read_text())
     assert measured["generate_s"] == pytest.approx(static["seconds"]["generate"])
     assert measured["generate_before_s"] == pytest.approx(dynamic["seconds"]["generate"])
     assert {"card", "torch", "transformers", "update_s", "matmul_tflops", "copy_tbps"} <= set(measured)
+    assert measured["update_variants_s"] == update["update_s"] and measured["update_by_kind_s"] == update["by_kind_s"]
+
+
+def test_update_profile_sorts_kernels_and_operators_into_kinds(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH / "gpu"))
+    from update_profile import kind
+    assert kind("void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float>") == "log-softmax"
+    assert kind("aten::_log_softmax_backward_data") == "log-softmax"
+    assert kind("fmha_cutlassB_bf16_aligned_64x64_k64_sm80") == "attention"  # a cutlass kernel, but attention's
+    assert kind("pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits>") == "attention"
+    assert kind("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64") == "matrix products"
+    assert kind("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_TNT") == "matrix products"
+    assert kind("aten::mm") == "matrix products" and kind("aten::mul") == "other"
+    assert kind("void at::native::multi_tensor_apply_kernel<FusedAdamMathFunctor>") == "optimizer"
+    assert kind("aten::_foreach_add_") == "optimizer"
 
 
 def test_gpu_run_floors_are_the_weights_read_per_step_and_six_flop_per_parameter_and_token(monkeypatch):

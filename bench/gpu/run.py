@@ -6,7 +6,9 @@ started with and nothing installed, it
      120-token prompts, 380 new tokens; bench/iteration_profile.py --shape) with the new decode (a static cache,
      the step replayed as a CUDA graph), the old one (dynamic) and torch.compile's (reduce-overhead);
   3. runs the GPU tests (tests/test_gpu_decode.py, tests/test_static_decode.py, tests/test_policy.py);
-  4. prints one table (generate and update against Table 14 and against the floor the ceilings give) and writes
+  4. times the paper-shape update alone, the trainer's and the variants an item-2 change would choose from, and
+     where one update's kernel time goes (bench/gpu/update_profile.py);
+  5. prints one table (generate and update against Table 14 and against the floor the ceilings give) and writes
      bench/gpu/measured/<date>-<card>.json.
 
 A step whose packages this interpreter lacks is reported with their names and not run (the tests need jsonschema
@@ -56,8 +58,9 @@ class Step:
 
 def plan(work: Path, dry_run: bool) -> list[Step]:
     """The steps, in order: what the table needs most first (a step that overruns never starves the new decode)."""
-    shape = (["--device", "cpu", "--layers", "1", "--vocab", "1000", "--narrow", "8", "--limit", "4", "--warmup",
-              "0", "--iterations", "1"] if dry_run else ["--device", "cuda", "--warmup", "1", "--iterations", "3"])
+    tiny = ["--device", "cpu", "--layers", "1", "--vocab", "1000", "--narrow", "8", "--limit", "4"]
+    shape = tiny + ["--warmup", "0", "--iterations", "1"] if dry_run else ["--device", "cuda", "--warmup", "1",
+                                                                         "--iterations", "3"]
     old = [] if dry_run else ["--iterations", "2"]  # 12 s an iteration (issue 45): one fewer
     ceilings = ["--size", "256", "--copy-gib", "0.01"] if dry_run else []
 
@@ -71,8 +74,11 @@ def plan(work: Path, dry_run: bool) -> list[Step]:
         decode("static" if dry_run else "graph", 110),
         Step("gpu tests", " ".join(TESTS), [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m",
              "not slow", *TESTS], 60, tuple(PACKAGES)),
-        decode("dynamic", 100, old),
-        decode("compile", 120, run=not dry_run),
+        Step("update", "paper shape, the update alone: the trainer's, microbatch 64, Adam fused; by kernel kind",
+             [sys.executable, str(ROOT / "bench" / "gpu" / "update_profile.py"), *(tiny if dry_run else []),
+              "--json", str(work / "update.json")], 50, SHAPE_NEEDS, work / "update.json"),
+        decode("dynamic", 75, old),
+        decode("compile", 95, run=not dry_run),
     ]
 
 
@@ -148,8 +154,28 @@ def table(steps: list[Step], outcome: dict[str, str]) -> tuple[str, dict]:
         found["generate_before_s"] = found.pop("generate_dynamic_s")
         lines.append(f"{'iteration, new decode':<30}{found['generate_s'] + found['update_s']:>9.3f}"
                      f"{sum(PAPER.values()):>9.3f}")
+    lines += update_lines(figures(by_name["update"]), ceilings, found)
     lines.append(f"GPU tests: {outcome['gpu tests']}")
     return "\n".join(lines), found
+
+
+def update_lines(update: dict | None, ceilings: dict | None, found: dict) -> list[str]:
+    """The update step's rows (each variant against the paper and the floor) and its kernel time by kind."""
+    if update is None:
+        return []
+    floor = floors(update, ceilings)["update"] if ceilings else None
+    lines = []
+    for name, measured in update["update_s"].items():
+        if not isinstance(measured, float):
+            lines.append(f"{'update alone, ' + name:<30}  {measured}")
+            continue
+        cells = f"{measured:>9.3f}{PAPER['update']:>9.3f}{measured / PAPER['update']:>9.2f}"
+        lines.append(f"{'update alone, ' + name:<30}{cells}" + (f"{floor:>9.3f}{measured / floor:>9.1f}" if floor
+                                                                 else ""))
+    kinds = sorted(update["by_kind_s"].items(), key=lambda kv: -kv[1])
+    lines.append("one update by kernel kind (s): " + ", ".join(f"{k} {v:.3f}" for k, v in kinds))
+    found.update(update_variants_s=update["update_s"], update_by_kind_s=update["by_kind_s"])
+    return lines
 
 
 def versions() -> dict:
