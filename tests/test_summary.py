@@ -64,7 +64,7 @@ def _from_interval(mean: float, low: float, high: float, n: int, margin: float =
     return {"mean": mean, "ci_low": low, "ci_high": high, "n": n, "margin": margin, "tost_p": tost_p}
 
 
-README = {  # README.md, "Current numbers": id -> (direction, basis, a, b, mean, low, high, p, confirmed)
+README = {  # README.md, "What it concludes": id -> (direction, basis, a, b, mean, low, high, p, confirmed)
     "T1": ("less", "tokens", "mc_k4", "outcome", -0.041, -0.080, -0.001, 0.047, True),
     "S1": ("less", "time", "mc_k4", "outcome", -0.041, -0.078, -0.004, 0.039, True),
     "S2": ("greater", "updates", "mc_k4", "outcome", -0.001, -0.039, 0.038, 0.95, False),
