@@ -12,16 +12,13 @@ import pandas as pd
 from mcgrpo.analysis import (along, bases, breakdown, contrasts, curves, drift, efficiency, figures, informative,
                              power, prereg, robustness, runs, summary, tables, verifiers)
 from mcgrpo.core import manifest, store, study_runs
-from mcgrpo.core.budget import Budget, from_table
 from mcgrpo.core import config as study_config
 from mcgrpo.core.errors import ConfigError, DataError
 from mcgrpo.core.layout import study_dir
 from mcgrpo.analysis.plan import keys
 
 
-def budget(results: Path) -> Budget:
-    """B, as calibration/budget.parquet records it: generated tokens, or iterations (an equal-iteration study)."""
-    return from_table(store.read_contract(Path(results) / "calibration" / "budget.parquet", "budget"))
+budget = study_runs.budget  # B of calibration/budget.parquet, which every run read through study_runs is held to
 
 
 def _runs(cfg: dict, results: Path, samples: bool = True) -> dict:
