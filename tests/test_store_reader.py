@@ -295,3 +295,28 @@ def test_a_budget_changed_after_the_runs_trained_is_named_never_read_at(study, t
     assert status != 0 and "B = 50 tokens, but" in out
     write_budget(study, B)
     assert contrast(study, tmp_path, capsys)[0] == 0
+
+
+@pytest.mark.parametrize("edit", [lambda lock: lock["material"].update(margin=0.5),
+                                  lambda lock: lock["material"]["plan"]["primary"][0].update(direction="greater")])
+def test_an_edited_lock_is_named_never_read(study, tmp_path, capsys, edit):
+    """prereg.lock.json gives `mcgrpo contrast` its margin, labels and directions, and the contrasts step the plan it
+    holds the study to: an edit (a wider margin, a flipped prediction) would change the verdict without a word. The
+    lock's sha256 is its material's, so an edited one is refused, naming the file."""
+    from mcgrpo.analysis import prereg, steps
+    from test_prereg import PLAN
+    study = studies.validate({**copy.deepcopy(study), "plan": copy.deepcopy(PLAN)})
+    results = layout.study_dir(study)
+    lock = prereg.make_lock(study)
+    write_json(lock, results / "prereg.lock.json")
+    assert contrast(study, tmp_path, capsys)[0] == 0
+    edited = copy.deepcopy(lock)
+    edit(edited)
+    write_json(edited, results / "prereg.lock.json")
+    status, row, err = contrast(study, tmp_path, capsys)
+    assert status != 0 and row is None and "Traceback" not in err
+    assert f"{results / 'prereg.lock.json'}: its material hashes to " in err and "the lock was edited" in err
+    with pytest.raises(IntegrityError, match="the lock was edited after it was written"):
+        steps.contrasts_step(study, results)
+    write_json(lock, results / "prereg.lock.json")
+    assert contrast(study, tmp_path, capsys)[0] == 0
