@@ -166,6 +166,13 @@ def test_headline_table_has_one_readable_line_per_planned_contrast(results):
     assert f"| {csv['p'].iloc[0]:.3f} |" in md or "| <0.001 |" in md
 
 
+def rerun(names, cfg, folder) -> None:
+    """The analysis steps `names` under `cfg`, as the workflow reruns every analysis rule whose study config
+    changed: a step reads only earlier steps' outputs written for the same config."""
+    for name in names:
+        getattr(steps, f"{name}_step")(cfg, folder)
+
+
 def _clocked(root, tmp_path, cpu: bool):
     """A copy of the results whose mc_k2 runs shared their cores: 3x the wall seconds of outcome's, the same CPU
     seconds (`cpu`: evaluations record the CPU clock; else they predate it)."""
@@ -200,7 +207,8 @@ def test_the_cpu_clock_option_times_the_equal_time_bases(results, tmp_path):
     for seed, value in wall["value_a"].items():  # two thirds of the way from its evaluation 0 (0 s) to 1 (6 s)
         evals = read_parquet(folder / "runs" / "mc_k2" / f"seed{seed}" / "evals.parquet").sort_values("eval_index")
         assert value == pytest.approx(np.interp(4.0, evals["train_seconds"], evals["acc_default"]))
-    steps.summary_step({**cfg, "analysis": {**cfg["analysis"], "clock": "cpu"}}, folder)
+    rerun(("drift", "contrasts", "robustness", "summary"), {**cfg, "analysis": {**cfg["analysis"], "clock": "cpu"}},
+          folder)
     assert "Equal time is read on the process CPU time of the training stages" in (folder / "summary.md").read_text()
 
 
@@ -234,10 +242,50 @@ def test_a_recipe_changed_after_the_lock_reaches_the_summary(results, tmp_path):
     folder = tmp_path / "relearned"
     copy_study(root, folder)
     cfg = {**cfg, "recipe": {**cfg["recipe"], "lr": cfg["recipe"]["lr"] * 2}}
-    steps.contrasts_step(cfg, folder)
-    steps.summary_step(cfg, folder)
+    rerun(("drift", "contrasts", "robustness", "summary"), cfg, folder)  # each rule the workflow reruns
     text = (folder / "summary.md").read_text()
     assert "matches its lock" not in text and "recipe.lr changed after the lock (2025-01-01)" in text
     assert "T1 (exploratory" in text  # "T1 (exploratory; predicted: ...)"
     labelled = read_contract(folder / "analysis" / "contrasts.parquet", "contrasts").set_index("id").drop(index="")
     assert labelled.loc["T1", "label"] == "exploratory"
+
+
+@pytest.mark.parametrize("name, kind", [("contrasts", "contrasts"), ("robustness", None), ("paired", "paired")])
+def test_an_analysis_file_of_another_config_or_rewritten_is_named_never_read(results, tmp_path, name, kind):
+    """A step's output read by a later step (the summary's verdicts come from contrasts.parquet and
+    robustness.parquet) left from an earlier config, copied from another study, or rewritten by hand through
+    write_parquet (here: every mean's sign flipped) would change the verdict without a word: its config_hash is
+    held to the study's."""
+    from mcgrpo.core.errors import IntegrityError
+    cfg, root = results
+    folder = tmp_path / "edited"
+    copy_study(root, folder)
+    path = folder / "analysis" / f"{name}.parquet"
+    frame = read_contract(path, kind) if kind else read_parquet(path)
+    write_parquet(frame, path)  # rewritten by hand, without the config's hash
+    step = steps.tables_step if name == "paired" else steps.summary_step
+    with pytest.raises(IntegrityError, match=rf"{path}: written for config \(none\), but this study's config hashes "
+                                             rf"to {study_config.config_hash(cfg)[:12]}"):
+        step(cfg, folder)
+    other = {**cfg, "study": "another"}
+    write_parquet(frame, path, study_config.config_hash(other))  # another study's
+    with pytest.raises(IntegrityError, match="left from an earlier config or another study"):
+        step(cfg, folder)
+    write_parquet(frame, path, study_config.config_hash(cfg))
+    step(cfg, folder)
+
+
+def test_a_prereg_status_of_another_plan_is_named_never_worded(results, tmp_path):
+    """analysis/prereg.json words the summary's note on the plan and its lock: one of another plan is refused."""
+    from mcgrpo.core.errors import IntegrityError
+    cfg, root = results
+    folder = tmp_path / "stale"
+    copy_study(root, folder)
+    path = folder / "analysis" / "prereg.json"
+    status = read_json(path)
+    write_json({**status, "sha256_now": "0" * 64, "state": "matches"}, path)
+    with pytest.raises(IntegrityError, match=rf"{path}: the plan against its lock for plan 000000000000, but this "
+                                             rf"study's plan hashes to"):
+        steps.summary_step(cfg, folder)
+    write_json(status, path)
+    steps.summary_step(cfg, folder)

@@ -268,3 +268,55 @@ def test_the_reader_picks_exactly_the_plans_runs_on_a_clean_store(study):
     found = study_runs.folders(folder, list(study["arms"]), study["seeds"], study["arms"])
     assert {run: path.resolve() for run, path in found.items()} == {
         run: layout.runs_dir(study) / key for run, key in layout.run_keys(study).items()}
+
+
+def write_budget(cfg, value: int) -> None:
+    write_parquet(pd.DataFrame({"model": ["tiny"], "iteration": [0], "tokens_generated": [10], "B": [value]}),
+                  layout.budget_path(cfg))
+
+
+def test_a_budget_changed_after_the_runs_trained_is_named_never_read_at(study, tmp_path, capsys):
+    """calibration/budget.parquet edited (or recalibrated, or linked to another calibration) after the runs trained:
+    every contrast would be read at the new B, silently (here at 50 tokens instead of 100); each run.json records
+    the B it trained to, and the reader holds every run to the study's B."""
+    for arm, seed in study_config.runs(study):
+        folder = layout.run_dir(study, arm, seed)
+        write_json({"config": study_config.run_config(study, arm, seed), "B": B}, folder / "run.json")
+        seal_run(folder)
+    status, row, _ = contrast(study, tmp_path, capsys)
+    assert status == 0 and row["tokens_a"] == B
+    write_budget(study, 50)
+    status, row, err = contrast(study, tmp_path, capsys)
+    budget = layout.study_dir(study) / "calibration" / "budget.parquet"
+    assert status != 0 and row is None
+    assert f"{budget}: B = 50 tokens, but " in err and f"was trained to B = {B} tokens" in err
+    assert "Traceback" not in err
+    status, out, _ = check_store(study, capsys)
+    assert status != 0 and "B = 50 tokens, but" in out
+    write_budget(study, B)
+    assert contrast(study, tmp_path, capsys)[0] == 0
+
+
+@pytest.mark.parametrize("edit", [lambda lock: lock["material"].update(margin=0.5),
+                                  lambda lock: lock["material"]["plan"]["primary"][0].update(direction="greater")])
+def test_an_edited_lock_is_named_never_read(study, tmp_path, capsys, edit):
+    """prereg.lock.json gives `mcgrpo contrast` its margin, labels and directions, and the contrasts step the plan it
+    holds the study to: an edit (a wider margin, a flipped prediction) would change the verdict without a word. The
+    lock's sha256 is its material's, so an edited one is refused, naming the file."""
+    from mcgrpo.analysis import prereg, steps
+    from test_prereg import PLAN
+    study = studies.validate({**copy.deepcopy(study), "plan": copy.deepcopy(PLAN)})
+    results = layout.study_dir(study)
+    lock = prereg.make_lock(study)
+    write_json(lock, results / "prereg.lock.json")
+    assert contrast(study, tmp_path, capsys)[0] == 0
+    edited = copy.deepcopy(lock)
+    edit(edited)
+    write_json(edited, results / "prereg.lock.json")
+    status, row, err = contrast(study, tmp_path, capsys)
+    assert status != 0 and row is None and "Traceback" not in err
+    assert f"{results / 'prereg.lock.json'}: its material hashes to " in err and "the lock was edited" in err
+    with pytest.raises(IntegrityError, match="the lock was edited after it was written"):
+        steps.contrasts_step(study, results)
+    write_json(lock, results / "prereg.lock.json")
+    assert contrast(study, tmp_path, capsys)[0] == 0

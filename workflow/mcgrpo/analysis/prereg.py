@@ -21,6 +21,7 @@ from mcgrpo.core import config as study_config
 from mcgrpo.core.layout import study_run
 from mcgrpo.analysis.plan import entries, key
 from mcgrpo.analysis.contrasts import label_key
+from mcgrpo.core.errors import IntegrityError
 from mcgrpo.core.manifest import checked
 from mcgrpo.core.store import git_sha, read_json
 
@@ -80,6 +81,34 @@ def make_lock(cfg: dict, now: datetime | None = None) -> dict:
     return {"sha256": study_config.config_hash(m),
             "locked_at": (now or datetime.now(timezone.utc)).isoformat(timespec="seconds"),
             "material": m, "mcgrpo_version": __version__, "git_sha": git_sha()}
+
+
+LOCK = "prereg.lock.json"
+RELOCK = ("allowed: the lock as prereg_lock wrote it (restore it); a plan changed since is a dated amendment in the "
+          "study's config (plan.amendments), never an edit of the lock")
+
+
+def read_lock(results_dir: str | Path) -> dict | None:
+    """The study's lock (None where it has none), checked to be as `make_lock` wrote it: its material hashes to its
+    sha256, and it says when it was locked. The plan, margin and directions every label comes from are the lock's
+    own, so an edited lock would change verdicts without a word: it is refused, naming the file."""
+    path = Path(results_dir) / LOCK
+    if not path.exists() and not path.is_symlink():
+        return None
+    lock = read_json(path)
+    if not (isinstance(lock, dict) and isinstance(lock.get("material"), dict) and isinstance(lock.get("sha256"), str)
+            and isinstance(lock.get("locked_at"), str)):
+        raise IntegrityError(f"{path}: not a preregistration lock (an object with material, sha256 and locked_at); "
+                             f"{RELOCK}")
+    found = study_config.config_hash(lock["material"])
+    if found != lock["sha256"]:
+        raise IntegrityError(f"{path}: its material hashes to {found[:12]}, but it records sha256 "
+                             f"{lock['sha256'][:12]}: the lock was edited after it was written; {RELOCK}")
+    try:
+        datetime.fromisoformat(lock["locked_at"])
+    except ValueError:
+        raise IntegrityError(f"{path}: locked_at {lock['locked_at']!r} is no ISO time; {RELOCK}") from None
+    return lock
 
 
 def first_start(results_dir: Path, cfg: dict) -> str | None:
@@ -179,7 +208,6 @@ def labels(cfg: dict, status: dict) -> dict[tuple, dict]:
 def status(results_dir: str | Path, cfg: dict) -> dict:
     """compare() against the study's lock file (if any), with the runs' start times and staleness."""
     results_dir = Path(results_dir)
-    path = results_dir / "prereg.lock.json"
-    out = compare(cfg, read_json(path) if path.exists() else None, first_start(results_dir, cfg))
+    out = compare(cfg, read_lock(results_dir), first_start(results_dir, cfg))
     out["stale_runs"] = stale_runs(results_dir, cfg)
     return out

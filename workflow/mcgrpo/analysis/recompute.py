@@ -11,7 +11,6 @@ import pandas as pd
 from mcgrpo.analysis import contrasts, prereg, runs, summary
 from mcgrpo.analysis.plan import planned_keys
 from mcgrpo.analysis.steps import budget
-from mcgrpo.core import store
 from mcgrpo.core.errors import ConfigError, DataError
 from mcgrpo.core.study_runs import accepted_differences, index, index_path
 
@@ -42,10 +41,9 @@ def _family(wanted: tuple, plan: dict[tuple, dict], planned: list[tuple]) -> lis
 
 def _locked_plan(results: Path) -> tuple[dict | None, dict[tuple, dict]]:
     """The lock's part of the config and the labels it gives (none without a lock, all exploratory if late)."""
-    path = results / "prereg.lock.json"
-    if not path.exists():
+    lock = prereg.read_lock(results)
+    if lock is None:
         return None, {}
-    lock = store.read_json(path)
     locked = prereg.locked_config(lock)
     return locked, prereg.labels(locked, prereg.compare(locked, lock, prereg.first_start(results, locked)))
 

@@ -12,16 +12,13 @@ import pandas as pd
 from mcgrpo.analysis import (along, bases, breakdown, contrasts, curves, drift, efficiency, figures, informative,
                              power, prereg, robustness, runs, summary, tables, verifiers)
 from mcgrpo.core import manifest, store, study_runs
-from mcgrpo.core.budget import Budget, from_table
 from mcgrpo.core import config as study_config
-from mcgrpo.core.errors import ConfigError, DataError
+from mcgrpo.core.errors import ConfigError, DataError, IntegrityError
 from mcgrpo.core.layout import study_dir
 from mcgrpo.analysis.plan import keys
 
 
-def budget(results: Path) -> Budget:
-    """B, as calibration/budget.parquet records it: generated tokens, or iterations (an equal-iteration study)."""
-    return from_table(store.read_contract(Path(results) / "calibration" / "budget.parquet", "budget"))
+budget = study_runs.budget  # B of calibration/budget.parquet, which every run read through study_runs is held to
 
 
 def _runs(cfg: dict, results: Path, samples: bool = True) -> dict:
@@ -44,9 +41,33 @@ def _write(df: pd.DataFrame, results: Path, name: str, cfg: dict) -> Path:
     return store.write_parquet(df, Path(results) / "analysis" / f"{name}.parquet", study_config.config_hash(cfg))
 
 
-def _read(results: Path, name: str, kind: str | None = None) -> pd.DataFrame:
+def _read(cfg: dict | None, results: Path, name: str, kind: str | None = None) -> pd.DataFrame:
+    """analysis/<name>.parquet, an earlier step's output, checked to be written for `cfg` (its config_hash): one left
+    from an earlier config, copied from another study or rewritten by hand (written without the hash) is named, never
+    read. None: another study's file (pool_bases reads each base's own)."""
     path = Path(results) / "analysis" / f"{name}.parquet"
-    return store.read_contract(path, kind) if kind else store.read_parquet(path)
+    frame = store.read_contract(path, kind) if kind else store.read_parquet(path)
+    found, expected = store.parquet_metadata(path).get("config_hash", ""), cfg and study_config.config_hash(cfg)
+    if cfg is not None and found != expected:
+        raise IntegrityError(f"{path}: written for config {found[:12] or '(none)'}, but this study's config hashes "
+                             f"to {expected[:12]}: left from an earlier config or another study, or rewritten by "
+                             f"hand; allowed: the file this study's analysis writes (snakemake --configfile STUDY "
+                             f"--forcerun {path})")
+    return frame
+
+
+def _status(cfg: dict, results: Path) -> dict:
+    """analysis/prereg.json, the contrasts step's plan against the lock, checked to be of `cfg`'s plan (its
+    sha256_now): a stale or copied one would word the summary's preregistration note for another plan."""
+    path = Path(results) / "analysis" / "prereg.json"
+    status, expected = store.read_json(path), study_config.config_hash(prereg.material(cfg))
+    if not isinstance(status, dict) or status.get("sha256_now") != expected:
+        found = str(status.get("sha256_now") if isinstance(status, dict) else None)
+        raise IntegrityError(f"{path}: the plan against its lock for plan {found[:12]}, but this study's plan hashes "
+                             f"to {expected[:12]}: left from an earlier config or another study, or edited by hand; "
+                             f"allowed: the file the contrasts step writes (snakemake --configfile STUDY --forcerun "
+                             f"{path})")
+    return status
 
 
 def drift_step(cfg: dict, results: Path) -> None:
@@ -68,10 +89,10 @@ def contrasts_step(cfg: dict, results: Path) -> None:
 def robustness_step(cfg: dict, results: Path) -> None:
     """Beside every planned contrast: the crossed interval, the strict verifier, each arm's drift, the other clock."""
     a = cfg["analysis"]
-    table = _read(results, "contrasts", "contrasts")
+    table = _read(cfg, results, "contrasts", "contrasts")
     metrics = {robustness.strict_metric(m) for m in table.loc[table["id"] != "", "metric"]} - {None}
     loaded = _runs(cfg, results, samples=not metrics <= runs.EVAL_METRICS)
-    checks = robustness.table(table, loaded, _read(results, "drift", "drift"), budget(results), a["clock"], a["alpha"])
+    checks = robustness.table(table, loaded, _read(cfg, results, "drift", "drift"), budget(results), a["clock"], a["alpha"])
     _write(checks, results, "robustness", cfg)
 
 
@@ -110,8 +131,8 @@ def prediction_step(cfg: dict, results: Path) -> None:
     measured = _efficiency(cfg, results)
     metric, eval_set, base = a["metrics"][0], cfg["evaluation"]["sets"][0], a["base"] or "outcome"
     trained = measured[measured["arm"].isin([efficiency.BASE, *cfg["arms"]])]
-    table = efficiency.prediction_table(trained, _read(results, "contrasts", "contrasts"), base, metric, eval_set,
-                                        _read(results, "extrapolation"))
+    table = efficiency.prediction_table(trained, _read(cfg, results, "contrasts", "contrasts"), base, metric, eval_set,
+                                        _read(cfg, results, "extrapolation"))
     rho = efficiency.rank_agreement(table)
     _write(measured, results, "efficiency", cfg)
     _write(table.assign(**rho), results, "prediction", cfg)
@@ -188,27 +209,27 @@ def figures_step(cfg: dict, results: Path) -> None:
     figures.accuracy_curves(evals, "tokens_total", B, out / "accuracy_vs_tokens.png", metric, eval_set, colours)
     figures.accuracy_curves(evals, runs.CLOCKS[cfg["analysis"]["clock"]], B, out / "accuracy_vs_time.png", metric,
                             eval_set, colours, where)
-    diffs = _read(results, "differences")
+    diffs = _read(cfg, results, "differences")
     figures.difference_from_base(diffs[(diffs["metric"] == metric) & (diffs["eval_set"] == eval_set)]
                                  if len(diffs) else diffs, B, margin, out / "difference_from_base.png", colours)
-    table, paired = _read(results, "contrasts", "contrasts"), _read(results, "paired", "paired")
+    table, paired = _read(cfg, results, "contrasts", "contrasts"), _read(cfg, results, "paired", "paired")
     table = table[(table["metric"] == metric) & (table["eval_set"] == eval_set)]
     paired = paired[(paired["metric"] == metric) & (paired["eval_set"] == eval_set)]
     figures.per_seed(paired, table, margin, out / "per_seed.png", colours)
-    figures.stage_seconds(_read(results, "stages"), out / "stage_seconds.png", where)
-    figures.drift(_read(results, "drift", "drift"), cfg["analysis"]["drift_gap"], out / "drift.png", eval_set,
+    figures.stage_seconds(_read(cfg, results, "stages"), out / "stage_seconds.png", where)
+    figures.drift(_read(cfg, results, "drift", "drift"), cfg["analysis"]["drift_gap"], out / "drift.png", eval_set,
                   colours)
 
 
 def tables_step(cfg: dict, results: Path) -> None:
     results = Path(results)
     out, accepted = results / "tables", _accepted(cfg, results)
-    table, paired = _read(results, "contrasts", "contrasts"), _read(results, "paired", "paired")
-    status = store.read_json(results / "analysis" / "prereg.json")
+    table, paired = _read(cfg, results, "contrasts", "contrasts"), _read(cfg, results, "paired", "paired")
+    status = _status(cfg, results)
     for name, (df, title, note) in tables.study_tables(
-            table, paired, status, _read(results, "drift", "drift"), _read(results, "stages"),
-            _read(results, "groups"), _read(results, "budget_share"), _read(results, "extrapolation"),
-            cfg["analysis"]["drift_gap"], _read(results, "robustness"), cfg["analysis"]["clock"], accepted).items():
+            table, paired, status, _read(cfg, results, "drift", "drift"), _read(cfg, results, "stages"),
+            _read(cfg, results, "groups"), _read(cfg, results, "budget_share"), _read(cfg, results, "extrapolation"),
+            cfg["analysis"]["drift_gap"], _read(cfg, results, "robustness"), cfg["analysis"]["clock"], accepted).items():
         tables.write_table(df, out / name, title=title, note=note)
     metric, eval_set = _headline(cfg)
     a = cfg["analysis"]
@@ -236,9 +257,9 @@ def _floors(cfg: dict, results: Path) -> list[str]:
 def summary_step(cfg: dict, results: Path) -> None:
     """summary.md (printed at the end of a run) and summary.rst (the report's first page)."""
     results = Path(results)
-    status = store.read_json(results / "analysis" / "prereg.json")
-    text = summary.lines(cfg["study"], _read(results, "contrasts", "contrasts"), tables.prereg_note(status),
-                         str(results), cfg["analysis"]["clock"], _read(results, "robustness"),
+    status = _status(cfg, results)
+    text = summary.lines(cfg["study"], _read(cfg, results, "contrasts", "contrasts"), tables.prereg_note(status),
+                         str(results), cfg["analysis"]["clock"], _read(cfg, results, "robustness"),
                          [*summary.accepted_warnings(_accepted(cfg, results)), *_floors(cfg, results)])
     store.write_text(summary.markdown(text), results / "summary.md")
     store.write_text(summary.rst(text, summary.DESCRIPTION.read_text()), results / "summary.rst")
@@ -294,7 +315,7 @@ def pool_bases(cfg: dict) -> str:
         if not (folder / "analysis" / "paired.parquet").exists():
             raise DataError(f"{folder}/analysis/paired.parquet: base {base} not analysed yet; run "
                             f"snakemake --configfile <this study> --config base={base}")
-        per_base[base] = (_read(folder, "contrasts", "contrasts"), _read(folder, "paired", "paired"))
+        per_base[base] = (_read(None, folder, "contrasts", "contrasts"), _read(None, folder, "paired", "paired"))
     a, out = cfg["analysis"], study_dir(cfg)
     table = bases.table(per_base, a["margin"], a["alpha"])
     _write(table, out, "bases", cfg)

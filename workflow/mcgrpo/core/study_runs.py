@@ -24,6 +24,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from mcgrpo.core import manifest, store
+from mcgrpo.core.budget import Budget, from_table, unit
 from mcgrpo.core.errors import DataError, IntegrityError, MissingFile
 from mcgrpo.core import layout
 from mcgrpo.core.layout import study_run
@@ -34,6 +35,16 @@ RELINK = ("python -m mcgrpo check-store --repair (it moves the index aside), the
 
 def index_path(study: str | Path) -> Path:
     return Path(study) / "runs" / "store.parquet"
+
+
+def budget_path(study: str | Path) -> Path:
+    return Path(study) / "calibration" / "budget.parquet"
+
+
+def budget(study: str | Path) -> Budget:
+    """B, as the study's calibration/budget.parquet records it: generated tokens, or iterations (an equal-iteration
+    study). Every run that records the B it trained to is held to it (`problems`): read the runs through `folders`."""
+    return from_table(store.read_contract(budget_path(study), "budget"))
 
 
 def index(study: str | Path) -> dict[tuple[str, int], str]:
@@ -113,8 +124,9 @@ def problems(study: str | Path, plan: dict | None = None) -> dict[str, list[str]
     """{arm/seed: what disagrees} over every row of the study's index (none raised); unfinished runs are
     `unfinished`'s, not here."""
     rows, out, configs = index(study), {}, {}
+    B = budget(study) if budget_path(study).exists() else None  # a test's study may have none: nothing to hold to
     for (arm, seed), key in rows.items():
-        why, config = _row(study, arm, seed, key)
+        why, config = _row(study, arm, seed, key, B)
         if why:
             out.setdefault(f"{arm}/seed{seed}", []).append(why)
         elif config is not None:
@@ -142,7 +154,7 @@ def unfinished(study: str | Path) -> dict[str, str]:
     return out
 
 
-def _row(study, arm: str, seed: int, key: str) -> tuple[str | None, dict | None]:
+def _row(study, arm: str, seed: int, key: str, B: Budget | None = None) -> tuple[str | None, dict | None]:
     """(what disagrees, None) or (None, the run's arm config from its run.json, None without one)."""
     link, index_file = study_run(study, arm, seed), index_path(study)
     if not link.is_symlink():
@@ -171,7 +183,22 @@ def _row(study, arm: str, seed: int, key: str) -> tuple[str | None, dict | None]
     if run.get("identity") not in (None, sealed["identity"]):
         return (f"{link / 'run.json'}: identity {str(run['identity'])[:12]}, but its {manifest.MANIFEST} seals "
                 f"{sealed['identity'][:12]}: {manifest.RETRAIN}"), None
-    return None, config.get("arm_config")
+    return _trained_to(study, link / "run.json", run, B), config.get("arm_config")
+
+
+def _trained_to(study, path: Path, run: dict, B: Budget | None) -> str | None:
+    """Where run.json `run` records another B than the study's calibration/budget.parquet (edited, recalibrated
+    since, or the study linked to another calibration), what disagrees: every reading at B would sit elsewhere."""
+    trained = run.get("B")
+    if B is None or trained is None:
+        return None  # a run.json written without B (a test's): nothing to hold it to
+    trained_unit = unit(run["config"].get("budget") or {})
+    if (trained, trained_unit) == (int(B), B.unit):
+        return None
+    return (f"{budget_path(study)}: B = {int(B)} {B.unit}, but {path} was trained to B = {trained} {trained_unit}: "
+            f"B changed after the run trained, or the study links another calibration; allowed: the B its runs "
+            f"trained to (restore the file; a wrong link: {RELINK}), or runs trained to this B (rerun the workflow "
+            f"without analysis_only: it retrains them)")
 
 
 def _canonical(config) -> str:
