@@ -87,6 +87,58 @@ class HidesDiscarded(api.StreamSelector):
         return sample(selection.chosen, 1), 0, selection
 
 
+@dataclass
+class ShapesInPlace:
+    """Adds a bonus to the rewards it was handed (a `+=` on rollouts.rewards), not to a copy."""
+    def __call__(self, rollouts, ctx):
+        shaped = rollouts.rewards
+        shaped += 0.5
+        return api.Credit(api.per_token(api.group_advantages(rollouts.grouped(shaped), ctx.advantage_eps), rollouts))
+
+
+@dataclass
+class SortsCompletions:
+    """Sorts the completions (and so their credit) by length: the prompts no longer match them."""
+    def __call__(self, rollouts, ctx):
+        rollouts.completions.sort(key=len)
+        return api.Credit(outcome(rollouts, ctx))
+
+
+@dataclass
+class EditsProblems:
+    def __call__(self, rollouts, ctx):
+        rollouts.problems[0]["answer"] = "0"
+        return api.Credit(outcome(rollouts, ctx))
+
+
+@dataclass
+class Float64:
+    """Switches torch to float64 (for a precise computation of its own) and leaves it so."""
+    def __call__(self, rollouts, ctx):
+        import torch
+        torch.set_default_dtype(torch.float64)
+        return api.Credit(outcome(rollouts, ctx))
+
+
+@dataclass
+class Threads:
+    def __call__(self, rollouts, ctx):
+        import torch
+        torch.set_num_threads(torch.get_num_threads() + 1)
+        return api.Credit(outcome(rollouts, ctx))
+
+
+@dataclass
+class Reseeds:
+    """Reseeds and consumes every global generator: the run draws from none of them, so it trains as outcome."""
+    def __call__(self, rollouts, ctx):
+        import random
+        import torch
+        random.seed(0), np.random.seed(0), torch.manual_seed(0)
+        random.random(), np.random.rand(3), torch.rand(3)
+        return api.Credit(outcome(rollouts, ctx))
+
+
 def says_yes(text, reference):
     return "yes"
 
@@ -221,3 +273,57 @@ def test_a_problem_is_plain_python_in_a_run_as_in_rollouts_of(world):
     record = problem_records(world[0])[0]
     assert isinstance(record["steps"], list) and all(isinstance(s, str) for s in record["steps"])
     assert set(api.Problem.__annotations__) >= set(record)
+
+
+@pytest.fixture
+def torch_settings():
+    """torch's global settings put back after a test whose rule changes them."""
+    import torch
+    saved = torch.get_default_dtype(), torch.get_num_threads()
+    yield
+    torch.set_default_dtype(saved[0])
+    torch.set_num_threads(saved[1])
+
+
+@pytest.mark.parametrize("rule, what", [
+    ("ShapesInPlace", "it changed rollouts.rewards in place"),
+    ("SortsCompletions", "it changed rollouts.completions in place"),
+    ("EditsProblems", "it changed rollouts.problems in place"),
+    ("Float64", "it changed torch's default dtype from torch.float32 to torch.float64 and left it so"),
+    ("Threads", r"it changed torch's threads from (\d+) to (\d+) and left it so"),
+])
+def test_a_credit_rule_that_changes_what_it_was_handed_or_torchs_settings_is_named(rule, what, tiny, world,
+                                                                                  torch_settings):
+    """What the rule is handed goes on to the update, the budget and the selector, and torch's settings to the rest
+    of the run: a rule that changes them stops the run, named, before the update."""
+    name = f"{HERE}:{rule}"
+    message, trainer = _failure({"credit": {name: {}}}, tiny, world)
+    assert __import__("re").match(__import__("re").escape(CREDIT.format(name=name)) + what + "; allowed: its inputs "
+                                  "as it was given them", message), message
+    assert trainer.log.iterations == [] and trainer.updates == 0
+
+
+def test_a_rule_that_changes_the_rollouts_in_the_gradient_tests_is_named_before_the_other_rules_see_them(tiny, world):
+    """In the gradient tests every rule and the reference gradient read the same batch after it."""
+    from mcgrpo import screen
+    from mcgrpo.train import gradients
+    cfg = studies.validate(edited_study(arms={"outcome": {}, "bad": {"credit": {f"{HERE}:ShapesInPlace": {}}}}))
+    run = study_config.gradient_tests_config(screen.screen_config(cfg, "bad", batches=2))
+    model, tokenizer = tiny
+    with pytest.raises(PluginError) as err:
+        gradients.run(run, model, tokenizer, world[0])
+    assert str(err.value).startswith(f"credit rule '{HERE}:ShapesInPlace' (arms.bad.credit) in the gradient tests, "
+                                     "batch 0: it changed rollouts.rewards in place; allowed: ")
+
+
+def test_a_rule_that_reseeds_the_global_generators_trains_as_outcome_does(tiny, world):
+    """The trainer draws from none of the global generators (every draw is seeded per request): a rule that
+    reseeds or consumes them changes nothing of the run's sampling or updates."""
+    model, tokenizer = tiny
+    cfg = studies.validate(edited_study(arms={"outcome": {}, "bad": {"credit": {f"{HERE}:Reseeds": {}}}}))
+    runs = {}
+    for arm in ("outcome", "bad"):
+        trainer = Trainer(study_config.run_config(cfg, arm, 1), __import__("copy").deepcopy(model), tokenizer,
+                          world[0], None, 600, arm=arm)
+        runs[arm] = [(row["tokens_total"], row["loss"], row["grad_norm"]) for row in trainer.run(3).iterations]
+    assert runs["outcome"] == runs["bad"]
