@@ -139,6 +139,20 @@ class Reseeds:
         return api.Credit(outcome(rollouts, ctx))
 
 
+@dataclass
+class Huge:
+    """Finite in float64, past float32's range: the update would turn every weight to NaN."""
+    def __call__(self, rollouts, ctx):
+        return api.Credit([values * 1e300 + 1e300 for values in outcome(rollouts, ctx)])
+
+
+@dataclass
+class StatsOverB:
+    """Logs a stat under the run's own column of the tokens counted toward B."""
+    def __call__(self, rollouts, ctx):
+        return api.Credit(outcome(rollouts, ctx), stats={"tokens_total": 0.0, "my_share": 0.5})
+
+
 def says_yes(text, reference):
     return "yes"
 
@@ -327,3 +341,19 @@ def test_a_rule_that_reseeds_the_global_generators_trains_as_outcome_does(tiny, 
                           world[0], None, 600, arm=arm)
         runs[arm] = [(row["tokens_total"], row["loss"], row["grad_norm"]) for row in trainer.run(3).iterations]
     assert runs["outcome"] == runs["bad"]
+
+
+def test_credit_that_overflows_the_update_stops_the_run_before_the_weights_turn_nan(tiny, world):
+    message, trainer = _failure({"credit": {f"{HERE}:Huge": {}}}, tiny, world)
+    assert message.startswith(CREDIT.format(name=f"{HERE}:Huge") + "the update its credit drives has gradient norm "), message
+    assert __import__("re").search(r"its largest \|credit\| is [\d.]+e\+300\); allowed: credit whose update is "
+                                   "finite", message), message
+    assert trainer.updates == 0 and all(bool(p.isfinite().all()) for p in trainer.model.parameters())
+
+
+def test_a_stat_named_as_a_column_of_the_run_is_refused(tiny, world):
+    """iterations.parquet's tokens_total is the run's count of B: a rule's stat may not overwrite it."""
+    message, trainer = _failure({"credit": {f"{HERE}:StatsOverB": {}}}, tiny, world)
+    assert message.startswith(CREDIT.format(name=f"{HERE}:StatsOverB") + "its stats name tokens_total, which the run "
+                              "logs itself; allowed: stats named apart from the columns of iterations.parquet"), message
+    assert trainer.log.iterations == []
