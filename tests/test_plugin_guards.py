@@ -153,6 +153,21 @@ class StatsOverB:
         return api.Credit(outcome(rollouts, ctx), stats={"tokens_total": 0.0, "my_share": 0.5})
 
 
+@dataclass(kw_only=True)
+class Doubles(api.StreamSelector):
+    """Trains on twice the recipe's prompts per iteration: a larger batch, fewer updates per token."""
+    def select(self, iteration, view):
+        chosen = self.stream.candidates(iteration, 2 * self.per_iteration)
+        return api.Selection(chosen, chosen)
+
+
+@dataclass(kw_only=True)
+class TrainsOnNothing(api.StreamSelector):
+    """Keeps no group: an iteration that generates nothing never reaches the budget."""
+    def select(self, iteration, view):
+        return api.Selection(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+
+
 def says_yes(text, reference):
     return "yes"
 
@@ -357,3 +372,13 @@ def test_a_stat_named_as_a_column_of_the_run_is_refused(tiny, world):
     assert message.startswith(CREDIT.format(name=f"{HERE}:StatsOverB") + "its stats name tokens_total, which the run "
                               "logs itself; allowed: stats named apart from the columns of iterations.parquet"), message
     assert trainer.log.iterations == []
+
+
+@pytest.mark.parametrize("rule, what", [
+    ("Doubles", "it chose 4 prompts, more than recipe.prompts_per_iteration (2)"),
+    ("TrainsOnNothing", "it trained on no prompt"),
+])
+def test_a_selector_that_changes_the_batch_size_is_named(rule, what, tiny, world):
+    message, _ = _failure({"selection": {f"{HERE}:{rule}": {}}}, tiny, world)
+    assert message.startswith(f"selector '{HERE}:{rule}' (arms.bad.selection) in training arm bad seed 1, "
+                              f"iteration 0: {what}; allowed: a Selection of at most"), message

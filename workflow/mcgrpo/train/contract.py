@@ -209,13 +209,14 @@ def tokens_problem(reported, least: int, field: str, generated: str) -> str:
     return ""
 
 
-SELECTION = ("a Selection of pool indices, its groups (a Rollouts) one per chosen prompt with the recipe's group "
-             "size, and discarded tokens an int >= 0 that with the kept groups' tokens covers every token generated "
+SELECTION = ("a Selection of at most recipe.prompts_per_iteration pool indices (at least one trained), its groups "
+             "(a Rollouts) one per chosen prompt with the recipe's group size, and discarded tokens an int >= 0 that with the kept groups' tokens covers every token generated "
              "(docs/plugins.md)")
 
 
-def selection(subject: Subject, out, pool_size: int):
-    """A selector's Selection, checked: its chosen prompts are pool indices."""
+def selection(subject: Subject, out, pool_size: int, per_iteration: int):
+    """A selector's Selection, checked: its chosen prompts are pool indices, at most `per_iteration` of them (more
+    would train on a larger batch than the recipe's, at fewer updates per token than the arms it is compared with)."""
     if not _has(out, "candidates", "chosen"):
         raise subject.broken(f"select returned {type(out).__name__}, not a Selection", SELECTION)
     chosen = np.asarray(out.chosen)
@@ -225,17 +226,22 @@ def selection(subject: Subject, out, pool_size: int):
     outside = chosen[(chosen < 0) | (chosen >= pool_size)]
     if len(outside):
         raise subject.broken(f"it chose prompt {int(outside[0])}, outside the pool of {pool_size}", SELECTION)
+    if len(chosen) > per_iteration:
+        raise subject.broken(f"it chose {len(chosen)} prompts, more than recipe.prompts_per_iteration "
+                             f"({per_iteration})", SELECTION)
     return out
 
 
-def groups(subject: Subject, out, group_size: int, pool_size: int, engine_generated: int):
+def groups(subject: Subject, out, group_size: int, pool_size: int, per_iteration: int, engine_generated: int):
     """A selector's `generate` output (groups, discarded tokens, final Selection), checked against what the engine
     generated for it."""
     if not (isinstance(out, tuple) and len(out) == 3):
         raise subject.broken(f"generate returned {type(out).__name__}, not (groups, discarded tokens, Selection)",
                              SELECTION)
     batch, discarded, chosen = out
-    selection(subject, chosen, pool_size)
+    selection(subject, chosen, pool_size, per_iteration)
+    if not len(chosen.chosen):  # an iteration that generates nothing would never reach the budget
+        raise subject.broken("it trained on no prompt", SELECTION)
     if not _has(batch, "problems", "group_size", "completions", "rewards"):
         raise subject.broken(f"generate returned groups of type {type(batch).__name__}, not Rollouts", SELECTION)
     if len(batch.problems) != len(chosen.chosen) or batch.group_size != group_size or \

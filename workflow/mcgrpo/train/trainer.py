@@ -124,7 +124,7 @@ class Trainer:
             with self.clock.stage("select"):
                 chosen = contract.selection(self.selector_subject,
                                             self.selector_subject.call(self.selector.select, i, self.view),
-                                            len(self.problems))
+                                            len(self.problems), r["prompts_per_iteration"])
             with self.clock.stage("generate"):
                 batch, discarded, chosen = self.generate(i, chosen)
             with self.clock.stage("credit"):
@@ -168,7 +168,8 @@ class Trainer:
                                  seeds, r["reward_verifier"], self.rule)
 
         out = self.selector_subject.call(self.selector.generate, i, chosen, sample)
-        return contract.groups(self.selector_subject, out, r["group_size"], len(self.problems), counted.generated)
+        return contract.groups(self.selector_subject, out, r["group_size"], len(self.problems),
+                               r["prompts_per_iteration"], counted.generated)
 
     def learning_rate(self) -> float:
         """The arm's learning rate now: recipe lr x scale, decayed linearly to 0 at B if asked (B in tokens:
