@@ -258,16 +258,20 @@ def test_the_gradient_tests_check_the_same_before_any_linear_algebra(tiny, world
                                      "batch 0: the credit of completion 1 is nan at token 0 (1 of its ")
 
 
-def test_a_failed_run_is_not_stored_and_its_line_ends_the_log(tmp_path, capsys):
+@pytest.mark.parametrize("rule, line", [
+    ("NanCredit", "the credit of completion 1 is nan at token 0"),
+    ("Raising", "raised KeyError: 'hints' (at "),
+])
+def test_a_failed_run_is_not_stored_and_its_line_ends_the_log(rule, line, tmp_path, capsys):
     """`mcgrpo train`, as the train rule runs it: exit 2, the plugin's line last on stderr, no run.json, no
-    manifest: the workflow never reads the run as finished."""
+    manifest: the workflow never reads the run as finished. A plugin that raised keeps its traceback above it."""
     from mcgrpo import data
     from mcgrpo.cli import main
     from mcgrpo.core import store
     from mcgrpo.core.budget import budget_table
     from mcgrpo.train import models
     from mcgrpo.train.models.tiny import build_model, build_tokenizer
-    cfg = studies.validate(edited_study(arms={"outcome": {}, "bad": {"credit": {f"{HERE}:NanCredit": {}}}}))
+    cfg = studies.validate(edited_study(arms={"outcome": {}, "bad": {"credit": {f"{HERE}:{rule}": {}}}}))
     data.write(*data.build(cfg["task"]), tmp_path / "data", "")
     tokenizer = build_tokenizer()
     models.save(build_model(tokenizer, 32, 1, 2, 64, 96, seed=0), tokenizer, tmp_path / "model")
@@ -277,9 +281,13 @@ def test_a_failed_run_is_not_stored_and_its_line_ends_the_log(tmp_path, capsys):
                    str(tmp_path / "model"), "--data", str(tmp_path / "data"), "--budget", str(tmp_path / "budget.parquet"),
                    "--out", str(out), "--label", "mini/bad"])
     assert status == 2
-    last = capsys.readouterr().err.strip().splitlines()[-1]
-    assert last.startswith(f"mcgrpo train: error: credit rule '{HERE}:NanCredit' (arms.bad.credit) in training arm "
-                           "bad seed 1, iteration 0: the credit of completion 1 is nan at token 0"), last
+    err = capsys.readouterr().err.strip()
+    last = err.splitlines()[-1]
+    assert last.startswith(f"mcgrpo train: error: credit rule '{HERE}:{rule}' (arms.bad.credit) in training arm "
+                           f"bad seed 1, iteration 0: {line}"), last
+    if rule == "Raising":
+        traceback = err[err.index("Traceback (most recent call last):"):]
+        assert 'rollouts.problems[0]["hints"]' in traceback and "\nKeyError: 'hints'\n" in traceback
     assert not (out / "run.json").exists() and not list(out.glob("*manifest*"))
 
 
