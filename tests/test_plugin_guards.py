@@ -47,6 +47,13 @@ class OneCompletionFewer:
 
 
 @dataclass
+class TensorWithGrad:
+    def __call__(self, rollouts, ctx):
+        import torch
+        return api.Credit([torch.tensor(values, requires_grad=True) for values in outcome(rollouts, ctx)])
+
+
+@dataclass
 class Raising:
     def __call__(self, rollouts, ctx):
         rollouts.problems[0]["hints"]  # a field the pool does not have
@@ -196,6 +203,7 @@ CREDIT = "credit rule '{name}' (arms.bad.credit) in training arm bad seed 1, ite
     ("ShortCredit", r"completion 2 has (\d+) tokens, its credit (\d+) values"),
     ("OneCompletionFewer", r"credit for 7 completions, the batch has 8"),
     ("NegativeTokens", r"Credit.tokens_generated is -5000, a negative count"),
+    ("TensorWithGrad", r"the credit of completion 0 is Tensor, not numbers \(a numpy array, a list of floats\)"),
     ("Raising", r"iteration 0: raised KeyError: 'hints' \(at .*test_plugin_guards.py:\d+, in __call__\)$"),
 ])
 def test_a_credit_rule_that_breaks_its_contract_stops_the_run_naming_it(rule, what, tiny, world):

@@ -185,8 +185,8 @@ def values_problem(values, length: int, what: str) -> str:
     """What is wrong with `values` as the credit of `what`, `length` tokens long ('' where nothing is)."""
     try:
         array = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        return f"the credit of {what} is {type(values).__name__}, not numbers"
+    except (TypeError, ValueError, RuntimeError):  # RuntimeError: a torch tensor that requires grad
+        return f"the credit of {what} is {type(values).__name__}, not numbers (a numpy array, a list of floats)"
     if array.ndim != 1 or len(array) != length:
         return f"{what} has {length} tokens, its credit {array.size} values" + (
             "" if array.ndim == 1 else f" in shape {array.shape}")
