@@ -47,6 +47,13 @@ class OneCompletionFewer:
 
 
 @dataclass
+class TensorWithGrad:
+    def __call__(self, rollouts, ctx):
+        import torch
+        return api.Credit([torch.tensor(values, requires_grad=True) for values in outcome(rollouts, ctx)])
+
+
+@dataclass
 class Raising:
     def __call__(self, rollouts, ctx):
         rollouts.problems[0]["hints"]  # a field the pool does not have
@@ -87,6 +94,87 @@ class HidesDiscarded(api.StreamSelector):
         return sample(selection.chosen, 1), 0, selection
 
 
+@dataclass
+class ShapesInPlace:
+    """Adds a bonus to the rewards it was handed (a `+=` on rollouts.rewards), not to a copy."""
+    def __call__(self, rollouts, ctx):
+        shaped = rollouts.rewards
+        shaped += 0.5
+        return api.Credit(api.per_token(api.group_advantages(rollouts.grouped(shaped), ctx.advantage_eps), rollouts))
+
+
+@dataclass
+class SortsCompletions:
+    """Sorts the completions (and so their credit) by length: the prompts no longer match them."""
+    def __call__(self, rollouts, ctx):
+        rollouts.completions.sort(key=len)
+        return api.Credit(outcome(rollouts, ctx))
+
+
+@dataclass
+class EditsProblems:
+    def __call__(self, rollouts, ctx):
+        rollouts.problems[0]["answer"] = "0"
+        return api.Credit(outcome(rollouts, ctx))
+
+
+@dataclass
+class Float64:
+    """Switches torch to float64 (for a precise computation of its own) and leaves it so."""
+    def __call__(self, rollouts, ctx):
+        import torch
+        torch.set_default_dtype(torch.float64)
+        return api.Credit(outcome(rollouts, ctx))
+
+
+@dataclass
+class Threads:
+    def __call__(self, rollouts, ctx):
+        import torch
+        torch.set_num_threads(torch.get_num_threads() + 1)
+        return api.Credit(outcome(rollouts, ctx))
+
+
+@dataclass
+class Reseeds:
+    """Reseeds and consumes every global generator: the run draws from none of them, so it trains as outcome."""
+    def __call__(self, rollouts, ctx):
+        import random
+        import torch
+        random.seed(0), np.random.seed(0), torch.manual_seed(0)
+        random.random(), np.random.rand(3), torch.rand(3)
+        return api.Credit(outcome(rollouts, ctx))
+
+
+@dataclass
+class Huge:
+    """Finite in float64, past float32's range: the update would turn every weight to NaN."""
+    def __call__(self, rollouts, ctx):
+        return api.Credit([values * 1e300 + 1e300 for values in outcome(rollouts, ctx)])
+
+
+@dataclass
+class StatsOverB:
+    """Logs a stat under the run's own column of the tokens counted toward B."""
+    def __call__(self, rollouts, ctx):
+        return api.Credit(outcome(rollouts, ctx), stats={"tokens_total": 0.0, "my_share": 0.5})
+
+
+@dataclass(kw_only=True)
+class Doubles(api.StreamSelector):
+    """Trains on twice the recipe's prompts per iteration: a larger batch, fewer updates per token."""
+    def select(self, iteration, view):
+        chosen = self.stream.candidates(iteration, 2 * self.per_iteration)
+        return api.Selection(chosen, chosen)
+
+
+@dataclass(kw_only=True)
+class TrainsOnNothing(api.StreamSelector):
+    """Keeps no group: an iteration that generates nothing never reaches the budget."""
+    def select(self, iteration, view):
+        return api.Selection(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+
+
 def says_yes(text, reference):
     return "yes"
 
@@ -115,6 +203,7 @@ CREDIT = "credit rule '{name}' (arms.bad.credit) in training arm bad seed 1, ite
     ("ShortCredit", r"completion 2 has (\d+) tokens, its credit (\d+) values"),
     ("OneCompletionFewer", r"credit for 7 completions, the batch has 8"),
     ("NegativeTokens", r"Credit.tokens_generated is -5000, a negative count"),
+    ("TensorWithGrad", r"the credit of completion 0 is Tensor, not numbers \(a numpy array, a list of floats\)"),
     ("Raising", r"iteration 0: raised KeyError: 'hints' \(at .*test_plugin_guards.py:\d+, in __call__\)$"),
 ])
 def test_a_credit_rule_that_breaks_its_contract_stops_the_run_naming_it(rule, what, tiny, world):
@@ -177,16 +266,20 @@ def test_the_gradient_tests_check_the_same_before_any_linear_algebra(tiny, world
                                      "batch 0: the credit of completion 1 is nan at token 0 (1 of its ")
 
 
-def test_a_failed_run_is_not_stored_and_its_line_ends_the_log(tmp_path, capsys):
+@pytest.mark.parametrize("rule, line", [
+    ("NanCredit", "the credit of completion 1 is nan at token 0"),
+    ("Raising", "raised KeyError: 'hints' (at "),
+])
+def test_a_failed_run_is_not_stored_and_its_line_ends_the_log(rule, line, tmp_path, capsys):
     """`mcgrpo train`, as the train rule runs it: exit 2, the plugin's line last on stderr, no run.json, no
-    manifest: the workflow never reads the run as finished."""
+    manifest: the workflow never reads the run as finished. A plugin that raised keeps its traceback above it."""
     from mcgrpo import data
     from mcgrpo.cli import main
     from mcgrpo.core import store
     from mcgrpo.core.budget import budget_table
     from mcgrpo.train import models
     from mcgrpo.train.models.tiny import build_model, build_tokenizer
-    cfg = studies.validate(edited_study(arms={"outcome": {}, "bad": {"credit": {f"{HERE}:NanCredit": {}}}}))
+    cfg = studies.validate(edited_study(arms={"outcome": {}, "bad": {"credit": {f"{HERE}:{rule}": {}}}}))
     data.write(*data.build(cfg["task"]), tmp_path / "data", "")
     tokenizer = build_tokenizer()
     models.save(build_model(tokenizer, 32, 1, 2, 64, 96, seed=0), tokenizer, tmp_path / "model")
@@ -196,9 +289,13 @@ def test_a_failed_run_is_not_stored_and_its_line_ends_the_log(tmp_path, capsys):
                    str(tmp_path / "model"), "--data", str(tmp_path / "data"), "--budget", str(tmp_path / "budget.parquet"),
                    "--out", str(out), "--label", "mini/bad"])
     assert status == 2
-    last = capsys.readouterr().err.strip().splitlines()[-1]
-    assert last.startswith(f"mcgrpo train: error: credit rule '{HERE}:NanCredit' (arms.bad.credit) in training arm "
-                           "bad seed 1, iteration 0: the credit of completion 1 is nan at token 0"), last
+    err = capsys.readouterr().err.strip()
+    last = err.splitlines()[-1]
+    assert last.startswith(f"mcgrpo train: error: credit rule '{HERE}:{rule}' (arms.bad.credit) in training arm "
+                           f"bad seed 1, iteration 0: {line}"), last
+    if rule == "Raising":
+        traceback = err[err.index("Traceback (most recent call last):"):]
+        assert 'rollouts.problems[0]["hints"]' in traceback and "\nKeyError: 'hints'\n" in traceback
     assert not (out / "run.json").exists() and not list(out.glob("*manifest*"))
 
 
@@ -221,3 +318,83 @@ def test_a_problem_is_plain_python_in_a_run_as_in_rollouts_of(world):
     record = problem_records(world[0])[0]
     assert isinstance(record["steps"], list) and all(isinstance(s, str) for s in record["steps"])
     assert set(api.Problem.__annotations__) >= set(record)
+
+
+@pytest.fixture
+def torch_settings():
+    """torch's global settings put back after a test whose rule changes them."""
+    import torch
+    saved = torch.get_default_dtype(), torch.get_num_threads()
+    yield
+    torch.set_default_dtype(saved[0])
+    torch.set_num_threads(saved[1])
+
+
+@pytest.mark.parametrize("rule, what", [
+    ("ShapesInPlace", "it changed rollouts.rewards in place"),
+    ("SortsCompletions", "it changed rollouts.completions in place"),
+    ("EditsProblems", "it changed rollouts.problems in place"),
+    ("Float64", "it changed torch's default dtype from torch.float32 to torch.float64 and left it so"),
+    ("Threads", r"it changed torch's threads from (\d+) to (\d+) and left it so"),
+])
+def test_a_credit_rule_that_changes_what_it_was_handed_or_torchs_settings_is_named(rule, what, tiny, world,
+                                                                                  torch_settings):
+    """What the rule is handed goes on to the update, the budget and the selector, and torch's settings to the rest
+    of the run: a rule that changes them stops the run, named, before the update."""
+    name = f"{HERE}:{rule}"
+    message, trainer = _failure({"credit": {name: {}}}, tiny, world)
+    assert __import__("re").match(__import__("re").escape(CREDIT.format(name=name)) + what + "; allowed: its inputs "
+                                  "as it was given them", message), message
+    assert trainer.log.iterations == [] and trainer.updates == 0
+
+
+def test_a_rule_that_changes_the_rollouts_in_the_gradient_tests_is_named_before_the_other_rules_see_them(tiny, world):
+    """In the gradient tests every rule and the reference gradient read the same batch after it."""
+    from mcgrpo import screen
+    from mcgrpo.train import gradients
+    cfg = studies.validate(edited_study(arms={"outcome": {}, "bad": {"credit": {f"{HERE}:ShapesInPlace": {}}}}))
+    run = study_config.gradient_tests_config(screen.screen_config(cfg, "bad", batches=2))
+    model, tokenizer = tiny
+    with pytest.raises(PluginError) as err:
+        gradients.run(run, model, tokenizer, world[0])
+    assert str(err.value).startswith(f"credit rule '{HERE}:ShapesInPlace' (arms.bad.credit) in the gradient tests, "
+                                     "batch 0: it changed rollouts.rewards in place; allowed: ")
+
+
+def test_a_rule_that_reseeds_the_global_generators_trains_as_outcome_does(tiny, world):
+    """The trainer draws from none of the global generators (every draw is seeded per request): a rule that
+    reseeds or consumes them changes nothing of the run's sampling or updates."""
+    model, tokenizer = tiny
+    cfg = studies.validate(edited_study(arms={"outcome": {}, "bad": {"credit": {f"{HERE}:Reseeds": {}}}}))
+    runs = {}
+    for arm in ("outcome", "bad"):
+        trainer = Trainer(study_config.run_config(cfg, arm, 1), __import__("copy").deepcopy(model), tokenizer,
+                          world[0], None, 600, arm=arm)
+        runs[arm] = [(row["tokens_total"], row["loss"], row["grad_norm"]) for row in trainer.run(3).iterations]
+    assert runs["outcome"] == runs["bad"]
+
+
+def test_credit_that_overflows_the_update_stops_the_run_before_the_weights_turn_nan(tiny, world):
+    message, trainer = _failure({"credit": {f"{HERE}:Huge": {}}}, tiny, world)
+    assert message.startswith(CREDIT.format(name=f"{HERE}:Huge") + "the update its credit drives has gradient norm "), message
+    assert __import__("re").search(r"its largest \|credit\| is [\d.]+e\+300\); allowed: credit whose update is "
+                                   "finite", message), message
+    assert trainer.updates == 0 and all(bool(p.isfinite().all()) for p in trainer.model.parameters())
+
+
+def test_a_stat_named_as_a_column_of_the_run_is_refused(tiny, world):
+    """iterations.parquet's tokens_total is the run's count of B: a rule's stat may not overwrite it."""
+    message, trainer = _failure({"credit": {f"{HERE}:StatsOverB": {}}}, tiny, world)
+    assert message.startswith(CREDIT.format(name=f"{HERE}:StatsOverB") + "its stats name tokens_total, which the run "
+                              "logs itself; allowed: stats named apart from the columns of iterations.parquet"), message
+    assert trainer.log.iterations == []
+
+
+@pytest.mark.parametrize("rule, what", [
+    ("Doubles", "it chose 4 prompts, more than recipe.prompts_per_iteration (2)"),
+    ("TrainsOnNothing", "it trained on no prompt"),
+])
+def test_a_selector_that_changes_the_batch_size_is_named(rule, what, tiny, world):
+    message, _ = _failure({"selection": {f"{HERE}:{rule}": {}}}, tiny, world)
+    assert message.startswith(f"selector '{HERE}:{rule}' (arms.bad.selection) in training arm bad seed 1, "
+                              f"iteration 0: {what}; allowed: a Selection of at most"), message

@@ -105,6 +105,19 @@ def test_a_dotted_path_needs_no_packaging(installed):
     assert identity["name"] == "my_rewards.step:StepBonus" and identity["version"] == "1.2.3"  # its package's
 
 
+def test_editing_a_helper_module_of_the_plugins_package_changes_the_run_identity(installed):
+    """The rule's module imports a helper of its own package: an edit there changes what the rule computes, so it
+    makes new runs too (the version of an editable install does not move)."""
+    (installed / "my_rewards" / "helpers.py").write_text("CAP = 1.0\n")
+    step = installed / "my_rewards" / "step.py"
+    step.write_text(step.read_text().replace("np.minimum(steps, 1.0)", "np.minimum(steps, CAP)")
+                    .replace("import numpy as np\n", "import numpy as np\nfrom my_rewards.helpers import CAP\n", 1))
+    cfg = studies.validate(_with_arm({"credit": {"step_bonus": {"weight": 0.5}}}))
+    before = study_config.config_hash(study_config.run_config(cfg, "mine", 1))
+    (installed / "my_rewards" / "helpers.py").write_text("CAP = 2.0\n")
+    assert study_config.config_hash(study_config.run_config(cfg, "mine", 1)) != before
+
+
 def test_editing_the_plugin_changes_the_run_identity(installed):
     cfg = studies.validate(_with_arm({"credit": {"step_bonus": {"weight": 0.5}}}))
     before = study_config.config_hash(study_config.run_config(cfg, "mine", 1))

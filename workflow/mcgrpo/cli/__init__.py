@@ -16,10 +16,11 @@ import inspect
 import logging
 import sys
 import time
+import traceback
 
 from mcgrpo import __version__
 from mcgrpo.cli import analysis, core, data, integrations, train
-from mcgrpo.core.errors import Interrupted, McgrpoError
+from mcgrpo.core.errors import Interrupted, McgrpoError, PluginError
 
 # Every verb: name -> (verb, the function adding its options); VERBS lists them in the order of `--help`.
 COMMANDS = {**data.COMMANDS, **core.COMMANDS, **train.COMMANDS, **integrations.COMMANDS, **analysis.COMMANDS}
@@ -64,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mcgrpo {args.verb}: {e}; checkpoint written, rerun to resume", file=sys.stderr)
         return 75  # EX_TEMPFAIL: the requeued job or Snakemake's retry resumes from the checkpoint
     except McgrpoError as e:
+        if isinstance(e, PluginError) and e.__cause__ is not None:  # a plugin that raised: its bug's traceback first
+            traceback.print_exception(e.__cause__, file=sys.stderr)
         print(f"mcgrpo {args.verb}: error: {e}", file=sys.stderr)
         return 2
     # On stderr, so that what a verb prints (`data --json`) can be piped as it is.

@@ -22,6 +22,7 @@ import importlib
 import importlib.metadata
 import importlib.util
 import inspect
+import sys
 import typing
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,11 +113,24 @@ def _distributions() -> dict[str, list[str]]:
 
 
 def _source_sha256(factory: Any) -> str | None:
-    """sha256 of the file of the module that defines `factory`, read now (an edit shows at once)."""
+    """sha256 of the source the plugin runs, read now (an edit shows at once): every .py file, by its relative path
+    and bytes, of the top-level package whose module defines `factory` (a helper module it imports is part of the
+    plugin as much as the module that names it), or that module's own file where it is in no package."""
+    module = inspect.getmodule(factory)
     try:
-        return hashlib.sha256(Path(inspect.getsourcefile(inspect.getmodule(factory))).read_bytes()).hexdigest()
-    except (OSError, TypeError):  # no source on disk (a compiled or interactive module)
+        files = [(Path(inspect.getsourcefile(module)).name, Path(inspect.getsourcefile(module)))]
+    except TypeError:  # no source on disk (a compiled or interactive module)
         return None
+    roots = [Path(r) for r in getattr(sys.modules.get(module.__name__.partition(".")[0]), "__path__", None) or []]
+    if roots:  # a package's folders (several: a namespace package)
+        files = sorted((str(f.relative_to(root.parent)), f) for root in roots for f in root.rglob("*.py"))
+    digest = hashlib.sha256()
+    try:
+        for name, path in files:
+            digest.update(f"{name}\0{len(data := path.read_bytes())}\0".encode() + data)
+    except OSError:
+        return None
+    return digest.hexdigest()
 
 
 def load(kind: str, name: str, key: str) -> Plugin:

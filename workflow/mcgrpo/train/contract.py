@@ -14,7 +14,8 @@ What is checked (docs/plugins.md, "What is checked at run time"):
   given (`ctx.engine`) generated while it ran, which the engine counts itself (engines.Counting);
 - a selector: a `Selection` of pool indices; its groups one per chosen prompt, of the recipe's group size; its
   discarded tokens a whole number >= 0, which with the kept groups' tokens covers what the engine generated;
-- a verifier: a bool (or 0 / 1) for every completion.
+- a verifier: a bool (or 0 / 1) for every completion;
+- every call: the rollouts it was handed unchanged, and torch's global settings as it found them.
 A built-in that breaks the contract is a bug in mcgrpo: the same message, as a RuntimeError with its traceback.
 """
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import sys
 import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -74,15 +76,67 @@ class Subject:
     def call(self, function: Callable, *args) -> Any:
         """`function(*args)`; a plugin's exception becomes one line naming the plugin and where it was raised (the
         original chained as its cause). mcgrpo's own errors, a preemption, and a built-in's exceptions pass as
-        they are."""
+        they are. A call that returns must leave the rollouts among `args` and torch's global settings as it found
+        them: the trainer goes on from both (the update, the budget, the selector, the other rules of the gradient
+        tests)."""
+        before = _state(args)
         try:
-            return function(*args)
+            out = function(*args)
         except (McgrpoError, Interrupted):
             raise
         except Exception as e:
             if self.builtin:
                 raise
             raise PluginError(f"{self._prefix()}: raised {type(e).__name__}: {_first_line(e)}{_origin(e)}") from e
+        changed = _changed(before, _state(args))
+        if changed:
+            raise self.broken(f"it changed {changed}", LEAVES)
+        return out
+
+
+LEAVES = ("its inputs as it was given them (rollouts.problems, prompts, completions, texts, scores and rewards are "
+          "read-only: copy one to change it, e.g. np.array(rollouts.rewards)) and torch's global settings as it "
+          "found them (default dtype, grad mode, threads, deterministic algorithms, float32 matmul precision: restore "
+          "what it sets, e.g. with torch.no_grad() or try/finally) (docs/plugins.md)")
+ROLLOUTS = ("problems", "group_size", "prompts", "completions", "texts", "scores", "rewards")
+
+
+def _settings() -> tuple:
+    """torch's global settings that change what the rest of a run computes or how fast ((name, value) pairs; none
+    where torch is not imported, as in a plugin's own tests)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return ()
+    return (("torch's default dtype", torch.get_default_dtype()), ("torch's grad mode", torch.is_grad_enabled()),
+            ("torch's threads", torch.get_num_threads()),
+            ("torch's deterministic algorithms", torch.are_deterministic_algorithms_enabled()),
+            ("torch's float32 matmul precision", torch.get_float32_matmul_precision()))
+
+
+def _snapshot(rollouts) -> dict[str, Any]:
+    """The rollouts' fields by value: lists by their (immutable) items, arrays by their bytes, the problem records
+    (mutable dicts) by their repr. Cheap next to generating them."""
+    def array(values) -> tuple:
+        values = np.asarray(values)
+        return values.dtype.str, values.shape, values.tobytes()
+    return {"problems": repr(rollouts.problems), "group_size": rollouts.group_size,
+            "prompts": list(rollouts.prompts), "completions": list(rollouts.completions),
+            "texts": list(rollouts.texts), "rewards": array(rollouts.rewards),
+            "scores": tuple(array(getattr(rollouts.scores, f)) for f in sorted(vars(rollouts.scores)))}
+
+
+def _state(args) -> tuple:
+    return _settings(), [_snapshot(a) for a in args if _has(a, *ROLLOUTS)]
+
+
+def _changed(before: tuple, after: tuple) -> str:
+    """What differs between two _state()s, in words ('' where nothing does)."""
+    (settings, rollouts), (settings_now, rollouts_now) = before, after
+    if settings and settings != settings_now:
+        name, was, now = next((n, a, b) for (n, a), (_, b) in zip(settings, settings_now) if a != b)
+        return f"{name} from {was} to {now} and left it so"
+    return next((f"rollouts.{f} in place" for old, new in zip(rollouts, rollouts_now) for f in ROLLOUTS
+                 if old[f] != new[f]), "")
 
 
 def _has(obj, *fields: str) -> bool:
@@ -131,8 +185,8 @@ def values_problem(values, length: int, what: str) -> str:
     """What is wrong with `values` as the credit of `what`, `length` tokens long ('' where nothing is)."""
     try:
         array = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        return f"the credit of {what} is {type(values).__name__}, not numbers"
+    except (TypeError, ValueError, RuntimeError):  # RuntimeError: a torch tensor that requires grad
+        return f"the credit of {what} is {type(values).__name__}, not numbers (a numpy array, a list of floats)"
     if array.ndim != 1 or len(array) != length:
         return f"{what} has {length} tokens, its credit {array.size} values" + (
             "" if array.ndim == 1 else f" in shape {array.shape}")
@@ -155,13 +209,14 @@ def tokens_problem(reported, least: int, field: str, generated: str) -> str:
     return ""
 
 
-SELECTION = ("a Selection of pool indices, its groups (a Rollouts) one per chosen prompt with the recipe's group "
-             "size, and discarded tokens an int >= 0 that with the kept groups' tokens covers every token generated "
+SELECTION = ("a Selection of at most recipe.prompts_per_iteration pool indices (at least one trained), its groups "
+             "(a Rollouts) one per chosen prompt with the recipe's group size, and discarded tokens an int >= 0 that with the kept groups' tokens covers every token generated "
              "(docs/plugins.md)")
 
 
-def selection(subject: Subject, out, pool_size: int):
-    """A selector's Selection, checked: its chosen prompts are pool indices."""
+def selection(subject: Subject, out, pool_size: int, per_iteration: int):
+    """A selector's Selection, checked: its chosen prompts are pool indices, at most `per_iteration` of them (more
+    would train on a larger batch than the recipe's, at fewer updates per token than the arms it is compared with)."""
     if not _has(out, "candidates", "chosen"):
         raise subject.broken(f"select returned {type(out).__name__}, not a Selection", SELECTION)
     chosen = np.asarray(out.chosen)
@@ -171,17 +226,22 @@ def selection(subject: Subject, out, pool_size: int):
     outside = chosen[(chosen < 0) | (chosen >= pool_size)]
     if len(outside):
         raise subject.broken(f"it chose prompt {int(outside[0])}, outside the pool of {pool_size}", SELECTION)
+    if len(chosen) > per_iteration:
+        raise subject.broken(f"it chose {len(chosen)} prompts, more than recipe.prompts_per_iteration "
+                             f"({per_iteration})", SELECTION)
     return out
 
 
-def groups(subject: Subject, out, group_size: int, pool_size: int, engine_generated: int):
+def groups(subject: Subject, out, group_size: int, pool_size: int, per_iteration: int, engine_generated: int):
     """A selector's `generate` output (groups, discarded tokens, final Selection), checked against what the engine
     generated for it."""
     if not (isinstance(out, tuple) and len(out) == 3):
         raise subject.broken(f"generate returned {type(out).__name__}, not (groups, discarded tokens, Selection)",
                              SELECTION)
     batch, discarded, chosen = out
-    selection(subject, chosen, pool_size)
+    selection(subject, chosen, pool_size, per_iteration)
+    if not len(chosen.chosen):  # an iteration that generates nothing would never reach the budget
+        raise subject.broken("it trained on no prompt", SELECTION)
     if not _has(batch, "problems", "group_size", "completions", "rewards"):
         raise subject.broken(f"generate returned groups of type {type(batch).__name__}, not Rollouts", SELECTION)
     if len(batch.problems) != len(chosen.chosen) or batch.group_size != group_size or \

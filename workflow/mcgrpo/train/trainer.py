@@ -124,7 +124,7 @@ class Trainer:
             with self.clock.stage("select"):
                 chosen = contract.selection(self.selector_subject,
                                             self.selector_subject.call(self.selector.select, i, self.view),
-                                            len(self.problems))
+                                            len(self.problems), r["prompts_per_iteration"])
             with self.clock.stage("generate"):
                 batch, discarded, chosen = self.generate(i, chosen)
             with self.clock.stage("credit"):
@@ -146,7 +146,7 @@ class Trainer:
             groups = batch.grouped(batch.rewards).mean(axis=1)
             # a filter refits here, outside the timed stages
             self.selector_subject.call(self.selector.observe, i, chosen, groups, self.view)
-        return self._record(i, chosen, batch, groups, loss, grad_norm, {**credit_rules.summary(credit), **moved})
+            return self._record(i, chosen, batch, groups, loss, grad_norm, credit, moved)
 
     def _entropy_kl(self, batch) -> dict:
         """The policy's entropy and KL from pi_0 over the batch, before its update (evaluation.entropy_kl)."""
@@ -168,7 +168,8 @@ class Trainer:
                                  seeds, r["reward_verifier"], self.rule)
 
         out = self.selector_subject.call(self.selector.generate, i, chosen, sample)
-        return contract.groups(self.selector_subject, out, r["group_size"], len(self.problems), counted.generated)
+        return contract.groups(self.selector_subject, out, r["group_size"], len(self.problems),
+                               r["prompts_per_iteration"], counted.generated)
 
     def learning_rate(self) -> float:
         """The arm's learning rate now: recipe lr x scale, decayed linearly to 0 at B if asked (B in tokens:
@@ -200,6 +201,10 @@ class Trainer:
         loss = backward_policy_loss(self.model, data.contexts, data.tokens, data.credit, self.pad_id,
                                     self.recipe["microbatch_size"], data.behaviour if clip else None, clip)
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.recipe["grad_clip"])
+        if not self.credit_subject.builtin and not torch.isfinite(grad_norm):
+            raise self.credit_subject.broken(  # stepping would make every weight NaN, and the run train on
+                f"the update its credit drives has gradient norm {float(grad_norm)} (its largest |credit| is "
+                f"{max((float(np.max(np.abs(c), initial=0)) for c in data.credit), default=0):.3g})", LARGE)
         self.optimizer.step()
         self.updates += 1
         return loss, float(grad_norm)
@@ -313,15 +318,18 @@ class Trainer:
             progress.note(self.shown, FLOOR_WARNING)
         self.save_checkpoint()
 
-    def _record(self, i: int, chosen, batch, groups: np.ndarray, loss: float, grad_norm: float,
-                credit_log: dict) -> dict:
-        """The iteration's rows of iterations.parquet and prompts.parquet (`groups`: each group's mean reward)."""
+    def _record(self, i: int, chosen, batch, groups: np.ndarray, loss: float, grad_norm: float, credit,
+                moved: dict) -> dict:
+        """The iteration's rows of iterations.parquet and prompts.parquet (`groups`: each group's mean reward;
+        `moved`: the entropy and KL measured). The credit rule's stats are logged beside the run's own columns and
+        may not overwrite one (a stat named tokens_total would rewrite the run's count of B)."""
         stages = self.clock.lap()
         self.train_seconds += sum(stages[f"t_{s}"] for s in STAGES)
         self.train_cpu_seconds += sum(stages[f"cpu_{s}"] for s in STAGES)
         self.trained_prompts.update(chosen.chosen.tolist())
         predicted = dict(zip(chosen.candidates.tolist(), chosen.predicted))
-        row = {
+        credit_log = {**credit_rules.summary(credit), **moved}
+        own = {
             "iteration": i, "tokens_total": self.tokens_total,
             **{f"tokens_{k}": v for k, v in self.tokens.items()},
             "updates": self.updates, "lr": self.optimizer.param_groups[0]["lr"], "loss": loss,
@@ -334,9 +342,14 @@ class Trainer:
             "cand_pred_mean": _nanmean(chosen.predicted),
             "chosen_pred_mean": _nanmean([predicted.get(j, np.nan) for j in chosen.chosen.tolist()]),
             "prompts_distinct": len(self.trained_prompts),
-            **credit_log, **stages, "train_seconds": self.train_seconds,
-            "train_cpu_seconds": self.train_cpu_seconds,
         }
+        tail = {**stages, "train_seconds": self.train_seconds, "train_cpu_seconds": self.train_cpu_seconds}
+        clash = sorted(set(credit.stats) & {*own, *tail, *moved, "credit_varied_share"})
+        if clash:
+            raise self.credit_subject.broken(
+                f"its stats name {', '.join(clash)}, which the run logs itself", "stats named apart from the "
+                f"columns of iterations.parquet the run writes (docs/outputs.md), e.g. '{clash[0]}_rule'")
+        row = {**own, **credit_log, **tail}
         self.log.iterations.append(row)
         if self.tracker:
             self.tracker.log("train", row, self.tokens_total)
@@ -347,6 +360,10 @@ class Trainer:
                               "group_mean_reward": trained.get(j, np.nan)}
                              for j in candidates.tolist()]
         return row
+
+
+LARGE = ("credit whose update is finite: the loss runs in float32 (at most 3.4e38), so credit of a moderate size, "
+         "a few units as a group advantage has (docs/plugins.md)")
 
 
 # Said before the compute is spent: a run that starts at 0 everywhere and is never lifted makes every contrast read
