@@ -57,7 +57,7 @@ def test_extrapolation_reads_the_measured_per_token_efficiency_unless_the_config
 
 def test_prediction_step_writes_the_table_and_figure(measured):
     cfg, folder = measured
-    for step in ("curves", "prediction"):
+    for step in ("contrasts", "curves", "prediction"):  # contrasts too: the workflow reruns them for a new config
         run(step, cfg, folder)
     eff = read_parquet(folder / "analysis" / "efficiency.parquet").set_index("arm")
     assert eff.loc["mc_k2", "per_update"] == pytest.approx(1.5)
