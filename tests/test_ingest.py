@@ -93,10 +93,11 @@ def test_the_point_at_b_is_read_on_the_first_checkpoint_at_or_after_it_and_the_r
 
 
 def test_a_folder_without_a_checkpoint_at_or_after_b_is_refused_by_name(tmp_path):
-    state = _state(MEAN_LENGTHS[:4])  # ends at step 4; saved at steps 2 and 3 only
+    log = ingest.read(_folder(tmp_path, _state(MEAN_LENGTHS[:4]), saved=(2, 3, 4)))  # ends at step 4
+    del log.checkpoints[4]  # its log kept, checkpoint-4's model not (a folder's trainer_state is its newest's)
     with pytest.raises(DataError, match=r"no checkpoint at or after step 4, where point 4 \(B x 1\) fell due "
                                         r"\(checkpoints at steps 2, 3\)"):
-        ingest.place(ingest.read(_folder(tmp_path, state, saved=(2, 3))), 600, "tokens", 4, 1.0)
+        ingest.place(log, 600, "tokens", 4, 1.0)
 
 
 def test_an_equal_iteration_study_places_its_points_by_steps(tmp_path):
@@ -114,6 +115,13 @@ def test_an_equal_iteration_study_places_its_points_by_steps(tmp_path):
     ("batch overstated", r"at step\(s\) 1, 2, 3, 4, 5, num_tokens grew by less than the completion tokens"),
     ("accumulating", r"checkpoint-5/training_args.bin: gradient_accumulation_steps 2; allowed: 1"),
     ("short of B", r"ends at step 5 having spent 893 tokens of horizon x B = 1000"),
+    ("a step logged twice", r"log_history gives step\(s\) 3 more than once \(steps logged: 1, 2, 3, 3, 4 and 1 "
+                            r"more\); allowed: one entry per step in order"),
+    ("steps out of order", r"log_history gives step\(s\) out of order \(steps logged: 1, 2, 4, 3, 5\)"),
+    ("a stale checkpoint", r"checkpoint-4/trainer_state.json: its log differs from the newest checkpoint's at "
+                           r"step\(s\) 3, 4; allowed: checkpoints of one run"),
+    ("a renamed checkpoint", r"checkpoint-4/trainer_state.json: global_step 3 in checkpoint-4; allowed: a checkpoint "
+                             r"saved at the step its folder names"),
 ])
 def test_a_folder_that_cannot_be_ingested_is_refused_by_name(tmp_path, case, message):
     state = _state(drop={"no num_tokens": "num_tokens", "no mean length": "completions/mean_length"}.get(case))
@@ -134,6 +142,14 @@ def test_a_folder_that_cannot_be_ingested_is_refused_by_name(tmp_path, case, mes
                    folder / "checkpoint-5" / "training_args.bin")
     if case == "no trainer_state":
         (folder / "checkpoint-5" / "trainer_state.json").unlink()
+    entries = state["log_history"]
+    if case in ("a step logged twice", "steps out of order"):  # a log joined from a restarted run's two logs
+        state["log_history"] = (entries[:3] + entries[2:] if case == "a step logged twice"
+                                else [entries[i] for i in (0, 1, 3, 2, 4, 5)])
+        (folder / "checkpoint-5" / "trainer_state.json").write_text(json.dumps(state))
+    if case in ("a stale checkpoint", "a renamed checkpoint"):  # checkpoint-4 of an abandoned run, or renamed
+        own = (_state([20.5, 22.0, 30.0, 30.0]) if case == "a stale checkpoint" else _state(MEAN_LENGTHS[:3]))
+        (folder / "checkpoint-4" / "trainer_state.json").write_text(json.dumps(own))
     with pytest.raises(DataError, match=message):
         ingest.place(ingest.read(folder), 1000 if case == "short of B" else 600, "tokens", 4, 1.0)
 

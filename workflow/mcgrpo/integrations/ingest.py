@@ -90,9 +90,37 @@ def read(folder: str | Path) -> TRLLog:
     if not path.exists():
         raise DataError(f"{path}: file not found; allowed: a checkpoint as TRL saves it, with its trainer_state.json")
     state = json.loads(path.read_text())
+    frame = steps(state, path)
+    for step, checkpoint in saved.items():
+        check_checkpoint(step, checkpoint, state)
     arguments, unchecked = check_arguments(saved[max(saved)])
-    return TRLLog(Path(folder), steps(state, path), saved, [unchecked] if unchecked else [],
+    return TRLLog(Path(folder), frame, saved, [unchecked] if unchecked else [],
                   int(state.get("train_batch_size") or 0), arguments)
+
+
+def _step_entries(state: dict, last: int | None = None) -> dict[int, dict]:
+    """A log's per-step entries (those with a loss: not TRL's summary) by step, up to `last`."""
+    return {e["step"]: e for e in state.get("log_history", []) if "loss" in e and (last is None or e["step"] <= last)}
+
+
+def check_checkpoint(step: int, checkpoint: Path, newest: dict) -> None:
+    """Refuses a checkpoint-<step>/ whose own trainer_state.json (where it has one, as TRL saves it) is not the
+    newest log at that step: another global_step (a folder renamed), or other entries for steps 1..step (a
+    checkpoint left by another run in the folder, e.g. the abandoned steps of a run resumed from an earlier one):
+    its model is not the model of the run the log counts."""
+    path = checkpoint / "trainer_state.json"
+    if not path.is_file():
+        return
+    own = json.loads(path.read_text())
+    if own.get("global_step") != step:
+        raise DataError(f"{path}: global_step {own.get('global_step')} in checkpoint-{step}; allowed: a checkpoint "
+                        f"saved at the step its folder names")
+    ours, theirs = _step_entries(own), _step_entries(newest, step)
+    other = sorted(s for s in set(ours) | set(theirs) if ours.get(s) != theirs.get(s))
+    if other:
+        raise DataError(f"{path}: its log differs from the newest checkpoint's at step(s) {_few(other)}; allowed: "
+                        f"checkpoints of one run (a checkpoint left by another run or an abandoned resume is not "
+                        f"the model the log counts: remove it, or ingest a folder holding one run)")
 
 
 ONE_BATCH = ("gradient_accumulation_steps", "steps_per_generation", "num_iterations")  # 1: a step is one batch
@@ -170,7 +198,14 @@ def steps(state: dict, path: Path | str = "trainer_state.json") -> pd.DataFrame:
     batch, last = state.get("train_batch_size"), state.get("global_step", 0)
     if not batch:
         raise DataError(f"{path}: no train_batch_size; allowed: a trainer_state.json that transformers wrote")
-    logged = {e["step"]: e for e in state.get("log_history", []) if "loss" in e}  # a step's entry, not a summary
+    order = [e["step"] for e in state.get("log_history", []) if "loss" in e]
+    if order != sorted(set(order)):
+        twice = sorted({s for s in order if order.count(s) > 1})
+        raise DataError(f"{path}: log_history gives step(s) {_few(twice) if twice else 'out of order'}"
+                        f"{' more than once' if twice else ''} (steps logged: {_few(order)}); allowed: one entry "
+                        f"per step in order, as one run's trainer_state.json holds (a log joined from two runs, or "
+                        f"a restarted run's, would count a step's tokens twice)")
+    logged = _step_entries(state)  # a step's entry, not a summary
     missing = [s for s in range(1, last + 1) if s not in logged]
     if missing:
         raise DataError(f"{path}: log_history has no entry for step(s) {_few(missing)} of 1..{last} (logging_steps "
