@@ -27,6 +27,7 @@ from mcgrpo.integrations import ingest
 MEAN_LENGTHS = [20.5, 22.0, 21.875, 24.25, 23.0]
 TOKENS = [164, 176, 175, 194, 184]  # 20.5 x 8, 22 x 8, ... : the completion tokens of each step
 TOTALS = [164, 340, 515, 709, 893]
+_ABSENT = object()  # an _arguments edit: the field left out of training_args.bin
 
 
 def _state(mean_lengths=MEAN_LENGTHS, batch: int = 8, prompt_tokens: int = 80, drop: str | None = None) -> dict:
@@ -223,6 +224,16 @@ def test_an_ingested_runs_identity_is_what_its_folder_says(tmp_path):
     ({"args": {"loss_type": "dapo", "shuffle_dataset": True}},
      r"loss_type 'dapo' \(training_args.bin\); the recipe's 'dr_grpo'; shuffle_dataset True \(training_args.bin\)",
      ["loss_type", "shuffle_dataset"]),
+    ({"args": {"repetition_penalty": 1.3, "min_p": 0.1, "top_entropy_quantile": 0.2}},
+     r"repetition_penalty 1.3 \(training_args.bin\); the recipe's 1.0; min_p 0.1 .*; top_entropy_quantile 0.2",
+     ["repetition_penalty", "min_p", "top_entropy_quantile"]),
+    ({"args": {"mask_truncated_completions": True, "weight_decay": 0.1, "adam_beta2": 0.99, "optim": "sgd"}},
+     r"mask_truncated_completions True .*; optim 'sgd' \(training_args.bin\); the recipe's 'adamw_torch'",
+     ["mask_truncated_completions", "optim", "weight_decay", "adam_beta2"]),
+    ({"args": {"loss_type": _ABSENT, "top_k": _ABSENT}},  # another TRL's GRPOConfig, without the keys
+     r"loss_type '<not in training_args.bin>' \(training_args.bin\); the recipe's 'dr_grpo'", ["loss_type", "top_k"]),
+    ({"unread": True}, r"training_args.bin: not read \(UnpicklingError: .*\(install trl, the mcgrpo\[trl\] extra, "
+                       r"to check them\)", ["training_args.bin"]),
 ])
 def test_a_folder_of_another_recipe_is_refused_by_key_or_stored_marked_with_the_flag(tmp_path, tiny, world, edit,
                                                                                     said, keys):
@@ -232,12 +243,9 @@ def test_a_folder_of_another_recipe_is_refused_by_key_or_stored_marked_with_the_
     state = _state(batch=edit.get("train_batch_size", 8), prompt_tokens=10 * edit.get("train_batch_size", 8))
     for i, entry in enumerate(e for e in state["log_history"] if "loss" in e):
         entry["learning_rate"] = edit.get("lr", 1e-4) * (1 - 0.2 * i if edit.get("decay") else 1)
-    folder = _checkpoints(tmp_path, *tiny, state)
-    if "args" in edit:
-        import torch
-        from types import SimpleNamespace
-        torch.save(SimpleNamespace(gradient_accumulation_steps=1, steps_per_generation=1, num_iterations=1,
-                                   **edit["args"]), folder / "checkpoint-5" / "training_args.bin")
+    folder = _checkpoints(tmp_path, *tiny, state, **edit.get("args", {}))
+    if edit.get("unread"):  # a file that does not unpickle here: a GRPOConfig where trl is not installed
+        (folder / "checkpoint-5" / "training_args.bin").write_bytes(b"not a pickle")
     run = _run(folder)
     with pytest.raises(DataError, match=said + r".*allowed: a run of the study's recipe, or accept_differences: true"):
         ingest.ingest(ingest.read(folder), run, 600, *tiny, world[1])
@@ -246,9 +254,19 @@ def test_a_folder_of_another_recipe_is_refused_by_key_or_stored_marked_with_the_
     assert block["differing_keys"] == keys
 
 
-def _checkpoints(tmp_path: Path, model, tokenizer, state: dict | None = None) -> Path:
+def _arguments(folder: Path, **edits) -> None:
+    """checkpoint-5/training_args.bin of the study's recipe, `edits` changed: what a GRPOConfig pickles, its fields
+    (trl's class needs trl to unpickle)."""
+    import torch
+    from types import SimpleNamespace
+    fields = {**ingest.expected_arguments(_run(folder)), **dict.fromkeys(ingest.ONE_BATCH, 1), **edits}
+    torch.save(SimpleNamespace(**{k: v for k, v in fields.items() if v is not _ABSENT}),
+               folder / "checkpoint-5" / "training_args.bin")
+
+
+def _checkpoints(tmp_path: Path, model, tokenizer, state: dict | None = None, **arguments) -> Path:
     """A TRL output folder of the hand-written log whose checkpoints (steps 2, 4, 5) hold tiny models, each the
-    initial one moved further."""
+    initial one moved further, and training_args.bin of the study's recipe (`arguments` changed)."""
     import torch
     from mcgrpo.train import models
     folder = tmp_path / "trl-out"
@@ -259,6 +277,7 @@ def _checkpoints(tmp_path: Path, model, tokenizer, state: dict | None = None) ->
                 p.add_(0.05 * step * torch.randn_like(p))
         models.save(trained, tokenizer, folder / f"checkpoint-{step}")
     (folder / "checkpoint-5" / "trainer_state.json").write_text(json.dumps(state or _state()))
+    _arguments(folder, **arguments)
     return folder
 
 

@@ -39,6 +39,12 @@ FIXED = {"gradient_accumulation_steps": 1, "steps_per_generation": 1, "num_itera
          "logging_strategy": "steps", "logging_steps": 1, "disable_tqdm": True, "log_completions": False,
          "dataloader_num_workers": 0}
 
+# sampling settings the recipe leaves at TRL's defaults: another value samples another distribution
+SAMPLING = {"repetition_penalty": 1.0, "min_p": None, "generation_kwargs": None, "warmup_ratio": 0.0}
+# GRPOConfig keys that say where and how a run is kept, logged and placed, not what it trains
+NOT_SETTINGS = {"output_dir", "max_steps", "save_strategy", "logging_strategy", "logging_steps", "disable_tqdm",
+                "log_completions", "report_to", "dataloader_num_workers", "use_cpu", "bf16"}
+
 
 def arms(cfg: dict, kind: str = "trl") -> dict[str, dict]:
     """The study's TRL arms (`kind` trl) or ingested arms (`kind` ingested): name -> their `trainer.<kind>` block."""

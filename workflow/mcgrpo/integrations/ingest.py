@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import math
+import pickle
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,7 +38,8 @@ import pandas as pd
 
 from mcgrpo.core.budget import due_points
 from mcgrpo.core.errors import ConfigError, DataError, MissingFile
-from mcgrpo.core.trl_config import grpo_arguments, ingested_identity, output_folder, saved_checkpoints
+from mcgrpo.core.trl_config import (NOT_SETTINGS, SAMPLING, grpo_arguments, ingested_identity, output_folder,
+                                     saved_checkpoints)
 
 TOKEN_KEYS = ("completions/mean_length", "num_tokens")  # the log keys the token count is rebuilt from
 UNRECOVERED = (
@@ -134,7 +136,7 @@ def check_arguments(checkpoint: Path) -> tuple[object, str | None]:
     try:
         import torch
         args = torch.load(path, weights_only=False)  # the user's own run folder: trusted as its script is
-    except (ImportError, AttributeError, FileNotFoundError) as e:
+    except (ImportError, AttributeError, FileNotFoundError, pickle.UnpicklingError, EOFError) as e:
         return None, (f"{path}: not read ({type(e).__name__}: {e}), so {', '.join(ONE_BATCH)} = 1 is assumed, not "
                       f"checked, nor the GRPOConfig's settings other than the batch and learning rate the log shows")
     wrong = [f"{key} {getattr(args, key)}" for key in ONE_BATCH if (getattr(args, key, 1) or 1) != 1]
@@ -144,21 +146,42 @@ def check_arguments(checkpoint: Path) -> tuple[object, str | None]:
     return args, None
 
 
-# the GRPOConfig settings that make a run another recipe (docs/trl.md, "Runs already made"); the expected values
-# are the ones a TRL arm of the study trains with (mcgrpo.core.trl_config.grpo_arguments)
-COMPARED = ("per_device_train_batch_size", "num_generations", "max_completion_length", "learning_rate",
-            "lr_scheduler_type", "warmup_steps", "warmup_ratio", "loss_type", "beta", "scale_rewards", "temperature",
-            "top_p", "top_k", "shuffle_dataset", "disable_dropout", "max_grad_norm")
+# what a run's GRPOConfig must say to be the study's recipe (docs/trl.md, "Runs already made"): every setting a TRL
+# arm of the study trains with (mcgrpo.core.trl_config.grpo_arguments), the sampling settings it leaves at TRL's
+# defaults, and the share of tokens the loss keeps; not where the run was kept or logged (NOT_SETTINGS), the steps
+# (ONE_BATCH, refused above), nor the seed. A key the file lacks (another TRL's GRPOConfig) is a difference,
+# except where its absence means the recipe's value.
+IGNORED = {*NOT_SETTINGS, *ONE_BATCH, "seed"}
+DEFAULTS = {**SAMPLING, "top_entropy_quantile": 1.0, "mask_truncated_completions": False,
+            "chat_template_kwargs": None}
+SAME = {"adamw_torch_fused": "adamw_torch"}  # one algorithm, Adam in fused kernels (GRPOConfig's default optim)
+ABSENT = "<not in training_args.bin>"
+
+
+def expected_arguments(run: dict) -> dict:
+    """The GRPOConfig settings a folder of the study's recipe has, by key."""
+    recipe = grpo_arguments(run, "", 0, False)
+    return {k: v for k, v in {**DEFAULTS, **recipe}.items() if k not in IGNORED}
 
 
 def _plain(value):
-    """An argument as it compares: an enum by its value."""
-    return getattr(value, "value", value)
+    """An argument as it compares: an enum by its value, names of one algorithm as one."""
+    value = getattr(value, "value", value)
+    return SAME.get(value, value) if isinstance(value, str) else value
+
+
+def _argument(arguments, key: str):
+    """`key` of the folder's GRPOConfig as it compares; ABSENT where the file lacks it and its absence is not the
+    recipe's value (DEFAULTS)."""
+    return _plain(getattr(arguments, key, DEFAULTS.get(key, ABSENT)))
 
 
 def _same(found, expected) -> bool:
-    if isinstance(expected, float) or isinstance(found, float):
-        return found is not None and math.isclose(float(found), float(expected), rel_tol=1e-9, abs_tol=1e-12)
+    """Numbers within rounding (an int for a float), everything else equal, a bool only to a bool."""
+    if isinstance(found, bool) or isinstance(expected, bool):
+        return found is expected
+    if all(isinstance(v, (int, float)) for v in (found, expected)):
+        return math.isclose(float(found), float(expected), rel_tol=1e-9, abs_tol=1e-12)
     return found == expected
 
 
@@ -169,11 +192,11 @@ def differences(log: TRLLog, run: dict) -> list[str]:
 
 def differing(log: TRLLog, run: dict) -> list[tuple[str, str]]:
     """(GRPOConfig key, line) wherever the folder's recipe is not the study's: the batch and the learning rate (its
-    value and whether it stayed constant: lr_scheduler_type) from the log, which every folder has; every COMPARED
-    setting of the GRPOConfig where training_args.bin could be read. The keys name the differences in every table
-    that uses the run (run.json: ingested.differing_keys)."""
-    expected = {**grpo_arguments(run, "", 0, False), "warmup_ratio": 0.0}
-    found = []
+    value and whether it stayed constant: lr_scheduler_type) from the log, which every folder has; every setting
+    of expected_arguments in training_args.bin, or the file itself (key `training_args.bin`) where it could not be
+    read: its settings are then unchecked. The keys name the differences in every table that uses the run
+    (run.json: ingested.differing_keys)."""
+    expected, found = expected_arguments(run), []
     batch = expected["per_device_train_batch_size"]
     if log.batch != batch:
         found.append(("train_batch_size", f"train_batch_size {log.batch} (trainer_state.json); the recipe's {batch} "
@@ -185,12 +208,12 @@ def differing(log: TRLLog, run: dict) -> list[tuple[str, str]]:
     if len(rates) and not all(_same(float(r), float(rates.iloc[0])) for r in rates):
         found.append(("lr_scheduler_type", f"learning rate schedule: logged from {rates.iloc[0]:g} to "
                                            f"{rates.iloc[-1]:g} (the log); the recipe's constant"))
-    if log.arguments is not None:
-        found += [(key, f"{key} {_plain(getattr(log.arguments, key))!r} (training_args.bin); the recipe's "
-                        f"{expected[key]!r}")
-                  for key in COMPARED if hasattr(log.arguments, key)
-                  and not _same(_plain(getattr(log.arguments, key)), expected[key])]
-    return found
+    if log.arguments is None:
+        return found + [("training_args.bin", f"{'; '.join(log.unchecked)} (install trl, the mcgrpo[trl] extra, to "
+                                              f"check them)")]
+    return found + [(key, f"{key} {_argument(log.arguments, key)!r} (training_args.bin); the recipe's "
+                          f"{expected[key]!r}")
+                    for key in expected if not _same(_argument(log.arguments, key), expected[key])]
 
 
 def steps(state: dict, path: Path | str = "trainer_state.json") -> pd.DataFrame:
