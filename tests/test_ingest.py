@@ -164,7 +164,7 @@ def _write_study(tmp_path: Path, folder: Path | str, **arm) -> Path:
     arms = _arms(folder)
     arms["mine"]["trainer"]["ingested"].update(arm)
     path = tmp_path / "study.yaml"
-    path.write_text(yaml.safe_dump({**copy.deepcopy(SMALL_STUDY), "arms": arms}))
+    path.write_text(yaml.safe_dump({**copy.deepcopy(SMALL_STUDY), "arms": arms, "seeds": [1]}))  # one folder
     return path
 
 
@@ -179,7 +179,7 @@ def test_the_verb_refuses_with_exit_2_naming_the_file(tmp_path, capsys):
 
 def _study(folder: Path | str) -> dict:
     cfg = copy.deepcopy(SMALL_STUDY)
-    cfg["arms"] = _arms(folder)
+    cfg["arms"], cfg["seeds"] = _arms(folder), [1]  # one folder: one seed's run
     return studies.validate(cfg)
 
 
@@ -214,6 +214,26 @@ def test_an_ingested_runs_identity_is_what_its_folder_says(tmp_path):
     with pytest.raises(ConfigError, match=r"arms.mine.trainer.ingested.trl_output: \S*absent-seed1 \(seed 1\): not a "
                                           r"folder"):
         _study(tmp_path / "absent-seed{seed}")
+
+
+def test_seeds_or_arms_that_read_one_run_are_refused_by_key(tmp_path):
+    """A trl_output without {seed} gives every seed one folder, and a copied folder the same log: each would enter
+    the contrasts as an independent seed (n inflated, the spread of one run). Before, both validated."""
+    folder = _folder(tmp_path, _state())
+    cfg = {**copy.deepcopy(SMALL_STUDY), "arms": _arms(folder), "seeds": [1, 2]}
+    with pytest.raises(ConfigError, match=r"arms.<arm>.trainer.ingested.trl_output: arms.mine seed 1, arms.mine seed "
+                                          r"2 read one folder, \S*trl-out; allowed: one TRL run of its own for each "
+                                          r"seed of each arm"):
+        studies.validate(copy.deepcopy(cfg))
+    import shutil
+    shutil.copytree(folder, tmp_path / "seed1")
+    shutil.copytree(folder, tmp_path / "seed2")
+    cfg["arms"]["mine"]["trainer"]["ingested"]["trl_output"] = str(tmp_path / "seed{seed}")
+    with pytest.raises(ConfigError, match=r"arms.mine seed 1 \(\S*seed1\), arms.mine seed 2 \(\S*seed2\) read one "
+                                          r"run \(the same trainer_state.json\)"):
+        studies.validate(copy.deepcopy(cfg))
+    (tmp_path / "seed2" / "checkpoint-5" / "trainer_state.json").write_text(json.dumps(_state(MEAN_LENGTHS[::-1])))
+    studies.validate(cfg)
 
 
 @pytest.mark.parametrize("edit, said, keys", [

@@ -62,6 +62,7 @@ def problems(cfg: dict) -> list[str]:
             if not folder.is_dir():
                 found.append(f"config key arms.{arm}.trainer.ingested.trl_output: {folder} (seed {seed}): not a "
                              f"folder; allowed: the TRL output_dir of each seed ({{seed}} stands for the seed)")
+    found += shared_runs(cfg)
     for arm, block in {**arms(cfg), **arms(cfg, "ingested")}.items():
         spec, key = cfg["arms"][arm], f"config key arms.{arm}"
         credit = spec.get("credit") or {"outcome": {}}
@@ -89,6 +90,24 @@ def problems(cfg: dict) -> list[str]:
         if script is not None and not Path(script).is_file():
             found.append(f"{key}.trainer.trl.script: {script}: file not found (relative to the working directory)")
     return found
+
+
+def shared_runs(cfg: dict) -> list[str]:
+    """Ingested runs that are one run: two (arm, seed) whose folders are one folder (a trl_output without {seed}) or
+    hold the same log (a copied folder). Each would enter the contrasts as an independent replicate."""
+    by: dict[tuple, list[str]] = {}
+    for arm, block in arms(cfg, "ingested").items():
+        for seed in cfg["seeds"]:
+            folder = output_folder(block, seed)
+            new = ("folder", folder.resolve()) not in by
+            by.setdefault(("folder", folder.resolve()), []).append(f"arms.{arm} seed {seed}")
+            digest = ingested_identity(block, seed)["trainer_state_sha256"] if new and folder.is_dir() else None
+            if digest:
+                by.setdefault(("trainer_state.json", digest), []).append(f"arms.{arm} seed {seed} ({folder})")
+    return [f"config key arms.<arm>.trainer.ingested.trl_output: {', '.join(runs)} read one "
+            f"{f'folder, {what[1]}' if what[0] == 'folder' else 'run (the same trainer_state.json)'}; allowed: "
+            f"one TRL run of its own for each seed of each arm ({{seed}} in the path stands for the seed)"
+            for what, runs in by.items() if len(runs) > 1]
 
 
 def identity(block: dict) -> dict:
