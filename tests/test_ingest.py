@@ -216,6 +216,15 @@ def test_an_ingested_runs_identity_is_what_its_folder_says(tmp_path):
         _study(tmp_path / "absent-seed{seed}")
 
 
+def test_the_run_trained_by_its_earliest_checkpoints_time(tmp_path):
+    """run.json's ingested.saved_by, which the preregistration reads as the run's start (at the latest)."""
+    import os
+    folder = _folder(tmp_path, _state())
+    for step, when in ((2, 1.7e9), (4, 1.8e9), (5, 1.9e9)):
+        os.utime(folder / f"checkpoint-{step}", (when, when))
+    assert ingest.saved_by(ingest.read(folder)) == "2023-11-14T22:13:20+00:00"
+
+
 def test_seeds_or_arms_that_read_one_run_are_refused_by_key(tmp_path):
     """A trl_output without {seed} gives every seed one folder, and a copied folder the same log: each would enter
     the contrasts as an independent seed (n inflated, the spread of one run). Before, both validated."""

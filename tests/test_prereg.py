@@ -135,6 +135,22 @@ def test_status_reads_the_lock_run_start_times_and_stale_runs(tmp_path, planned)
     assert prereg.status(tmp_path, retrained)["stale_runs"] == ["mc_k2/seed1", "mc_k2/seed2"]
 
 
+def test_a_lock_after_an_ingested_run_was_trained_is_late(tmp_path, planned):
+    """An ingested run's run.json starts when mcgrpo stored it; the TRL run trained before, by its earliest
+    checkpoint's time (ingested.saved_by). A lock between the two kept every planned label (the runs could have been
+    seen before the plan was written)."""
+    write_json(prereg.make_lock(planned, LOCKED_AT), tmp_path / "prereg.lock.json")
+    for arm, seed in study_config.runs(planned):
+        record = {"started": "2025-03-02T00:00:00+00:00", "config": study_config.run_config(planned, arm, seed)}
+        if arm == "mc_k2":
+            record["ingested"] = {"saved_by": "2025-02-20T09:00:00+00:00"}
+        write_json(record, tmp_path / "runs" / arm / f"seed{seed}" / "run.json")
+        seal(tmp_path / "runs" / arm / f"seed{seed}", ["run.json"], "")
+    status = prereg.status(tmp_path, planned)
+    assert status["state"] == "late" and status["first_run_started"] == "2025-02-20T09:00:00+00:00"
+    assert reported(status) == {"T1": "exploratory", "T2": "exploratory", "S1": "exploratory"}
+
+
 def test_planned_keys_default_to_the_first_evaluation_set(planned):
     assert analysis.planned_keys(planned) == [("mc_k2", "outcome", "tokens", "acc_default", "heldout"),
                                               ("mc_k2", "outcome", "time", "acc_default", "heldout"),

@@ -98,10 +98,12 @@ def make_lock(cfg: dict, now: datetime | None = None) -> dict:
 
 
 def first_start(results_dir: Path, cfg: dict) -> str | None:
-    """The earliest start time recorded in the study's run.json files (None if none recorded)."""
-    starts = [read_json(checked(p)).get("started") for arm, seed in study_config.runs(cfg)
-              if (p := study_run(results_dir, arm, seed) / "run.json").exists()]
-    starts = [s for s in starts if s]
+    """The earliest start time recorded in the study's run.json files (None if none recorded); an ingested run's
+    training, made before mcgrpo stored it, started by its earliest checkpoint's time (`ingested.saved_by`) at the
+    latest."""
+    records = [read_json(checked(p)) for arm, seed in study_config.runs(cfg)
+               if (p := study_run(results_dir, arm, seed) / "run.json").exists()]
+    starts = [s for r in records for s in (r.get("started"), (r.get("ingested") or {}).get("saved_by")) if s]
     return min(starts, key=datetime.fromisoformat) if starts else None
 
 

@@ -356,8 +356,17 @@ def ingest(log: TRLLog, run: dict, budget: int, model, tokenizer, eval_sets: dic
              "token_keys": list(TOKEN_KEYS), "steps_logged": len(log.steps), "stop_step": stop,
              "points": [vars(p) for p in points], "unrecovered": unrecovered(log, points),
              "differences": differ, "differing_keys": list(dict.fromkeys(key for key, _ in found)),
-             "accepted_differences": bool(differ)}
+             "accepted_differences": bool(differ), "saved_by": saved_by(log)}
     return out, block
+
+
+def saved_by(log: TRLLog) -> str:
+    """When the run had trained, at the latest: the UTC time its earliest checkpoint was written (a file time, which
+    a copy moves later, never earlier), the preregistration's start of training for the run (mcgrpo.analysis.prereg:
+    a lock after it is late)."""
+    from datetime import datetime, timezone
+    first = min(path.stat().st_mtime for path in log.checkpoints.values())
+    return datetime.fromtimestamp(first, timezone.utc).isoformat(timespec="seconds")
 
 
 def needed(path: str | Path, what: str, config: str = "STUDY.yaml") -> Path:
