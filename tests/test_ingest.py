@@ -239,7 +239,13 @@ def test_seeds_or_arms_that_read_one_run_are_refused_by_key(tmp_path):
     shutil.copytree(folder, tmp_path / "seed2")
     cfg["arms"]["mine"]["trainer"]["ingested"]["trl_output"] = str(tmp_path / "seed{seed}")
     with pytest.raises(ConfigError, match=r"arms.mine seed 1 \(\S*seed1\), arms.mine seed 2 \(\S*seed2\) read one "
-                                          r"run \(the same trainer_state.json\)"):
+                                          r"run \(logs the same at every step but its times\)"):
+        studies.validate(copy.deepcopy(cfg))
+    again = _state()  # the same run trained again with TRL's seed unchanged: only its times differ
+    for entry in again["log_history"]:
+        entry.update({k: v + 0.5 for k, v in entry.items() if k in ("step_time", "train_runtime")})
+    (tmp_path / "seed2" / "checkpoint-5" / "trainer_state.json").write_text(json.dumps(again))
+    with pytest.raises(ConfigError, match=r"read one run \(logs the same at every step but its times\)"):
         studies.validate(copy.deepcopy(cfg))
     (tmp_path / "seed2" / "checkpoint-5" / "trainer_state.json").write_text(json.dumps(_state(MEAN_LENGTHS[::-1])))
     studies.validate(cfg)

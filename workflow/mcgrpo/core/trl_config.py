@@ -94,20 +94,37 @@ def problems(cfg: dict) -> list[str]:
 
 def shared_runs(cfg: dict) -> list[str]:
     """Ingested runs that are one run: two (arm, seed) whose folders are one folder (a trl_output without {seed}) or
-    hold the same log (a copied folder). Each would enter the contrasts as an independent replicate."""
+    whose logs trained alike, every step's logged value the same but its time (a copied folder, or a run repeated
+    with TRL's seed unchanged: GRPOConfig's default is 42). Each would enter the contrasts as an independent seed."""
     by: dict[tuple, list[str]] = {}
     for arm, block in arms(cfg, "ingested").items():
         for seed in cfg["seeds"]:
             folder = output_folder(block, seed)
             new = ("folder", folder.resolve()) not in by
             by.setdefault(("folder", folder.resolve()), []).append(f"arms.{arm} seed {seed}")
-            digest = ingested_identity(block, seed)["trainer_state_sha256"] if new and folder.is_dir() else None
-            if digest:
-                by.setdefault(("trainer_state.json", digest), []).append(f"arms.{arm} seed {seed} ({folder})")
+            trained = trajectory(folder) if new else None
+            if trained:
+                by.setdefault(("log", trained), []).append(f"arms.{arm} seed {seed} ({folder})")
     return [f"config key arms.<arm>.trainer.ingested.trl_output: {', '.join(runs)} read one "
-            f"{f'folder, {what[1]}' if what[0] == 'folder' else 'run (the same trainer_state.json)'}; allowed: "
-            f"one TRL run of its own for each seed of each arm ({{seed}} in the path stands for the seed)"
+            f"{f'folder, {what[1]}' if what[0] == 'folder' else 'run (logs the same at every step but its times)'}; "
+            f"allowed: one TRL run of its own for each seed of each arm ({{seed}} in the path stands for the seed; "
+            f"each run trained with a seed of its own, GRPOConfig's seed)"
             for what, runs in by.items() if len(runs) > 1]
+
+
+def trajectory(folder: Path) -> str | None:
+    """The sha256 of the newest log's per-step values but their times (None without a logged step): equal for two
+    runs that trained alike."""
+    saved = saved_checkpoints(folder)
+    state = saved[max(saved)] / "trainer_state.json" if saved else None
+    if state is None or not state.is_file():
+        return None
+    log = json.loads(state.read_text()).get("log_history", [])
+    timeless = [{k: v for k, v in e.items() if not any(w in k for w in ("time", "runtime", "per_second"))}
+                for e in log if isinstance(e, dict)]
+    if not any("loss" in e for e in timeless):
+        return None
+    return hashlib.sha256(json.dumps(timeless, sort_keys=True).encode()).hexdigest()
 
 
 def identity(block: dict) -> dict:
