@@ -27,6 +27,7 @@ from mcgrpo.integrations import ingest
 MEAN_LENGTHS = [20.5, 22.0, 21.875, 24.25, 23.0]
 TOKENS = [164, 176, 175, 194, 184]  # 20.5 x 8, 22 x 8, ... : the completion tokens of each step
 TOTALS = [164, 340, 515, 709, 893]
+_ABSENT = object()  # an _arguments edit: the field left out of training_args.bin
 
 
 def _state(mean_lengths=MEAN_LENGTHS, batch: int = 8, prompt_tokens: int = 80, drop: str | None = None) -> dict:
@@ -93,10 +94,11 @@ def test_the_point_at_b_is_read_on_the_first_checkpoint_at_or_after_it_and_the_r
 
 
 def test_a_folder_without_a_checkpoint_at_or_after_b_is_refused_by_name(tmp_path):
-    state = _state(MEAN_LENGTHS[:4])  # ends at step 4; saved at steps 2 and 3 only
+    log = ingest.read(_folder(tmp_path, _state(MEAN_LENGTHS[:4]), saved=(2, 3, 4)))  # ends at step 4
+    del log.checkpoints[4]  # its log kept, checkpoint-4's model not (a folder's trainer_state is its newest's)
     with pytest.raises(DataError, match=r"no checkpoint at or after step 4, where point 4 \(B x 1\) fell due "
                                         r"\(checkpoints at steps 2, 3\)"):
-        ingest.place(ingest.read(_folder(tmp_path, state, saved=(2, 3))), 600, "tokens", 4, 1.0)
+        ingest.place(log, 600, "tokens", 4, 1.0)
 
 
 def test_an_equal_iteration_study_places_its_points_by_steps(tmp_path):
@@ -114,6 +116,13 @@ def test_an_equal_iteration_study_places_its_points_by_steps(tmp_path):
     ("batch overstated", r"at step\(s\) 1, 2, 3, 4, 5, num_tokens grew by less than the completion tokens"),
     ("accumulating", r"checkpoint-5/training_args.bin: gradient_accumulation_steps 2; allowed: 1"),
     ("short of B", r"ends at step 5 having spent 893 tokens of horizon x B = 1000"),
+    ("a step logged twice", r"log_history gives step\(s\) 3 more than once \(steps logged: 1, 2, 3, 3, 4 and 1 "
+                            r"more\); allowed: one entry per step in order"),
+    ("steps out of order", r"log_history gives step\(s\) out of order \(steps logged: 1, 2, 4, 3, 5\)"),
+    ("a stale checkpoint", r"checkpoint-4/trainer_state.json: its log differs from the newest checkpoint's at "
+                           r"step\(s\) 3, 4; allowed: checkpoints of one run"),
+    ("a renamed checkpoint", r"checkpoint-4/trainer_state.json: global_step 3 in checkpoint-4; allowed: a checkpoint "
+                             r"saved at the step its folder names"),
 ])
 def test_a_folder_that_cannot_be_ingested_is_refused_by_name(tmp_path, case, message):
     state = _state(drop={"no num_tokens": "num_tokens", "no mean length": "completions/mean_length"}.get(case))
@@ -134,6 +143,14 @@ def test_a_folder_that_cannot_be_ingested_is_refused_by_name(tmp_path, case, mes
                    folder / "checkpoint-5" / "training_args.bin")
     if case == "no trainer_state":
         (folder / "checkpoint-5" / "trainer_state.json").unlink()
+    entries = state["log_history"]
+    if case in ("a step logged twice", "steps out of order"):  # a log joined from a restarted run's two logs
+        state["log_history"] = (entries[:3] + entries[2:] if case == "a step logged twice"
+                                else [entries[i] for i in (0, 1, 3, 2, 4, 5)])
+        (folder / "checkpoint-5" / "trainer_state.json").write_text(json.dumps(state))
+    if case in ("a stale checkpoint", "a renamed checkpoint"):  # checkpoint-4 of an abandoned run, or renamed
+        own = (_state([20.5, 22.0, 30.0, 30.0]) if case == "a stale checkpoint" else _state(MEAN_LENGTHS[:3]))
+        (folder / "checkpoint-4" / "trainer_state.json").write_text(json.dumps(own))
     with pytest.raises(DataError, match=message):
         ingest.place(ingest.read(folder), 1000 if case == "short of B" else 600, "tokens", 4, 1.0)
 
@@ -147,7 +164,7 @@ def _write_study(tmp_path: Path, folder: Path | str, **arm) -> Path:
     arms = _arms(folder)
     arms["mine"]["trainer"]["ingested"].update(arm)
     path = tmp_path / "study.yaml"
-    path.write_text(yaml.safe_dump({**copy.deepcopy(SMALL_STUDY), "arms": arms}))
+    path.write_text(yaml.safe_dump({**copy.deepcopy(SMALL_STUDY), "arms": arms, "seeds": [1]}))  # one folder
     return path
 
 
@@ -162,7 +179,7 @@ def test_the_verb_refuses_with_exit_2_naming_the_file(tmp_path, capsys):
 
 def _study(folder: Path | str) -> dict:
     cfg = copy.deepcopy(SMALL_STUDY)
-    cfg["arms"] = _arms(folder)
+    cfg["arms"], cfg["seeds"] = _arms(folder), [1]  # one folder: one seed's run
     return studies.validate(cfg)
 
 
@@ -199,6 +216,41 @@ def test_an_ingested_runs_identity_is_what_its_folder_says(tmp_path):
         _study(tmp_path / "absent-seed{seed}")
 
 
+def test_the_run_trained_by_its_earliest_checkpoints_time(tmp_path):
+    """run.json's ingested.saved_by, which the preregistration reads as the run's start (at the latest)."""
+    import os
+    folder = _folder(tmp_path, _state())
+    for step, when in ((2, 1.7e9), (4, 1.8e9), (5, 1.9e9)):
+        os.utime(folder / f"checkpoint-{step}", (when, when))
+    assert ingest.saved_by(ingest.read(folder)) == "2023-11-14T22:13:20+00:00"
+
+
+def test_seeds_or_arms_that_read_one_run_are_refused_by_key(tmp_path):
+    """A trl_output without {seed} gives every seed one folder, and a copied folder the same log: each would enter
+    the contrasts as an independent seed (n inflated, the spread of one run). Before, both validated."""
+    folder = _folder(tmp_path, _state())
+    cfg = {**copy.deepcopy(SMALL_STUDY), "arms": _arms(folder), "seeds": [1, 2]}
+    with pytest.raises(ConfigError, match=r"arms.<arm>.trainer.ingested.trl_output: arms.mine seed 1, arms.mine seed "
+                                          r"2 read one folder, \S*trl-out; allowed: one TRL run of its own for each "
+                                          r"seed of each arm"):
+        studies.validate(copy.deepcopy(cfg))
+    import shutil
+    shutil.copytree(folder, tmp_path / "seed1")
+    shutil.copytree(folder, tmp_path / "seed2")
+    cfg["arms"]["mine"]["trainer"]["ingested"]["trl_output"] = str(tmp_path / "seed{seed}")
+    with pytest.raises(ConfigError, match=r"arms.mine seed 1 \(\S*seed1\), arms.mine seed 2 \(\S*seed2\) read one "
+                                          r"run \(logs the same at every step but its times\)"):
+        studies.validate(copy.deepcopy(cfg))
+    again = _state()  # the same run trained again with TRL's seed unchanged: only its times differ
+    for entry in again["log_history"]:
+        entry.update({k: v + 0.5 for k, v in entry.items() if k in ("step_time", "train_runtime")})
+    (tmp_path / "seed2" / "checkpoint-5" / "trainer_state.json").write_text(json.dumps(again))
+    with pytest.raises(ConfigError, match=r"read one run \(logs the same at every step but its times\)"):
+        studies.validate(copy.deepcopy(cfg))
+    (tmp_path / "seed2" / "checkpoint-5" / "trainer_state.json").write_text(json.dumps(_state(MEAN_LENGTHS[::-1])))
+    studies.validate(cfg)
+
+
 @pytest.mark.parametrize("edit, said, keys", [
     ({"train_batch_size": 16}, r"train_batch_size 16 \(trainer_state.json\); the recipe's 8", ["train_batch_size"]),
     ({"lr": 5e-4}, r"learning_rate 0.0005 at step 1 \(the log\); the recipe's 0.0001", ["learning_rate"]),
@@ -207,6 +259,16 @@ def test_an_ingested_runs_identity_is_what_its_folder_says(tmp_path):
     ({"args": {"loss_type": "dapo", "shuffle_dataset": True}},
      r"loss_type 'dapo' \(training_args.bin\); the recipe's 'dr_grpo'; shuffle_dataset True \(training_args.bin\)",
      ["loss_type", "shuffle_dataset"]),
+    ({"args": {"repetition_penalty": 1.3, "min_p": 0.1, "top_entropy_quantile": 0.2}},
+     r"repetition_penalty 1.3 \(training_args.bin\); the recipe's 1.0; min_p 0.1 .*; top_entropy_quantile 0.2",
+     ["repetition_penalty", "min_p", "top_entropy_quantile"]),
+    ({"args": {"mask_truncated_completions": True, "weight_decay": 0.1, "adam_beta2": 0.99, "optim": "sgd"}},
+     r"mask_truncated_completions True .*; optim 'sgd' \(training_args.bin\); the recipe's 'adamw_torch'",
+     ["mask_truncated_completions", "optim", "weight_decay", "adam_beta2"]),
+    ({"args": {"loss_type": _ABSENT, "top_k": _ABSENT}},  # another TRL's GRPOConfig, without the keys
+     r"loss_type '<not in training_args.bin>' \(training_args.bin\); the recipe's 'dr_grpo'", ["loss_type", "top_k"]),
+    ({"unread": True}, r"training_args.bin: not read \(UnpicklingError: .*\(install trl, the mcgrpo\[trl\] extra, "
+                       r"to check them\)", ["training_args.bin"]),
 ])
 def test_a_folder_of_another_recipe_is_refused_by_key_or_stored_marked_with_the_flag(tmp_path, tiny, world, edit,
                                                                                     said, keys):
@@ -216,12 +278,9 @@ def test_a_folder_of_another_recipe_is_refused_by_key_or_stored_marked_with_the_
     state = _state(batch=edit.get("train_batch_size", 8), prompt_tokens=10 * edit.get("train_batch_size", 8))
     for i, entry in enumerate(e for e in state["log_history"] if "loss" in e):
         entry["learning_rate"] = edit.get("lr", 1e-4) * (1 - 0.2 * i if edit.get("decay") else 1)
-    folder = _checkpoints(tmp_path, *tiny, state)
-    if "args" in edit:
-        import torch
-        from types import SimpleNamespace
-        torch.save(SimpleNamespace(gradient_accumulation_steps=1, steps_per_generation=1, num_iterations=1,
-                                   **edit["args"]), folder / "checkpoint-5" / "training_args.bin")
+    folder = _checkpoints(tmp_path, *tiny, state, **edit.get("args", {}))
+    if edit.get("unread"):  # a file that does not unpickle here: a GRPOConfig where trl is not installed
+        (folder / "checkpoint-5" / "training_args.bin").write_bytes(b"not a pickle")
     run = _run(folder)
     with pytest.raises(DataError, match=said + r".*allowed: a run of the study's recipe, or accept_differences: true"):
         ingest.ingest(ingest.read(folder), run, 600, *tiny, world[1])
@@ -230,9 +289,19 @@ def test_a_folder_of_another_recipe_is_refused_by_key_or_stored_marked_with_the_
     assert block["differing_keys"] == keys
 
 
-def _checkpoints(tmp_path: Path, model, tokenizer, state: dict | None = None) -> Path:
+def _arguments(folder: Path, **edits) -> None:
+    """checkpoint-5/training_args.bin of the study's recipe, `edits` changed: what a GRPOConfig pickles, its fields
+    (trl's class needs trl to unpickle)."""
+    import torch
+    from types import SimpleNamespace
+    fields = {**ingest.expected_arguments(_run(folder)), **dict.fromkeys(ingest.ONE_BATCH, 1), **edits}
+    torch.save(SimpleNamespace(**{k: v for k, v in fields.items() if v is not _ABSENT}),
+               folder / "checkpoint-5" / "training_args.bin")
+
+
+def _checkpoints(tmp_path: Path, model, tokenizer, state: dict | None = None, **arguments) -> Path:
     """A TRL output folder of the hand-written log whose checkpoints (steps 2, 4, 5) hold tiny models, each the
-    initial one moved further."""
+    initial one moved further, and training_args.bin of the study's recipe (`arguments` changed)."""
     import torch
     from mcgrpo.train import models
     folder = tmp_path / "trl-out"
@@ -243,6 +312,7 @@ def _checkpoints(tmp_path: Path, model, tokenizer, state: dict | None = None) ->
                 p.add_(0.05 * step * torch.randn_like(p))
         models.save(trained, tokenizer, folder / f"checkpoint-{step}")
     (folder / "checkpoint-5" / "trainer_state.json").write_text(json.dumps(state or _state()))
+    _arguments(folder, **arguments)
     return folder
 
 

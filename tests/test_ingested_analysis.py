@@ -106,11 +106,12 @@ def test_runs_stored_with_recipe_differences_accepted_are_named_in_every_table_a
     from mcgrpo.core.store import COLUMNS, write_json, write_parquet
     from test_runs import copy_study, linked_run, seal_run, write_run
 
-    folder = tmp_path / "trl" / "seed1"
-    (folder / "checkpoint-4").mkdir(parents=True)  # what validation reads of the folder: its log
-    (folder / "checkpoint-4" / "trainer_state.json").write_text(json.dumps(
-        {"global_step": 4, "train_batch_size": 16, "logging_steps": 1, "log_history": []}))
-    ingested = {"trl_output": str(folder), "accept_differences": True}
+    for seed in (1, 2, 3):  # what validation reads of each seed's folder: its log, one run's own
+        folder = tmp_path / "trl" / f"seed{seed}"
+        (folder / "checkpoint-4").mkdir(parents=True)
+        (folder / "checkpoint-4" / "trainer_state.json").write_text(json.dumps(
+            {"global_step": 4, "train_batch_size": 16, "logging_steps": 1, "log_history": [], "trial_name": seed}))
+    ingested = {"trl_output": str(tmp_path / "trl" / "seed{seed}"), "accept_differences": True}
     cfg = studies.validate({**copy.deepcopy(SMALL_STUDY), "seeds": [1, 2, 3],
                             "arms": {"outcome": {}, "mine": {"trainer": {"ingested": ingested}}},
                             "plan": {"primary": [{"id": "T1", "a": "mine", "b": "outcome"}]}})

@@ -135,6 +135,22 @@ def test_status_reads_the_lock_run_start_times_and_stale_runs(tmp_path, planned)
     assert prereg.status(tmp_path, retrained)["stale_runs"] == ["mc_k2/seed1", "mc_k2/seed2"]
 
 
+def test_a_lock_after_an_ingested_run_was_trained_is_late(tmp_path, planned):
+    """An ingested run's run.json starts when mcgrpo stored it; the TRL run trained before, by its earliest
+    checkpoint's time (ingested.saved_by). A lock between the two kept every planned label (the runs could have been
+    seen before the plan was written)."""
+    write_json(prereg.make_lock(planned, LOCKED_AT), tmp_path / "prereg.lock.json")
+    for arm, seed in study_config.runs(planned):
+        record = {"started": "2025-03-02T00:00:00+00:00", "config": study_config.run_config(planned, arm, seed)}
+        if arm == "mc_k2":
+            record["ingested"] = {"saved_by": "2025-02-20T09:00:00+00:00"}
+        write_json(record, tmp_path / "runs" / arm / f"seed{seed}" / "run.json")
+        seal(tmp_path / "runs" / arm / f"seed{seed}", ["run.json"], "")
+    status = prereg.status(tmp_path, planned)
+    assert status["state"] == "late" and status["first_run_started"] == "2025-02-20T09:00:00+00:00"
+    assert reported(status) == {"T1": "exploratory", "T2": "exploratory", "S1": "exploratory"}
+
+
 def test_planned_keys_default_to_the_first_evaluation_set(planned):
     assert analysis.planned_keys(planned) == [("mc_k2", "outcome", "tokens", "acc_default", "heldout"),
                                               ("mc_k2", "outcome", "time", "acc_default", "heldout"),
@@ -195,6 +211,11 @@ def test_a_recipe_changed_after_the_lock_demotes_the_planned_contrasts_with_a_da
     (lambda c: c["model"]["tiny"].update(hidden_size=64), "model.tiny.hidden_size"),
     (lambda c: c["evaluation"].update(samples=4), "evaluation.samples"),
     (lambda c: c["analysis"].update(bases=["tokens"]), "bases"),
+    # these moved a verdict or its interval with every planned label kept (the lock did not hold them)
+    (lambda c: c.update(verifier={"rule": "paper"}), "verifier"),
+    (lambda c: c["analysis"].update(alpha=0.1), "analysis.alpha"),
+    (lambda c: c["analysis"].update(clock="cpu"), "analysis.clock"),
+    (lambda c: c["analysis"].update(bootstrap_seed=7), "analysis.bootstrap_seed"),
 ])
 def test_every_part_of_the_experiment_is_covered(planned, edit, path):
     status = prereg.compare(changed(planned, edit), prereg.make_lock(planned, LOCKED_AT))
@@ -230,3 +251,33 @@ def test_a_lock_from_before_the_experiment_was_covered_reads_and_says_so(planned
         "The plan matches its lock of 2025-03-01T12:00:00+00:00. Note: its lock predates locks covering the task, "
         "model, recipe, evaluation and analysis bases: changes to them since cannot be told.")
     assert prereg.labels(prereg.locked_config(old), prereg.compare(prereg.locked_config(old), old))  # contrast verb
+
+
+def test_another_trl_run_in_an_ingested_folder_after_the_lock_demotes_the_planned_contrasts(planned, tmp_path):
+    """The lock held an ingested arm's path, not its run: a folder whose run was replaced after the lock (the run
+    re-ingested, its start after the lock) kept every planned label."""
+    folder = tmp_path / "seed{seed}"
+    for seed in planned["seeds"]:
+        (tmp_path / f"seed{seed}" / "checkpoint-2").mkdir(parents=True)
+        (tmp_path / f"seed{seed}" / "checkpoint-2" / "trainer_state.json").write_text(json.dumps({"seed": seed}))
+    cfg = changed(planned, lambda c: c["arms"].update(mc_k2={"trainer": {"ingested": {"trl_output": str(folder)}}}))
+    lock = prereg.make_lock(cfg, LOCKED_AT)
+    assert prereg.compare(cfg, lock)["state"] == "matches"
+    (tmp_path / "seed1" / "checkpoint-2" / "trainer_state.json").write_text(json.dumps({"seed": 1, "other": 1}))
+    status = prereg.compare(cfg, lock, "2025-03-02T00:00:00+00:00")
+    assert status["demoted"] == ["T1", "T2", "S1"]
+    assert "ingested.mc_k2.1.trainer_state_sha256 changed after the lock (2025-03-01)" in status["changes"]
+
+
+def test_a_lock_from_before_the_verifier_and_analysis_were_covered_reads_and_says_so(planned):
+    lock = prereg.make_lock(planned, LOCKED_AT)
+    old = copy.deepcopy(lock)
+    for key in prereg.LATER:
+        del old["material"]["experiment"][key]
+    status = prereg.compare(changed(planned, lambda c: c["analysis"].update(alpha=0.1)), old)
+    assert status["state"] == "matches" and reported(status)["T1"] == "primary"
+    assert status["uncovered"] == ("its lock predates locks covering verifier, analysis.alpha, analysis.clock, "
+                                   "analysis.resamples, analysis.bootstrap_seed, the ingested arms' folders: changes "
+                                   "to them since cannot be told")
+    assert prereg.compare(planned, lock)["uncovered"] == ""
+    assert prereg.compare(prereg.locked_config(lock), lock)["state"] == "matches"  # the contrast verb's reading

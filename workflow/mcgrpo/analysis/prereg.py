@@ -29,6 +29,10 @@ GLOBAL = ("margin", "eval_sets", "arms", "seeds", "budget")  # a change here tou
 EXPERIMENT = ("task", "model", "recipe", "evaluation", "bases")  # so does one here, named by its key path
 UNCOVERED = ("its lock predates locks covering the task, model, recipe, evaluation and analysis bases: changes to "
              "them since cannot be told")
+# the analysis settings that move a verdict or its interval (the significance level, the clock of equal time, the
+# bootstrap), besides the margin and bases
+READING = ("alpha", "clock", "resamples", "bootstrap_seed")
+LATER = ("verifier", "analysis", "ingested")  # experiment keys added since its first locks: compared where locked
 
 
 def material(cfg: dict) -> dict:
@@ -46,7 +50,17 @@ def experiment(cfg: dict) -> dict:
     are `eval_sets` already), and the bases the contrasts are read on."""
     return {"task": cfg.get("task"), "model": cfg.get("model"), "recipe": cfg.get("recipe"),
             "evaluation": {k: v for k, v in cfg["evaluation"].items() if k != "sets"},
-            "bases": cfg["analysis"].get("bases")}  # .get: a config rebuilt from an older lock (locked_config)
+            "bases": cfg["analysis"].get("bases"),  # .get: a config rebuilt from an older lock (locked_config)
+            "verifier": cfg.get("verifier"), "analysis": {k: cfg["analysis"].get(k) for k in READING},
+            "ingested": ingested_runs(cfg)}
+
+
+def ingested_runs(cfg: dict) -> dict:
+    """{arm: {seed: what its folder says it did}} of the ingested arms (mcgrpo.core.trl_config.ingested_identity):
+    another TRL run in a folder after the lock is another experiment, though its path is the same."""
+    from mcgrpo.core.trl_config import arms, ingested_identity
+    return {arm: {str(seed): ingested_identity(block, seed) for seed in sorted(cfg.get("seeds") or [])}
+            for arm, block in arms(cfg, "ingested").items()} if isinstance(cfg.get("arms"), dict) else {}
 
 
 def differences(now, then, prefix: str = "") -> list[str]:
@@ -70,9 +84,10 @@ def locked_config(lock: dict) -> dict:
     """The part of a study config a lock holds, shaped as a config (for a results folder alone)."""
     m = lock["material"]
     e = m.get("experiment", {})  # none in locks from before they covered the experiment
-    return {"study": m["study"], "plan": m["plan"], "analysis": {"margin": m["margin"], "bases": e.get("bases")},
+    return {"study": m["study"], "plan": m["plan"],
+            "analysis": {**e.get("analysis", {}), "margin": m["margin"], "bases": e.get("bases")},
             "evaluation": {**e.get("evaluation", {}), "sets": m["eval_sets"]}, "arms": m["arms"], "seeds": m["seeds"],
-            "budget": m["budget"], **{k: e[k] for k in ("task", "model", "recipe") if k in e}}
+            "budget": m["budget"], **{k: e[k] for k in ("task", "model", "recipe", "verifier") if k in e}}
 
 
 def make_lock(cfg: dict, now: datetime | None = None) -> dict:
@@ -112,10 +127,12 @@ def read_lock(results_dir: str | Path) -> dict | None:
 
 
 def first_start(results_dir: Path, cfg: dict) -> str | None:
-    """The earliest start time recorded in the study's run.json files (None if none recorded)."""
-    starts = [read_json(checked(p)).get("started") for arm, seed in study_config.runs(cfg)
-              if (p := study_run(results_dir, arm, seed) / "run.json").exists()]
-    starts = [s for s in starts if s]
+    """The earliest start time recorded in the study's run.json files (None if none recorded); an ingested run's
+    training, made before mcgrpo stored it, started by its earliest checkpoint's time (`ingested.saved_by`) at the
+    latest."""
+    records = [read_json(checked(p)) for arm, seed in study_config.runs(cfg)
+               if (p := study_run(results_dir, arm, seed) / "run.json").exists()]
+    starts = [s for r in records for s in (r.get("started"), (r.get("ingested") or {}).get("saved_by")) if s]
     return min(starts, key=datetime.fromisoformat) if starts else None
 
 
@@ -143,7 +160,8 @@ def _unlocked(lock: dict | None, started: str | None) -> str:
 def _changes(now: dict, then: dict, locked_at: str) -> tuple[dict[str, str], list[str]]:
     """(planned id -> what changed for it, changes to the rest of the plan) from lock `then` to `now`."""
     day = datetime.fromisoformat(locked_at).date().isoformat()
-    covered = differences(now["experiment"], then["experiment"]) if "experiment" in then else []  # older locks
+    locked = then.get("experiment", {})  # older locks: only what they cover
+    covered = differences({k: v for k, v in now["experiment"].items() if k in locked}, locked)
     shared = [f"{k} changed" for k in GLOBAL if now[k] != then[k]] + [
         f"{path} changed after the lock ({day})" for path in covered]
     plan_now, plan_then = entries(now["plan"]), entries(then["plan"])
@@ -158,6 +176,19 @@ def _new_amendments(current: list[dict], locked: list[dict], locked_at: str) -> 
     """Amendments added since the lock and dated no earlier than it (a backdated one covers nothing)."""
     day = datetime.fromisoformat(locked_at).date()
     return [a for a in current if a not in locked and date.fromisoformat(a["date"]) >= day]
+
+
+def uncovered(lock: dict | None) -> str:
+    """What a lock written before it covered them cannot tell ('' for a lock that covers everything)."""
+    if not lock:
+        return ""
+    if "experiment" not in lock["material"]:
+        return UNCOVERED
+    missing = [k for k in LATER if k not in lock["material"]["experiment"]]
+    names = {"verifier": "verifier", "analysis": f"analysis.{', analysis.'.join(READING)}",
+             "ingested": "the ingested arms' folders"}
+    return (f"its lock predates locks covering {', '.join(names[k] for k in missing)}: changes to them since "
+            f"cannot be told") if missing else ""
 
 
 def compare(cfg: dict, lock: dict | None, started: str | None = None) -> dict:
@@ -178,7 +209,7 @@ def compare(cfg: dict, lock: dict | None, started: str | None = None) -> dict:
               "locked_at": lock and lock["locked_at"], "first_run_started": started,
               "changes": rest + [f"{i}: {w}" for i, w in touched.items() if not why],
               "amended": [], "demoted": [], "labels": {},
-              "uncovered": UNCOVERED if lock and "experiment" not in lock["material"] else ""}
+              "uncovered": uncovered(lock)}
     for i, e in now.items():
         cover = [a for a in amendments if not a["ids"] or i in a["ids"]]
         if i not in touched:

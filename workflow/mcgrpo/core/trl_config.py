@@ -39,6 +39,12 @@ FIXED = {"gradient_accumulation_steps": 1, "steps_per_generation": 1, "num_itera
          "logging_strategy": "steps", "logging_steps": 1, "disable_tqdm": True, "log_completions": False,
          "dataloader_num_workers": 0}
 
+# sampling settings the recipe leaves at TRL's defaults: another value samples another distribution
+SAMPLING = {"repetition_penalty": 1.0, "min_p": None, "generation_kwargs": None, "warmup_ratio": 0.0}
+# GRPOConfig keys that say where and how a run is kept, logged and placed, not what it trains
+NOT_SETTINGS = {"output_dir", "max_steps", "save_strategy", "logging_strategy", "logging_steps", "disable_tqdm",
+                "log_completions", "report_to", "dataloader_num_workers", "use_cpu", "bf16"}
+
 
 def arms(cfg: dict, kind: str = "trl") -> dict[str, dict]:
     """The study's TRL arms (`kind` trl) or ingested arms (`kind` ingested): name -> their `trainer.<kind>` block."""
@@ -56,6 +62,7 @@ def problems(cfg: dict) -> list[str]:
             if not folder.is_dir():
                 found.append(f"config key arms.{arm}.trainer.ingested.trl_output: {folder} (seed {seed}): not a "
                              f"folder; allowed: the TRL output_dir of each seed ({{seed}} stands for the seed)")
+    found += shared_runs(cfg)
     for arm, block in {**arms(cfg), **arms(cfg, "ingested")}.items():
         spec, key = cfg["arms"][arm], f"config key arms.{arm}"
         credit = spec.get("credit") or {"outcome": {}}
@@ -83,6 +90,41 @@ def problems(cfg: dict) -> list[str]:
         if script is not None and not Path(script).is_file():
             found.append(f"{key}.trainer.trl.script: {script}: file not found (relative to the working directory)")
     return found
+
+
+def shared_runs(cfg: dict) -> list[str]:
+    """Ingested runs that are one run: two (arm, seed) whose folders are one folder (a trl_output without {seed}) or
+    whose logs trained alike, every step's logged value the same but its time (a copied folder, or a run repeated
+    with TRL's seed unchanged: GRPOConfig's default is 42). Each would enter the contrasts as an independent seed."""
+    by: dict[tuple, list[str]] = {}
+    for arm, block in arms(cfg, "ingested").items():
+        for seed in cfg["seeds"]:
+            folder = output_folder(block, seed)
+            new = ("folder", folder.resolve()) not in by
+            by.setdefault(("folder", folder.resolve()), []).append(f"arms.{arm} seed {seed}")
+            trained = trajectory(folder) if new else None
+            if trained:
+                by.setdefault(("log", trained), []).append(f"arms.{arm} seed {seed} ({folder})")
+    return [f"config key arms.<arm>.trainer.ingested.trl_output: {', '.join(runs)} read one "
+            f"{f'folder, {what[1]}' if what[0] == 'folder' else 'run (logs the same at every step but its times)'}; "
+            f"allowed: one TRL run of its own for each seed of each arm ({{seed}} in the path stands for the seed; "
+            f"each run trained with a seed of its own, GRPOConfig's seed)"
+            for what, runs in by.items() if len(runs) > 1]
+
+
+def trajectory(folder: Path) -> str | None:
+    """The sha256 of the newest log's per-step values but their times (None without a logged step): equal for two
+    runs that trained alike."""
+    saved = saved_checkpoints(folder)
+    state = saved[max(saved)] / "trainer_state.json" if saved else None
+    if state is None or not state.is_file():
+        return None
+    log = json.loads(state.read_text()).get("log_history", [])
+    timeless = [{k: v for k, v in e.items() if not any(w in k for w in ("time", "runtime", "per_second"))}
+                for e in log if isinstance(e, dict)]
+    if not any("loss" in e for e in timeless):
+        return None
+    return hashlib.sha256(json.dumps(timeless, sort_keys=True).encode()).hexdigest()
 
 
 def identity(block: dict) -> dict:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import math
+import pickle
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,7 +38,8 @@ import pandas as pd
 
 from mcgrpo.core.budget import due_points
 from mcgrpo.core.errors import ConfigError, DataError, MissingFile
-from mcgrpo.core.trl_config import grpo_arguments, ingested_identity, output_folder, saved_checkpoints
+from mcgrpo.core.trl_config import (NOT_SETTINGS, SAMPLING, grpo_arguments, ingested_identity, output_folder,
+                                     saved_checkpoints)
 
 TOKEN_KEYS = ("completions/mean_length", "num_tokens")  # the log keys the token count is rebuilt from
 UNRECOVERED = (
@@ -90,9 +92,37 @@ def read(folder: str | Path) -> TRLLog:
     if not path.exists():
         raise DataError(f"{path}: file not found; allowed: a checkpoint as TRL saves it, with its trainer_state.json")
     state = json.loads(path.read_text())
+    frame = steps(state, path)
+    for step, checkpoint in saved.items():
+        check_checkpoint(step, checkpoint, state)
     arguments, unchecked = check_arguments(saved[max(saved)])
-    return TRLLog(Path(folder), steps(state, path), saved, [unchecked] if unchecked else [],
+    return TRLLog(Path(folder), frame, saved, [unchecked] if unchecked else [],
                   int(state.get("train_batch_size") or 0), arguments)
+
+
+def _step_entries(state: dict, last: int | None = None) -> dict[int, dict]:
+    """A log's per-step entries (those with a loss: not TRL's summary) by step, up to `last`."""
+    return {e["step"]: e for e in state.get("log_history", []) if "loss" in e and (last is None or e["step"] <= last)}
+
+
+def check_checkpoint(step: int, checkpoint: Path, newest: dict) -> None:
+    """Refuses a checkpoint-<step>/ whose own trainer_state.json (where it has one, as TRL saves it) is not the
+    newest log at that step: another global_step (a folder renamed), or other entries for steps 1..step (a
+    checkpoint left by another run in the folder, e.g. the abandoned steps of a run resumed from an earlier one):
+    its model is not the model of the run the log counts."""
+    path = checkpoint / "trainer_state.json"
+    if not path.is_file():
+        return
+    own = json.loads(path.read_text())
+    if own.get("global_step") != step:
+        raise DataError(f"{path}: global_step {own.get('global_step')} in checkpoint-{step}; allowed: a checkpoint "
+                        f"saved at the step its folder names")
+    ours, theirs = _step_entries(own), _step_entries(newest, step)
+    other = sorted(s for s in set(ours) | set(theirs) if ours.get(s) != theirs.get(s))
+    if other:
+        raise DataError(f"{path}: its log differs from the newest checkpoint's at step(s) {_few(other)}; allowed: "
+                        f"checkpoints of one run (a checkpoint left by another run or an abandoned resume is not "
+                        f"the model the log counts: remove it, or ingest a folder holding one run)")
 
 
 ONE_BATCH = ("gradient_accumulation_steps", "steps_per_generation", "num_iterations")  # 1: a step is one batch
@@ -106,7 +136,7 @@ def check_arguments(checkpoint: Path) -> tuple[object, str | None]:
     try:
         import torch
         args = torch.load(path, weights_only=False)  # the user's own run folder: trusted as its script is
-    except (ImportError, AttributeError, FileNotFoundError) as e:
+    except (ImportError, AttributeError, FileNotFoundError, pickle.UnpicklingError, EOFError) as e:
         return None, (f"{path}: not read ({type(e).__name__}: {e}), so {', '.join(ONE_BATCH)} = 1 is assumed, not "
                       f"checked, nor the GRPOConfig's settings other than the batch and learning rate the log shows")
     wrong = [f"{key} {getattr(args, key)}" for key in ONE_BATCH if (getattr(args, key, 1) or 1) != 1]
@@ -116,21 +146,42 @@ def check_arguments(checkpoint: Path) -> tuple[object, str | None]:
     return args, None
 
 
-# the GRPOConfig settings that make a run another recipe (docs/trl.md, "Runs already made"); the expected values
-# are the ones a TRL arm of the study trains with (mcgrpo.core.trl_config.grpo_arguments)
-COMPARED = ("per_device_train_batch_size", "num_generations", "max_completion_length", "learning_rate",
-            "lr_scheduler_type", "warmup_steps", "warmup_ratio", "loss_type", "beta", "scale_rewards", "temperature",
-            "top_p", "top_k", "shuffle_dataset", "disable_dropout", "max_grad_norm")
+# what a run's GRPOConfig must say to be the study's recipe (docs/trl.md, "Runs already made"): every setting a TRL
+# arm of the study trains with (mcgrpo.core.trl_config.grpo_arguments), the sampling settings it leaves at TRL's
+# defaults, and the share of tokens the loss keeps; not where the run was kept or logged (NOT_SETTINGS), the steps
+# (ONE_BATCH, refused above), nor the seed. A key the file lacks (another TRL's GRPOConfig) is a difference,
+# except where its absence means the recipe's value.
+IGNORED = {*NOT_SETTINGS, *ONE_BATCH, "seed"}
+DEFAULTS = {**SAMPLING, "top_entropy_quantile": 1.0, "mask_truncated_completions": False,
+            "chat_template_kwargs": None}
+SAME = {"adamw_torch_fused": "adamw_torch"}  # one algorithm, Adam in fused kernels (GRPOConfig's default optim)
+ABSENT = "<not in training_args.bin>"
+
+
+def expected_arguments(run: dict) -> dict:
+    """The GRPOConfig settings a folder of the study's recipe has, by key."""
+    recipe = grpo_arguments(run, "", 0, False)
+    return {k: v for k, v in {**DEFAULTS, **recipe}.items() if k not in IGNORED}
 
 
 def _plain(value):
-    """An argument as it compares: an enum by its value."""
-    return getattr(value, "value", value)
+    """An argument as it compares: an enum by its value, names of one algorithm as one."""
+    value = getattr(value, "value", value)
+    return SAME.get(value, value) if isinstance(value, str) else value
+
+
+def _argument(arguments, key: str):
+    """`key` of the folder's GRPOConfig as it compares; ABSENT where the file lacks it and its absence is not the
+    recipe's value (DEFAULTS)."""
+    return _plain(getattr(arguments, key, DEFAULTS.get(key, ABSENT)))
 
 
 def _same(found, expected) -> bool:
-    if isinstance(expected, float) or isinstance(found, float):
-        return found is not None and math.isclose(float(found), float(expected), rel_tol=1e-9, abs_tol=1e-12)
+    """Numbers within rounding (an int for a float), everything else equal, a bool only to a bool."""
+    if isinstance(found, bool) or isinstance(expected, bool):
+        return found is expected
+    if all(isinstance(v, (int, float)) for v in (found, expected)):
+        return math.isclose(float(found), float(expected), rel_tol=1e-9, abs_tol=1e-12)
     return found == expected
 
 
@@ -141,11 +192,11 @@ def differences(log: TRLLog, run: dict) -> list[str]:
 
 def differing(log: TRLLog, run: dict) -> list[tuple[str, str]]:
     """(GRPOConfig key, line) wherever the folder's recipe is not the study's: the batch and the learning rate (its
-    value and whether it stayed constant: lr_scheduler_type) from the log, which every folder has; every COMPARED
-    setting of the GRPOConfig where training_args.bin could be read. The keys name the differences in every table
-    that uses the run (run.json: ingested.differing_keys)."""
-    expected = {**grpo_arguments(run, "", 0, False), "warmup_ratio": 0.0}
-    found = []
+    value and whether it stayed constant: lr_scheduler_type) from the log, which every folder has; every setting
+    of expected_arguments in training_args.bin, or the file itself (key `training_args.bin`) where it could not be
+    read: its settings are then unchecked. The keys name the differences in every table that uses the run
+    (run.json: ingested.differing_keys)."""
+    expected, found = expected_arguments(run), []
     batch = expected["per_device_train_batch_size"]
     if log.batch != batch:
         found.append(("train_batch_size", f"train_batch_size {log.batch} (trainer_state.json); the recipe's {batch} "
@@ -157,12 +208,12 @@ def differing(log: TRLLog, run: dict) -> list[tuple[str, str]]:
     if len(rates) and not all(_same(float(r), float(rates.iloc[0])) for r in rates):
         found.append(("lr_scheduler_type", f"learning rate schedule: logged from {rates.iloc[0]:g} to "
                                            f"{rates.iloc[-1]:g} (the log); the recipe's constant"))
-    if log.arguments is not None:
-        found += [(key, f"{key} {_plain(getattr(log.arguments, key))!r} (training_args.bin); the recipe's "
-                        f"{expected[key]!r}")
-                  for key in COMPARED if hasattr(log.arguments, key)
-                  and not _same(_plain(getattr(log.arguments, key)), expected[key])]
-    return found
+    if log.arguments is None:
+        return found + [("training_args.bin", f"{'; '.join(log.unchecked)} (install trl, the mcgrpo[trl] extra, to "
+                                              f"check them)")]
+    return found + [(key, f"{key} {_argument(log.arguments, key)!r} (training_args.bin); the recipe's "
+                          f"{expected[key]!r}")
+                    for key in expected if not _same(_argument(log.arguments, key), expected[key])]
 
 
 def steps(state: dict, path: Path | str = "trainer_state.json") -> pd.DataFrame:
@@ -170,7 +221,14 @@ def steps(state: dict, path: Path | str = "trainer_state.json") -> pd.DataFrame:
     batch, last = state.get("train_batch_size"), state.get("global_step", 0)
     if not batch:
         raise DataError(f"{path}: no train_batch_size; allowed: a trainer_state.json that transformers wrote")
-    logged = {e["step"]: e for e in state.get("log_history", []) if "loss" in e}  # a step's entry, not a summary
+    order = [e["step"] for e in state.get("log_history", []) if "loss" in e]
+    if order != sorted(set(order)):
+        twice = sorted({s for s in order if order.count(s) > 1})
+        raise DataError(f"{path}: log_history gives step(s) {_few(twice) if twice else 'out of order'}"
+                        f"{' more than once' if twice else ''} (steps logged: {_few(order)}); allowed: one entry "
+                        f"per step in order, as one run's trainer_state.json holds (a log joined from two runs, or "
+                        f"a restarted run's, would count a step's tokens twice)")
+    logged = _step_entries(state)  # a step's entry, not a summary
     missing = [s for s in range(1, last + 1) if s not in logged]
     if missing:
         raise DataError(f"{path}: log_history has no entry for step(s) {_few(missing)} of 1..{last} (logging_steps "
@@ -298,8 +356,17 @@ def ingest(log: TRLLog, run: dict, budget: int, model, tokenizer, eval_sets: dic
              "token_keys": list(TOKEN_KEYS), "steps_logged": len(log.steps), "stop_step": stop,
              "points": [vars(p) for p in points], "unrecovered": unrecovered(log, points),
              "differences": differ, "differing_keys": list(dict.fromkeys(key for key, _ in found)),
-             "accepted_differences": bool(differ)}
+             "accepted_differences": bool(differ), "saved_by": saved_by(log)}
     return out, block
+
+
+def saved_by(log: TRLLog) -> str:
+    """When the run had trained, at the latest: the UTC time its earliest checkpoint was written (a file time, which
+    a copy moves later, never earlier), the preregistration's start of training for the run (mcgrpo.analysis.prereg:
+    a lock after it is late)."""
+    from datetime import datetime, timezone
+    first = min(path.stat().st_mtime for path in log.checkpoints.values())
+    return datetime.fromtimestamp(first, timezone.utc).isoformat(timespec="seconds")
 
 
 def needed(path: str | Path, what: str, config: str = "STUDY.yaml") -> Path:

@@ -45,7 +45,7 @@ from mcgrpo.core.budget import unit as budget_unit
 from mcgrpo.core.clock import STAGES, StageClock
 from mcgrpo.core.errors import ConfigError, Interrupted, McgrpoError
 from mcgrpo.core.ledger import Ledger, counting
-from mcgrpo.core.trl_config import TRL_VERSION, grpo_arguments, identity
+from mcgrpo.core.trl_config import NOT_SETTINGS, SAMPLING, TRL_VERSION, grpo_arguments, identity
 from mcgrpo.train import engines
 from mcgrpo.train.evaluation import Evaluator
 from mcgrpo.train.rollout import reward as training_reward, score, study_prompter, study_rule
@@ -260,10 +260,6 @@ class Protocol(TrainerCallback):
 KEPT = ("per_device_train_batch_size", "num_generations", "max_completion_length", "temperature", "top_p", "top_k",
         "lr_scheduler_type", "warmup_steps", "loss_type", "shuffle_dataset", "disable_dropout")
 ONE_BATCH = ("steps_per_generation", "num_iterations", "gradient_accumulation_steps")
-# sampling settings the recipe leaves at TRL's defaults: another value samples another distribution
-SAMPLING = {"repetition_penalty": 1.0, "min_p": None, "generation_kwargs": None, "warmup_ratio": 0.0}
-NOT_SETTINGS = {"output_dir", "max_steps", "save_strategy", "logging_strategy", "logging_steps", "disable_tqdm",
-                "log_completions", "report_to", "dataloader_num_workers", "use_cpu", "bf16"}
 
 
 def _value(args, key: str):
