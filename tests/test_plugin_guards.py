@@ -398,3 +398,112 @@ def test_a_selector_that_changes_the_batch_size_is_named(rule, what, tiny, world
     message, _ = _failure({"selection": {f"{HERE}:{rule}": {}}}, tiny, world)
     assert message.startswith(f"selector '{HERE}:{rule}' (arms.bad.selection) in training arm bad seed 1, "
                               f"iteration 0: {what}; allowed: a Selection of at most"), message
+
+
+# What a plugin is handed exposes only what mcgrpo.api documents: sampling goes through the counted generate.
+
+@dataclass
+class SamplesThrough:
+    """Samples a continuation of each group's first completion through `route` (what it reaches from ctx), which
+    no engine counts: ctx.engine's model or wrapped engine, or the model behind ctx.features."""
+    route: str = "ctx.engine.model"
+
+    def __call__(self, rollouts, ctx):
+        import torch
+        source = eval(self.route, {"ctx": ctx})
+        sampler = source.model if self.route.endswith("__self__") else source
+        prompt = torch.tensor([list(rollouts.prompts[0])])
+        sampler.generate(prompt, max_new_tokens=4) if hasattr(sampler, "config") else sampler.generate(
+            [rollouts.prompts[0]], [4], [0])
+        return api.Credit(outcome(rollouts, ctx))
+
+
+@pytest.mark.parametrize("route, what", [
+    ("ctx.engine.model", "the engine a plugin is handed (ctx.engine) has no attribute 'model'"),
+    ("ctx.engine.engine", "the engine a plugin is handed (ctx.engine) has no attribute 'engine'"),
+    ("ctx.features.__self__", "'function' object has no attribute '__self__'"),
+])
+def test_a_credit_rule_cannot_sample_around_the_counted_engine(route, what, tiny, world):
+    """A rule that reached the model (or the engine ctx.engine wraps) would sample tokens nothing counts toward B."""
+    name = f"{HERE}:SamplesThrough"
+    message, trainer = _failure({"credit": {name: {"route": route}}}, tiny, world)
+    assert message.startswith(CREDIT.format(name=name) + f"raised AttributeError: {what}"), message
+    if "ctx.engine" in what:
+        assert "allowed: generate(prompts, limits, seeds), temperature, top_p (docs/plugins.md)" in message
+
+
+def test_the_counted_engine_passes_the_sampling_settings_through(tiny):
+    from mcgrpo.train import engines
+    model, tokenizer = tiny
+    engine = engines.build("hf", model, tokenizer, temperature=1.0, top_p=1.0)
+    counted = engines.Counting(engines.Counting(engine))
+    with engines.sampling(counted, temperature=0.5, top_p=0.9):
+        assert (engine.temperature, engine.top_p) == (counted.temperature, counted.top_p) == (0.5, 0.9)
+    assert (engine.temperature, engine.top_p) == (1.0, 1.0)
+    out = counted.generate([[1, 2]], [3], [0])
+    assert counted.generated == len(out[0]) and counted.handed_out() == {id(out[0])}
+    with pytest.raises(AttributeError, match="no attribute 'generated_tokens'"):
+        counted.generated_tokens = 0
+
+
+@dataclass(kw_only=True)
+class ViewReader(api.StreamSelector):
+    """Reads `what` of its view in select: the model (to sample with), or the pool's records (to edit one)."""
+    what: str = "model"
+
+    def select(self, iteration, view):
+        if self.what == "model":
+            view.model.generate
+        else:
+            view.problems[0]["answer"] = "0"
+        return super().select(iteration, view)
+
+
+@pytest.mark.parametrize("what", ["model", "problems"])
+def test_a_selectors_view_gives_features_and_levels_only(what, tiny, world):
+    """The model's generate would sample uncounted tokens; the pool's records are what the run rewards against."""
+    name = f"{HERE}:ViewReader"
+    message, trainer = _failure({"selection": {name: {"what": what}}}, tiny, world)
+    assert message.startswith(f"selector '{name}' (arms.bad.selection) in training arm bad seed 1, iteration 0: "
+                              f"raised AttributeError: a selector's view (PolicyView) has no attribute '{what}'; "
+                              "allowed: features(indices), levels(indices) (docs/plugins.md)"), message
+    assert trainer.problems[0]["answer"] != "0"
+
+
+# Extra training sequences are completions ctx.engine generated, and so counted toward B.
+
+@dataclass
+class ExtraSequences:
+    """Trains besides the rollouts on each group's first prompt followed by `what`: its own continuation (sampled
+    through ctx.engine), a copy of one, or the problem's reference answer (never generated)."""
+    what: str = "sampled"
+
+    def __call__(self, rollouts, ctx):
+        from mcgrpo.train.credit import TrainingSequence
+        starts = [rollouts.prompts[p * rollouts.group_size] for p in range(len(rollouts.problems))]
+        sampled = ctx.engine.generate(starts, [4] * len(starts), [api.stable_seed(*ctx.seed, p)
+                                                                  for p in range(len(starts))])
+        if self.what == "copied":
+            sampled = [api.Completion(c.tokens, c.finished) for c in sampled]
+        if self.what == "reference":
+            sampled = [api.Completion(tuple(map(ord, p["answer"])), True) for p in rollouts.problems]
+        return api.Credit(outcome(rollouts, ctx), tokens_generated=ctx.engine.generated, sequences=[
+            TrainingSequence(tuple(s), c, np.ones(len(c))) for s, c in zip(starts, sampled)])
+
+
+@pytest.mark.parametrize("what", ["copied", "reference"])
+def test_extra_sequences_never_generated_are_refused(what, tiny, world):
+    name = f"{HERE}:ExtraSequences"
+    message, trainer = _failure({"credit": {name: {"what": what}}}, tiny, world)
+    assert message.startswith(CREDIT.format(name=name) + "its extra sequence 0 trains on a completion ctx.engine did "
+                              "not generate while it ran (tokens never generated count nothing toward B); allowed: "
+                              "extra sequences (Credit.sequences) whose completion is one that ctx.engine.generate "
+                              "returned while the rule ran"), message
+    assert trainer.updates == 0
+
+
+def test_extra_sequences_the_rule_sampled_train_and_count(tiny, world):
+    trainer = _trainer({"credit": {f"{HERE}:ExtraSequences": {}}}, tiny, world)
+    log = trainer.run(max_iterations=2)
+    assert log.iterations[-1]["tokens_continuation"] > 0
+

@@ -15,7 +15,7 @@ and the study's reward of any text (`rewards(texts, answers, ctx)`).
 
 Selector (group `mcgrpo.selection`): a `StreamSelector` subclass (a dataclass; its own fields are its options)
 overriding `select` (which candidates to draw and train on), and `observe` / `state_dict` / `load_state_dict`
-when it learns from what it trained. It sees the policy only through a `PolicyView`.
+when it learns from what it trained. It sees the policy only through a `PolicyView`: `features(indices)` and `levels(indices)`.
 
 Reward of a TRL run (mcgrpo.integrations.trl): a reward function that samples tokens itself (a Monte-Carlo or
 process reward's continuations) calls `charge(n)` with the number it generated, each time it generates; they count

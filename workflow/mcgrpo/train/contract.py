@@ -10,8 +10,9 @@ where it ran (the training run or the gradient tests, and the iteration or batch
 
 What is checked (docs/plugins.md, "What is checked at run time"):
 - credit: a `Credit`, one row per completion of the batch, one finite value per generated token of each (and of
-  each extra training sequence); `tokens_generated` a whole number, >= 0, and at least what the engines the rule was
-  given (`ctx.engine`) generated while it ran, which the engine counts itself (engines.Counting);
+  each extra training sequence, whose completion must be one that `ctx.engine` generated while the rule ran);
+  `tokens_generated` a whole number, >= 0, and at least what the engines the rule was given (`ctx.engine`)
+  generated while it ran, which the engine counts itself (engines.Counting);
 - a selector: a `Selection` of pool indices; its groups one per chosen prompt, of the recipe's group size; its
   discarded tokens a whole number >= 0, which with the kept groups' tokens covers what the engine generated;
 - a verifier: a bool (or 0 / 1) for every completion;
@@ -161,24 +162,41 @@ CREDIT = ("a Credit with one finite value per generated token of every completio
           "sequence), and tokens_generated an int >= 0 counting every token it sampled (docs/plugins.md)")
 
 
-def credit(subject: Subject, out, rollouts, engine_generated: int):
-    """The credit rule's output `out` for `rollouts`, checked; `engine_generated`: what the engines it was given
-    generated while it ran."""
+def credit(subject: Subject, out, rollouts, engine):
+    """The credit rule's output `out` for `rollouts`, checked against `engine`, the counted engine it was given
+    (engines.Counting): what it generated and handed out while the rule ran."""
     if not _has(out, "tokens", "tokens_generated", "sequences"):
         raise subject.broken(f"it returned {type(out).__name__}, not a Credit", CREDIT)
     n = len(rollouts.completions)
     if not isinstance(out.tokens, (list, tuple)) or len(out.tokens) != n:
         rows = len(out.tokens) if hasattr(out.tokens, "__len__") else type(out.tokens).__name__
         raise subject.broken(f"credit for {rows} completions, the batch has {n}", CREDIT)
+    if (unsampled := sequences_problem(out.sequences, engine)):
+        raise subject.broken(unsampled, SEQUENCES)
     problem = next((p for r, (values, c) in enumerate(zip(out.tokens, rollouts.completions))
                     if (p := values_problem(values, len(c), f"completion {r}"))), "")
     problem = problem or next((p for s, seq in enumerate(out.sequences)
                                if (p := values_problem(seq.credit, len(seq.completion), f"extra sequence {s}"))), "")
-    problem = problem or tokens_problem(out.tokens_generated, engine_generated, "Credit.tokens_generated",
-                                        f"ctx.engine generated {engine_generated} tokens while the rule ran")
+    problem = problem or tokens_problem(out.tokens_generated, engine.generated, "Credit.tokens_generated",
+                                        f"ctx.engine generated {engine.generated} tokens while the rule ran")
     if problem:
         raise subject.broken(problem, CREDIT)
     return out
+
+
+SEQUENCES = ("extra sequences (Credit.sequences) whose completion is one that ctx.engine.generate returned while "
+             "the rule ran, as it returned it: their tokens count toward the budget B (docs/plugins.md)")
+
+
+def sequences_problem(sequences, engine) -> str:
+    """What is wrong with a credit rule's extra training sequences: each must train on a completion `engine`
+    generated (and counted) during the call, the object it handed out; '' where nothing is."""
+    if not isinstance(sequences, (list, tuple)):
+        return f"Credit.sequences is {type(sequences).__name__}, not a list of TrainingSequence"
+    handed = engine.handed_out() if sequences else set()
+    return next((f"its extra sequence {s} trains on a completion ctx.engine did not generate while it ran "
+                 f"(tokens never generated count nothing toward B)"
+                 for s, seq in enumerate(sequences) if id(getattr(seq, "completion", None)) not in handed), "")
 
 
 def values_problem(values, length: int, what: str) -> str:

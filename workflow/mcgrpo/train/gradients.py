@@ -170,7 +170,7 @@ def probe(model, tokenizer, problems: list[dict], recipe: dict, rules: dict[str,
     rule, by default as a built-in), its sampled tokens counted by the engine it is handed."""
     subjects = subjects or {}
     r, pad_id = recipe, tokenizer.pad_token_id
-    view = PolicyView(model, prompter, problems, pad_id, r["microbatch_size"])
+    features = PolicyView(model, prompter, problems, pad_id, r["microbatch_size"]).features_function()
     rows = []
     for b, indices in enumerate(batches):
         seeds = [stable_seed(seed, "gradient-rollout", b, k) for k in range(len(indices) * r["group_size"])]
@@ -182,7 +182,7 @@ def probe(model, tokenizer, problems: list[dict], recipe: dict, rules: dict[str,
         def context(tag: str, sampler=memo) -> CreditContext:
             return CreditContext(engine=sampler, prompter=prompter, limit=r["completion_limit"],
                                  verifier=r["reward_verifier"], rule=rule, advantage_eps=r["advantage_eps"],
-                                 seed=(seed, f"gradient-{tag}", b), features=view.prefix_features,
+                                 seed=(seed, f"gradient-{tag}", b), features=features,
                                  log_ratio=log_ratio_fn)
 
         def grad(credit: Credit) -> torch.Tensor:
@@ -190,7 +190,7 @@ def probe(model, tokenizer, problems: list[dict], recipe: dict, rules: dict[str,
 
         def credited(arm: str, rule: Callable) -> Credit:
             counted, subject = engines.Counting(memo), subjects.get(arm) or contract.Subject("credit", arm, arm, True)
-            return contract.credit(subject, subject.call(rule, batch, context("arm", counted)), batch, counted.generated)
+            return contract.credit(subject, subject.call(rule, batch, context("arm", counted)), batch, counted)
 
         with contract.during(f"the gradient tests, batch {b}"):  # checked before any gradient is taken
             credits = {arm: credited(arm, rule) for arm, rule in rules.items()}

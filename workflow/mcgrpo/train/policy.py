@@ -75,3 +75,36 @@ class PolicyView:
     def prefix_features(self, sequences, ends) -> list[np.ndarray]:
         """The policy's last hidden state at prefix ends of whole sequences (for critics)."""
         return prefix_features(self.model, sequences, ends, self.pad_id, self.microbatch_size)
+
+    def features_function(self):
+        """`prefix_features` as a credit rule's `ctx.features`: a plain function, not a method whose `__self__`
+        would hand the rule the view and its model."""
+        def features(sequences, ends) -> list[np.ndarray]:
+            return self.prefix_features(sequences, ends)
+        return features
+
+
+class SelectorView:
+    """What a selector is handed as its `view` (mcgrpo.api.PolicyView): the policy's prompt features and the
+    problems' levels, and nothing else of the PolicyView it reads them from: not its model (whose generate would
+    sample tokens that nothing counts toward B) nor the pool's records (which the run's rollouts are rewarded
+    against)."""
+
+    __slots__ = ("_policy",)
+    ALLOWED = "features(indices), levels(indices)"
+
+    def __init__(self, policy: PolicyView):
+        object.__setattr__(self, "_policy", policy)
+
+    def features(self, indices) -> np.ndarray:
+        return self._policy.features(indices)
+
+    def levels(self, indices) -> np.ndarray:
+        return self._policy.levels(indices)
+
+    def __getattr__(self, name: str):
+        raise AttributeError(f"a selector's view (PolicyView) has no attribute {name!r}; allowed: {self.ALLOWED} "
+                             f"(docs/plugins.md)")
+
+    def __setattr__(self, name: str, value) -> None:
+        self.__getattr__(name)

@@ -32,7 +32,7 @@ from mcgrpo.core.errors import ConfigError, Interrupted
 from mcgrpo.train.entropy_kl import entropy_kl
 from mcgrpo.train.evaluation import Evaluator
 from mcgrpo.train.loss import backward_policy_loss
-from mcgrpo.train.policy import PolicyView, frozen, log_ratio
+from mcgrpo.train.policy import PolicyView, SelectorView, frozen, log_ratio
 from mcgrpo.train.rollout import problem_records, sample_groups, study_prompter, study_rule
 
 
@@ -84,6 +84,8 @@ class Trainer:
         self.reference = frozen(model) if needs or self.entropy_kl or spec else None
         self.log_ratio = log_ratio(model, self.reference, self.pad_id) if needs else None
         self.view = PolicyView(model, self.prompter, self.problems, self.pad_id, r["microbatch_size"])
+        # what plugins are handed of it: a selector its features and levels, a credit rule its prefix features
+        self.selector_view, self.features = SelectorView(self.view), self.view.features_function()
         ev = cfg["evaluation"]
         self.evaluator = Evaluator(self.engine, self.prompter, eval_sets, ev["samples"],
                                    r["completion_limit"], self.seed, bool(ev.get("greedy")),
@@ -123,7 +125,7 @@ class Trainer:
         with contract.during(f"training arm {self.arm} seed {self.seed}, iteration {i}"):
             with self.clock.stage("select"):
                 chosen = contract.selection(self.selector_subject,
-                                            self.selector_subject.call(self.selector.select, i, self.view),
+                                            self.selector_subject.call(self.selector.select, i, self.selector_view),
                                             len(self.problems), r["prompts_per_iteration"])
             with self.clock.stage("generate"):
                 batch, discarded, chosen = self.generate(i, chosen)
@@ -132,9 +134,9 @@ class Trainer:
                 ctx = CreditContext(engine=counted, prompter=self.prompter, limit=r["completion_limit"],
                                     verifier=r["reward_verifier"], rule=self.rule, advantage_eps=r["advantage_eps"],
                                     seed=(self.seed, i),
-                                    features=self.view.prefix_features, log_ratio=self.log_ratio)
+                                    features=self.features, log_ratio=self.log_ratio)
                 credit = contract.credit(self.credit_subject, self.credit_subject.call(self.credit, batch, ctx),
-                                         batch, counted.generated)
+                                         batch, counted)
             self.ledger.charge(batch.n_tokens, "rollout")
             self.ledger.charge(int(credit.tokens_generated), "continuation")
             self.ledger.charge(int(discarded), "discarded")
@@ -145,7 +147,7 @@ class Trainer:
                 self.engine.sync(self.model)
             groups = batch.grouped(batch.rewards).mean(axis=1)
             # a filter refits here, outside the timed stages
-            self.selector_subject.call(self.selector.observe, i, chosen, groups, self.view)
+            self.selector_subject.call(self.selector.observe, i, chosen, groups, self.selector_view)
             return self._record(i, chosen, batch, groups, loss, grad_norm, credit, moved)
 
     def _entropy_kl(self, batch) -> dict:

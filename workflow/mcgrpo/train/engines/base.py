@@ -29,27 +29,50 @@ class Engine(Protocol):
     def sync(self, model) -> None: ...
 
 
+SETTINGS = ("temperature", "top_p")  # what engines.sampling sets: every engine reads them at each generate call
+
+
 class Counting:
     """An engine that counts every token it hands back (`generated`), whoever asks: what a trainer gives a credit
     rule or a selector as its engine, so that the budget B is charged by the engine's own count, not by what a
-    plugin says it sampled (mcgrpo.train.contract). Everything else (sync, sampling settings such as temperature
-    and top_p, which engines.sampling sets) reaches the engine it wraps."""
+    plugin says it sampled (mcgrpo.train.contract). It keeps what it handed back (`handed_out`: a credit rule's
+    extra training sequences must be among them) and exposes only what mcgrpo.api documents: `generate`, `sync`
+    and the sampling settings (SETTINGS), which reach the engine it wraps. Not that engine, nor its model: their
+    own generate would sample tokens that nothing counts toward B."""
+
+    __slots__ = ("_engine", "generated", "_handed_out")
 
     def __init__(self, engine):
-        object.__setattr__(self, "engine", engine)
+        object.__setattr__(self, "_engine", engine)
         object.__setattr__(self, "generated", 0)
+        object.__setattr__(self, "_handed_out", [])
 
     def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: Sequence[int],
                  seeds: Sequence[int]) -> list[Completion]:
-        out = self.engine.generate(prompts, max_new_tokens, seeds)
+        out = self._engine.generate(prompts, max_new_tokens, seeds)
         object.__setattr__(self, "generated", self.generated + sum(len(c) for c in out))
+        self._handed_out.extend(out)
         return out
 
+    def handed_out(self) -> set[int]:
+        """The identities (id) of the completions it handed back, each kept alive by it."""
+        return set(map(id, self._handed_out))
+
     def sync(self, model) -> None:
-        self.engine.sync(model)
+        self._engine.sync(model)
 
     def __getattr__(self, name: str):
-        return getattr(self.engine, name)
+        if name in SETTINGS:
+            return getattr(self._engine, name)
+        raise AttributeError(refused(name))
 
     def __setattr__(self, name: str, value) -> None:
-        setattr(self.engine, name, value)
+        if name not in SETTINGS:
+            raise AttributeError(refused(name))
+        setattr(self._engine, name, value)
+
+
+def refused(name: str) -> str:
+    return (f"the engine a plugin is handed (ctx.engine) has no attribute {name!r}: it samples only through its "
+            f"own generate, which counts every token toward the budget B; allowed: generate(prompts, limits, seeds), "
+            f"{', '.join(SETTINGS)} (docs/plugins.md)")
