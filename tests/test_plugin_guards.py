@@ -507,3 +507,73 @@ def test_extra_sequences_the_rule_sampled_train_and_count(tiny, world):
     log = trainer.run(max_iterations=2)
     assert log.iterations[-1]["tokens_continuation"] > 0
 
+
+# A plugin that keeps state across iterations saves it, or a resumed run would diverge from the uninterrupted one.
+
+@dataclass
+class Counts:
+    """Counts its calls (state kept on the rule), saving the count where `saves`."""
+    def __call__(self, rollouts, ctx):
+        self.calls = getattr(self, "calls", 0) + 1
+        return api.Credit(outcome(rollouts, ctx))
+
+
+@dataclass
+class CountsSaved(Counts):
+    def state_dict(self):
+        return {"calls": getattr(self, "calls", 0)}
+
+    def load_state_dict(self, state):
+        self.calls = state["calls"]
+
+
+@dataclass(kw_only=True)
+class Remembers(api.StreamSelector):
+    """Learns from the groups it trained (how many it saw), and has no state_dict."""
+    seen: int = 0
+
+    def observe(self, iteration, selection, group_means, view):
+        self.seen += len(group_means)
+
+
+def _checkpointed(arm: dict, tiny, world, tmp_path) -> Trainer:
+    """The trainer of `arm`, checkpointing, asked to stop (a preemption) during its first iteration (no budget: no
+    evaluation is due, the stop writes the checkpoint)."""
+    cfg = studies.validate(edited_study(arms={"outcome": {}, "bad": arm}))
+    trainer = Trainer(study_config.run_config(cfg, "bad", 1), tiny[0], tiny[1], world[0], None, None,
+                      checkpoint_dir=str(tmp_path), arm="bad")
+    trainer.stop_requested = True
+    return trainer
+
+
+@pytest.mark.parametrize("kind, name, changed", [
+    ("credit", "Counts", "attribute calls"), ("selection", "Remembers", "attribute seen")])
+def test_a_plugin_whose_state_changed_but_cannot_be_saved_is_refused_at_the_checkpoint(kind, name, changed, tiny,
+                                                                                       world, tmp_path):
+    trainer = _checkpointed({kind: {f"{HERE}:{name}": {}}}, tiny, world, tmp_path)
+    with pytest.raises(PluginError) as err:
+        trainer.run(max_iterations=2)
+    what = "credit rule" if kind == "credit" else "selector"
+    assert str(err.value).startswith(
+        f"{what} '{HERE}:{name}' ({'arms.bad.' + kind}) in training arm bad seed 1, checkpoint after iteration 0: "
+        f"its {changed} changed since it was built, but it has no state_dict: a run resumed from this checkpoint "
+        "would start it afresh and diverge from the run uninterrupted; allowed: state_dict() -> dict and "
+        "load_state_dict(state)"), str(err.value)
+    assert not list(tmp_path.glob("ckpt-*"))
+
+
+@pytest.mark.parametrize("arm", [{"credit": {f"{HERE}:CountsSaved": {}}}, {"credit": {"shuffled": {"critic": {}}}},
+                                 {"selection": {"critic_filter": {"keep": 1, "candidates": 4}}}])
+def test_a_plugin_that_saves_its_state_checkpoints(arm, tiny, world, tmp_path):
+    from mcgrpo.core.errors import Interrupted
+    trainer = _checkpointed(arm, tiny, world, tmp_path)
+    with pytest.raises(Interrupted):
+        trainer.run(max_iterations=2)
+    assert len(list(tmp_path.glob("ckpt-*.pt"))) == 1
+
+
+def test_a_shuffled_rule_saves_its_inner_rules_state():
+    from mcgrpo.train import credit as credit_rules
+    shuffled = credit_rules.build({"shuffled": {"critic": {}}})
+    assert shuffled.state_dict() == shuffled.rule.state_dict() and shuffled.state_dict()["rows"] == []
+    assert not hasattr(credit_rules.build({"shuffled": {"monte_carlo": {}}}), "state_dict")

@@ -16,7 +16,11 @@ What is checked (docs/plugins.md, "What is checked at run time"):
 - a selector: a `Selection` of pool indices; its groups one per chosen prompt, of the recipe's group size; its
   discarded tokens a whole number >= 0, which with the kept groups' tokens covers what the engine generated;
 - a verifier: a bool (or 0 / 1) for every completion;
-- every call: the rollouts it was handed unchanged, and torch's global settings as it found them.
+- every call: the rollouts it was handed unchanged, and torch's global settings as it found them;
+- at every checkpoint: a plugin without a state_dict of its own has the attributes it was built with (else a
+  resumed run, which builds it afresh, would diverge from an uninterrupted one).
+What a plugin is handed exposes only what mcgrpo.api documents: its engine (engines.Counting) samples through its
+counted generate, a selector's view (policy.SelectorView) gives features and levels, not the model nor the pool.
 A built-in that breaks the contract is a bug in mcgrpo: the same message, as a RuntimeError with its traceback.
 """
 
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import pickle
 import sys
 import traceback
 from dataclasses import dataclass
@@ -273,6 +278,44 @@ def groups(subject: Subject, out, group_size: int, pool_size: int, per_iteration
     if problem:
         raise subject.broken(problem, SELECTION)
     return out
+
+
+RESUMABLE = ("state_dict() -> dict and load_state_dict(state) that save and restore what it keeps across iterations "
+             "(state_dict returning {} where what changed is a cache a resumed run rebuilds alike), or no state kept "
+             "on it (docs/plugins.md)")
+
+
+def unsaved_state(plugin) -> dict[str, Any] | None:
+    """The attributes of a plugin that cannot save its state for a resume (no state_dict of its own: a selector's
+    inherited one saves nothing), by value (pickled, or their repr where pickle cannot): what `resumable` compares
+    at each checkpoint with the same taken when it was built. None where the plugin saves its state."""
+    method = getattr(plugin, "state_dict", None)
+    if method is not None and not getattr(method, "saves_nothing", False):
+        return None
+    attributes = getattr(plugin, "__dict__", None)
+    return {name: _by_value(value) for name, value in
+            (attributes.items() if attributes is not None else [("its slots", plugin)])}
+
+
+def _by_value(value) -> bytes | str:
+    try:
+        return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # a lambda, a lock, a class of a function's own: its repr
+        return repr(value)
+
+
+def resumable(subject: Subject, plugin, built: dict[str, Any] | None) -> None:
+    """Refuse, as a checkpoint is about to be written, a plugin whose attributes changed since it was built
+    (`built`: its unsaved_state then) but which cannot save them: a run resumed from that checkpoint would build it
+    afresh and go on differently from the run uninterrupted, in silence."""
+    if built is None:
+        return
+    now = unsaved_state(plugin)
+    changed = sorted(name for name in {*built, *now} if built.get(name) != now.get(name))
+    if changed:
+        raise subject.broken(f"its attribute{'s' if len(changed) > 1 else ''} {', '.join(changed)} changed since it "
+                             f"was built, but it has no state_dict: a run resumed from this checkpoint would start "
+                             f"it afresh and diverge from the run uninterrupted", RESUMABLE)
 
 
 VERDICT = "True or False (or 1 / 0) for every completion: (text, reference) -> bool"

@@ -76,6 +76,8 @@ class Trainer:
             "credit", *credit_rules.named(cfg["arm_config"].get("credit"), f"arms.{arm}.credit"))
         self.selector_subject = contract.Subject.of(
             "selection", next(iter(cfg["arm_config"].get("selection") or {}), "stream"), f"arms.{arm}.selection")
+        # what the plugins that cannot save their state held when built: unchanged at each checkpoint, or refused
+        self.built = {part: contract.unsaved_state(getattr(self, part)) for part in ("credit", "selector")}
         # pi_0, the initial policy: the implicit reward's pi_ref and the KL's reference, kept only when asked for
         spec = along.wanted(cfg)
         self.along = None
@@ -284,6 +286,10 @@ class Trainer:
 
     def save_checkpoint(self) -> None:
         if self.checkpoint_dir is not None:
+            with contract.during(f"training arm {self.arm} seed {self.seed}, checkpoint after iteration "
+                                 f"{self.next_iteration - 1}"):
+                for part, subject in (("credit", self.credit_subject), ("selector", self.selector_subject)):
+                    contract.resumable(subject, getattr(self, part), self.built[part])
             start = time.perf_counter()
             checkpoint.save(self.state_dict(), self.checkpoint_dir, self.next_iteration, self.config_hash)
             # the longest this attempt took: a train job's signal must lead its time limit by more (docs/cluster.md)

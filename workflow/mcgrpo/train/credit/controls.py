@@ -34,6 +34,16 @@ class Shuffled:
     def needs_reference(self) -> bool:
         return getattr(self.rule, "needs_reference", False)
 
+    @property
+    def state_dict(self):
+        """The inner rule's (a critic's window of fits): a resumed run shuffles the credit it would have had; no
+        such attribute where the inner rule has none."""
+        return self.rule.state_dict
+
+    @property
+    def load_state_dict(self):
+        return self.rule.load_state_dict
+
     def __call__(self, rollouts: Rollouts, ctx: CreditContext) -> Credit:
         inner = self.rule(rollouts, ctx)
         return Credit(shuffle_within(inner.tokens, stable_seed(*ctx.seed, "shuffle")), inner.tokens_generated,

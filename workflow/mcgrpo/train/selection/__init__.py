@@ -74,6 +74,7 @@ class TakeAll:
 
     def state_dict(self) -> dict:
         return {}
+    state_dict.saves_nothing = True  # a subclass that keeps state overrides it (mcgrpo.train.contract.resumable)
 
     def load_state_dict(self, state: dict) -> None:
         pass
