@@ -470,6 +470,24 @@ def test_a_selectors_view_gives_features_and_levels_only(what, tiny, world):
     assert trainer.problems[0]["answer"] != "0"
 
 
+@dataclass(kw_only=True)
+class EditsItsGroups(api.StreamSelector):
+    """Edits a problem record of the groups it sampled: the pool's own record, which the credit rule and every later
+    iteration read."""
+    def generate(self, iteration, selection, sample):
+        batch = sample(selection.chosen, 0)
+        batch.problems[0]["answer"] = "0"
+        return batch, 0, selection
+
+
+def test_a_selector_that_edits_the_groups_it_sampled_is_named(tiny, world):
+    name = f"{HERE}:EditsItsGroups"
+    message, trainer = _failure({"selection": {name: {}}}, tiny, world)
+    assert message.startswith(f"selector '{name}' (arms.bad.selection) in training arm bad seed 1, iteration 0: it "
+                              "changed rollouts.problems in place (of groups it sampled); allowed: its inputs"), message
+    assert trainer.updates == 0
+
+
 # Extra training sequences are completions ctx.engine generated, and so counted toward B.
 
 @dataclass

@@ -145,6 +145,24 @@ def _changed(before: tuple, after: tuple) -> str:
                  if old[f] != new[f]), "")
 
 
+def sampled(subject: Subject, sample: Callable) -> tuple[Callable, Callable[[], None]]:
+    """`sample` (a selector's sampler) as the selector is handed it, each group it returns snapshotted; and the
+    check, after the call, that none of them changed in place (their problem records are the pool's, which every
+    later iteration and the credit rule read)."""
+    handed = []
+
+    def recorded(*args):
+        batch = sample(*args)
+        handed.append((batch, _snapshot(batch)))
+        return batch
+
+    def check() -> None:
+        changed = _changed(((), [s for _, s in handed]), ((), [_snapshot(b) for b, _ in handed]))
+        if changed:
+            raise subject.broken(f"it changed {changed} (of groups it sampled)", LEAVES)
+    return recorded, check
+
+
 def _has(obj, *fields: str) -> bool:
     """Whether `obj` has the fields of the type the contract names (read by field, so that this module imports
     none of the types whose producers it checks)."""

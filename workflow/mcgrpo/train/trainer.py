@@ -161,7 +161,7 @@ class Trainer:
 
     def generate(self, i: int, chosen):
         """The iteration's groups, the tokens of groups generated but discarded, and the final Selection: checked
-        against what the engine generated for them."""
+        against what the engine generated for them, the groups the selector sampled unchanged."""
         r = self.recipe
         counted = engines.Counting(self.engine)
 
@@ -171,7 +171,9 @@ class Trainer:
             return sample_groups(counted, self.prompter, problems, r["group_size"], r["completion_limit"],
                                  seeds, r["reward_verifier"], self.rule)
 
+        sample, unchanged = contract.sampled(self.selector_subject, sample)
         out = self.selector_subject.call(self.selector.generate, i, chosen, sample)
+        unchanged()
         return contract.groups(self.selector_subject, out, r["group_size"], len(self.problems),
                                r["prompts_per_iteration"], counted.generated)
 
