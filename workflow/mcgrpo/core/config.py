@@ -423,6 +423,11 @@ def bases_problems(cfg: dict) -> list[str]:
     return found
 
 
+# How Snakemake was invoked, where a job runs and where training reports: no part of what an analysis job computes,
+# so rules/common.smk leaves them out of each analysis job's config (and of the config_hash of what it writes).
+SWITCHES = ("analysis_only", "allow_templates", "containers", "tracking")
+
+
 def select_base(cfg: dict) -> dict[str, Any]:
     """`cfg` made, in place, the study of its selected base (`base`, else the first of `bases`); unchanged without
     bases. Snakemake's `config` is this dict: one base's study per invocation."""
