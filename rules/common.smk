@@ -89,9 +89,7 @@ class Study:
         # The analysis reads the whole study config, less the switches saying how Snakemake was invoked, the images
         # its jobs run in and where training reports to (where a job runs or reports is no part of what it
         # computes, nor of the config_hash of what it writes).
-        self.json = json.dumps({k: v for k, v in cfg.items()
-                                if k not in ("analysis_only", "allow_templates", "containers", "tracking")},
-                               sort_keys=True)
+        self.json = json.dumps({k: v for k, v in cfg.items() if k not in study_config.SWITCHES}, sort_keys=True)
         self.gradient = study_config.gradient_tests_config(cfg)
 
 

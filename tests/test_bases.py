@@ -3,6 +3,7 @@ pooled stratified analysis (statsmodels OLS with base fixed effects)."""
 
 import copy
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -114,19 +115,37 @@ def test_the_verdict_holds_across_bases_only_where_every_base_reaches_it():
     assert not bool(one_off["holds_across_bases"])
 
 
+def _job_config(cfg: dict, base: int) -> dict:
+    """The config an analysis job of base `base` gets: Snakemake's config made the base's (--config base=N), less
+    the switches rules/common.smk leaves out, validated again by the job (mcgrpo.cli.common._config)."""
+    from argparse import Namespace
+    from mcgrpo.cli import common
+    chosen = study_config.select_base({**copy.deepcopy(cfg), "base": base, "analysis_only": True})
+    return common._config(Namespace(config_json=json.dumps({k: v for k, v in chosen.items()
+                                                             if k not in study_config.SWITCHES})))
+
+
 def test_pool_bases_verb_reads_every_base_and_writes_the_table(tmp_path, capsys):
+    """Each base's files are held to the config its own analysis jobs ran with (before, read unchecked: a file left
+    from an earlier config of a base, or copied from another study, was pooled)."""
     cfg = studies.validate({**copy.deepcopy(studies.load("config/studies/bases.yaml")),
                             "results_dir": str(tmp_path)})
     for b, (contrasts, paired) in per_base([-0.05, -0.04, -0.06]).items():
         folder = layout.study_dir(study_config.base_study(cfg, b)) / "analysis"
-        write_parquet(contrasts, folder / "contrasts.parquet")
-        write_parquet(paired.assign(value_a=0.5, value_b=0.5, at=100.0), folder / "paired.parquet")
+        written_for = study_config.config_hash(_job_config(cfg, b))
+        write_parquet(contrasts, folder / "contrasts.parquet", written_for)
+        write_parquet(paired.assign(value_a=0.5, value_b=0.5, at=100.0), folder / "paired.parquet", written_for)
     assert main(["pool-bases", "--config-json", json.dumps(cfg)]) == 0
     assert "| T1 | a-vs-o | tokens | acc_default | heldout | less | pooled |" in capsys.readouterr().out
     assert len(read_parquet(tmp_path / "bases" / "analysis" / "bases.parquet")) == 4
     missing = studies.validate({**copy.deepcopy(cfg), "bases": [0, 7]})
     assert main(["pool-bases", "--config-json", json.dumps(missing)]) == 2
     assert "base 7 not analysed yet; run snakemake --configfile <this study> --config base=7" in capsys.readouterr().err
+    stale = layout.study_dir(study_config.base_study(cfg, 1)) / "analysis" / "paired.parquet"
+    write_parquet(read_parquet(stale), stale, study_config.config_hash(_job_config({**cfg, "seeds": [1, 2]}, 1)))
+    assert main(["pool-bases", "--config-json", json.dumps(cfg)]) == 2
+    assert re.search(r"bases-base1/analysis/paired.parquet: written for config \w{12}, but this study's config "
+                     r"hashes to \w{12}", capsys.readouterr().err)
 
 
 def test_by_hand_verbs_read_the_first_base_as_snakemake_does_and_pool_bases_reads_every_one():

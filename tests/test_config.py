@@ -42,6 +42,10 @@ def test_default_study_is_valid_and_defaults_are_filled():
      "config key task.pool.size: 8 is smaller than recipe.prompts_per_iteration (16)"),
     ({"budget__tokens": 10, "evaluation__per_budget": 16},
      "config key evaluation.per_budget: 16 evaluations cannot fit in budget.tokens = 10"),
+    ({"budget__tokens": 32, "recipe__prompts_per_iteration": 8, "recipe__group_size": 8},  # 32 thousand meant
+     "config key budget.tokens: 32 generated tokens, but every iteration generates at least 64 "
+     "(recipe.prompts_per_iteration x group_size completions, one token each), so every run would stop after its "
+     "first iteration; allowed: more than 64 (B counts generated tokens, not thousands), or null to calibrate it"),
     ({"arms__mc__credit": {"monte_carlo": {"k": 2, "cuts": 30}}},
      "config key arms.mc.credit.monte_carlo.cuts: 30 cuts need recipe.completion_limit above 30 (it is 24)"),
     ({"arms__mc__credit": {"monte_carlo": {"k": 0}}}, "config key arms.mc.credit.monte_carlo.k: 0 is less than the minimum of 1"),

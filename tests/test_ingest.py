@@ -195,7 +195,7 @@ def test_an_arm_not_declared_ingested_is_refused_and_a_protocol_arm_never_takes_
     for arm in ("outcome", "trl"):
         with pytest.raises(ConfigError, match=r"--arm: an arm not declared ingested .*allowed: an arm with trainer: "
                                               r"\{ingested: \{trl_output: \.\.\.\}\}"):
-            ingest.ingest(ingest.read(folder), _run(folder, arm), 600, *tiny, world[1])
+            ingest.ingest(ingest.read(folder), _run(folder, arm), 600, *tiny, *world)
         code = cli.main(["ingest", "--config", str(_write_study(tmp_path, folder)), "--arm", arm, "--seed", "1"])
         assert code == 2 and f"--arm {arm}: not declared ingested" in capsys.readouterr().err
     cfg = _study(folder)
@@ -282,11 +282,36 @@ def test_a_folder_of_another_recipe_is_refused_by_key_or_stored_marked_with_the_
     if edit.get("unread"):  # a file that does not unpickle here: a GRPOConfig where trl is not installed
         (folder / "checkpoint-5" / "training_args.bin").write_bytes(b"not a pickle")
     run = _run(folder)
-    with pytest.raises(DataError, match=said + r".*allowed: a run of the study's recipe, or accept_differences: true"):
-        ingest.ingest(ingest.read(folder), run, 600, *tiny, world[1])
-    log, block = ingest.ingest(ingest.read(folder), run, 600, *tiny, world[1], accept=True)
+    with pytest.raises(DataError, match=said + r".*allowed: a run of the study's recipe and prompts, or accept_differences: true"):
+        ingest.ingest(ingest.read(folder), run, 600, *tiny, *world)
+    log, block = ingest.ingest(ingest.read(folder), run, 600, *tiny, *world, accept=True)
     assert block["accepted_differences"] and re.search(said, "; ".join(block["differences"]))
     assert block["differing_keys"] == keys
+
+
+@pytest.mark.parametrize("per_completion, said", [
+    (4, r"prompt tokens per completion 4.00 on average over steps 1..5 \(num_tokens' growth less the completion "
+        r"tokens, the log, step\(s\) 1, 2, 3, 4, 5 outside 7..12\); the study's 64 training prompts rendered by its "
+        r"tokenizer and chat template: 8.75 on average, 7.00..11.\d\d for 10 of them in any order"),
+    (11.875, r"prompt tokens per completion 11.88 on average over steps 1..5 \(num_tokens' growth less the "
+             r"completion tokens, the log\); .*: 8.75 on average, 7.00..11.40 for 10 of them in any order"),
+    (12, r"prompt tokens per completion 12.00 .*7.00..11.\d\d for 10 of them in any order"),
+])
+def test_a_run_of_other_prompts_template_or_tokenizer_is_refused_by_its_prompt_tokens(tmp_path, tiny, world,
+                                                                                     per_completion, said):
+    """TRL's num_tokens less the completion tokens is the prompt tokens each step fed: the tiny world's 64 prompts,
+    rendered by its chat template, have 7..12 tokens (8.75 on average); without the template 3..8 (4 a
+    completion: every step outside the pool's range), and a mean the run's 10 prompts could not have in any order
+    (11.875 every step, within 7..12, above the 10 longest prompts' 11.4) is another prompt set. Before, each was stored as a run of the study's prompts."""
+    folder = _checkpoints(tmp_path, *tiny, _state(prompt_tokens=round(8 * per_completion)))
+    with pytest.raises(DataError, match=r"trl-out: its run is not the study's: " + said + r".*allowed: a run of the "
+                                        r"study's recipe and prompts, or accept_differences: true"):
+        ingest.ingest(ingest.read(folder), _run(folder), 600, *tiny, *world)
+    log, block = ingest.ingest(ingest.read(folder), _run(folder), 600, *tiny, *world, accept=True)
+    assert block["differing_keys"] == ["prompts"] and re.search(said, block["differences"][0])
+    lengths = ingest.prompt_lengths(_run(folder), tiny[1], world[0])
+    steps = ingest.read(_folder(tmp_path / "within", _state(prompt_tokens=70))).steps  # 8.75 a step: the pool's mean
+    assert ingest.prompt_difference(ingest.TRLLog(folder, steps, {}, [], 8), lengths, 4) is None
 
 
 def _arguments(folder: Path, **edits) -> None:
@@ -360,7 +385,7 @@ def test_tiny_checkpoints_are_evaluated_at_the_points_and_stored_as_a_run_that_v
     model, tokenizer = tiny
     folder = _checkpoints(tmp_path, model, tokenizer)
     run = _run(folder)
-    log, block = ingest.ingest(ingest.read(folder), run, 600, model, tokenizer, world[1])
+    log, block = ingest.ingest(ingest.read(folder), run, 600, model, tokenizer, *world)
     frames = log.frames()
     ev, samples = frames["evals"], frames["samples"]
     assert sorted(ev["eval_index"].unique()) == [0, 1, 2, 3, 4]
@@ -410,7 +435,7 @@ def test_a_real_trl_runs_ingested_count_is_the_protocols_and_its_store_verifies(
     live = trl_run.run()
     folder = tmp_path / "train" / "trl"
     run = _run(folder)
-    log, block = ingest.ingest(ingest.read(folder), run, 600, initial, tokenizer, world[1])
+    log, block = ingest.ingest(ingest.read(folder), run, 600, initial, tokenizer, *world)
     assert [r["tokens_rollout"] for r in log.iterations] == [r["tokens_rollout"] for r in live.iterations]
     assert block["stop_step"] == len(live.iterations) and block["differences"] == []
     assert not any("training_args.bin" in line for line in block["unrecovered"])  # read with trl: checked
@@ -427,8 +452,9 @@ def test_a_real_trl_runs_ingested_count_is_the_protocols_and_its_store_verifies(
 @pytest.mark.slow
 def test_the_plain_trl_example_keeps_to_the_studys_recipe(tmp_path, tiny):
     """examples/trl-ingest/plain_trl.py, a plain GRPOTrainer run of a user's kind: its folder, read as ingest reads it
-    (training_args.bin with TRL installed), differs from the study's recipe in no key, so its runs are stored
-    without accept_differences; a checkpoint every step."""
+    (training_args.bin with TRL installed), differs from the study's recipe in no key and its prompt tokens are the
+    study's prompts' (its own order of the pool), so its runs are stored without accept_differences; a checkpoint
+    every step."""
     pytest.importorskip("trl")
     import importlib.util
 
@@ -444,7 +470,9 @@ def test_the_plain_trl_example_keeps_to_the_studys_recipe(tmp_path, tiny):
                 "--model", str(tmp_path / "model")])
     log = ingest.read(out)
     assert list(log.checkpoints) == [1, 2] and log.arguments is not None and log.batch == 8
-    assert ingest.differences(log, _run(out)) == []
+    from mcgrpo import data
+    pool, _ = data.build(_run(out)["task"])
+    assert ingest.differences(log, _run(out), ingest.prompt_lengths(_run(out), tiny[1], pool)) == []
 
 
 @pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")  # a difference of exactly 0: no spread
@@ -460,7 +488,7 @@ def test_contrast_reads_ingested_runs_as_any_others(tmp_path, tiny, world, monke
     folder = _checkpoints(tmp_path, *tiny)
     cfg = {**_study(folder), "seeds": [1, 2]}
     for seed in (1, 2):
-        log, block = ingest.ingest(ingest.read(folder), _run(folder, seed=seed), 600, *tiny, world[1])
+        log, block = ingest.ingest(ingest.read(folder), _run(folder, seed=seed), 600, *tiny, *world)
         for arm in ("mine", "outcome"):
             write_run(layout.run_dir(cfg, arm, seed), study_config.run_config(cfg, arm, seed), 600, log, tiny[0],
                       {"ingested": block})

@@ -71,3 +71,32 @@ def test_plan_per_contrast_and_basis():
     assert row["mean"] == pytest.approx(-0.03)
     assert row["seeds_to_exclude_0"] == power.seeds_to_exclude_zero(-0.03, np.std([-0.02, -0.05, -0.01, -0.04], ddof=1))
     assert row["seeds_for_equivalence"] == np.inf
+
+
+def test_the_power_verb_holds_paired_to_the_studys_config_or_names_the_config(tmp_path, capsys):
+    """With --config, a paired.parquet left from another config is refused by name (before, read unchecked: the
+    plan of another study's or an earlier config's differences); without it, the output names its config."""
+    import copy
+
+    import yaml
+    from conftest import SMALL_STUDY
+    from test_bases import per_base
+    from mcgrpo import studies
+    from mcgrpo.analysis import steps
+    from mcgrpo.cli import main
+    from mcgrpo.core import config as study_config, layout
+    from mcgrpo.core.store import write_parquet
+    study = tmp_path / "study.yaml"
+    study.write_text(yaml.safe_dump({**copy.deepcopy(SMALL_STUDY), "results_dir": str(tmp_path / "results")}))
+    cfg = studies.load(study)
+    results, paired = layout.study_dir(cfg), per_base([-0.05])[0][1].assign(value_a=0.5, value_b=0.5, at=100.0)
+    own = study_config.config_hash(steps.analysed(cfg))
+    write_parquet(paired, results / "analysis" / "paired.parquet", own)
+    assert main(["power", "--results", str(results), "--config", str(study)]) == 0
+    assert "| a-vs-o | tokens | acc_default |" in capsys.readouterr().out
+    write_parquet(paired, results / "analysis" / "paired.parquet", "f" * 64)  # another study's, or an earlier one
+    assert main(["power", "--results", str(results), "--config", str(study)]) == 2
+    assert f"paired.parquet: written for config ffffffffffff, but this study's config hashes to {own[:12]}" in \
+        capsys.readouterr().err
+    assert main(["power", "--results", str(results)]) == 0
+    assert "paired.parquet: written for config ffffffffffff, not checked against a study" in capsys.readouterr().out

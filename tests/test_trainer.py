@@ -4,6 +4,7 @@ import pytest
 
 from mcgrpo.core import config as study_config
 from mcgrpo.core.budget import budget_from_tokens, budget_table
+from mcgrpo.core.errors import ConfigError
 from mcgrpo.train.evaluation import eval_points
 from mcgrpo.train.models.tiny import build_model
 from mcgrpo.core.store import COLUMNS
@@ -25,6 +26,12 @@ def test_budget_is_multiplier_times_mean_rounded_up():
     assert budget_from_tokens([100, 101], 16, 1000) == 2000
     with pytest.raises(ValueError, match="at least one"):
         budget_from_tokens([], 48, 1000)
+    # a multiplier meant per thousand: B below one calibrated iteration (before, every run stopped after one)
+    with pytest.raises(ConfigError, match=r"config key budget.multiplier: 0.048 gives B = 100 generated tokens "
+                                          r"\(round_to 100\), below one iteration of the calibration \(2000 tokens on "
+                                          r"average over 3\).*allowed: a multiplier of at least 1"):
+        budget_from_tokens([1000, 2000, 3000], 0.048, 100)
+    assert budget_from_tokens([1000, 2000, 3000], 0.5, 5000) == 5000  # round_to lifts it past one iteration
     table = budget_table("tiny", [5, 7], 1000, "calibrated")
     assert list(table.columns[:4]) == list(COLUMNS["budget"]) and table["B"].tolist() == [1000, 1000]
 

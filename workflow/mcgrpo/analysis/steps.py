@@ -4,6 +4,7 @@ its outputs there, so any of them can be rerun from the stored runs alone.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -41,14 +42,23 @@ def _write(df: pd.DataFrame, results: Path, name: str, cfg: dict) -> Path:
     return store.write_parquet(df, Path(results) / "analysis" / f"{name}.parquet", study_config.config_hash(cfg))
 
 
-def _read(cfg: dict | None, results: Path, name: str, kind: str | None = None) -> pd.DataFrame:
+def analysed(cfg: dict) -> dict:
+    """The config the analysis jobs of study `cfg` run with, and hash what they write with: the study less the
+    switches saying how Snakemake ran (study_config.SWITCHES, what rules/common.smk leaves out of each job's config),
+    validated again as each job validates it. A job's own config is its own `analysed`."""
+    from mcgrpo import studies
+    kept = {k: v for k, v in cfg.items() if k not in study_config.SWITCHES}
+    return studies.validate(json.loads(json.dumps(kept, sort_keys=True)))
+
+
+def _read(cfg: dict, results: Path, name: str, kind: str | None = None) -> pd.DataFrame:
     """analysis/<name>.parquet, an earlier step's output, checked to be written for `cfg` (its config_hash): one left
     from an earlier config, copied from another study or rewritten by hand (written without the hash) is named, never
-    read. None: another study's file (pool_bases reads each base's own)."""
+    read."""
     path = Path(results) / "analysis" / f"{name}.parquet"
     frame = store.read_contract(path, kind) if kind else store.read_parquet(path)
-    found, expected = store.parquet_metadata(path).get("config_hash", ""), cfg and study_config.config_hash(cfg)
-    if cfg is not None and found != expected:
+    found, expected = store.parquet_metadata(path).get("config_hash", ""), study_config.config_hash(cfg)
+    if found != expected:
         raise IntegrityError(f"{path}: written for config {found[:12] or '(none)'}, but this study's config hashes "
                              f"to {expected[:12]}: left from an earlier config or another study, or rewritten by "
                              f"hand; allowed: the file this study's analysis writes (snakemake --configfile STUDY "
@@ -315,7 +325,8 @@ def pool_bases(cfg: dict) -> str:
         if not (folder / "analysis" / "paired.parquet").exists():
             raise DataError(f"{folder}/analysis/paired.parquet: base {base} not analysed yet; run "
                             f"snakemake --configfile <this study> --config base={base}")
-        per_base[base] = (_read(None, folder, "contrasts", "contrasts"), _read(None, folder, "paired", "paired"))
+        own = analysed(study_config.base_study(cfg, base))  # what the base's analysis jobs were given
+        per_base[base] = (_read(own, folder, "contrasts", "contrasts"), _read(own, folder, "paired", "paired"))
     a, out = cfg["analysis"], study_dir(cfg)
     table = bases.table(per_base, a["margin"], a["alpha"])
     _write(table, out, "bases", cfg)

@@ -130,15 +130,23 @@ def seeds_power(args) -> None:
     """Estimate how many paired seeds each contrast needs, from a study's or a pilot's per-seed differences.
 
     80% power (--power) to exclude 0, and to show equivalence within the margin, from the study's
-    analysis/paired.parquet.
+    analysis/paired.parquet, held to the study's config where --config gives it (a file left from an earlier
+    config or another study is refused); without it, the output names the config the file was written for.
 
     Example:
-      python -m mcgrpo power --results results/default --metric acc_default
+      python -m mcgrpo power --results results/default --metric acc_default --config config/config.yaml
     """
     from mcgrpo.analysis import power, recompute, steps
     from mcgrpo.analysis.tables import to_markdown
     results = Path(args.results)
-    paired = store.read_contract(results / "analysis" / "paired.parquet", "paired")
+    if args.config:
+        paired = steps._read(steps.analysed(_config(args)), results, "paired", "paired")
+    else:
+        path = results / "analysis" / "paired.parquet"
+        paired = store.read_contract(path, "paired")
+        written = store.parquet_metadata(path).get("config_hash", "")
+        print(f"{path}: written for config {written[:12] or '(none recorded)'}, not checked against a study "
+              f"(give --config STUDY.yaml to hold it to the study's config)")
     paired = paired[(paired["metric"] == args.metric) & (paired["basis"].isin(args.basis or paired["basis"]))]
     locked = recompute._locked_plan(results)[0]
     margin = args.margin if args.margin is not None else locked["analysis"]["margin"] if locked else 0.02
@@ -150,6 +158,9 @@ def seeds_power(args) -> None:
 def _power_arguments(v: argparse.ArgumentParser) -> None:
     v.add_argument("--results", required=True, type=_folder,
                    help="the study's (or pilot's) results folder (results/<study>)")
+    v.add_argument("--config", metavar="STUDY.yaml",
+                   help="the study's config: paired.parquet must have been written for it (default: unchecked, "
+                        "the config it was written for printed)")
     v.add_argument("--metric", default="acc_default", type=_format("metric"), help="the metric (default acc_default)")
     v.add_argument("--basis", action="append", choices=BASES, help="only this basis (repeatable; default: every basis)")
     v.add_argument("--margin", type=_share, help="equivalence margin (default: the lock's, else 0.02)")

@@ -12,6 +12,8 @@ import math
 
 import pandas as pd
 
+from mcgrpo.core.errors import ConfigError
+
 # The unit of B -> the column of iterations.parquet and evals.parquet that counts it.
 UNITS = {"tokens": "tokens_total", "iterations": "iteration"}
 
@@ -61,10 +63,18 @@ def due_points(before: int, after: int, budget: int | None, per_budget: int, hor
 
 
 def budget_from_tokens(tokens_per_iteration: list[int], multiplier: float, round_to: int) -> int:
+    """B of a calibration; refused where it is below the calibration's mean iteration (budget.multiplier under 1,
+    round_to too small to lift it): every run would stop after about one iteration."""
     if not tokens_per_iteration:
         raise ValueError("calibration needs at least one iteration's token count")
     mean = sum(tokens_per_iteration) / len(tokens_per_iteration)
-    return max(round_to, math.ceil(multiplier * mean / round_to) * round_to)
+    B = max(round_to, math.ceil(multiplier * mean / round_to) * round_to)
+    if B < mean:
+        raise ConfigError(f"config key budget.multiplier: {multiplier:g} gives B = {B} generated tokens (round_to "
+                          f"{round_to}), below one iteration of the calibration ({mean:g} tokens on average over "
+                          f"{len(tokens_per_iteration)}), so every run would stop after about its first iteration; "
+                          f"allowed: a multiplier of at least 1 (B = multiplier x the mean iteration's tokens)")
+    return B
 
 
 def budget_table(model: str, tokens_per_iteration: list[int], B: int, source: str,

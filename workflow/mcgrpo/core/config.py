@@ -241,6 +241,20 @@ def _check_sizes(cfg: dict) -> None:
         if size is not None and cfg["evaluation"]["per_budget"] > size:
             raise ConfigError(f"config key evaluation.per_budget: {cfg['evaluation']['per_budget']} evaluations "
                               f"cannot fit in budget.{key} = {size}; allowed: at most {size}")
+    if tokens is not None:
+        _check_one_iteration(cfg, tokens)
+
+
+def _check_one_iteration(cfg: dict, tokens: int) -> None:
+    """Refuses a B in tokens that no iteration fits in: every iteration generates at least one token per completion
+    (its end token), recipe.prompts_per_iteration x group_size (an arm's recipe sets only its verifier), and a run
+    stops at the first iteration that reaches B, so every run would stop after its first (B given in thousands)."""
+    least = cfg["recipe"]["prompts_per_iteration"] * cfg["recipe"]["group_size"]
+    if tokens <= least:
+        raise ConfigError(f"config key budget.tokens: {tokens} generated tokens, but every iteration generates at "
+                          f"least {least} (recipe.prompts_per_iteration x group_size completions, one token each), "
+                          f"so every run would stop after its first iteration; allowed: more than {least} (B counts "
+                          f"generated tokens, not thousands), or null to calibrate it")
 
 
 _MERGE = "tag:yaml.org,2002:merge"
@@ -407,6 +421,11 @@ def bases_problems(cfg: dict) -> list[str]:
     if not FORMATS["name"][0](longest):
         found.append(f"config key study: the bases' study names ({longest}) must be {FORMATS['name'][1]}")
     return found
+
+
+# How Snakemake was invoked, where a job runs and where training reports: no part of what an analysis job computes,
+# so rules/common.smk leaves them out of each analysis job's config (and of the config_hash of what it writes).
+SWITCHES = ("analysis_only", "allow_templates", "containers", "tracking")
 
 
 def select_base(cfg: dict) -> dict[str, Any]:

@@ -34,6 +34,7 @@ import pickle
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from mcgrpo.core.budget import due_points
@@ -185,18 +186,59 @@ def _same(found, expected) -> bool:
     return found == expected
 
 
-def differences(log: TRLLog, run: dict) -> list[str]:
-    """Where the folder's recipe is not the study's, one line per key (`differing`)."""
-    return [line for _, line in differing(log, run)]
+def prompt_lengths(run: dict, tokenizer, pool: pd.DataFrame) -> np.ndarray:
+    """The token count of each of the study's training prompts as its Prompter renders it (task.prompt, the
+    tokenizer's chat template, model.chat_template's arguments), as TRL tokenizes a conversational prompt."""
+    from mcgrpo.train.rollout import study_prompter
+    prompter = study_prompter(tokenizer, run)
+    return np.array([len(prompter(question)) for question in pool["question"]])
 
 
-def differing(log: TRLLog, run: dict) -> list[tuple[str, str]]:
-    """(GRPOConfig key, line) wherever the folder's recipe is not the study's: the batch and the learning rate (its
-    value and whether it stayed constant: lr_scheduler_type) from the log, which every folder has; every setting
-    of expected_arguments in training_args.bin, or the file itself (key `training_args.bin`) where it could not be
-    read: its settings are then unchecked. The keys name the differences in every table that uses the run
-    (run.json: ingested.differing_keys)."""
-    expected, found = expected_arguments(run), []
+def _extremes(lengths: np.ndarray, draws: int, passes: int) -> tuple[float, float]:
+    """The least and greatest mean of `draws` prompts taken from `lengths` with none taken more than `passes`
+    times: what any order of the pool gives."""
+    ordered = np.sort(np.repeat(lengths, passes))
+    return float(ordered[:draws].mean()), float(ordered[-draws:].mean())
+
+
+def prompt_difference(log: TRLLog, lengths: np.ndarray, group: int) -> str | None:
+    """Where the prompt tokens the log implies cannot be the study's prompts, the line that says so (else None).
+    A step's prompt tokens per completion, num_tokens' growth less its completion tokens over train_batch_size, is
+    the mean rendered length of its prompts (each repeated group_size times): each step's lies between the pool's
+    shortest and longest, and the run's mean between the least and greatest that its steps' prompts could have,
+    taken in any order with each prompt at most once per pass (TRL drops a pass's last incomplete batch)."""
+    frame, batch = log.steps, log.batch
+    implied = (frame["num_tokens"].diff().fillna(frame["num_tokens"]) - frame["tokens"]) / batch
+    per_step = batch // group if batch % group == 0 else 1
+    draws = per_step * len(frame)
+    whole = len(lengths) - len(lengths) % per_step or len(lengths)
+    low, high = _extremes(lengths, draws, -(-draws // whole))
+    eps = 1e-9
+    outside = frame.loc[(implied < lengths.min() - eps) | (implied > lengths.max() + eps), "step"].tolist()
+    if not outside and low - eps <= implied.mean() <= high + eps:
+        return None
+    at = f", step(s) {_few(outside)} outside {lengths.min()}..{lengths.max()}" if outside else ""
+    return (f"prompt tokens per completion {implied.mean():.2f} on average over steps 1..{len(frame)} (num_tokens' "
+            f"growth less the completion tokens, the log{at}); the study's {len(lengths)} training prompts rendered "
+            f"by its tokenizer and chat template: {lengths.mean():.2f} on average, {low:.2f}..{high:.2f} for "
+            f"{draws} of them in any order (another prompt set, template or tokenizer)")
+
+
+def differences(log: TRLLog, run: dict, lengths: np.ndarray) -> list[str]:
+    """Where the folder's run is not the study's, one line per key (`differing`)."""
+    return [line for _, line in differing(log, run, lengths)]
+
+
+def differing(log: TRLLog, run: dict, lengths: np.ndarray) -> list[tuple[str, str]]:
+    """(GRPOConfig key, line) wherever the folder's run is not the study's: its prompts (key `prompts`: the prompt
+    tokens its log implies against `lengths`, the study's rendered training prompts, `prompt_difference`), the
+    batch and the learning rate (its value and whether it stayed constant: lr_scheduler_type) from the log, which
+    every folder has; every setting of expected_arguments in training_args.bin, or the file itself (key
+    `training_args.bin`) where it could not be read: its settings are then unchecked. The keys name the differences
+    in every table that uses the run (run.json: ingested.differing_keys)."""
+    expected = expected_arguments(run)
+    prompts = prompt_difference(log, lengths, expected["num_generations"])
+    found = [("prompts", prompts)] if prompts else []
     batch = expected["per_device_train_batch_size"]
     if log.batch != batch:
         found.append(("train_batch_size", f"train_batch_size {log.batch} (trainer_state.json); the recipe's {batch} "
@@ -319,11 +361,12 @@ def iteration_rows(log: TRLLog, stop: int) -> list[dict]:
             for i, row in enumerate(log.steps.iloc[:stop].itertuples())]
 
 
-def ingest(log: TRLLog, run: dict, budget: int, model, tokenizer, eval_sets: dict[str, pd.DataFrame],
-           accept: bool = False):
+def ingest(log: TRLLog, run: dict, budget: int, model, tokenizer, pool: pd.DataFrame,
+           eval_sets: dict[str, pd.DataFrame], accept: bool = False):
     """(RunLog, the `ingested` block of run.json) of a finished TRL output folder (`read`) as run `run` (an ingested
-    arm's effective config) under B `budget`; `model` is the study's initial model (point 0). A folder whose recipe
-    differs from the study's (`differences`) is refused by key, unless `accept`: then stored with them listed."""
+    arm's effective config) under B `budget`; `model` is the study's initial model (point 0), `pool` its training
+    problems. A folder whose run differs from the study's (`differing`: its recipe, or prompts other than the pool's
+    rendered by the study's tokenizer) is refused by key, unless `accept`: then stored with them listed."""
     from mcgrpo.core.budget import unit as budget_unit
     from mcgrpo.integrations.trl import study_evaluator
     from mcgrpo.train.trainer import RunLog, record_evaluation
@@ -332,11 +375,11 @@ def ingest(log: TRLLog, run: dict, budget: int, model, tokenizer, eval_sets: dic
         raise ConfigError(f"--arm: an arm not declared ingested (arm config {run['arm_config']}); allowed: an arm "
                           f"with trainer: {{ingested: {{trl_output: ...}}}}, whose runs are folders TRL made (a "
                           f"protocol arm's runs are trained under the protocol, never taken from a folder)")
-    found = differing(log, run)
+    found = differing(log, run, prompt_lengths(run, tokenizer, pool))
     differ = [line for _, line in found]
     if differ and not accept:
-        raise DataError(f"{log.folder}: its recipe is not the study's: {'; '.join(differ)}; allowed: a run of the "
-                        f"study's recipe, or accept_differences: true in the arm's trainer.ingested (or ingest "
+        raise DataError(f"{log.folder}: its run is not the study's: {'; '.join(differ)}; allowed: a run of the "
+                        f"study's recipe and prompts, or accept_differences: true in the arm's trainer.ingested (or ingest "
                         f"--accept-differences), which stores it with the differences listed")
     stop, points = place(log, budget, budget_unit(run["budget"]), run["evaluation"]["per_budget"],
                          run["budget"]["horizon"])
@@ -402,9 +445,9 @@ def store_run(folder: str | Path, run: dict, files: dict[str, str], accept: bool
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     trl_log = read(folder)  # the refusals first, before any model is loaded
     B = budget_of(run, files["budget"], config)
-    _, evals = data.read(needed(files["data"], "the study's data", config), run["evaluation"]["sets"])
+    pool, evals = data.read(needed(files["data"], "the study's data", config), run["evaluation"]["sets"])
     model, tokenizer = models.load(needed(files["model"], "the study's initial model", config))
-    log, block = ingest(trl_log, run, B, model, tokenizer, evals, accept)
+    log, block = ingest(trl_log, run, B, model, tokenizer, pool, evals, accept)
     write_run(Path(files["out"]), run, B, log, model, {
         "started": started, "ended": datetime.now(timezone.utc).isoformat(timespec="seconds"), "attempts": [],
         "tracking": "none", "ingested": block})
