@@ -289,3 +289,17 @@ def test_a_prereg_status_of_another_plan_is_named_never_worded(results, tmp_path
         steps.summary_step(cfg, folder)
     write_json(status, path)
     steps.summary_step(cfg, folder)
+
+
+def test_a_step_run_by_hand_with_the_studys_switches_reads_what_the_workflows_jobs_wrote(results, tmp_path):
+    """The workflow hands each analysis job the study less the switches saying how it ran (analysis_only,
+    tracking, ...); `mcgrpo <step> --config STUDY.yaml` by hand sees the file as written, switches and all. Both
+    hash the analysed config, so the hand-run step reads the jobs' files instead of calling them another config's."""
+    cfg, root = results
+    folder = tmp_path / "by-hand"
+    copy_study(root, folder)
+    by_hand = {**cfg, "analysis_only": True, "tracking": "tensorboard"}
+    assert steps.analysis_hash(by_hand) == steps.analysis_hash(cfg) == study_config.config_hash(cfg)
+    steps.summary_step(by_hand, folder)
+    other = {**by_hand, "analysis": {**cfg["analysis"], "alpha": 0.01}}  # a key an analysis computes from
+    assert steps.analysis_hash(other) != steps.analysis_hash(cfg)

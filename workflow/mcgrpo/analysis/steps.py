@@ -39,7 +39,13 @@ def _accepted(cfg: dict, results: Path) -> dict[str, dict[int, list[str]]]:
 
 
 def _write(df: pd.DataFrame, results: Path, name: str, cfg: dict) -> Path:
-    return store.write_parquet(df, Path(results) / "analysis" / f"{name}.parquet", study_config.config_hash(cfg))
+    return store.write_parquet(df, Path(results) / "analysis" / f"{name}.parquet", analysis_hash(cfg))
+
+
+def analysis_hash(cfg: dict) -> str:
+    """The config_hash an analysis file of study `cfg` carries: its `analysed` config's, so a step run by hand with
+    the study's file (which may set a switch) and the workflow's job (which never sees one) agree."""
+    return study_config.config_hash(analysed(cfg))
 
 
 def analysed(cfg: dict) -> dict:
@@ -57,7 +63,7 @@ def _read(cfg: dict, results: Path, name: str, kind: str | None = None) -> pd.Da
     read."""
     path = Path(results) / "analysis" / f"{name}.parquet"
     frame = store.read_contract(path, kind) if kind else store.read_parquet(path)
-    found, expected = store.parquet_metadata(path).get("config_hash", ""), study_config.config_hash(cfg)
+    found, expected = store.parquet_metadata(path).get("config_hash", ""), analysis_hash(cfg)
     if found != expected:
         raise IntegrityError(f"{path}: written for config {found[:12] or '(none)'}, but this study's config hashes "
                              f"to {expected[:12]}: left from an earlier config or another study, or rewritten by "
@@ -325,7 +331,7 @@ def pool_bases(cfg: dict) -> str:
         if not (folder / "analysis" / "paired.parquet").exists():
             raise DataError(f"{folder}/analysis/paired.parquet: base {base} not analysed yet; run "
                             f"snakemake --configfile <this study> --config base={base}")
-        own = analysed(study_config.base_study(cfg, base))  # what the base's analysis jobs were given
+        own = study_config.base_study(cfg, base)  # the base study its analysis jobs ran (less the switches)
         per_base[base] = (_read(own, folder, "contrasts", "contrasts"), _read(own, folder, "paired", "paired"))
     a, out = cfg["analysis"], study_dir(cfg)
     table = bases.table(per_base, a["margin"], a["alpha"])
