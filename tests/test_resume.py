@@ -22,7 +22,7 @@ from mcgrpo.core import config as study_config, layout, manifest as run_manifest
 from mcgrpo import studies
 from mcgrpo import data
 from mcgrpo.core.budget import budget_table
-from mcgrpo.core.errors import CheckpointMismatch
+from mcgrpo.core.errors import CheckpointMismatch, Interrupted
 from mcgrpo.train.models.tiny import build_model
 from mcgrpo.train.trainer import Trainer
 
@@ -269,3 +269,14 @@ def test_an_attempt_names_its_slurm_job_and_how_often_slurm_requeued_it(tmp_path
     assert attempts.describe(history[1]).startswith("attempt 2 (SLURM job 204, requeued 1x) on ")
     del history[0]["slurm_restarts"]  # a record from before restarts were kept
     assert attempts.describe(history[0]).startswith("attempt 1 (SLURM job 204) on ")
+
+
+def test_a_run_without_evaluation_sets_checkpoints_at_each_evaluation_point(study, world, tmp_path):
+    """A stop requested on an evaluation point's iteration checkpoints there (evaluate(), not the loop's
+    elif, takes that boundary): a trainer built without evaluation sets once stopped without any checkpoint."""
+    torch.set_num_threads(1)
+    trainer = _trainer(study, (world[0], None), tmp_path, budget=20)  # its first iteration passes a point
+    trainer.stop_requested = True
+    with pytest.raises(Interrupted, match="stopped on request after iteration 0"):
+        trainer.run()
+    assert store.read_json(sorted((tmp_path / "ckpt").glob("ckpt-*.json"))[-1])["iteration"] == 1

@@ -315,7 +315,8 @@ class Trainer:
         index). The sets are evaluated once, with the draws of the last point, and recorded under
         every index, the earlier copies with no evaluation time of their own.
         """
-        if self.evaluator is None:
+        if self.evaluator is None:  # nothing to evaluate, but the boundary is still the run's checkpoint
+            self.save_checkpoint()
             return
         state = {"tokens_total": self.tokens_total, "iteration": self.next_iteration, "updates": self.updates,
                  "train_seconds": self.train_seconds, "train_cpu_seconds": self.train_cpu_seconds}
