@@ -41,7 +41,8 @@ from mcgrpo.core.claims import claims
 from mcgrpo.core.ledger import charge
 from mcgrpo.core.seeds import stable_seed
 from mcgrpo.core.verify import boxed_content, extract_answer, is_correct
-from mcgrpo.train.credit import Credit, CreditContext, CreditRule, group_advantages, leave_one_out_mean, per_token
+from mcgrpo.train.credit import (Credit, CreditContext, CreditRule, TrainingSequence, group_advantages,
+                                  leave_one_out_mean, per_token)
 from mcgrpo.train.engines import Completion, Engine
 from mcgrpo.train.rollout import Prompter, Rollouts, Scores, reward, score
 from mcgrpo.train.selection import PoolView, Selection, Selector, StreamSelector
@@ -66,7 +67,8 @@ class Problem(TypedDict, total=False):
 
 __all__ = [
     # credit rules
-    "CreditRule", "Credit", "CreditContext", "Rollouts", "group_advantages", "leave_one_out_mean", "per_token",
+    "CreditRule", "Credit", "CreditContext", "TrainingSequence", "Rollouts", "group_advantages", "leave_one_out_mean",
+    "per_token",
     # selectors
     "Selector", "StreamSelector", "Selection", "PolicyView", "PromptStream",
     # verifiers and what completions say

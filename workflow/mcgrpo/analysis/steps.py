@@ -51,10 +51,10 @@ def analysis_hash(cfg: dict) -> str:
 def analysed(cfg: dict) -> dict:
     """The config the analysis jobs of study `cfg` run with, and hash what they write with: the study less the
     switches saying how Snakemake ran (study_config.SWITCHES, what rules/common.smk leaves out of each job's config),
-    validated again as each job validates it. A job's own config is its own `analysed`."""
-    from mcgrpo import studies
+    its defaults filled again as each job's validation fills them (the rest of a validation only checks). A job's
+    own config is its own `analysed`."""
     kept = {k: v for k, v in cfg.items() if k not in study_config.SWITCHES}
-    return studies.validate(json.loads(json.dumps(kept, sort_keys=True)))
+    return study_config.validate_schema(json.loads(json.dumps(kept, sort_keys=True)))
 
 
 def _read(cfg: dict, results: Path, name: str, kind: str | None = None) -> pd.DataFrame:
