@@ -556,7 +556,7 @@ class Remembers(api.StreamSelector):
 
 def _checkpointed(arm: dict, tiny, world, tmp_path) -> Trainer:
     """The trainer of `arm`, checkpointing, asked to stop (a preemption) during its first iteration (no budget: no
-    evaluation is due, the stop writes the checkpoint)."""
+    evaluation is due after it, the stop writes the checkpoint; the start's, before any iteration, is written too)."""
     cfg = studies.validate(edited_study(arms={"outcome": {}, "bad": arm}))
     trainer = Trainer(study_config.run_config(cfg, "bad", 1), tiny[0], tiny[1], world[0], None, None,
                       checkpoint_dir=str(tmp_path), arm="bad")
@@ -577,7 +577,7 @@ def test_a_plugin_whose_state_changed_but_cannot_be_saved_is_refused_at_the_chec
         f"its {changed} changed since it was built, but it has no state_dict: a run resumed from this checkpoint "
         "would start it afresh and diverge from the run uninterrupted; allowed: state_dict() -> dict and "
         "load_state_dict(state)"), str(err.value)
-    assert not list(tmp_path.glob("ckpt-*"))
+    assert [p.name for p in tmp_path.glob("ckpt-*.pt")] == ["ckpt-00000000.pt"]  # the start's only, as built
 
 
 @pytest.mark.parametrize("arm", [{"credit": {f"{HERE}:CountsSaved": {}}}, {"credit": {"shuffled": {"critic": {}}}},
@@ -587,7 +587,7 @@ def test_a_plugin_that_saves_its_state_checkpoints(arm, tiny, world, tmp_path):
     trainer = _checkpointed(arm, tiny, world, tmp_path)
     with pytest.raises(Interrupted):
         trainer.run(max_iterations=2)
-    assert len(list(tmp_path.glob("ckpt-*.pt"))) == 1
+    assert sorted(p.name for p in tmp_path.glob("ckpt-*.pt")) == ["ckpt-00000000.pt", "ckpt-00000001.pt"]
 
 
 def test_a_shuffled_rule_saves_its_inner_rules_state():
