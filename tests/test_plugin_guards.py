@@ -6,6 +6,7 @@ iteration with one line naming the plugin, its config key, the run, the iteratio
 from __future__ import annotations
 
 import json
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -485,6 +486,33 @@ def test_a_selector_that_edits_the_groups_it_sampled_is_named(tiny, world):
     message, trainer = _failure({"selection": {name: {}}}, tiny, world)
     assert message.startswith(f"selector '{name}' (arms.bad.selection) in training arm bad seed 1, iteration 0: it "
                               "changed rollouts.problems in place (of groups it sampled); allowed: its inputs"), message
+    assert trainer.updates == 0
+
+
+@dataclass(kw_only=True)
+class MakesUpRows(api.StreamSelector):
+    """Returns groups of its own making from what it sampled: `rewards` every reward flipped (groups of mixed rewards
+    made without the verifier), `copies` each completion a copy (rows the engine never handed out)."""
+    what: str = "rewards"
+
+    def generate(self, iteration, selection, sample):
+        import copy as copying
+        batch = sample(selection.chosen, 0)
+        if self.what == "rewards":
+            made = dataclasses.replace(batch, rewards=1.0 - batch.rewards)
+        else:
+            made = dataclasses.replace(batch, completions=[copying.copy(c) for c in batch.completions])
+        return made, 0, selection
+
+
+@pytest.mark.parametrize("what, why", [("rewards", "a completion its sampler returned, with another prompt, text, "
+                                                   "score, reward or problem than it had there"),
+                                       ("copies", "a completion its sampler never returned")])
+def test_a_selector_that_trains_on_rows_it_made_up_is_named(what, why, tiny, world):
+    name = f"{HERE}:MakesUpRows"
+    message, trainer = _failure({"selection": {name: {"what": what}}}, tiny, world)
+    assert message.startswith(f"selector '{name}' (arms.bad.selection) in training arm bad seed 1, iteration 0: it "
+                              f"trains on row 0, {why}; allowed: rows its sampler returned"), message
     assert trainer.updates == 0
 
 

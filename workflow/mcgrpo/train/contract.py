@@ -14,7 +14,8 @@ What is checked (docs/plugins.md, "What is checked at run time"):
   `tokens_generated` a whole number, >= 0, and at least what the engines the rule was given (`ctx.engine`)
   generated while it ran, which the engine counts itself (engines.Counting);
 - a selector: a `Selection` of pool indices; its groups one per chosen prompt, of the recipe's group size; its
-  discarded tokens a whole number >= 0, which with the kept groups' tokens covers what the engine generated;
+  discarded tokens a whole number >= 0, which with the kept groups' tokens covers what the engine generated; every
+  row it trains on one its sampler returned, as it was returned (`sampled`);
 - a verifier: a bool (or 0 / 1) for every completion;
 - every call: the rollouts it was handed unchanged, and torch's global settings as it found them;
 - at every checkpoint: a plugin without a state_dict of its own has the attributes it was built with (else a
@@ -145,10 +146,13 @@ def _changed(before: tuple, after: tuple) -> str:
                  if old[f] != new[f]), "")
 
 
-def sampled(subject: Subject, sample: Callable) -> tuple[Callable, Callable[[], None]]:
+def sampled(subject: Subject, sample: Callable) -> tuple[Callable, Callable[[Any], None]]:
     """`sample` (a selector's sampler) as the selector is handed it, each group it returns snapshotted; and the
-    check, after the call, that none of them changed in place (their problem records are the pool's, which every
-    later iteration and the credit rule read)."""
+    check, after the call, of the groups the selector returned to train on: none of those it sampled changed in
+    place (their problem records are the pool's, which every later iteration and the credit rule read), and every
+    row it trains on is one its sampler returned, with that row's prompt, text, scores, reward and problem (a
+    selector's own rows, or rewards it made up, would train on what neither the engine counted nor the verifier
+    judged)."""
     handed = []
 
     def recorded(*args):
@@ -156,11 +160,31 @@ def sampled(subject: Subject, sample: Callable) -> tuple[Callable, Callable[[], 
         handed.append((batch, _snapshot(batch)))
         return batch
 
-    def check() -> None:
+    def check(batch) -> None:
         changed = _changed(((), [s for _, s in handed]), ((), [_snapshot(b) for b, _ in handed]))
         if changed:
             raise subject.broken(f"it changed {changed} (of groups it sampled)", LEAVES)
+        rows = {id(b.completions[r]): (b, r) for b, _ in handed for r in range(len(b.completions))}
+        for r, completion in enumerate(batch.completions):
+            found = rows.get(id(completion))
+            if found is None:
+                raise subject.broken(f"it trains on row {r}, a completion its sampler never returned", SAMPLED)
+            if not _same_row(batch, r, *found):
+                raise subject.broken(f"it trains on row {r}, a completion its sampler returned, with another prompt, "
+                                     "text, score, reward or problem than it had there", SAMPLED)
     return recorded, check
+
+
+def _same_row(batch, r: int, handed, h: int) -> bool:
+    """Whether row `r` of `batch` is row `h` of the sampled `handed`, field by field."""
+    def fields(b, i: int) -> tuple:
+        return (b.prompts[i], b.texts[i], float(b.rewards[i]), b.problems[i // b.group_size]["problem_id"],
+                *(bool(getattr(b.scores, f)[i]) for f in sorted(vars(b.scores))))
+    return batch.group_size == handed.group_size and fields(batch, r) == fields(handed, h)
+
+
+SAMPLED = ("rows its sampler returned, as it returned them: whole groups chosen with Rollouts.take and joined with "
+           "Rollouts.join, never made up or re-rewarded (docs/plugins.md)")
 
 
 def _has(obj, *fields: str) -> bool:

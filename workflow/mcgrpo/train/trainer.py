@@ -171,11 +171,12 @@ class Trainer:
             return sample_groups(counted, self.prompter, problems, r["group_size"], r["completion_limit"],
                                  seeds, r["reward_verifier"], self.rule)
 
-        sample, unchanged = contract.sampled(self.selector_subject, sample)
-        out = self.selector_subject.call(self.selector.generate, i, chosen, sample)
-        unchanged()
-        return contract.groups(self.selector_subject, out, r["group_size"], len(self.problems),
-                               r["prompts_per_iteration"], counted.generated)
+        sample, as_sampled = contract.sampled(self.selector_subject, sample)
+        out = contract.groups(self.selector_subject, self.selector_subject.call(self.selector.generate, i, chosen,
+                                                                                 sample),
+                              r["group_size"], len(self.problems), r["prompts_per_iteration"], counted.generated)
+        as_sampled(out[0])
+        return out
 
     def learning_rate(self) -> float:
         """The arm's learning rate now: recipe lr x scale, decayed linearly to 0 at B if asked (B in tokens:
