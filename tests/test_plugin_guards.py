@@ -254,16 +254,20 @@ def test_a_verifier_that_does_not_return_a_bool_is_named(tiny, world):
                               "iteration 0: it returned 'yes' for completion 0, not a bool; allowed: True or False")
 
 
-def test_the_gradient_tests_check_the_same_before_any_linear_algebra(tiny, world):
-    """screen and the gradient-test step run train/gradients.py: the same line, at the batch it broke on."""
+def _gradient_tests_failure(rule: str, tiny, world) -> str:
+    """The PluginError's line where arm `bad`, credited by this module's `rule`, runs the gradient tests (2 batches)."""
     from mcgrpo import screen
     from mcgrpo.train import gradients
-    cfg = studies.validate(edited_study(arms={"outcome": {}, "bad": {"credit": {f"{HERE}:NanCredit": {}}}}))
+    cfg = studies.validate(edited_study(arms={"outcome": {}, "bad": {"credit": {f"{HERE}:{rule}": {}}}}))
     run = study_config.gradient_tests_config(screen.screen_config(cfg, "bad", batches=2))
-    model, tokenizer = tiny
     with pytest.raises(PluginError) as err:
-        gradients.run(run, model, tokenizer, world[0])
-    assert str(err.value).startswith(f"credit rule '{HERE}:NanCredit' (arms.bad.credit) in the gradient tests, "
+        gradients.run(run, *tiny, world[0])
+    return str(err.value)
+
+
+def test_the_gradient_tests_check_the_same_before_any_linear_algebra(tiny, world):
+    """screen and the gradient-test step run train/gradients.py: the same line, at the batch it broke on."""
+    assert _gradient_tests_failure("NanCredit", tiny, world).startswith(f"credit rule '{HERE}:NanCredit' (arms.bad.credit) in the gradient tests, "
                                      "batch 0: the credit of completion 1 is nan at token 0 (1 of its ")
 
 
@@ -351,14 +355,7 @@ def test_a_credit_rule_that_changes_what_it_was_handed_or_torchs_settings_is_nam
 
 def test_a_rule_that_changes_the_rollouts_in_the_gradient_tests_is_named_before_the_other_rules_see_them(tiny, world):
     """In the gradient tests every rule and the reference gradient read the same batch after it."""
-    from mcgrpo import screen
-    from mcgrpo.train import gradients
-    cfg = studies.validate(edited_study(arms={"outcome": {}, "bad": {"credit": {f"{HERE}:ShapesInPlace": {}}}}))
-    run = study_config.gradient_tests_config(screen.screen_config(cfg, "bad", batches=2))
-    model, tokenizer = tiny
-    with pytest.raises(PluginError) as err:
-        gradients.run(run, model, tokenizer, world[0])
-    assert str(err.value).startswith(f"credit rule '{HERE}:ShapesInPlace' (arms.bad.credit) in the gradient tests, "
+    assert _gradient_tests_failure("ShapesInPlace", tiny, world).startswith(f"credit rule '{HERE}:ShapesInPlace' (arms.bad.credit) in the gradient tests, "
                                      "batch 0: it changed rollouts.rewards in place; allowed: ")
 
 

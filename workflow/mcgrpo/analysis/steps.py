@@ -63,26 +63,27 @@ def _read(cfg: dict, results: Path, name: str, kind: str | None = None) -> pd.Da
     read."""
     path = Path(results) / "analysis" / f"{name}.parquet"
     frame = store.read_contract(path, kind) if kind else store.read_parquet(path)
-    found, expected = store.parquet_metadata(path).get("config_hash", ""), analysis_hash(cfg)
-    if found != expected:
-        raise IntegrityError(f"{path}: written for config {found[:12] or '(none)'}, but this study's config hashes "
-                             f"to {expected[:12]}: left from an earlier config or another study, or rewritten by "
-                             f"hand; allowed: the file this study's analysis writes (snakemake --configfile STUDY "
-                             f"--forcerun {path})")
+    found = store.parquet_metadata(path).get("config_hash", "")
+    _held_to(path, f"written for config {found[:12] or '(none)'}", found, "config", analysis_hash(cfg))
     return frame
+
+
+def _held_to(path: Path, said: str, found: str, what: str, expected: str) -> None:
+    """Refuse `path`, which `said` of itself, where its hash `found` is not the study's `what` hash `expected`."""
+    if found != expected:
+        raise IntegrityError(f"{path}: {said}, but this study's {what} hashes to {expected[:12]}: left from an "
+                             f"earlier config or another study, or edited by hand; allowed: the file this study's "
+                             f"analysis writes (snakemake --configfile STUDY --forcerun {path})")
 
 
 def _status(cfg: dict, results: Path) -> dict:
     """analysis/prereg.json, the contrasts step's plan against the lock, checked to be of `cfg`'s plan (its
     sha256_now): a stale or copied one would word the summary's preregistration note for another plan."""
     path = Path(results) / "analysis" / "prereg.json"
-    status, expected = store.read_json(path), study_config.config_hash(prereg.material(cfg))
-    if not isinstance(status, dict) or status.get("sha256_now") != expected:
-        found = str(status.get("sha256_now") if isinstance(status, dict) else None)
-        raise IntegrityError(f"{path}: the plan against its lock for plan {found[:12]}, but this study's plan hashes "
-                             f"to {expected[:12]}: left from an earlier config or another study, or edited by hand; "
-                             f"allowed: the file the contrasts step writes (snakemake --configfile STUDY --forcerun "
-                             f"{path})")
+    status = store.read_json(path)
+    found = str(status.get("sha256_now") if isinstance(status, dict) else None)
+    _held_to(path, f"the plan against its lock for plan {found[:12]}", found, "plan",
+             study_config.config_hash(prereg.material(cfg)))
     return status
 
 
