@@ -315,13 +315,17 @@ def test_a_run_of_other_prompts_template_or_tokenizer_is_refused_by_its_prompt_t
 
 
 def _arguments(folder: Path, **edits) -> None:
-    """checkpoint-5/training_args.bin of the study's recipe, `edits` changed: what a GRPOConfig pickles, its fields
-    (trl's class needs trl to unpickle)."""
+    """checkpoint-5/training_args.bin of the study's recipe, `edits` changed."""
+    recipe_arguments(folder / "checkpoint-5" / "training_args.bin", _run(folder), **edits)
+
+
+def recipe_arguments(path: Path, run: dict, **edits) -> None:
+    """`path`, a training_args.bin of run config `run`'s recipe, `edits` changed: what a GRPOConfig pickles, its
+    fields (trl's class needs trl to unpickle)."""
     import torch
     from types import SimpleNamespace
-    fields = {**ingest.expected_arguments(_run(folder)), **dict.fromkeys(ingest.ONE_BATCH, 1), **edits}
-    torch.save(SimpleNamespace(**{k: v for k, v in fields.items() if v is not _ABSENT}),
-               folder / "checkpoint-5" / "training_args.bin")
+    fields = {**ingest.expected_arguments(run), **dict.fromkeys(ingest.ONE_BATCH, 1), **edits}
+    torch.save(SimpleNamespace(**{k: v for k, v in fields.items() if v is not _ABSENT}), path)
 
 
 def _checkpoints(tmp_path: Path, model, tokenizer, state: dict | None = None, **arguments) -> Path:

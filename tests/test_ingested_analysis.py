@@ -18,7 +18,10 @@ import pytest
 import yaml
 
 from conftest import SMALL_STUDY, snakemake
+from mcgrpo import studies
 from mcgrpo.analysis import breakdown
+from mcgrpo.core import config as study_config
+from test_ingest import recipe_arguments
 
 NAN = math.nan
 
@@ -76,6 +79,10 @@ def test_a_study_with_an_ingested_arm_runs_to_its_summary(tmp_path, tiny):
     study = {**copy.deepcopy(SMALL_STUDY), "arms": {"outcome": {}, "mine": {"trainer": {"ingested": ingested}}},
              "plan": {"primary": [{"id": "T1", "a": "mine", "b": "outcome"}]}}
     (tmp_path / "study.yaml").write_text(yaml.safe_dump(study))
+    cfg = studies.validate(copy.deepcopy(study))
+    for seed in (1, 2):  # its settings, the recipe's but seed 2's learning rate (read without trl: its fields)
+        recipe_arguments(tmp_path / "trl" / f"seed{seed}" / "checkpoint-5" / "training_args.bin",
+                         study_config.run_config(cfg, "mine", seed), learning_rate=1e-4 * seed)
     done = snakemake(tmp_path, "--cores", "2")
     assert done.returncode == 0, done.stderr[-4000:]
     results = tmp_path / "results" / "mini"
