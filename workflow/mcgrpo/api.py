@@ -8,17 +8,19 @@ Credit rule (entry point group `mcgrpo.credit`): a class whose fields are its op
 typed, checked before any job) and whose instances are called once per iteration:
 `rule(rollouts: Rollouts, ctx: CreditContext) -> Credit`, one credit value per generated token of every
 completion. Tokens it samples itself (`ctx.engine`) go in `Credit.tokens_generated`: they count toward B, and the
-engine counts them too: a rule that reports fewer than `ctx.engine` generated stops the run, naming itself; `ctx.engine` exposes only its
-counted `generate` and the sampling settings (temperature, top_p), and the completions of `Credit.sequences` (extra
-sequences trained on) must be ones it returned during the call. A rule that keeps state across iterations saves it
-with `state_dict` / `load_state_dict`, or the run stops at its first checkpoint. What a
-rule returns is checked where it enters the trainer (finite, one value per token and completion). A rule that
+engine counts them too: a rule that reports fewer than `ctx.engine` generated stops the run, naming itself;
+`ctx.engine` exposes only its counted `generate` and the sampling settings (temperature, top_p), and the completions
+of `Credit.sequences` (extra sequences trained on, each a `TrainingSequence`) must be ones it returned during the
+call. A rule that keeps state across iterations saves it with `state_dict` / `load_state_dict`, or the run stops at
+its first checkpoint. What a rule returns is checked where it enters the trainer (finite, one value per token and
+completion). A rule that
 samples continuations gets what it needs here: the problems' fields (`Problem`), decoding (`ctx.prompter.decode`),
 and the study's reward of any text (`rewards(texts, answers, ctx)`).
 
 Selector (group `mcgrpo.selection`): a `StreamSelector` subclass (a dataclass; its own fields are its options)
 overriding `select` (which candidates to draw and train on), and `observe` / `state_dict` / `load_state_dict`
-when it learns from what it trained. It sees the policy only through a `PolicyView`: `features(indices)` and `levels(indices)`.
+when it learns from what it trained. It sees the policy only through a `PolicyView`: `features(indices)` and
+`levels(indices)`.
 
 Reward of a TRL run (mcgrpo.integrations.trl): a reward function that samples tokens itself (a Monte-Carlo or
 process reward's continuations) calls `charge(n)` with the number it generated, each time it generates; they count

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -57,15 +58,19 @@ def analysed(cfg: dict) -> dict:
     return study_config.validate_schema(json.loads(json.dumps(kept, sort_keys=True)))
 
 
-def _read(cfg: dict, results: Path, name: str, kind: str | None = None) -> pd.DataFrame:
-    """analysis/<name>.parquet, an earlier step's output, checked to be written for `cfg` (its config_hash): one left
-    from an earlier config, copied from another study or rewritten by hand (written without the hash) is named, never
-    read."""
-    path = Path(results) / "analysis" / f"{name}.parquet"
-    frame = store.read_contract(path, kind) if kind else store.read_parquet(path)
-    found = store.parquet_metadata(path).get("config_hash", "")
-    _held_to(path, f"written for config {found[:12] or '(none)'}", found, "config", analysis_hash(cfg))
-    return frame
+def analysis_reader(cfg: dict, results: Path) -> Callable[..., pd.DataFrame]:
+    """`read(name, kind=None)`: analysis/<name>.parquet, an earlier step's output, checked to be written for `cfg`
+    (its config_hash, computed once per reader): one left from an earlier config, copied from another study or
+    rewritten by hand (written without the hash) is named, never read."""
+    expected = analysis_hash(cfg)
+
+    def read(name: str, kind: str | None = None) -> pd.DataFrame:
+        path = Path(results) / "analysis" / f"{name}.parquet"
+        frame = store.read_contract(path, kind) if kind else store.read_parquet(path)
+        found = store.parquet_metadata(path).get("config_hash", "")
+        _held_to(path, f"written for config {found[:12] or '(none)'}", found, "config", expected)
+        return frame
+    return read
 
 
 def _held_to(path: Path, said: str, found: str, what: str, expected: str) -> None:
@@ -105,11 +110,11 @@ def contrasts_step(cfg: dict, results: Path) -> None:
 
 def robustness_step(cfg: dict, results: Path) -> None:
     """Beside every planned contrast: the crossed interval, the strict verifier, each arm's drift, the other clock."""
-    a = cfg["analysis"]
-    table = _read(cfg, results, "contrasts", "contrasts")
+    a, read = cfg["analysis"], analysis_reader(cfg, results)
+    table = read("contrasts", "contrasts")
     metrics = {robustness.strict_metric(m) for m in table.loc[table["id"] != "", "metric"]} - {None}
     loaded = _runs(cfg, results, samples=not metrics <= runs.EVAL_METRICS)
-    checks = robustness.table(table, loaded, _read(cfg, results, "drift", "drift"), budget(results), a["clock"], a["alpha"])
+    checks = robustness.table(table, loaded, read("drift", "drift"), budget(results), a["clock"], a["alpha"])
     _write(checks, results, "robustness", cfg)
 
 
@@ -147,9 +152,9 @@ def prediction_step(cfg: dict, results: Path) -> None:
     results, a = Path(results), cfg["analysis"]
     measured = _efficiency(cfg, results)
     metric, eval_set, base = a["metrics"][0], cfg["evaluation"]["sets"][0], a["base"] or "outcome"
-    trained = measured[measured["arm"].isin([efficiency.BASE, *cfg["arms"]])]
-    table = efficiency.prediction_table(trained, _read(cfg, results, "contrasts", "contrasts"), base, metric, eval_set,
-                                        _read(cfg, results, "extrapolation"))
+    trained, read = measured[measured["arm"].isin([efficiency.BASE, *cfg["arms"]])], analysis_reader(cfg, results)
+    table = efficiency.prediction_table(trained, read("contrasts", "contrasts"), base, metric, eval_set,
+                                        read("extrapolation"))
     rho = efficiency.rank_agreement(table)
     _write(measured, results, "efficiency", cfg)
     _write(table.assign(**rho), results, "prediction", cfg)
@@ -226,27 +231,28 @@ def figures_step(cfg: dict, results: Path) -> None:
     figures.accuracy_curves(evals, "tokens_total", B, out / "accuracy_vs_tokens.png", metric, eval_set, colours)
     figures.accuracy_curves(evals, runs.CLOCKS[cfg["analysis"]["clock"]], B, out / "accuracy_vs_time.png", metric,
                             eval_set, colours, where)
-    diffs = _read(cfg, results, "differences")
+    read = analysis_reader(cfg, results)
+    diffs = read("differences")
     figures.difference_from_base(diffs[(diffs["metric"] == metric) & (diffs["eval_set"] == eval_set)]
                                  if len(diffs) else diffs, B, margin, out / "difference_from_base.png", colours)
-    table, paired = _read(cfg, results, "contrasts", "contrasts"), _read(cfg, results, "paired", "paired")
+    table, paired = read("contrasts", "contrasts"), read("paired", "paired")
     table = table[(table["metric"] == metric) & (table["eval_set"] == eval_set)]
     paired = paired[(paired["metric"] == metric) & (paired["eval_set"] == eval_set)]
     figures.per_seed(paired, table, margin, out / "per_seed.png", colours)
-    figures.stage_seconds(_read(cfg, results, "stages"), out / "stage_seconds.png", where)
-    figures.drift(_read(cfg, results, "drift", "drift"), cfg["analysis"]["drift_gap"], out / "drift.png", eval_set,
+    figures.stage_seconds(read("stages"), out / "stage_seconds.png", where)
+    figures.drift(read("drift", "drift"), cfg["analysis"]["drift_gap"], out / "drift.png", eval_set,
                   colours)
 
 
 def tables_step(cfg: dict, results: Path) -> None:
     results = Path(results)
-    out, accepted = results / "tables", _accepted(cfg, results)
-    table, paired = _read(cfg, results, "contrasts", "contrasts"), _read(cfg, results, "paired", "paired")
+    out, accepted, read = results / "tables", _accepted(cfg, results), analysis_reader(cfg, results)
+    table, paired = read("contrasts", "contrasts"), read("paired", "paired")
     status = _status(cfg, results)
     for name, (df, title, note) in tables.study_tables(
-            table, paired, status, _read(cfg, results, "drift", "drift"), _read(cfg, results, "stages"),
-            _read(cfg, results, "groups"), _read(cfg, results, "budget_share"), _read(cfg, results, "extrapolation"),
-            cfg["analysis"]["drift_gap"], _read(cfg, results, "robustness"), cfg["analysis"]["clock"], accepted).items():
+            table, paired, status, read("drift", "drift"), read("stages"),
+            read("groups"), read("budget_share"), read("extrapolation"),
+            cfg["analysis"]["drift_gap"], read("robustness"), cfg["analysis"]["clock"], accepted).items():
         tables.write_table(df, out / name, title=title, note=note)
     metric, eval_set = _headline(cfg)
     a = cfg["analysis"]
@@ -273,10 +279,10 @@ def _floors(cfg: dict, results: Path) -> list[str]:
 
 def summary_step(cfg: dict, results: Path) -> None:
     """summary.md (printed at the end of a run) and summary.rst (the report's first page)."""
-    results = Path(results)
+    results, read = Path(results), analysis_reader(cfg, results)
     status = _status(cfg, results)
-    text = summary.lines(cfg["study"], _read(cfg, results, "contrasts", "contrasts"), tables.prereg_note(status),
-                         str(results), cfg["analysis"]["clock"], _read(cfg, results, "robustness"),
+    text = summary.lines(cfg["study"], read("contrasts", "contrasts"), tables.prereg_note(status),
+                         str(results), cfg["analysis"]["clock"], read("robustness"),
                          [*summary.accepted_warnings(_accepted(cfg, results)), *_floors(cfg, results)])
     store.write_text(summary.markdown(text), results / "summary.md")
     store.write_text(summary.rst(text, summary.DESCRIPTION.read_text()), results / "summary.rst")
@@ -328,12 +334,13 @@ def pool_bases(cfg: dict) -> str:
                           f"warm-start seeds), e.g. config/studies/bases.yaml")
     per_base = {}
     for base in cfg["bases"]:
-        folder = study_dir(study_config.base_study(cfg, base))
+        own = study_config.base_study(cfg, base)  # the base study its analysis jobs ran (less the switches)
+        folder = study_dir(own)
         if not (folder / "analysis" / "paired.parquet").exists():
             raise DataError(f"{folder}/analysis/paired.parquet: base {base} not analysed yet; run "
                             f"snakemake --configfile <this study> --config base={base}")
-        own = study_config.base_study(cfg, base)  # the base study its analysis jobs ran (less the switches)
-        per_base[base] = (_read(own, folder, "contrasts", "contrasts"), _read(own, folder, "paired", "paired"))
+        read = analysis_reader(own, folder)
+        per_base[base] = (read("contrasts", "contrasts"), read("paired", "paired"))
     a, out = cfg["analysis"], study_dir(cfg)
     table = bases.table(per_base, a["margin"], a["alpha"])
     _write(table, out, "bases", cfg)

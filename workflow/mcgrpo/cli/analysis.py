@@ -140,7 +140,7 @@ def seeds_power(args) -> None:
     from mcgrpo.analysis.tables import to_markdown
     results = Path(args.results)
     if args.config:
-        paired = steps._read(_config(args), results, "paired", "paired")
+        paired = steps.analysis_reader(_config(args), results)("paired", "paired")
     else:
         path = results / "analysis" / "paired.parquet"
         paired = store.read_contract(path, "paired")

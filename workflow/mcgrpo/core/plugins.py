@@ -118,12 +118,13 @@ def _source_sha256(factory: Any) -> str | None:
     plugin as much as the module that names it), or that module's own file where it is in no package."""
     module = inspect.getmodule(factory)
     try:
-        files = [(Path(inspect.getsourcefile(module)).name, Path(inspect.getsourcefile(module)))]
+        source = Path(inspect.getsourcefile(module))
     except TypeError:  # no source on disk (a compiled or interactive module)
         return None
     roots = [Path(r) for r in getattr(sys.modules.get(module.__name__.partition(".")[0]), "__path__", None) or []]
-    if roots:  # a package's folders (several: a namespace package)
-        files = sorted((str(f.relative_to(root.parent)), f) for root in roots for f in root.rglob("*.py"))
+    # a package's folders (several: a namespace package), else the module's own file
+    files = (sorted((str(f.relative_to(root.parent)), f) for root in roots for f in root.rglob("*.py")) if roots
+             else [(source.name, source)])
     digest = hashlib.sha256()
     try:
         for name, path in files:

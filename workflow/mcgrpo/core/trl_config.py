@@ -100,8 +100,9 @@ def shared_runs(cfg: dict) -> list[str]:
     for arm, block in arms(cfg, "ingested").items():
         for seed in cfg["seeds"]:
             folder = output_folder(block, seed)
-            new = ("folder", folder.resolve()) not in by
-            by.setdefault(("folder", folder.resolve()), []).append(f"arms.{arm} seed {seed}")
+            key = ("folder", folder.resolve())
+            new = key not in by
+            by.setdefault(key, []).append(f"arms.{arm} seed {seed}")
             trained = trajectory(folder) if new else None
             if trained:
                 by.setdefault(("log", trained), []).append(f"arms.{arm} seed {seed} ({folder})")

@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import math
 import pickle
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -265,7 +266,7 @@ def steps(state: dict, path: Path | str = "trainer_state.json") -> pd.DataFrame:
         raise DataError(f"{path}: no train_batch_size; allowed: a trainer_state.json that transformers wrote")
     order = [e["step"] for e in state.get("log_history", []) if "loss" in e]
     if order != sorted(set(order)):
-        twice = sorted({s for s in order if order.count(s) > 1})
+        twice = sorted(s for s, n in Counter(order).items() if n > 1)
         raise DataError(f"{path}: log_history gives step(s) {_few(twice) if twice else 'out of order'}"
                         f"{' more than once' if twice else ''} (steps logged: {_few(order)}); allowed: one entry "
                         f"per step in order, as one run's trainer_state.json holds (a log joined from two runs, or "

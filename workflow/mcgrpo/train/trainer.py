@@ -356,7 +356,7 @@ class Trainer:
             "prompts_distinct": len(self.trained_prompts),
         }
         tail = {**stages, "train_seconds": self.train_seconds, "train_cpu_seconds": self.train_cpu_seconds}
-        clash = sorted(set(credit.stats) & {*own, *tail, *moved, "credit_varied_share"})
+        clash = sorted(set(credit.stats) & {*own, *tail, *moved, credit_rules.VARIED})
         if clash:
             raise self.credit_subject.broken(
                 f"its stats name {', '.join(clash)}, which the run logs itself", "stats named apart from the "

@@ -89,11 +89,14 @@ def rloo(rollouts: Rollouts, ctx: CreditContext) -> Credit:
     return Credit(per_token(grouped - leave_one_out_mean(grouped), rollouts))
 
 
+VARIED = "credit_varied_share"  # the column summary() adds beside a rule's stats
+
+
 def summary(credit: Credit) -> dict[str, float]:
     """The iteration's log of a rule: the share of completions whose credit varies within the completion
     (zero for outcome-level rules: what a dense reward adds), and the rule's own numbers."""
     varied = [len(c) > 0 and bool(np.any(c != c[0])) for c in credit.tokens]
-    return {"credit_varied_share": float(np.mean(varied)) if varied else np.nan, **credit.stats}
+    return {VARIED: float(np.mean(varied)) if varied else np.nan, **credit.stats}
 
 
 def outcome_rule() -> CreditRule:
