@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PAPER = {"generate": 604 / 584, "update": 940 / 584}  # Table 14, H200: seconds per iteration
 STEPS_SECONDS = 420  # the caps below add up to this
 PROFILE = [sys.executable, str(ROOT / "bench" / "iteration_profile.py"), "--shape", "qwen2.5-1.5b"]
-TESTS = ["tests/test_gpu_decode.py", "tests/test_static_decode.py", "tests/test_policy.py"]
+TESTS = ["tests/test_gpu_decode.py", "tests/test_gpu_update.py", "tests/test_static_decode.py", "tests/test_policy.py"]
 # import name -> what to carry (the tests import the package, whose config checks need jsonschema)
 PACKAGES = {"torch": "torch", "transformers": "transformers", "pytest": "pytest", "jsonschema": "jsonschema",
             "referencing": "referencing", "rpds": "rpds-py", "jsonschema_specifications": "jsonschema-specifications"}
@@ -74,7 +74,7 @@ def plan(work: Path, dry_run: bool) -> list[Step]:
         decode("static" if dry_run else "graph", 110),
         Step("gpu tests", " ".join(TESTS), [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m",
              "not slow", *TESTS], 60, tuple(PACKAGES)),
-        Step("update", "paper shape, the update alone: the trainer's, microbatch 64, Adam fused; by kernel kind",
+        Step("update", "paper shape, the update alone: the trainer's, microbatch 64, Adam unfused; by kernel kind",
              [sys.executable, str(ROOT / "bench" / "gpu" / "update_profile.py"), *(tiny if dry_run else []),
               "--json", str(work / "update.json")], 50, SHAPE_NEEDS, work / "update.json"),
         decode("dynamic", 75, old),

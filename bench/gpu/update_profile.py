@@ -2,8 +2,9 @@
 what the changes a GPU session should weigh would buy, measured side by side in one run.
 
 Seconds per update (the trainer's: the policy loss over microbatches, the norm clipped, an Adam step) on
-64 completions of --limit random tokens after 120-token prompts, for the trainer's settings and each variant:
-microbatch 64 instead of 16, and `torch.optim.Adam(fused=True)`. Then one update of the trainer's settings under
+64 completions of --limit random tokens after 120-token prompts, for the trainer's settings (microbatch 16, the
+trainer's Adam: fused on a GPU since 2026-12-05) and each variant: microbatch 64, and the unfused Adam the trainer
+stepped with before (torch's default, foreach on a GPU). Then one update of the trainer's settings under
 torch.profiler, its kernel time summed by kind (the vocabulary's log-softmax, attention, matrix products, the
 optimizer, the rest) and its costliest kernels by name. No variant changes the trainer: choosing one is a
 change to train/ that must pass tests/test_update_exactness.py.
@@ -29,9 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ceilings import timed  # noqa: E402
 from iteration_profile import add_shape_arguments, paper_prompts, shape_figures, shape_model, update  # noqa: E402
 
-VARIANTS = {"trainer": {"microbatch": 16, "fused": False},
-            "microbatch 64": {"microbatch": 64, "fused": False},
-            "Adam fused": {"microbatch": 16, "fused": True}}
+VARIANTS = {"trainer": {"microbatch": 16, "adam": "trainer"},
+            "microbatch 64": {"microbatch": 64, "adam": "trainer"},
+            "Adam unfused": {"microbatch": 16, "adam": "unfused"}}
+RECIPE = {"lr": 1e-6, "adam_betas": [0.9, 0.999], "adam_eps": 1e-8}
 # Kernel or operator names -> kind, first match wins (attention before matrix products: its kernels say cutlass).
 KINDS = [("log-softmax", r"softmax"), ("attention", r"attention|attn|flash|fmha|sdpa"),
          ("matrix products", r"gemm|xmma|nvjet|cutlass|cublas|aten::(mm|addmm|bmm|matmul|linear)\b"),
@@ -42,16 +44,22 @@ def kind(name: str) -> str:
     return next((k for k, pattern in KINDS if re.search(pattern, name, re.I)), "other")
 
 
+def optimizer(model, which: str) -> torch.optim.Adam:
+    """The trainer's Adam (mcgrpo.train.trainer.adam), or torch's default one, unfused."""
+    from mcgrpo.train.trainer import adam
+    return adam(model, RECIPE) if which == "trainer" else torch.optim.Adam(model.parameters(), lr=RECIPE["lr"])
+
+
 def seconds_per_update(model, batch, variant: dict, repeats: int) -> float | str:
     """Median seconds of the variant's update after two warm-ups (the first allocates Adam's state), or why it
     could not run."""
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-6, fused=variant["fused"])
+    optimizer_ = optimizer(model, variant["adam"])
     try:
-        return timed(lambda: update(model, optimizer, *batch, variant["microbatch"]), model.device, repeats, 2)
+        return timed(lambda: update(model, optimizer_, *batch, variant["microbatch"]), model.device, repeats, 2)
     except torch.OutOfMemoryError:
         return "out of memory"
     finally:
-        optimizer.state.clear()
+        optimizer_.state.clear()
         model.zero_grad(set_to_none=True)
         if model.device.type == "cuda":
             torch.cuda.empty_cache()
@@ -62,9 +70,9 @@ def breakdown(model, batch) -> tuple[dict[str, float], list[tuple[str, float]]]:
     operators: their self time)."""
     on_gpu = model.device.type == "cuda"
     activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if on_gpu else [])
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-6)
+    trainers = optimizer(model, VARIANTS["trainer"]["adam"])
     with torch.profiler.profile(activities=activities) as prof:
-        update(model, optimizer, *batch, VARIANTS["trainer"]["microbatch"])
+        update(model, trainers, *batch, VARIANTS["trainer"]["microbatch"])
         if on_gpu:
             torch.cuda.synchronize()
     spent = {e.key: (e.self_device_time_total if on_gpu else e.self_cpu_time_total) / 1e6
