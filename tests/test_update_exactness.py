@@ -13,7 +13,7 @@ import credit_fixtures as fx
 from conftest import SMALL_STUDY
 from mcgrpo.core import config as study_config
 from mcgrpo import studies
-from mcgrpo.train import updates as reuse
+from mcgrpo.train import loss as update_loss, updates as reuse
 from mcgrpo.train.credit import Credit, TrainingSequence
 from mcgrpo.train.engines import Completion
 from mcgrpo.core.seeds import stable_seed
@@ -127,3 +127,49 @@ def test_three_updates_equal_those_recorded_before_the_speedups(arm, tiny, world
     assert float(change.abs().sum()) == pytest.approx(moved, rel=1e-5)
     signed = float((change * torch.arange(len(change), dtype=torch.float64).sin()).sum())
     assert signed == pytest.approx(fingerprint, abs=1e-6 * moved)
+
+
+def _logits(shape=(3, 5, 11), dtype=torch.float32, seed: int = 0):
+    generator = torch.Generator().manual_seed(seed)
+    logits = (torch.randn(shape, generator=generator) * 4).to(dtype).requires_grad_()
+    return logits, torch.randint(0, shape[-1], shape[:-1], generator=generator)
+
+
+def _by_log_softmax(logits, targets):
+    return torch.log_softmax(logits.float(), dim=-1).gather(-1, targets[..., None]).squeeze(-1)
+
+
+def test_chosen_logprobs_has_the_gradient_of_its_definition():
+    logits, targets = _logits(dtype=torch.float64)
+    assert torch.autograd.gradcheck(lambda x: update_loss.chosen_logprobs(x, targets), (logits,))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("chunk", [update_loss.VOCAB_CHUNK, 11, 23])  # whole, one position, two positions a chunk
+def test_chosen_logprobs_equal_log_softmax_and_gather_and_their_gradient(dtype, chunk, monkeypatch):
+    """What the GPU's update scores with against what the CPU's does, in float32 and from bf16 logits (autocast's),
+    the positions taken whole or a chunk at a time: the same log-probs and gradients to float32 rounding (the
+    gradient then rounded to the logits' dtype by both)."""
+    monkeypatch.setattr(update_loss, "VOCAB_CHUNK", chunk)
+    logits, targets = _logits(dtype=dtype)
+    weights = torch.randn(targets.shape, generator=torch.Generator().manual_seed(1))
+    reference = logits.detach().clone().requires_grad_()
+    chosen, plain = update_loss.chosen_logprobs(logits, targets), _by_log_softmax(reference, targets)
+    assert chosen.dtype == plain.dtype == torch.float32
+    torch.testing.assert_close(chosen, plain, rtol=1e-6, atol=2e-6)
+    (weights * chosen).sum().backward()
+    (weights * plain).sum().backward()
+    assert logits.grad.dtype == dtype
+    tolerance = {"rtol": 0, "atol": 1e-6} if dtype == torch.float32 else {"rtol": 8e-3, "atol": 1e-6}
+    torch.testing.assert_close(logits.grad, reference.grad, **tolerance)
+
+
+def test_the_update_scored_by_chosen_logprobs_equals_the_plain_reference(tiny, world, monkeypatch):
+    """The trainer's whole update (prefix, microbatches, repeats, reuse's clipped steps) with chosen_logprobs, as a
+    GPU's runs it, here on the CPU: the plain reference's losses, gradients and parameters."""
+    monkeypatch.setattr(update_loss, "CHOSEN_ON", frozenset({"cpu"}))
+    calls = []
+    monkeypatch.setattr(update_loss, "chosen_logprobs", lambda *a: calls.append(1) or update_loss._ChosenLogprob.apply(*a))
+    for arm in sorted(ARMS):
+        test_three_updates_equal_the_plain_reference(arm, tiny, world)
+    assert calls

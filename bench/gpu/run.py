@@ -74,11 +74,11 @@ def plan(work: Path, dry_run: bool) -> list[Step]:
         decode("static" if dry_run else "graph", 110),
         Step("gpu tests", " ".join(TESTS), [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m",
              "not slow", *TESTS], 60, tuple(PACKAGES)),
-        Step("update", "paper shape, the update alone: the trainer's, microbatch 64, Adam unfused; by kernel kind",
+        Step("update", "paper shape, the update alone: the trainer's, microbatch 64, each change undone; by kernel kind",
              [sys.executable, str(ROOT / "bench" / "gpu" / "update_profile.py"), *(tiny if dry_run else []),
-              "--json", str(work / "update.json")], 50, SHAPE_NEEDS, work / "update.json"),
+              "--json", str(work / "update.json")], 60, SHAPE_NEEDS, work / "update.json"),
         decode("dynamic", 75, old),
-        decode("compile", 95, run=not dry_run),
+        decode("compile", 85, run=not dry_run),
     ]
 
 

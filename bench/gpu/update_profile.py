@@ -2,9 +2,11 @@
 what the changes a GPU session should weigh would buy, measured side by side in one run.
 
 Seconds per update (the trainer's: the policy loss over microbatches, the norm clipped, an Adam step) on
-64 completions of --limit random tokens after 120-token prompts, for the trainer's settings (microbatch 16, the
-trainer's Adam: fused on a GPU since 2026-12-05) and each variant: microbatch 64, and the unfused Adam the trainer
-stepped with before (torch's default, foreach on a GPU). Then one update of the trainer's settings under
+64 completions of --limit random tokens after 120-token prompts, for the trainer's settings (microbatch 16; on a
+GPU since 2026-12-05 the fused Adam and the chosen token's log-prob as logit - logsumexp, loss.chosen_logprobs)
+and each variant: microbatch 64; each of the two changes undone (the unfused Adam, torch's default; a float32
+log-softmax over the vocabulary, then gather); both undone (the update as issue 45 measured it). Then one update
+of the trainer's settings under
 torch.profiler, its kernel time summed by kind (the vocabulary's log-softmax, attention, matrix products, the
 optimizer, the rest) and its costliest kernels by name. No variant changes the trainer: choosing one is a
 change to train/ that must pass tests/test_update_exactness.py.
@@ -30,12 +32,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ceilings import timed  # noqa: E402
 from iteration_profile import add_shape_arguments, paper_prompts, shape_figures, shape_model, update  # noqa: E402
 
-VARIANTS = {"trainer": {"microbatch": 16, "adam": "trainer"},
-            "microbatch 64": {"microbatch": 64, "adam": "trainer"},
-            "Adam unfused": {"microbatch": 16, "adam": "unfused"}}
+TRAINER = {"microbatch": 16, "adam": "trainer", "chosen": True}
+VARIANTS = {"trainer": TRAINER, "microbatch 64": {**TRAINER, "microbatch": 64},
+            "Adam unfused": {**TRAINER, "adam": "unfused"}, "log-softmax": {**TRAINER, "chosen": False},
+            "before": {**TRAINER, "adam": "unfused", "chosen": False}}
 RECIPE = {"lr": 1e-6, "adam_betas": [0.9, 0.999], "adam_eps": 1e-8}
 # Kernel or operator names -> kind, first match wins (attention before matrix products: its kernels say cutlass).
-KINDS = [("log-softmax", r"softmax"), ("attention", r"attention|attn|flash|fmha|sdpa"),
+# "log-softmax": either scoring of the chosen token's log-prob (log_softmax + gather, or loss.chosen_logprobs).
+KINDS = [("log-softmax", r"softmax|logsumexp|scatter_add"), ("attention", r"attention|attn|flash|fmha|sdpa"),
          ("matrix products", r"gemm|xmma|nvjet|cutlass|cublas|aten::(mm|addmm|bmm|matmul|linear)\b"),
          ("optimizer", r"adam|multi_tensor|foreach")]
 
@@ -51,14 +55,17 @@ def optimizer(model, which: str) -> torch.optim.Adam:
 
 
 def seconds_per_update(model, batch, variant: dict, repeats: int) -> float | str:
-    """Median seconds of the variant's update after two warm-ups (the first allocates Adam's state), or why it
-    could not run."""
-    optimizer_ = optimizer(model, variant["adam"])
+    """Median seconds of the variant's update after a warm-up (which allocates Adam's state), or why it could not
+    run. On a CPU too the variant's scoring is used where it says chosen (a GPU's choice, timed on a CPU)."""
+    from mcgrpo.train import loss
+    optimizer_, chosen_on = optimizer(model, variant["adam"]), loss.CHOSEN_ON
+    loss.CHOSEN_ON = frozenset({model.device.type}) if variant["chosen"] else frozenset()
     try:
-        return timed(lambda: update(model, optimizer_, *batch, variant["microbatch"]), model.device, repeats, 2)
+        return timed(lambda: update(model, optimizer_, *batch, variant["microbatch"]), model.device, repeats, 1)
     except torch.OutOfMemoryError:
         return "out of memory"
     finally:
+        loss.CHOSEN_ON = chosen_on
         optimizer_.state.clear()
         model.zero_grad(set_to_none=True)
         if model.device.type == "cuda":

@@ -11,8 +11,10 @@ by length and cut into microbatches of similar lengths (on the CPU also small en
 stay in cache); each distinct context (a group's prompt) runs once per step and its KV cache serves every
 completion that continues it, in every microbatch; a completion repeated under the same context (a group's
 identical answers) runs once, its log-probs shared by every row that repeats it, each with its own credit;
-the vocabulary projection runs on completion positions only; and completions whose every token has zero
-credit (groups of equal rewards), which add exactly zero, are not run at all.
+the vocabulary projection runs on completion positions only; completions whose every token has zero
+credit (groups of equal rewards), which add exactly zero, are not run at all; and on a GPU the chosen token's
+log-prob is its logit less the logsumexp, in float32 a chunk of positions at a time (`chosen_logprobs`), never a
+float32 log-softmax over the whole vocabulary and its gradient (a CPU keeps log_softmax + gather, bit for bit).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from mcgrpo.train.batching import autocast, cache_argument, distinct, padded
 
 CPU_MICROBATCH_TOKENS = 768  # padded completion tokens per microbatch on the CPU: activations stay in cache
 SKIP_ZERO_CREDIT = True  # completions whose every token has zero credit add exactly zero: not run (False: run all)
+VOCAB_CHUNK = 1 << 28  # float32 elements of logits that chosen_logprobs holds at once (1 GiB)
+CHOSEN_ON = frozenset({"cuda"})  # devices whose update scores with chosen_logprobs (a CPU: log_softmax, as it always did)
 
 
 def microbatches(lengths: Sequence[int], max_rows: int, max_tokens: float = float("inf")) -> list[list[int]]:
@@ -44,8 +48,49 @@ def microbatches(lengths: Sequence[int], max_rows: int, max_tokens: float = floa
 def token_logprobs(model, contexts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]],
                    pad_id: int, prefix: "Prefix | None" = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Log-probs of each completion token under `model` ([n, longest completion], right-padded) and the mask."""
-    logp, targets, mask = completion_logprobs(model, contexts, completions, pad_id, prefix)
-    return logp.gather(-1, targets[..., None]).squeeze(-1), mask
+    logits, targets, mask = completion_logits(model, contexts, completions, pad_id, prefix)
+    if model.device.type in CHOSEN_ON:
+        return chosen_logprobs(logits, targets), mask
+    return torch.log_softmax(logits.float(), dim=-1).gather(-1, targets[..., None]).squeeze(-1), mask
+
+
+class _ChosenLogprob(torch.autograd.Function):
+    """log p(target) = logit[target] - logsumexp(logits), in float32 from logits of a narrower dtype, a chunk of positions
+    at a time; the backward rebuilds each chunk's softmax from the logits and the logsumexp it kept. What it holds
+    is the logits as given (bf16 under autocast) and one float per position, where log_softmax of the float32
+    logits holds [positions, vocabulary] float32 values for its backward (3.7 GB per 16 x 380 tokens of a
+    151,936-wide vocabulary) and makes as much again for its gradient."""
+
+    @staticmethod
+    def forward(ctx, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        flat, step, wide = _chunked(logits)
+        lse = torch.cat([torch.logsumexp(part.to(wide), dim=-1) for part in flat.split(step)])
+        chosen = flat.gather(-1, targets.reshape(-1, 1)).squeeze(-1).to(wide)
+        ctx.save_for_backward(logits, targets, lse)
+        return (chosen - lse).view(targets.shape)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        logits, targets, lse = ctx.saved_tensors
+        flat, step, wide = _chunked(logits)
+        g, t, out = grad.reshape(-1, 1).to(wide), targets.reshape(-1, 1), torch.empty_like(flat)
+        for s in range(0, len(flat), step):
+            part = torch.exp(flat[s:s + step].to(wide) - lse[s:s + step, None]).mul_(-g[s:s + step])
+            out[s:s + step] = part.scatter_add_(-1, t[s:s + step], g[s:s + step])
+        return out.view(logits.shape), None
+
+
+def _chunked(logits: torch.Tensor) -> tuple[torch.Tensor, int, torch.dtype]:
+    """The logits as [positions, vocabulary], how many positions make a chunk of at most VOCAB_CHUNK values, and
+    the dtype to compute in (float32, or float64 for float64 logits)."""
+    flat = logits.reshape(-1, logits.shape[-1])
+    return flat, max(1, VOCAB_CHUNK // flat.shape[1]), torch.promote_types(logits.dtype, torch.float32)
+
+
+def chosen_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Each target token's log-prob (float32, targets' shape) from `logits` ([..., vocabulary]), differentiable,
+    without a float32 log-softmax over the vocabulary (_ChosenLogprob)."""
+    return _ChosenLogprob.apply(logits, targets)
 
 
 class Prefix:
@@ -91,7 +136,15 @@ class Prefix:
 def completion_logprobs(model, contexts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]],
                         pad_id: int, prefix: Prefix | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The policy's log-distribution over the vocabulary at each completion position ([n, longest completion,
-    vocabulary], float32), the completion tokens ([n, longest], right-padded) and the mask.
+    vocabulary], float32), the completion tokens ([n, longest], right-padded) and the mask."""
+    logits, targets, mask = completion_logits(model, contexts, completions, pad_id, prefix)
+    return torch.log_softmax(logits.float(), dim=-1), targets, mask
+
+
+def completion_logits(model, contexts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]],
+                      pad_id: int, prefix: Prefix | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The policy's logits at each completion position ([n, longest completion, vocabulary], the model's dtype:
+    bf16 under a GPU's autocast), the completion tokens ([n, longest], right-padded) and the mask.
 
     Two passes: the contexts' `prefix` (run here if not given), then each row's last context token and its
     completion, scored at those positions.
@@ -106,7 +159,7 @@ def completion_logprobs(model, contexts: Sequence[Sequence[int]], completions: S
     attention = torch.cat([context_mask, mask], dim=1).long()
     with autocast(device):
         logits = model(input_ids=inputs, attention_mask=attention, position_ids=positions, **cache).logits
-    return torch.log_softmax(logits.float(), dim=-1), targets, mask
+    return logits, targets, mask
 
 
 def _flat(values: Sequence[Sequence[float]], like: torch.Tensor) -> torch.Tensor:
