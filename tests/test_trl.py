@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -427,3 +428,70 @@ def test_tokens_a_reward_generates_with_the_policy_without_charging_are_counted_
     continuation = [row["tokens_continuation"] for row in log.iterations]
     assert generated and continuation[-1] == sum(generated) == trl_run.record["uncharged_tokens_counted"]
     assert capsys.readouterr().err.count("a reward function generated") == 1
+
+
+def _tampered(attribute: str, value):
+    """A trainer(setup) that builds the recipe's GRPOTrainer, then sets one of the trainer's own copies of its
+    settings (`attribute`, a dotted path under the trainer), leaving setup.args as the recipe's."""
+    from mcgrpo.integrations.trl import default_trainer
+
+    def build(setup):
+        trainer = default_trainer(setup)
+        *path, last = attribute.split(".")
+        owner = trainer
+        for part in path:
+            owner = getattr(owner, part)
+        setattr(owner, last, value)
+        return trainer
+    return build
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attribute, value, said", [
+    ("num_iterations", 2, "num_iterations: 2; allowed: 1"),
+    ("temperature", 2.0, "temperature: 2.0; allowed: 1.0"),
+    ("generation_config.temperature", 2.0, "generation_config.temperature: 2.0; allowed: 1.0"),
+    ("generation_config.max_new_tokens", 8, "generation_config.max_new_tokens: 8; allowed: 24"),
+    ("generation_config.do_sample", False, "generation_config.do_sample: False; allowed: True"),
+    ("loss_type", "grpo", "loss_type: 'grpo'; allowed: 'dr_grpo'"),
+])
+def test_a_trainer_whose_own_copy_of_a_setting_differs_from_its_args_is_refused(world, tiny, tmp_path, attribute,
+                                                                                 value, said):
+    """GRPOTrainer copies its GRPOConfig into attributes of its own when it is built, and samples and steps by those:
+    a script that sets one after building (trainer.num_iterations = 2 takes two updates per generated batch, a
+    hotter generation_config samples otherwise) while setup.args stays the recipe's is refused before any step."""
+    pytest.importorskip("trl")
+    from mcgrpo.core.errors import ConfigError
+    from mcgrpo.integrations.trl import TRLRun
+    trl_run = TRLRun(study_config.run_config(_study(), "trl", 1), *tiny, *world, 300, tmp_path)
+    trl_run.build = _tampered(attribute, value)
+    with pytest.raises(ConfigError, match=f"GRPOTrainer {re.escape(said)}"):
+        trl_run.run()
+    assert trl_run.next_iteration == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("change, said", [
+    ("trainer.generation_config.max_new_tokens = 48", "GRPOTrainer generation_config.max_new_tokens: 48; allowed: 24"),
+    ("args.num_iterations = 2", "GRPOConfig num_iterations: 2; allowed: 1"),
+])
+def test_a_setting_a_callback_changes_mid_run_is_refused_at_that_step(world, tiny, tmp_path, change, said):
+    """A callback of the script's (a length curriculum, a schedule of its own) that changes what the trainer samples
+    or how it steps after the protocol attached: refused at the step it changed in, the run not stored."""
+    pytest.importorskip("trl")
+    from transformers import TrainerCallback
+    from mcgrpo.core.errors import ConfigError
+    from mcgrpo.integrations.trl import TRLRun, default_trainer
+    trl_run = TRLRun(study_config.run_config(_study(), "trl", 1), *tiny, *world, 300, tmp_path)
+
+    def build(setup):
+        trainer = default_trainer(setup)
+
+        class Curriculum(TrainerCallback):
+            def on_step_end(self, args, state, control, **kwargs):
+                exec(change, {"trainer": trainer, "args": args})
+        trainer.add_callback(Curriculum())
+        return trainer
+    trl_run.build = build
+    with pytest.raises(ConfigError, match=f"^in step 1: {re.escape(said)}"):
+        trl_run.run()

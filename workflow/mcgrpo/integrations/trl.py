@@ -81,6 +81,7 @@ class Protocol(TrainerCallback):
         self._step_start, self._stages = None, {}
         self.record: dict = {}  # what run.json adds: the settings of the trainer that differ from the recipe
         self.uncharged, self.warned = 0, False  # tokens rewards generated without charging them
+        self._refused: Callable[[], list[str]] = list  # what attach checks, again at every step
 
     # -- attaching to a trainer -------------------------------------------------------------------------------
     def attach(self, trainer) -> "Protocol":
@@ -91,7 +92,8 @@ class Protocol(TrainerCallback):
         r = self.run["recipe"]
         bound = self.ledger.iterations_at_most(r["prompts_per_iteration"] * r["group_size"])
         recipe = grpo_arguments(self.run, args.output_dir, bound, False)  # use_cpu, bf16: not compared
-        wrong = refusals(args, recipe, bound)
+        self._refused = lambda: refusals(trainer.args, recipe, bound) or copies_differing(trainer)
+        wrong = self._refused()
         if trainer.accelerator.num_processes != 1:
             wrong.append(f"TRL on {trainer.accelerator.num_processes} processes; allowed: one")
         if wrong:
@@ -196,10 +198,20 @@ class Protocol(TrainerCallback):
         self.evaluate(model)
 
     def on_step_begin(self, args, state, control, **kwargs):
+        self._still_the_recipe(f"before step {state.global_step + 1}")
         self._step_start = (time.perf_counter(), time.process_time())
+
+    def _still_the_recipe(self, when: str) -> None:
+        """Refuse, at every step, settings changed since `attach` checked them (a callback or a reward function of
+        the script that sets the trainer's temperature, its completion limit or its args mid-run): the step would
+        sample or update otherwise than the arms it is compared with, and the record would not say so."""
+        wrong = self._refused()
+        if wrong:
+            raise ConfigError(f"{when}: " + "; ".join(wrong))
 
     def on_step_end(self, args, state, control, **kwargs):
         """The step's stages: generate and credit as timed, update the rest of the step."""
+        self._still_the_recipe(f"in step {state.global_step}")
         wall, cpu = time.perf_counter() - self._step_start[0], time.process_time() - self._step_start[1]
         stages = self.clock.lap()
         stages["t_update"] = max(0.0, wall - sum(stages[f"t_{s}"] for s in STAGES if s != "update"))
@@ -289,6 +301,45 @@ def refusals(args, recipe: dict, bound: int) -> list[str]:
         wrong.append(f"GRPOConfig max_steps: {args.max_steps}; allowed: at least {bound} (the steps to horizon x B "
                      f"at one token per completion) or setup.args's: the protocol stops the run at B")
     return wrong
+
+
+# GRPOTrainer's own copies of GRPOConfig settings, made when it is built and read by its steps instead of `args`
+# (trl 1.16's GRPOTrainer.__init__): its attribute -> the GRPOConfig key it copies
+COPIES = {**{key: key for key in ("num_generations", "max_completion_length", "temperature", "top_p", "top_k", "min_p",
+                                   "repetition_penalty", "use_vllm", "loss_type", "scale_rewards", "num_iterations",
+                                   "importance_sampling_level", "mask_truncated_completions", "top_entropy_quantile",
+                                   "shuffle_dataset", "beta")},
+          "epsilon_low": "epsilon"}
+COPIED = ("GRPOTrainer copies its GRPOConfig when it is built and samples and steps by the copy: set it in the "
+          "GRPOConfig (setup.args) before building the trainer, never on the trainer")
+
+
+def copies_differing(trainer) -> list[str]:
+    """The trainer's own copies of its settings (COPIES, epsilon_high and the generation_config it samples with)
+    that differ from its `args`, one line each: a script that sets trainer.num_iterations or
+    trainer.generation_config.temperature after building it trains otherwise than the args the protocol checks and
+    run.json records."""
+    args = trainer.args
+    expected = {**{name: getattr(args, key, None) for name, key in COPIES.items()},
+                "epsilon_high": args.epsilon if args.epsilon_high is None else args.epsilon_high}
+    found = {name: getattr(trainer, name, None) for name in expected}
+    if not trainer.use_vllm:  # vLLM samples with the copies above; transformers with the generation_config
+        expected |= {f"generation_config.{k}": v for k, v in _generation_config(trainer).items()}
+        found |= {f"generation_config.{k}": v for k, v in trainer.generation_config.to_dict().items()}
+    return [f"GRPOTrainer {name}: {found.get(name)!r}; allowed: {expected.get(name)!r}, as its args say ({COPIED})"
+            for name in sorted({*expected, *found}) if _differs(found.get(name), expected.get(name))]
+
+
+def _generation_config(trainer) -> dict:
+    """The generation_config GRPOTrainer builds from its args (trl 1.16, without vLLM), as a dict."""
+    from transformers import GenerationConfig
+    args, tokenizer = trainer.args, trainer._tokenizer
+    return GenerationConfig(max_new_tokens=args.max_completion_length, do_sample=True,
+                            pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
+                            eos_token_id=trainer.eos_token_ids, temperature=args.temperature, top_p=args.top_p,
+                            top_k=args.top_k, min_p=args.min_p, repetition_penalty=args.repetition_penalty,
+                            cache_implementation=args.cache_implementation, **(args.generation_kwargs or {}),
+                            disable_compile=True).to_dict()
 
 
 def settings_differing(args, recipe: dict) -> dict:
