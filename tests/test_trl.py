@@ -495,3 +495,38 @@ def test_a_setting_a_callback_changes_mid_run_is_refused_at_that_step(world, tin
     trl_run.build = build
     with pytest.raises(ConfigError, match=f"^in step 1: {re.escape(said)}"):
         trl_run.run()
+
+
+REPLAY = """
+from trl import GRPOTrainer
+
+
+class Replay(GRPOTrainer):
+    # trains every generated batch twice: a second step on the last step's completions
+    def _prepare_inputs(self, batch):
+        if getattr(self, "kept", None) is None:
+            self.kept = super()._prepare_inputs(batch)
+            return self.kept
+        kept, self.kept = self.kept, None
+        return kept
+
+
+def trainer(setup):
+    return Replay(model=setup.model, reward_funcs=[setup.reward], args=setup.args, train_dataset=setup.dataset,
+                  processing_class=setup.tokenizer)
+"""
+
+
+@pytest.mark.slow
+def test_a_step_that_trains_on_completions_it_did_not_generate_is_refused(world, tiny, tmp_path):
+    """A GRPOTrainer subclass that replays the last generated batch (sample reuse, in code rather than num_iterations)
+    takes two updates per batch the budget B pays for: refused at the first step that generated nothing."""
+    pytest.importorskip("trl")
+    from mcgrpo.core.errors import ConfigError
+    from mcgrpo.integrations.trl import TRLRun
+    script = tmp_path / "replay.py"
+    script.write_text(REPLAY)
+    run = study_config.run_config(_study(mine={"trainer": {"trl": {"script": str(script)}}}), "mine", 1)
+    trl_run = TRLRun(run, *tiny, *world, 300, tmp_path)
+    with pytest.raises(ConfigError, match=r"^in step 2: GRPOTrainer trained on a batch of 8 completions, but generated 0 "):
+        trl_run.run()

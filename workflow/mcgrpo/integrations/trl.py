@@ -82,6 +82,7 @@ class Protocol(TrainerCallback):
         self.record: dict = {}  # what run.json adds: the settings of the trainer that differ from the recipe
         self.uncharged, self.warned = 0, False  # tokens rewards generated without charging them
         self._refused: Callable[[], list[str]] = list  # what attach checks, again at every step
+        self.rows = 0  # completions generated in training since the last step ended
 
     # -- attaching to a trainer -------------------------------------------------------------------------------
     def attach(self, trainer) -> "Protocol":
@@ -117,6 +118,7 @@ class Protocol(TrainerCallback):
                 out = generate(prompts)
             if trainer.model.training:  # TRL's own evaluation generates in eval mode: not the run's tokens
                 completion_ids, tool_mask = out[1], out[2]
+                self.rows += len(completion_ids)
                 self.ledger.charge(int(sum(map(sum, tool_mask))) if tool_mask is not None  # the model's, not tools'
                                    else sum(map(len, completion_ids)), "rollout")
             return out
@@ -209,9 +211,21 @@ class Protocol(TrainerCallback):
         if wrong:
             raise ConfigError(f"{when}: " + "; ".join(wrong))
 
+    def _generated_its_batch(self, batch: int, when: str) -> None:
+        """Refuse a step that trained on completions it did not generate (a subclass that replays an earlier step's
+        batch, or samples elsewhere than `_generate`, which the protocol counts): its update would be one that B
+        does not pay for, sample reuse in code where the config's num_iterations is refused."""
+        rows, self.rows = self.rows, 0
+        if rows < batch:
+            raise ConfigError(f"{when}: GRPOTrainer trained on a batch of {batch} completions, but generated {rows} "
+                              f"in the step (through its _generate, which B counts); allowed: every step on a batch "
+                              f"generated in it (a step on an earlier step's completions is sample reuse, an update "
+                              f"the budget B does not pay for; docs/trl.md)")
+
     def on_step_end(self, args, state, control, **kwargs):
         """The step's stages: generate and credit as timed, update the rest of the step."""
         self._still_the_recipe(f"in step {state.global_step}")
+        self._generated_its_batch(args.per_device_train_batch_size, f"in step {state.global_step}")
         wall, cpu = time.perf_counter() - self._step_start[0], time.process_time() - self._step_start[1]
         stages = self.clock.lap()
         stages["t_update"] = max(0.0, wall - sum(stages[f"t_{s}"] for s in STAGES if s != "update"))
