@@ -530,3 +530,37 @@ def test_a_step_that_trains_on_completions_it_did_not_generate_is_refused(world,
     trl_run = TRLRun(run, *tiny, *world, 300, tmp_path)
     with pytest.raises(ConfigError, match=r"^in step 2: GRPOTrainer trained on a batch of 8 completions, but generated 0 "):
         trl_run.run()
+
+
+def _fed(which: str, eval_sets):
+    """A trainer(setup) whose dataset is not the run's prompt stream: `reversed` the stream's rows in reverse, `held_out`
+    the study's held-out problems (what every arm is evaluated on), in the stream's columns."""
+    from datasets import Dataset
+    from mcgrpo.integrations.trl import default_trainer
+
+    def build(setup):
+        if which == "reversed":
+            setup.dataset = setup.dataset.select(range(len(setup.dataset) - 1, -1, -1))
+        else:
+            held = next(iter(eval_sets.values()))
+            setup.dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": q}], "answer": str(a),
+                                                "problem_id": str(p)} for q, a, p in
+                                               zip(held["question"], held["answer"], held["problem_id"])] * 20)
+        return default_trainer(setup)
+    return build
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("which", ["reversed", "held_out"])
+def test_a_trainer_fed_other_prompts_than_the_runs_stream_is_refused_at_its_first_step(world, tiny, tmp_path, which):
+    """The arms of a study train on one prompt stream, in order (shuffle_dataset is refused for it): a script whose
+    dataset is another order, or other problems (the held-out ones every arm is evaluated on), is refused at the first
+    step it trains on a prompt the stream does not have there, before that step's update."""
+    pytest.importorskip("trl")
+    from mcgrpo.core.errors import ConfigError
+    from mcgrpo.integrations.trl import TRLRun
+    trl_run = TRLRun(study_config.run_config(_study(), "trl", 1), *tiny, *world, 300, tmp_path)
+    trl_run.build = _fed(which, world[1])
+    with pytest.raises(ConfigError, match=r"^in step 1: GRPOTrainer trained on prompt 0 of its batch "):
+        trl_run.run()
+    assert trl_run.protocol.updates == 0

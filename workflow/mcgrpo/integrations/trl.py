@@ -32,7 +32,7 @@ import traceback
 import warnings
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from functools import wraps
+from functools import partial, wraps
 from pathlib import Path
 from typing import Any, Callable
 
@@ -83,6 +83,7 @@ class Protocol(TrainerCallback):
         self.uncharged, self.warned = 0, False  # tokens rewards generated without charging them
         self._refused: Callable[[], list[str]] = list  # what attach checks, again at every step
         self.rows = 0  # completions generated in training since the last step ended
+        self.stream: Callable[[int, int], list[dict]] | None = None  # the prompt stream's rows (start, count)
 
     # -- attaching to a trainer -------------------------------------------------------------------------------
     def attach(self, trainer) -> "Protocol":
@@ -128,6 +129,8 @@ class Protocol(TrainerCallback):
         @wraps(calculate)
         def scoring(inputs, prompts, completions, completion_ids_list):
             charged = self.ledger.tokens["continuation"]
+            if trainer.model.training:
+                self._fed_the_stream(inputs)
             with self._stage(trainer, "credit"), self._watching(trainer) as seen:
                 rewards = calculate(inputs, prompts, completions, completion_ids_list)
             if trainer.model.training:
@@ -135,6 +138,25 @@ class Protocol(TrainerCallback):
                 self.scored = self._score(inputs, completions, completion_ids_list, rewards)
             return rewards
         return scoring
+
+    def _fed_the_stream(self, inputs: list[dict]) -> None:
+        """Refuse a step fed other prompts than the run's prompt stream has there (`stream`; every arm of the study
+        trains on that stream, in order): a script's dataset in another order, of another prompt set, or of the
+        held-out problems every arm is evaluated on would train otherwise than the arms it is compared with, or on the
+        test itself. Checked before the step's rewards and update."""
+        if self.stream is None:
+            return
+        step, per = self.ledger.iterations, len(inputs) // self.group_size
+        expected = self.stream(step * per, per)
+        for k, row in enumerate(inputs):
+            want = expected[k // self.group_size]
+            wrong = [f"{key} {_short(row.get(key))} (the stream's: {_short(want[key])})" for key in want
+                     if row.get(key) != want[key]]
+            if wrong:
+                raise ConfigError(f"in step {step + 1}: GRPOTrainer trained on prompt {k // self.group_size} of its "
+                                  f"batch with {', '.join(wrong)}; allowed: setup.dataset as it is, the run's prompt "
+                                  f"stream in order (what every arm of the study trains on; another prompt set is "
+                                  f"another study's task)")
 
     @contextmanager
     def _watching(self, trainer):
@@ -408,12 +430,20 @@ def default_trainer(setup: Setup):
 def stream_dataset(run: dict, pool: pd.DataFrame, iterations: int):
     """The prompt stream of an outcome-only arm of mcgrpo (the same prompts in the same order), `iterations` long."""
     from datasets import Dataset
-    per = run["recipe"]["prompts_per_iteration"]
+    return Dataset.from_list(stream_rows(run, pool, 0, iterations * run["recipe"]["prompts_per_iteration"]))
+
+
+def stream_rows(run: dict, pool: pd.DataFrame, start: int, count: int) -> list[dict]:
+    """Rows start .. start + count - 1 of that stream as the dataset holds them: prompt, answer, problem_id."""
     template = run["task"].get("prompt", "{question}")
-    rows = pool.iloc[PromptStream(len(pool), run["seed"]).slice(0, iterations * per)]
-    return Dataset.from_list([{"prompt": [{"role": "user", "content": template.replace("{question}", q)}],
-                               "answer": str(a), "problem_id": str(p)}
-                              for q, a, p in zip(rows["question"], rows["answer"], rows["problem_id"])])
+    rows = pool.iloc[PromptStream(len(pool), run["seed"]).slice(start, count)]
+    return [{"prompt": [{"role": "user", "content": template.replace("{question}", q)}], "answer": str(a),
+             "problem_id": str(p)} for q, a, p in zip(rows["question"], rows["answer"], rows["problem_id"])]
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _shown_once(show: Callable) -> Callable:
@@ -473,6 +503,7 @@ class TRLRun:
         self.cfg, self.model, self.tokenizer, self.pool, self.arm = run, model, tokenizer, pool, arm
         self.checkpoint_dir = Path(checkpoint_dir)
         self.protocol = Protocol(run, budget, tokenizer, eval_sets, tracker)
+        self.protocol.stream = partial(stream_rows, run, pool)  # what each step must train on
 
     @classmethod
     def for_job(cls, run, model, tokenizer, pool, evals, B, checkpoint_dir, tracker, arm, identity) -> "TRLRun":
