@@ -55,6 +55,20 @@ class TensorWithGrad:
 
 
 @dataclass
+class ComplexCredit:
+    """Credit with an imaginary part: numpy's cast to float64 would drop it, with a warning lost in the job's log."""
+    def __call__(self, rollouts, ctx):
+        return api.Credit([values + 1j for values in outcome(rollouts, ctx)])
+
+
+@dataclass
+class TextCredit:
+    """Credit as text ('0.5'): numpy parses it as a number where a cast is asked, so the loss would too."""
+    def __call__(self, rollouts, ctx):
+        return api.Credit([values.astype(str) for values in outcome(rollouts, ctx)])
+
+
+@dataclass
 class Raising:
     def __call__(self, rollouts, ctx):
         rollouts.problems[0]["hints"]  # a field the pool does not have
@@ -205,6 +219,8 @@ CREDIT = "credit rule '{name}' (arms.bad.credit) in training arm bad seed 1, ite
     ("OneCompletionFewer", r"credit for 7 completions, the batch has 8"),
     ("NegativeTokens", r"Credit.tokens_generated is -5000, a negative count"),
     ("TensorWithGrad", r"the credit of completion 0 is Tensor, not numbers \(a numpy array, a list of floats\)"),
+    ("ComplexCredit", r"the credit of completion 0 is complex128, not real numbers"),
+    ("TextCredit", r"the credit of completion 0 is <U\d+, not real numbers"),
     ("Raising", r"iteration 0: raised KeyError: 'hints' \(at .*test_plugin_guards.py:\d+, in __call__\)$"),
 ])
 def test_a_credit_rule_that_breaks_its_contract_stops_the_run_naming_it(rule, what, tiny, world):

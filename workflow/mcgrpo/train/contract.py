@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import numbers
 import pickle
 import sys
 import traceback
@@ -249,9 +250,12 @@ def sequences_problem(sequences, engine) -> str:
 def values_problem(values, length: int, what: str) -> str:
     """What is wrong with `values` as the credit of `what`, `length` tokens long ('' where nothing is)."""
     try:
-        array = np.asarray(values, dtype=np.float64)
+        given = np.asarray(values)
+        array = np.asarray(given, dtype=np.float64) if _real(given) else None
     except (TypeError, ValueError, RuntimeError):  # RuntimeError: a torch tensor that requires grad
         return f"the credit of {what} is {type(values).__name__}, not numbers (a numpy array, a list of floats)"
+    if array is None:  # the cast the loss makes would drop an imaginary part, or parse text as numbers
+        return f"the credit of {what} is {given.dtype}, not real numbers (floats, ints or bools)"
     if array.ndim != 1 or len(array) != length:
         return f"{what} has {length} tokens, its credit {array.size} values" + (
             "" if array.ndim == 1 else f" in shape {array.shape}")
@@ -260,6 +264,12 @@ def values_problem(values, length: int, what: str) -> str:
         return (f"the credit of {what} is {array[bad[0]]} at token {bad[0]} ({len(bad)} of its {length} values "
                 f"not finite)")
     return ""
+
+
+def _real(array: np.ndarray) -> bool:
+    """Whether an array holds real numbers: bools, ints or floats, or Python objects that are (a Fraction)."""
+    return array.dtype.kind in "biuf" or (array.dtype.kind == "O" and
+                                           all(isinstance(v, numbers.Real) for v in array.ravel()))
 
 
 def tokens_problem(reported, least: int, field: str, generated: str) -> str:
