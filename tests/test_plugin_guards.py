@@ -494,6 +494,28 @@ class EditsItsGroups(api.StreamSelector):
         return batch, 0, selection
 
 
+@dataclass(kw_only=True)
+class TrainsOthers(api.StreamSelector):
+    """Generates groups for other prompts than the Selection it returns says it trained: `shifted` an off-by-one
+    (pool index j - 1; -1 is the pool's last problem), `reversed` the chosen prompts in another order. prompts.parquet,
+    observe and the count of distinct prompts would credit each group's reward to another problem."""
+    how: str = "shifted"
+
+    def generate(self, iteration, selection, sample):
+        indices = selection.chosen - 1 if self.how == "shifted" else selection.chosen[::-1]
+        return sample(indices, 0), 0, selection
+
+
+@pytest.mark.parametrize("how", ["shifted", "reversed"])
+def test_a_selector_whose_groups_are_not_of_its_chosen_prompts_is_named(how, tiny, world):
+    name = f"{HERE}:TrainsOthers"
+    message, trainer = _failure({"selection": {name: {"how": how}}}, tiny, world)
+    found = __import__("re").search(r"iteration 0: its group 0 is of problem '([^']+)', but its chosen prompt 0 is "
+                                    r"pool index (\d+), problem '([^']+)'; allowed: a Selection", message)
+    assert found and found[1] != found[3] == world[0]["problem_id"][int(found[2])], message
+    assert trainer.updates == 0
+
+
 def test_a_selector_that_edits_the_groups_it_sampled_is_named(tiny, world):
     name = f"{HERE}:EditsItsGroups"
     message, trainer = _failure({"selection": {name: {}}}, tiny, world)

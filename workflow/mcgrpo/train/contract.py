@@ -285,7 +285,7 @@ def tokens_problem(reported, least: int, field: str, generated: str) -> str:
 
 
 SELECTION = ("a Selection of at most recipe.prompts_per_iteration pool indices (at least one trained), its groups "
-             "(a Rollouts) one per chosen prompt with the recipe's group size, and discarded tokens an int >= 0 that with the kept groups' tokens covers every token generated "
+             "(a Rollouts) one per chosen prompt, in its order, with the recipe's group size, and discarded tokens an int >= 0 that with the kept groups' tokens covers every token generated "
              "(docs/plugins.md)")
 
 
@@ -307,14 +307,15 @@ def selection(subject: Subject, out, pool_size: int, per_iteration: int):
     return out
 
 
-def groups(subject: Subject, out, group_size: int, pool_size: int, per_iteration: int, engine_generated: int):
+def groups(subject: Subject, out, group_size: int, pool: list[dict], per_iteration: int, engine_generated: int):
     """A selector's `generate` output (groups, discarded tokens, final Selection), checked against what the engine
-    generated for it."""
+    generated for it and against the pool's records (`pool`): group g is of chosen prompt g, so that what is logged,
+    observed and counted of each prompt is its own group's."""
     if not (isinstance(out, tuple) and len(out) == 3):
         raise subject.broken(f"generate returned {type(out).__name__}, not (groups, discarded tokens, Selection)",
                              SELECTION)
     batch, discarded, chosen = out
-    selection(subject, chosen, pool_size, per_iteration)
+    selection(subject, chosen, len(pool), per_iteration)
     if not len(chosen.chosen):  # an iteration that generates nothing would never reach the budget
         raise subject.broken("it trained on no prompt", SELECTION)
     if not _has(batch, "problems", "group_size", "completions", "rewards"):
@@ -324,6 +325,12 @@ def groups(subject: Subject, out, group_size: int, pool_size: int, per_iteration
         raise subject.broken(f"{len(batch.problems)} groups of {batch.group_size} ({len(batch.completions)} "
                              f"completions) for {len(chosen.chosen)} chosen prompts, group size {group_size}",
                              SELECTION)
+    other = next(((g, j) for g, (record, j) in enumerate(zip(batch.problems, chosen.chosen.tolist()))
+                  if record["problem_id"] != pool[j]["problem_id"]), None)
+    if other:
+        g, j = other
+        raise subject.broken(f"its group {g} is of problem {batch.problems[g]['problem_id']!r}, but its chosen prompt "
+                             f"{g} is pool index {j}, problem {pool[j]['problem_id']!r}", SELECTION)
     kept = batch.n_tokens
     problem = tokens_problem(discarded, engine_generated - kept, "its count of discarded tokens",
                              f"the engine generated {engine_generated} tokens for its groups, {kept} of them kept")

@@ -174,7 +174,7 @@ class Trainer:
         sample, as_sampled = contract.sampled(self.selector_subject, sample)
         out = contract.groups(self.selector_subject, self.selector_subject.call(self.selector.generate, i, chosen,
                                                                                  sample),
-                              r["group_size"], len(self.problems), r["prompts_per_iteration"], counted.generated)
+                              r["group_size"], self.problems, r["prompts_per_iteration"], counted.generated)
         as_sampled(out[0])
         return out
 
