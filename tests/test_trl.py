@@ -564,3 +564,22 @@ def test_a_trainer_fed_other_prompts_than_the_runs_stream_is_refused_at_its_firs
     with pytest.raises(ConfigError, match=r"^in step 1: GRPOTrainer trained on prompt 0 of its batch "):
         trl_run.run()
     assert trl_run.protocol.updates == 0
+
+
+@pytest.mark.slow
+def test_tokens_a_reward_generates_after_switching_the_policy_to_eval_mode_are_counted(world, tiny, tmp_path, capsys):
+    """A reward that samples with `model.eval()` (dropout off, as a generation often is) and leaves it so: the step was
+    a training step all the same (TRL chose it by the mode at its start), and its tokens count toward B."""
+    pytest.importorskip("trl")
+    from mcgrpo.integrations.trl import TRLRun
+    script = tmp_path / "eval_mode.py"
+    script.write_text(UNCHARGED.replace("        out = model.generate(", "        model.eval()\n"
+                                                                        "        out = model.generate("))
+    run = study_config.run_config(_study(mine={"trainer": {"trl": {"script": str(script)}}}), "mine", 1)
+    trl_run = TRLRun(run, *tiny, *world, 300, tmp_path)
+    setups, setup = [], trl_run.setup
+    trl_run.setup = lambda: (made := setup(), setups.append(made))[0]
+    log = trl_run.run()
+    generated = setups[0].generated
+    assert generated and log.iterations[-1]["tokens_continuation"] == sum(generated)
+    assert all("reward_default" in row for row in log.iterations)

@@ -115,9 +115,10 @@ class Protocol(TrainerCallback):
     def _counted(self, trainer, generate: Callable) -> Callable:
         @wraps(generate)
         def counted(prompts):
+            training = trainer.model.training  # as TRL reads it at the step's start: eval mode is its own evaluation
             with self._stage(trainer, "generate"):
                 out = generate(prompts)
-            if trainer.model.training:  # TRL's own evaluation generates in eval mode: not the run's tokens
+            if training:  # TRL's own evaluation generates in eval mode: not the run's tokens
                 completion_ids, tool_mask = out[1], out[2]
                 self.rows += len(completion_ids)
                 self.ledger.charge(int(sum(map(sum, tool_mask))) if tool_mask is not None  # the model's, not tools'
@@ -129,11 +130,12 @@ class Protocol(TrainerCallback):
         @wraps(calculate)
         def scoring(inputs, prompts, completions, completion_ids_list):
             charged = self.ledger.tokens["continuation"]
-            if trainer.model.training:
+            training = trainer.model.training  # before the rewards run: one that calls model.eval() and leaves it so
+            if training:  # is still in a training step, its tokens the run's
                 self._fed_the_stream(inputs)
             with self._stage(trainer, "credit"), self._watching(trainer) as seen:
                 rewards = calculate(inputs, prompts, completions, completion_ids_list)
-            if trainer.model.training:
+            if training:
                 self._charge_unseen(sum(seen), self.ledger.tokens["continuation"] - charged)
                 self.scored = self._score(inputs, completions, completion_ids_list, rewards)
             return rewards
