@@ -583,3 +583,25 @@ def test_tokens_a_reward_generates_after_switching_the_policy_to_eval_mode_are_c
     generated = setups[0].generated
     assert generated and log.iterations[-1]["tokens_continuation"] == sum(generated)
     assert all("reward_default" in row for row in log.iterations)
+
+
+@pytest.mark.slow
+def test_a_script_that_changes_the_runs_config_is_refused_before_any_step(world, tiny, tmp_path):
+    """setup.run is the run's effective config, to read: a script that sets a value in it (here greedy evaluation,
+    which the protocol's evaluation of this arm alone would then read: another yardstick than the other arms') is
+    refused by key before any step, and the protocol's own config is not the one it was handed."""
+    pytest.importorskip("trl")
+    from mcgrpo.core.errors import ConfigError
+    from mcgrpo.integrations.trl import TRLRun, default_trainer
+    run = study_config.run_config(_study(), "trl", 1)
+    planned = copy.deepcopy(run)
+    trl_run = TRLRun(run, *tiny, *world, 300, tmp_path)
+
+    def cooler(setup):
+        setup.run["evaluation"]["greedy"] = True
+        return default_trainer(setup)
+    trl_run.build = cooler
+    with pytest.raises(ConfigError, match=r"^trainer\(setup\) changed setup.run: "
+                                          r"evaluation.greedy True \(the run's: None\); allowed: setup.run read only"):
+        trl_run.run()
+    assert trl_run.protocol.run == planned and trl_run.next_iteration == 0

@@ -25,6 +25,7 @@ A preempted TRL run does not resume: its next attempt trains it again from step 
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import sys
 import time
@@ -443,6 +444,14 @@ def stream_rows(run: dict, pool: pd.DataFrame, start: int, count: int) -> list[d
              "problem_id": str(p)} for q, a, p in zip(rows["question"], rows["answer"], rows["problem_id"])]
 
 
+def _first_change(given: Any, kept: Any, key: str = "") -> tuple[str, Any, Any] | None:
+    """(dotted key, value in `given`, value in `kept`) of the first difference between two configs, else None."""
+    if not (isinstance(given, dict) and isinstance(kept, dict)):
+        return None if given == kept else (key, given, kept)
+    return next((found for k in sorted({*given, *kept}, key=str)
+                 if (found := _first_change(given.get(k), kept.get(k), f"{key}.{k}" if key else str(k)))), None)
+
+
 def _short(value) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
@@ -536,8 +545,8 @@ class TRLRun:
         steps = self.protocol.ledger.iterations_at_most(r["prompts_per_iteration"] * r["group_size"])
         args = _trl().GRPOConfig(**grpo_arguments(self.cfg, str(self.checkpoint_dir / "trl"), steps,
                                                   self.model.device.type == "cuda"))
-        return Setup(self.cfg, self.model, self.tokenizer, args, stream_dataset(self.cfg, self.pool, steps),
-                     study_reward(self.cfg))
+        return Setup(copy.deepcopy(self.cfg), self.model, self.tokenizer, args,  # the script's own copy: `run`
+                     stream_dataset(self.cfg, self.pool, steps), study_reward(self.cfg))
 
     def build(self, setup: Setup):
         """The arm's GRPOTrainer: its script's (the script the run's identity names) or the default one."""
@@ -553,6 +562,17 @@ class TRLRun:
             built = build(setup)
         return _checked_trainer(block["script"], built)
 
+    def _read_only(self, given: dict) -> None:
+        """Refuse a script that changed setup.run (its copy of the run's config): the protocol evaluates, compares
+        and stores the run by the run's own, so a change there (greedy evaluation, another temperature) either did
+        nothing the script meant or, read by the protocol, would measure this arm by another yardstick."""
+        changed = _first_change(given, self.cfg)
+        if changed:
+            key, new, old = changed
+            raise ConfigError(f"trainer(setup) changed setup.run: {key} {_short(new)} (the run's: {_short(old)}); "
+                              f"allowed: setup.run read only (the run's effective config, which the protocol "
+                              f"evaluates and stores the run by; a GRPOConfig setting is set in setup.args)")
+
     def run(self) -> RunLog:
         """Train to horizon x B under the protocol; its RunLog, as mcgrpo's Trainer.run returns it."""
         ledger = self.protocol.ledger
@@ -561,7 +581,9 @@ class TRLRun:
             # deprecated names each time (3 FutureWarnings a step; Python's "once" filter does not hold across
             # the warning state TRL resets): each warning is shown once
             warnings.showwarning = _shown_once(warnings.showwarning)
-            trainer = self.build(self.setup())
+            setup = self.setup()
+            trainer = self.build(setup)
+            self._read_only(setup.run)
             self.protocol.attach(trainer)
             with counting(ledger):
                 trainer.train()
