@@ -516,6 +516,34 @@ def test_a_selector_whose_groups_are_not_of_its_chosen_prompts_is_named(how, tin
     assert trainer.updates == 0
 
 
+@dataclass(kw_only=True)
+class ObservesInPlace(api.StreamSelector):
+    """Learns from the trained groups, editing what observe is handed: `rescales` the group means to [-1, 1], `reverses`
+    the chosen prompts, `replaces` the Selection's chosen prompts. The run logs both after observe (prompts.parquet, the
+    groups' composition, the distinct prompts trained)."""
+    how: str = "rescales"
+
+    def observe(self, iteration, selection, group_means, view):
+        if self.how == "rescales":
+            group_means *= 2.0
+            group_means -= 1.0
+        elif self.how == "reverses":
+            selection.chosen[:] = selection.chosen[::-1].copy()
+        else:
+            selection.chosen = selection.candidates[:0]
+
+
+@pytest.mark.parametrize("how, what", [("rescales", "its argument 3 (an array) in place"),
+                                       ("reverses", "selection.chosen in place"),
+                                       ("replaces", "selection.chosen in place")])
+def test_a_selector_that_edits_what_observe_is_handed_is_named(how, what, tiny, world):
+    name = f"{HERE}:ObservesInPlace"
+    message, trainer = _failure({"selection": {name: {"how": how}}}, tiny, world)
+    assert message.startswith(f"selector '{name}' (arms.bad.selection) in training arm bad seed 1, iteration 0: it "
+                              f"changed {what}; allowed: its inputs"), message
+    assert trainer.log.iterations == []
+
+
 def test_a_selector_that_edits_the_groups_it_sampled_is_named(tiny, world):
     name = f"{HERE}:EditsItsGroups"
     message, trainer = _failure({"selection": {name: {}}}, tiny, world)

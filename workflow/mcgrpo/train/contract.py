@@ -134,17 +134,32 @@ def _snapshot(rollouts) -> dict[str, Any]:
 
 
 def _state(args) -> tuple:
-    return _settings(), [_snapshot(a) for a in args if _has(a, *ROLLOUTS)]
+    return (_settings(), [_snapshot(a) for a in args if _has(a, *ROLLOUTS)],
+            [_handed(k, a) for k, a in enumerate(args) if isinstance(a, np.ndarray) or _has(a, *SELECTED)])
+
+
+SELECTED = ("chosen", "candidates", "predicted", "features")  # a Selection's fields
+
+
+def _handed(k: int, arg) -> tuple[str, dict[str, Any]]:
+    """An array or a Selection a plugin is handed (observe's group means and the Selection trained), by value: the
+    run logs both after the call (prompts.parquet, the groups' composition, the distinct prompts trained)."""
+    def value(v) -> tuple | None:
+        return None if v is None else (np.asarray(v).dtype.str, np.shape(v), np.asarray(v).tobytes())
+    if isinstance(arg, np.ndarray):
+        return f"its argument {k + 1} (an array)", {"": value(arg)}
+    return "selection", {f: value(getattr(arg, f, None)) for f in SELECTED}
 
 
 def _changed(before: tuple, after: tuple) -> str:
     """What differs between two _state()s, in words ('' where nothing does)."""
-    (settings, rollouts), (settings_now, rollouts_now) = before, after
+    (settings, rollouts, handed), (settings_now, rollouts_now, handed_now) = before, after
     if settings and settings != settings_now:
         name, was, now = next((n, a, b) for (n, a), (_, b) in zip(settings, settings_now) if a != b)
         return f"{name} from {was} to {now} and left it so"
     return next((f"rollouts.{f} in place" for old, new in zip(rollouts, rollouts_now) for f in ROLLOUTS
-                 if old[f] != new[f]), "")
+                 if old[f] != new[f]), "") or next((f"{name}{'.' if f else ''}{f} in place" for (name, old), (_, new)
+                                                     in zip(handed, handed_now) for f in old if old[f] != new[f]), "")
 
 
 def sampled(subject: Subject, sample: Callable) -> tuple[Callable, Callable[[Any], None]]:
@@ -162,7 +177,7 @@ def sampled(subject: Subject, sample: Callable) -> tuple[Callable, Callable[[Any
         return batch
 
     def check(batch) -> None:
-        changed = _changed(((), [s for _, s in handed]), ((), [_snapshot(b) for b, _ in handed]))
+        changed = _changed(((), [s for _, s in handed], []), ((), [_snapshot(b) for b, _ in handed], []))
         if changed:
             raise subject.broken(f"it changed {changed} (of groups it sampled)", LEAVES)
         rows = {id(b.completions[r]): (b, r) for b, _ in handed for r in range(len(b.completions))}
