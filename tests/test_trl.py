@@ -605,3 +605,45 @@ def test_a_script_that_changes_the_runs_config_is_refused_before_any_step(world,
                                           r"evaluation.greedy True \(the run's: None\); allowed: setup.run read only"):
         trl_run.run()
     assert trl_run.protocol.run == planned and trl_run.next_iteration == 0
+
+
+def _another_start(what: str):
+    """A trainer(setup) that trains another initial policy than the study's: `model` a tiny model of another seed,
+    `edited` the study's model with its weights changed in place, `tokenizer` the study's model with another
+    tokenizer's chat template."""
+    import torch
+    from mcgrpo.integrations.trl import default_trainer
+    from mcgrpo.train.models.tiny import build_model
+
+    def build(setup):
+        if what == "model":
+            setup.model = build_model(setup.tokenizer, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64,
+                                      max_positions=96, seed=1)
+        elif what == "edited":
+            with torch.no_grad():
+                next(setup.model.parameters()).mul_(2.0)
+        else:
+            setup.tokenizer = copy.deepcopy(setup.tokenizer)
+            setup.tokenizer.chat_template = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+        return default_trainer(setup)
+    return build
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("what, said", [
+    ("model", "model is not the study's initial policy"),
+    ("edited", "model is not the study's initial policy"),
+    ("tokenizer", "tokenizer is not the study's: its chat_template differs"),
+])
+def test_a_trainer_that_starts_from_another_policy_is_refused_before_any_step(world, tiny, tmp_path, what, said):
+    """Every arm of a study trains the study's initial model, read by the study's tokenizer: a script that hands TRL
+    another model (another checkpoint, weights changed) or another tokenizer compares another start, refused before
+    the first step (the evaluation at step 0 included)."""
+    pytest.importorskip("trl")
+    from mcgrpo.core.errors import ConfigError
+    from mcgrpo.integrations.trl import TRLRun
+    trl_run = TRLRun(study_config.run_config(_study(), "trl", 1), *tiny, *world, 300, tmp_path)
+    trl_run.build = _another_start(what)
+    with pytest.raises(ConfigError, match=f"^trainer\\(setup\\) returned a GRPOTrainer whose {said}"):
+        trl_run.run()
+    assert trl_run.protocol.log.evals == []

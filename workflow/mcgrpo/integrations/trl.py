@@ -444,6 +444,38 @@ def stream_rows(run: dict, pool: pd.DataFrame, start: int, count: int) -> list[d
              "problem_id": str(p)} for q, a, p in zip(rows["question"], rows["answer"], rows["problem_id"])]
 
 
+def initial(model, tokenizer) -> tuple[torch.Tensor, dict]:
+    """What a run starts from, to hold a script's GRPOTrainer to: the model's logits on a fixed input (a wrapper that
+    leaves its outputs as they were, as PEFT's LoRA does at the start, gives the same) and what the tokenizer reads
+    and writes prompts by (vocabulary, chat template, special tokens)."""
+    training, ids = model.training, torch.arange(1, 17, device=model.device)[None] % model.config.vocab_size
+    model.eval()
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits.float().cpu()
+    model.train(training)
+    return logits, {"vocabulary": tokenizer.get_vocab(), "chat_template": getattr(tokenizer, "chat_template", None),
+                    **{f"{t}_token_id": getattr(tokenizer, f"{t}_token_id", None) for t in ("bos", "eos", "pad")}}
+
+
+def same_start(trainer, start: tuple[torch.Tensor, dict]) -> None:
+    """Refuse a GRPOTrainer that starts from another policy than the study's initial model `start` (initial(): taken
+    before the script ran): another model, a checkpoint, weights the script changed, or another tokenizer would make
+    the contrasts compare another start, not the intervention."""
+    logits, tokenizer = start
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    now, read = initial(model, trainer.processing_class)
+    if now.shape != logits.shape or not torch.allclose(now, logits, rtol=1e-3, atol=1e-4):
+        apart = f"by up to {float((now - logits).abs().max()):.3g}" if now.shape == logits.shape else "in shape"
+        raise ConfigError(f"trainer(setup) returned a GRPOTrainer whose model is not the study's initial policy (its "
+                          f"logits on a fixed input differ {apart}); allowed: setup.model as loaded (a wrapper that "
+                          f"leaves its outputs as they were, as PEFT's LoRA does at the start, is fine)")
+    differs = next((key for key in tokenizer if read[key] != tokenizer[key]), None)
+    if differs:
+        raise ConfigError(f"trainer(setup) returned a GRPOTrainer whose tokenizer is not the study's: its {differs} "
+                          f"differs; allowed: setup.tokenizer as loaded (the study's, which every arm's prompts and "
+                          f"evaluation are read by)")
+
+
 def _first_change(given: Any, kept: Any, key: str = "") -> tuple[str, Any, Any] | None:
     """(dotted key, value in `given`, value in `kept`) of the first difference between two configs, else None."""
     if not (isinstance(given, dict) and isinstance(kept, dict)):
@@ -582,8 +614,10 @@ class TRLRun:
             # the warning state TRL resets): each warning is shown once
             warnings.showwarning = _shown_once(warnings.showwarning)
             setup = self.setup()
+            start = initial(self.model, self.tokenizer)  # before the script, which may change either in place
             trainer = self.build(setup)
             self._read_only(setup.run)
+            same_start(trainer, start)
             self.protocol.attach(trainer)
             with counting(ledger):
                 trainer.train()
