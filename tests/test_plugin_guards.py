@@ -151,6 +151,15 @@ class Threads:
 
 
 @dataclass
+class Cools:
+    """Samples its own draws cooler by setting ctx.engine's temperature, and leaves it so: the engine it wraps is the
+    run's, which samples every later rollout and every evaluation of this arm with it."""
+    def __call__(self, rollouts, ctx):
+        ctx.engine.temperature = 0.1
+        return api.Credit(outcome(rollouts, ctx))
+
+
+@dataclass
 class Reseeds:
     """Reseeds and consumes every global generator: the run draws from none of them, so it trains as outcome."""
     def __call__(self, rollouts, ctx):
@@ -357,6 +366,7 @@ def torch_settings():
     ("EditsProblems", "it changed rollouts.problems in place"),
     ("Float64", "it changed torch's default dtype from torch.float32 to torch.float64 and left it so"),
     ("Threads", r"it changed torch's threads from (\d+) to (\d+) and left it so"),
+    ("Cools", r"it changed ctx.engine's temperature from 1.0 to 0.1 and left it so"),
 ])
 def test_a_credit_rule_that_changes_what_it_was_handed_or_torchs_settings_is_named(rule, what, tiny, world,
                                                                                   torch_settings):

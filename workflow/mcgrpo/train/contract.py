@@ -40,6 +40,7 @@ import numpy as np
 
 from mcgrpo.core import plugins
 from mcgrpo.core.errors import Interrupted, McgrpoError, PluginError
+from mcgrpo.train.engines.base import SETTINGS
 
 _where: contextvars.ContextVar[str] = contextvars.ContextVar("mcgrpo_plugin_where", default="")
 
@@ -105,7 +106,8 @@ class Subject:
 LEAVES = ("its inputs as it was given them (rollouts.problems, prompts, completions, texts, scores and rewards are "
           "read-only: copy one to change it, e.g. np.array(rollouts.rewards)) and torch's global settings as it "
           "found them (default dtype, grad mode, threads, deterministic algorithms, float32 matmul precision: restore "
-          "what it sets, e.g. with torch.no_grad() or try/finally) (docs/plugins.md)")
+          "what it sets, e.g. with torch.no_grad() or try/finally), and ctx.engine's temperature and top_p (restore "
+          "what it sets for its own draws: the run samples its rollouts and evaluations with them) (docs/plugins.md)")
 ROLLOUTS = ("problems", "group_size", "prompts", "completions", "texts", "scores", "rewards")
 
 
@@ -121,6 +123,13 @@ def _settings() -> tuple:
             ("torch's float32 matmul precision", torch.get_float32_matmul_precision()))
 
 
+def _sampling(args) -> tuple:
+    """The sampling settings of the engine a credit rule is handed (ctx.engine: they reach the run's own engine, which
+    samples every later rollout and evaluation of the arm with them), as (name, value) pairs."""
+    return tuple((f"ctx.engine's {s}", getattr(a.engine, s, None)) for a in args if _has(a, "engine", "prompter")
+                 for s in SETTINGS)  # None: an engine without it (the gradient tests' memo, a test's fake)
+
+
 def _snapshot(rollouts) -> dict[str, Any]:
     """The rollouts' fields by value: lists by their (immutable) items, arrays by their bytes, the problem records
     (mutable dicts) by their repr. Cheap next to generating them."""
@@ -134,7 +143,7 @@ def _snapshot(rollouts) -> dict[str, Any]:
 
 
 def _state(args) -> tuple:
-    return (_settings(), [_snapshot(a) for a in args if _has(a, *ROLLOUTS)],
+    return (_settings() + _sampling(args), [_snapshot(a) for a in args if _has(a, *ROLLOUTS)],
             [_handed(k, a) for k, a in enumerate(args) if isinstance(a, np.ndarray) or _has(a, *SELECTED)])
 
 
