@@ -647,3 +647,40 @@ def test_a_trainer_that_starts_from_another_policy_is_refused_before_any_step(wo
     with pytest.raises(ConfigError, match=f"^trainer\\(setup\\) returned a GRPOTrainer whose {said}"):
         trl_run.run()
     assert trl_run.protocol.log.evals == []
+
+
+BEST_OF_TWO = """
+from trl import GRPOTrainer
+
+
+class BestOfTwo(GRPOTrainer):
+    # draws every batch twice and keeps the second: the first draw's tokens were generated all the same
+    def _generate_single_turn(self, *args, **kwargs):
+        super()._generate_single_turn(*args, **kwargs)
+        return super()._generate_single_turn(*args, **kwargs)
+
+
+def trainer(setup):
+    return BestOfTwo(model=setup.model, reward_funcs=[setup.reward], args=setup.args, train_dataset=setup.dataset,
+                     processing_class=setup.tokenizer)
+"""
+
+
+@pytest.mark.slow
+def test_tokens_the_policy_generates_in_a_step_but_the_step_discards_are_counted_and_warned_of(world, tiny, tmp_path,
+                                                                                               capsys):
+    """A subclass that samples more than it returns from _generate (best-of-n, rejection sampling): what the policy's
+    generate made beyond the returned completions counts toward B as discarded tokens, as a selector's discarded
+    groups do in mcgrpo's trainer."""
+    pytest.importorskip("trl")
+    from mcgrpo.integrations.trl import TRLRun
+    script = tmp_path / "best_of_two.py"
+    script.write_text(BEST_OF_TWO)
+    run = study_config.run_config(_study(mine={"trainer": {"trl": {"script": str(script)}}}), "mine", 1)
+    trl_run = TRLRun(run, *tiny, *world, 300, tmp_path)
+    log = trl_run.run()
+    first = log.iterations[0]
+    assert first["tokens_discarded"] >= 2 * 4 and first["tokens_total"] == first["tokens_rollout"] + first[
+        "tokens_discarded"]
+    assert trl_run.record["uncharged_tokens_counted"] == log.iterations[-1]["tokens_discarded"]
+    assert capsys.readouterr().err.count("generated more tokens than it returned") == 1

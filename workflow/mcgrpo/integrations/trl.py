@@ -81,7 +81,7 @@ class Protocol(TrainerCallback):
         self.stop_requested, self.trained, self.scored = False, set(), None
         self._step_start, self._stages = None, {}
         self.record: dict = {}  # what run.json adds: the settings of the trainer that differ from the recipe
-        self.uncharged, self.warned = 0, False  # tokens rewards generated without charging them
+        self.uncharged, self.warned = 0, set()  # tokens generated but neither returned nor charged; kinds warned of
         self._refused: Callable[[], list[str]] = list  # what attach checks, again at every step
         self.rows = 0  # completions generated in training since the last step ended
         self.stream: Callable[[int, int], list[dict]] | None = None  # the prompt stream's rows (start, count)
@@ -117,13 +117,20 @@ class Protocol(TrainerCallback):
         @wraps(generate)
         def counted(prompts):
             training = trainer.model.training  # as TRL reads it at the step's start: eval mode is its own evaluation
-            with self._stage(trainer, "generate"):
+            with self._stage(trainer, "generate"), self._watching(trainer) as seen:
                 out = generate(prompts)
             if training:  # TRL's own evaluation generates in eval mode: not the run's tokens
                 completion_ids, tool_mask = out[1], out[2]
                 self.rows += len(completion_ids)
-                self.ledger.charge(int(sum(map(sum, tool_mask))) if tool_mask is not None  # the model's, not tools'
-                                   else sum(map(len, completion_ids)), "rollout")
+                returned = (int(sum(map(sum, tool_mask))) if tool_mask is not None  # the model's, not tools'
+                            else sum(map(len, completion_ids)))
+                self.ledger.charge(returned, "rollout")
+                if tool_mask is None:  # with tools, one completion is several generate calls and the tools' tokens
+                    self._charge_unseen(sum(seen), returned, "discarded", (
+                        f"the trainer's _generate generated more tokens than it returned in step "
+                        f"{self.ledger.iterations + 1} ({sum(seen)} with the policy's generate, {returned} returned: "
+                        f"a draw it discarded, best-of-n or rejection sampling); the rest is counted toward B as "
+                        f"discarded tokens (docs/trl.md)"))
             return out
         return counted
 
@@ -137,7 +144,11 @@ class Protocol(TrainerCallback):
             with self._stage(trainer, "credit"), self._watching(trainer) as seen:
                 rewards = calculate(inputs, prompts, completions, completion_ids_list)
             if training:
-                self._charge_unseen(sum(seen), self.ledger.tokens["continuation"] - charged)
+                charged = self.ledger.tokens["continuation"] - charged
+                self._charge_unseen(sum(seen), charged, "continuation", (
+                    f"a reward function generated {sum(seen)} tokens with the policy's generate in step "
+                    f"{self.ledger.iterations + 1} and charged {charged}; the rest is counted toward B anyway (call "
+                    f"mcgrpo.api.charge for what it generates; docs/trl.md says what the count cannot see)"))
                 self.scored = self._score(inputs, completions, completion_ids_list, rewards)
             return rewards
         return scoring
@@ -188,20 +199,18 @@ class Protocol(TrainerCallback):
         """A generated row's tokens up to and including its first end token (what follows was never used)."""
         return next((i + 1 for i, t in enumerate(row) if t in self.eos_ids), len(row))
 
-    def _charge_unseen(self, generated: int, charged: int) -> None:
-        """Charge what the rewards generated with the policy's `generate` beyond what they charged themselves, and
-        say so once per run: B counts every generated token, charged or not."""
-        missing = generated - charged
+    def _charge_unseen(self, generated: int, counted: int, kind: str, warning: str) -> None:
+        """Charge, as `kind`, what the policy's `generate` made beyond what was `counted` (charged by the rewards, or
+        returned by the step's generation), and say so once per run and kind (`warning`): B counts every generated
+        token, charged, returned or not."""
+        missing = generated - counted
         if missing <= 0:
             return
-        self.ledger.charge(missing, "continuation")
+        self.ledger.charge(missing, kind)
         self.uncharged += missing
-        if not self.warned:
-            self.warned = True
-            print(f"mcgrpo: warning: a reward function generated {generated} tokens with the policy's generate in "
-                  f"step {self.ledger.iterations + 1} and charged {charged}; the rest is counted toward B anyway "
-                  f"(call mcgrpo.api.charge for what it generates; docs/trl.md says what the count cannot see)",
-                  file=sys.stderr)
+        if kind not in self.warned:
+            self.warned.add(kind)
+            print(f"mcgrpo: warning: {warning}", file=sys.stderr)
 
     def _score(self, inputs, completions, ids, rewards: torch.Tensor) -> dict:
         """The batch as iterations.parquet describes it: the study's verifiers on every completion, the training
