@@ -578,7 +578,8 @@ class TRLRun:
     @property
     def record(self) -> dict:
         """What run.json adds for a TRL run (mcgrpo.train.job): the trainer's settings that differ from the recipe,
-        and the tokens rewards generated without charging them (counted all the same)."""
+        and the tokens the policy generated that neither a reward charged nor _generate returned (counted all the
+        same)."""
         return {**self.protocol.record, "uncharged_tokens_counted": self.protocol.uncharged}
 
     def setup(self) -> Setup:
