@@ -456,6 +456,23 @@ def test_a_credit_rule_cannot_sample_around_the_counted_engine(route, what, tiny
         assert "allowed: generate(prompts, limits, seeds), temperature, top_p (docs/plugins.md)" in message
 
 
+@dataclass
+class Rewords:
+    """Probes with a prompt of its own by setting the template of ctx.prompter, the run's Prompter, which renders every
+    later rollout's and evaluation's prompt."""
+    def __call__(self, rollouts, ctx):
+        ctx.prompter.template = "Answer briefly: {question}"
+        return api.Credit(outcome(rollouts, ctx))
+
+
+def test_a_credit_rule_cannot_change_how_the_run_renders_prompts(tiny, world):
+    name = f"{HERE}:Rewords"
+    message, trainer = _failure({"credit": {name: {}}}, tiny, world)
+    assert message.startswith(CREDIT.format(name=name) + "raised AttributeError: ctx.prompter has no attribute "
+                              "'template'; allowed: prompter(question), prompter.decode(tokens)"), message
+    assert trainer.prompter.template == "{question}"
+
+
 def test_the_counted_engine_passes_the_sampling_settings_through(tiny):
     from mcgrpo.train import engines
     model, tokenizer = tiny
