@@ -684,3 +684,23 @@ def test_tokens_the_policy_generates_in_a_step_but_the_step_discards_are_counted
         "tokens_discarded"]
     assert trl_run.record["uncharged_tokens_counted"] == log.iterations[-1]["tokens_discarded"]
     assert capsys.readouterr().err.count("generated more tokens than it returned") == 1
+
+
+@pytest.mark.slow
+def test_a_setting_the_recipe_leaves_at_trls_default_is_recorded_when_changed(world, tiny, tmp_path):
+    """Settings the recipe does not set (TRL's defaults: noise on the embeddings, training on the highest-entropy
+    tokens only) change what an arm trains as much as the learning rate does: a script's change is listed in
+    run.json's block beside the recipe's value, TRL's default."""
+    pytest.importorskip("trl")
+    from mcgrpo.integrations.trl import TRLRun, default_trainer
+    trl_run = TRLRun(study_config.run_config(_study(), "trl", 1), *tiny, *world, 300, tmp_path)
+
+    def noisier(setup):
+        setup.args.neftune_noise_alpha = 5.0
+        setup.args.top_entropy_quantile = 0.2
+        return default_trainer(setup)
+    trl_run.build = noisier
+    trl_run.run()
+    assert trl_run.record["trl_settings"]["differ_from_recipe"] == {
+        "neftune_noise_alpha": {"trainer": 5.0, "recipe": None}, "top_entropy_quantile": {"trainer": 0.2, "recipe": 1.0}}
+    json.dumps(trl_run.record)  # run.json holds it

@@ -26,6 +26,7 @@ A preempted TRL run does not resume: its next attempt trains it again from step 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import importlib.util
 import sys
 import time
@@ -85,6 +86,7 @@ class Protocol(TrainerCallback):
         self._refused: Callable[[], list[str]] = list  # what attach checks, again at every step
         self.rows = 0  # completions generated in training since the last step ended
         self.stream: Callable[[int, int], list[dict]] | None = None  # the prompt stream's rows (start, count)
+        self.settings: dict | None = None  # the recipe's GRPOConfig, every key (settings()), where TRLRun built it
 
     # -- attaching to a trainer -------------------------------------------------------------------------------
     def attach(self, trainer) -> "Protocol":
@@ -101,7 +103,7 @@ class Protocol(TrainerCallback):
             wrong.append(f"TRL on {trainer.accelerator.num_processes} processes; allowed: one")
         if wrong:
             raise ConfigError("; ".join(wrong))
-        self.record = {"trl_settings": {"differ_from_recipe": settings_differing(args, recipe)}}
+        self.record = {"trl_settings": {"differ_from_recipe": settings_differing(args, self.settings or recipe)}}
         self.group_size = args.num_generations
         self.reward_weights = trainer.reward_weights
         self.eos_ids = set(trainer.eos_token_ids)
@@ -391,10 +393,23 @@ def _generation_config(trainer) -> dict:
 
 
 def settings_differing(args, recipe: dict) -> dict:
-    """Every other setting of the recipe's GRPOConfig that `args` changes: key -> {trainer, recipe} (run.json)."""
-    return {key: {"trainer": _value(args, key), "recipe": expected} for key, expected in recipe.items()
-            if key not in NOT_SETTINGS and key not in KEPT and key not in ONE_BATCH and hasattr(args, key)
+    """Every other setting of `recipe` (key -> value: the recipe's GRPOConfig, all of it where `settings` made it,
+    TRL's defaults included) that `args` changes: key -> {trainer, recipe} (run.json)."""
+    return {key: {"trainer": _plain(_value(args, key)), "recipe": _plain(expected)} for key, expected in recipe.items()
+            if key not in NOT_SETTINGS and key not in KEPT and key not in ONE_BATCH and not key.startswith("_")
             and _differs(_value(args, key), expected)}
+
+
+def settings(args) -> dict:
+    """Every setting of a GRPOConfig, key -> value (its own copy): what the recipe's GRPOConfig says, where it sets a
+    key and where it leaves TRL's default (neftune_noise_alpha, top_entropy_quantile, use_vllm, ...), each of which
+    changes what an arm trains as much as the learning rate does."""
+    return {f.name: copy.deepcopy(_value(args, f.name)) for f in dataclasses.fields(args) if f.init}
+
+
+def _plain(value):
+    """`value` as run.json can hold it: itself where JSON has it, else its repr (an AcceleratorConfig)."""
+    return value if isinstance(value, (type(None), bool, int, float, str, list, dict)) else repr(value)
 
 
 def study_evaluator(run: dict, model, tokenizer, eval_sets: dict[str, pd.DataFrame]) -> Evaluator:
@@ -587,6 +602,7 @@ class TRLRun:
         steps = self.protocol.ledger.iterations_at_most(r["prompts_per_iteration"] * r["group_size"])
         args = _trl().GRPOConfig(**grpo_arguments(self.cfg, str(self.checkpoint_dir / "trl"), steps,
                                                   self.model.device.type == "cuda"))
+        self.protocol.settings = settings(args)  # before the script sees it: what a change is recorded against
         return Setup(copy.deepcopy(self.cfg), self.model, self.tokenizer, args,  # the script's own copy: `run`
                      stream_dataset(self.cfg, self.pool, steps), study_reward(self.cfg))
 
