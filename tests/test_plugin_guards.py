@@ -290,6 +290,23 @@ def _gradient_tests_failure(rule: str, tiny, world) -> str:
     return str(err.value)
 
 
+@dataclass
+class SamplesAnother:
+    """Samples its draws from a model of its own by syncing it into ctx.engine: the gradient tests' engine samples every
+    later batch's rollouts with what it was last synced to (the trainer re-syncs its own each iteration)."""
+    def __call__(self, rollouts, ctx):
+        from mcgrpo.train.models.tiny import build_model, build_tokenizer
+        ctx.engine.sync(build_model(build_tokenizer(), hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64,
+                                    max_positions=96, seed=7))
+        return api.Credit(outcome(rollouts, ctx))
+
+
+def test_a_credit_rule_cannot_swap_the_model_the_engine_samples_from(tiny, world):
+    line = _gradient_tests_failure("SamplesAnother", tiny, world)
+    assert line.startswith(f"credit rule '{HERE}:SamplesAnother' (arms.bad.credit) in the gradient tests, batch 0: "
+                           "raised AttributeError: the engine a plugin is handed (ctx.engine) has no attribute 'sync'"), line
+
+
 def test_the_gradient_tests_check_the_same_before_any_linear_algebra(tiny, world):
     """screen and the gradient-test step run train/gradients.py: the same line, at the batch it broke on."""
     assert _gradient_tests_failure("NanCredit", tiny, world).startswith(f"credit rule '{HERE}:NanCredit' (arms.bad.credit) in the gradient tests, "
@@ -336,7 +353,13 @@ def test_the_templates_sampling_rule_trains_with_its_tokens_counted(tiny, world,
     from mcgrpo.train import engines
     monkeypatch.syspath_prepend(str(ROOT / "examples" / "my-intervention" / "src"))
     trainer = _trainer({"credit": {"my_intervention.probe:HalfwayProbe": {"k": 2}}}, tiny, world)
-    trainer.engine = counting = engines.Counting(trainer.engine)
+
+    class Synced(engines.Counting):  # the run's own engine, counted: the trainer syncs it (a plugin's cannot)
+        __slots__ = ()
+
+        def sync(self, model) -> None:
+            self._engine.sync(model)
+    trainer.engine = counting = Synced(trainer.engine)
     log = trainer.run(max_iterations=2)
     last = log.iterations[-1]
     assert last["tokens_continuation"] > 0 and counting.generated == last["tokens_total"]
