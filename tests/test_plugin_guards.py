@@ -583,7 +583,7 @@ class ObservesInPlace(api.StreamSelector):
             selection.chosen = selection.candidates[:0]
 
 
-@pytest.mark.parametrize("how, what", [("rescales", "its argument 3 (an array) in place"),
+@pytest.mark.parametrize("how, what", [("rescales", "group_means in place"),
                                        ("reverses", "selection.chosen in place"),
                                        ("replaces", "selection.chosen in place")])
 def test_a_selector_that_edits_what_observe_is_handed_is_named(how, what, tiny, world):

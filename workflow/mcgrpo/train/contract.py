@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import inspect
 import numbers
 import pickle
 import sys
@@ -88,7 +89,8 @@ class Subject:
         they are. A call that returns must leave the rollouts among `args` and torch's global settings as it found
         them: the trainer goes on from both (the update, the budget, the selector, the other rules of the gradient
         tests)."""
-        before = _state(args)
+        names = _parameters(function)
+        before = _state(args, names)
         try:
             out = function(*args)
         except (McgrpoError, Interrupted):
@@ -97,7 +99,7 @@ class Subject:
             if self.builtin:
                 raise
             raise PluginError(f"{self._prefix()}: raised {type(e).__name__}: {_first_line(e)}{_origin(e)}") from e
-        changed = _changed(before, _state(args))
+        changed = _changed(before, _state(args, names))
         if changed:
             raise self.broken(f"it changed {changed}", LEAVES)
         return out
@@ -142,22 +144,31 @@ def _snapshot(rollouts) -> dict[str, Any]:
             "scores": tuple(array(getattr(rollouts.scores, f)) for f in sorted(vars(rollouts.scores)))}
 
 
-def _state(args) -> tuple:
+def _state(args, names: list[str]) -> tuple:
+    names = [*names[:len(args)], *(f"argument {k + 1}" for k in range(len(names), len(args)))]
     return (_settings() + _sampling(args), [_snapshot(a) for a in args if _has(a, *ROLLOUTS)],
-            [_handed(k, a) for k, a in enumerate(args) if isinstance(a, np.ndarray) or _has(a, *SELECTED)])
+            [_handed(name, a) for name, a in zip(names, args) if isinstance(a, np.ndarray) or _has(a, *SELECTED)])
+
+
+def _parameters(function: Callable) -> list[str]:
+    """The names of `function`'s parameters, what a message calls its arguments ('group_means')."""
+    try:
+        return [p.name for p in inspect.signature(function).parameters.values()]
+    except (TypeError, ValueError):  # no signature (a builtin)
+        return []
 
 
 SELECTED = ("chosen", "candidates", "predicted", "features")  # a Selection's fields
 
 
-def _handed(k: int, arg) -> tuple[str, dict[str, Any]]:
+def _handed(name: str, arg) -> tuple[str, dict[str, Any]]:
     """An array or a Selection a plugin is handed (observe's group means and the Selection trained), by value: the
     run logs both after the call (prompts.parquet, the groups' composition, the distinct prompts trained)."""
     def value(v) -> tuple | None:
         return None if v is None else (np.asarray(v).dtype.str, np.shape(v), np.asarray(v).tobytes())
     if isinstance(arg, np.ndarray):
-        return f"its argument {k + 1} (an array)", {"": value(arg)}
-    return "selection", {f: value(getattr(arg, f, None)) for f in SELECTED}
+        return name, {"": value(arg)}
+    return name, {f: value(getattr(arg, f, None)) for f in SELECTED}
 
 
 def _changed(before: tuple, after: tuple) -> str:
