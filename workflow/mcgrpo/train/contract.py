@@ -9,19 +9,21 @@ where it ran (the training run or the gradient tests, and the iteration or batch
 `PluginError`, so the job exits with status 2, that line last in its log, and the run is never stored.
 
 What is checked (docs/plugins.md, "What is checked at run time"):
-- credit: a `Credit`, one row per completion of the batch, one finite value per generated token of each (and of
-  each extra training sequence, whose completion must be one that `ctx.engine` generated while the rule ran);
+- credit: a `Credit`, one row per completion of the batch, one finite real value per generated token of each (and
+  of each extra training sequence, whose completion must be one that `ctx.engine` generated while the rule ran);
   `tokens_generated` a whole number, >= 0, and at least what the engines the rule was given (`ctx.engine`)
   generated while it ran, which the engine counts itself (engines.Counting);
-- a selector: a `Selection` of pool indices; its groups one per chosen prompt, of the recipe's group size; its
-  discarded tokens a whole number >= 0, which with the kept groups' tokens covers what the engine generated; every
-  row it trains on one its sampler returned, as it was returned (`sampled`);
+- a selector: a `Selection` of pool indices; its groups one per chosen prompt, in order, of the recipe's group
+  size; its discarded tokens a whole number >= 0, which with the kept groups' tokens covers what the engine
+  generated; every row it trains on one its sampler returned, as it was returned (`sampled`);
 - a verifier: a bool (or 0 / 1) for every completion;
-- every call: the rollouts it was handed unchanged, and torch's global settings as it found them;
+- every call: the rollouts, arrays and Selections it was handed unchanged, and torch's global settings and
+  ctx.engine's temperature and top_p as it found them;
 - at every checkpoint: a plugin without a state_dict of its own has the attributes it was built with (else a
   resumed run, which builds it afresh, would diverge from an uninterrupted one).
 What a plugin is handed exposes only what mcgrpo.api documents: its engine (engines.Counting) samples through its
-counted generate, a selector's view (policy.SelectorView) gives features and levels, not the model nor the pool.
+counted generate (no model, no sync), its prompter (rollout.PrompterView) renders and decodes, a selector's view
+(policy.SelectorView) gives features and levels, not the model nor the pool.
 A built-in that breaks the contract is a bug in mcgrpo: the same message, as a RuntimeError with its traceback.
 """
 
@@ -86,9 +88,9 @@ class Subject:
     def call(self, function: Callable, *args) -> Any:
         """`function(*args)`; a plugin's exception becomes one line naming the plugin and where it was raised (the
         original chained as its cause). mcgrpo's own errors, a preemption, and a built-in's exceptions pass as
-        they are. A call that returns must leave the rollouts among `args` and torch's global settings as it found
-        them: the trainer goes on from both (the update, the budget, the selector, the other rules of the gradient
-        tests)."""
+        they are. A call that returns must leave what it was handed as it found it: the rollouts, arrays and
+        Selections among `args`, ctx.engine's sampling settings and torch's global settings; the trainer goes on from
+        them (the update, the budget, the selector, the logs, the other rules of the gradient tests, evaluation)."""
         names = _parameters(function)
         before = _state(args, names)
         try:
