@@ -55,6 +55,20 @@ class TensorWithGrad:
 
 
 @dataclass
+class ComplexCredit:
+    """Credit with an imaginary part: numpy's cast to float64 would drop it, with a warning lost in the job's log."""
+    def __call__(self, rollouts, ctx):
+        return api.Credit([values + 1j for values in outcome(rollouts, ctx)])
+
+
+@dataclass
+class TextCredit:
+    """Credit as text ('0.5'): numpy parses it as a number where a cast is asked, so the loss would too."""
+    def __call__(self, rollouts, ctx):
+        return api.Credit([values.astype(str) for values in outcome(rollouts, ctx)])
+
+
+@dataclass
 class Raising:
     def __call__(self, rollouts, ctx):
         rollouts.problems[0]["hints"]  # a field the pool does not have
@@ -137,6 +151,15 @@ class Threads:
 
 
 @dataclass
+class Cools:
+    """Samples its own draws cooler by setting ctx.engine's temperature, and leaves it so: the engine it wraps is the
+    run's, which samples every later rollout and every evaluation of this arm with it."""
+    def __call__(self, rollouts, ctx):
+        ctx.engine.temperature = 0.1
+        return api.Credit(outcome(rollouts, ctx))
+
+
+@dataclass
 class Reseeds:
     """Reseeds and consumes every global generator: the run draws from none of them, so it trains as outcome."""
     def __call__(self, rollouts, ctx):
@@ -205,6 +228,8 @@ CREDIT = "credit rule '{name}' (arms.bad.credit) in training arm bad seed 1, ite
     ("OneCompletionFewer", r"credit for 7 completions, the batch has 8"),
     ("NegativeTokens", r"Credit.tokens_generated is -5000, a negative count"),
     ("TensorWithGrad", r"the credit of completion 0 is Tensor, not numbers \(a numpy array, a list of floats\)"),
+    ("ComplexCredit", r"the credit of completion 0 is complex128, not real numbers"),
+    ("TextCredit", r"the credit of completion 0 is <U\d+, not real numbers"),
     ("Raising", r"iteration 0: raised KeyError: 'hints' \(at .*test_plugin_guards.py:\d+, in __call__\)$"),
 ])
 def test_a_credit_rule_that_breaks_its_contract_stops_the_run_naming_it(rule, what, tiny, world):
@@ -265,6 +290,23 @@ def _gradient_tests_failure(rule: str, tiny, world) -> str:
     return str(err.value)
 
 
+@dataclass
+class SamplesAnother:
+    """Samples its draws from a model of its own by syncing it into ctx.engine: the gradient tests' engine samples every
+    later batch's rollouts with what it was last synced to (the trainer re-syncs its own each iteration)."""
+    def __call__(self, rollouts, ctx):
+        from mcgrpo.train.models.tiny import build_model, build_tokenizer
+        ctx.engine.sync(build_model(build_tokenizer(), hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64,
+                                    max_positions=96, seed=7))
+        return api.Credit(outcome(rollouts, ctx))
+
+
+def test_a_credit_rule_cannot_swap_the_model_the_engine_samples_from(tiny, world):
+    line = _gradient_tests_failure("SamplesAnother", tiny, world)
+    assert line.startswith(f"credit rule '{HERE}:SamplesAnother' (arms.bad.credit) in the gradient tests, batch 0: "
+                           "raised AttributeError: the engine a plugin is handed (ctx.engine) has no attribute 'sync'"), line
+
+
 def test_the_gradient_tests_check_the_same_before_any_linear_algebra(tiny, world):
     """screen and the gradient-test step run train/gradients.py: the same line, at the batch it broke on."""
     assert _gradient_tests_failure("NanCredit", tiny, world).startswith(f"credit rule '{HERE}:NanCredit' (arms.bad.credit) in the gradient tests, "
@@ -311,7 +353,13 @@ def test_the_templates_sampling_rule_trains_with_its_tokens_counted(tiny, world,
     from mcgrpo.train import engines
     monkeypatch.syspath_prepend(str(ROOT / "examples" / "my-intervention" / "src"))
     trainer = _trainer({"credit": {"my_intervention.probe:HalfwayProbe": {"k": 2}}}, tiny, world)
-    trainer.engine = counting = engines.Counting(trainer.engine)
+
+    class Synced(engines.Counting):  # the run's own engine, counted: the trainer syncs it (a plugin's cannot)
+        __slots__ = ()
+
+        def sync(self, model) -> None:
+            self._engine.sync(model)
+    trainer.engine = counting = Synced(trainer.engine)
     log = trainer.run(max_iterations=2)
     last = log.iterations[-1]
     assert last["tokens_continuation"] > 0 and counting.generated == last["tokens_total"]
@@ -341,6 +389,7 @@ def torch_settings():
     ("EditsProblems", "it changed rollouts.problems in place"),
     ("Float64", "it changed torch's default dtype from torch.float32 to torch.float64 and left it so"),
     ("Threads", r"it changed torch's threads from (\d+) to (\d+) and left it so"),
+    ("Cools", r"it changed ctx.engine's temperature from 1.0 to 0.1 and left it so"),
 ])
 def test_a_credit_rule_that_changes_what_it_was_handed_or_torchs_settings_is_named(rule, what, tiny, world,
                                                                                   torch_settings):
@@ -430,6 +479,23 @@ def test_a_credit_rule_cannot_sample_around_the_counted_engine(route, what, tiny
         assert "allowed: generate(prompts, limits, seeds), temperature, top_p (docs/plugins.md)" in message
 
 
+@dataclass
+class Rewords:
+    """Probes with a prompt of its own by setting the template of ctx.prompter, the run's Prompter, which renders every
+    later rollout's and evaluation's prompt."""
+    def __call__(self, rollouts, ctx):
+        ctx.prompter.template = "Answer briefly: {question}"
+        return api.Credit(outcome(rollouts, ctx))
+
+
+def test_a_credit_rule_cannot_change_how_the_run_renders_prompts(tiny, world):
+    name = f"{HERE}:Rewords"
+    message, trainer = _failure({"credit": {name: {}}}, tiny, world)
+    assert message.startswith(CREDIT.format(name=name) + "raised AttributeError: ctx.prompter has no attribute "
+                              "'template'; allowed: prompter(question), prompter.decode(tokens)"), message
+    assert trainer.prompter.template == "{question}"
+
+
 def test_the_counted_engine_passes_the_sampling_settings_through(tiny):
     from mcgrpo.train import engines
     model, tokenizer = tiny
@@ -476,6 +542,56 @@ class EditsItsGroups(api.StreamSelector):
         batch = sample(selection.chosen, 0)
         batch.problems[0]["answer"] = "0"
         return batch, 0, selection
+
+
+@dataclass(kw_only=True)
+class TrainsOthers(api.StreamSelector):
+    """Generates groups for other prompts than the Selection it returns says it trained: `shifted` an off-by-one
+    (pool index j - 1; -1 is the pool's last problem), `reversed` the chosen prompts in another order. prompts.parquet,
+    observe and the count of distinct prompts would credit each group's reward to another problem."""
+    how: str = "shifted"
+
+    def generate(self, iteration, selection, sample):
+        indices = selection.chosen - 1 if self.how == "shifted" else selection.chosen[::-1]
+        return sample(indices, 0), 0, selection
+
+
+@pytest.mark.parametrize("how", ["shifted", "reversed"])
+def test_a_selector_whose_groups_are_not_of_its_chosen_prompts_is_named(how, tiny, world):
+    name = f"{HERE}:TrainsOthers"
+    message, trainer = _failure({"selection": {name: {"how": how}}}, tiny, world)
+    found = __import__("re").search(r"iteration 0: its group 0 is of problem '([^']+)', but its chosen prompt 0 is "
+                                    r"pool index (\d+), problem '([^']+)'; allowed: a Selection", message)
+    assert found and found[1] != found[3] == world[0]["problem_id"][int(found[2])], message
+    assert trainer.updates == 0
+
+
+@dataclass(kw_only=True)
+class ObservesInPlace(api.StreamSelector):
+    """Learns from the trained groups, editing what observe is handed: `rescales` the group means to [-1, 1], `reverses`
+    the chosen prompts, `replaces` the Selection's chosen prompts. The run logs both after observe (prompts.parquet, the
+    groups' composition, the distinct prompts trained)."""
+    how: str = "rescales"
+
+    def observe(self, iteration, selection, group_means, view):
+        if self.how == "rescales":
+            group_means *= 2.0
+            group_means -= 1.0
+        elif self.how == "reverses":
+            selection.chosen[:] = selection.chosen[::-1].copy()
+        else:
+            selection.chosen = selection.candidates[:0]
+
+
+@pytest.mark.parametrize("how, what", [("rescales", "group_means in place"),
+                                       ("reverses", "selection.chosen in place"),
+                                       ("replaces", "selection.chosen in place")])
+def test_a_selector_that_edits_what_observe_is_handed_is_named(how, what, tiny, world):
+    name = f"{HERE}:ObservesInPlace"
+    message, trainer = _failure({"selection": {name: {"how": how}}}, tiny, world)
+    assert message.startswith(f"selector '{name}' (arms.bad.selection) in training arm bad seed 1, iteration 0: it "
+                              f"changed {what}; allowed: its inputs"), message
+    assert trainer.log.iterations == []
 
 
 def test_a_selector_that_edits_the_groups_it_sampled_is_named(tiny, world):

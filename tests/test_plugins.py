@@ -67,6 +67,46 @@ def installed(tmp_path, monkeypatch):
         cached.cache_clear()
 
 
+def _also_installed(root, distribution: str, entry_points: str) -> None:
+    """Another distribution on `root` (on sys.path) declaring `entry_points` (entry_points.txt text), a package of its
+    own name beside it; the registry read afresh."""
+    package = distribution.replace("-", "_")
+    (root / package).mkdir()
+    (root / package / "__init__.py").write_text("import numpy as np\n" + RULE)
+    info = root / f"{package}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {distribution}\nVersion: 0.1\n")
+    (info / "top_level.txt").write_text(f"{package}\n")
+    (info / "entry_points.txt").write_text(entry_points)
+    plugins.entry_points.cache_clear()
+
+
+@pytest.mark.parametrize("arm, declares, said", [
+    ({"credit": {"step_bonus": {"weight": 1.0}}},
+     "[mcgrpo.credit]\nstep_bonus = other_rewards:StepBonus\n",
+     "config key arms.mine.credit: 'step_bonus' is declared by 2 installed distributions (my-rewards: "
+     "my_rewards.step:StepBonus; other-rewards: other_rewards:StepBonus), and which one a study gets would depend on "
+     "the order of sys.path; allowed: one entry point of that name in group 'mcgrpo.credit'"),
+    ({"credit": {"monte_carlo": {}}},
+     "[mcgrpo.credit]\nmonte_carlo = other_rewards:StepBonus\n",
+     "config key arms.mine.credit: 'monte_carlo' is a built-in credit rule and declared by an installed "
+     "distribution too (other-rewards: other_rewards:StepBonus); allowed: one entry point of that name in group "
+     "'mcgrpo.credit', none with a built-in's name"),
+    ({"recipe": {"reward_verifier": "strict"}}, "[mcgrpo.verifier]\nstrict = other_rewards:lenient\n",
+     "config key arms.mine.recipe.reward_verifier: 'strict' is a built-in verifier and declared by an installed "
+     "distribution too (other-rewards: other_rewards:lenient)"),
+])
+def test_a_name_two_plugins_declare_is_refused_naming_both(installed, arm, declares, said):
+    """Two installed distributions declaring one name (or one declaring a built-in's name): a study naming it would
+    train whichever the registry reads last (or the built-in, while the user means their own rule), and the run's
+    identity would not say they collide. Refused by key, naming both; a name only one declares still loads."""
+    _also_installed(installed, "other-rewards", declares)
+    with pytest.raises(ConfigError) as err:
+        studies.validate(_with_arm(arm))
+    assert said in str(err.value)
+    assert plugins.load("credit", "not_a_rule", "k").distribution == "my-rewards"
+
+
 def _with_arm(arm: dict, **changes) -> dict:
     return edited_study(arms={"outcome": {}, "mine": arm}, **changes)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -427,3 +428,279 @@ def test_tokens_a_reward_generates_with_the_policy_without_charging_are_counted_
     continuation = [row["tokens_continuation"] for row in log.iterations]
     assert generated and continuation[-1] == sum(generated) == trl_run.record["uncharged_tokens_counted"]
     assert capsys.readouterr().err.count("a reward function generated") == 1
+
+
+def _tampered(attribute: str, value):
+    """A trainer(setup) that builds the recipe's GRPOTrainer, then sets one of the trainer's own copies of its
+    settings (`attribute`, a dotted path under the trainer), leaving setup.args as the recipe's."""
+    from mcgrpo.integrations.trl import default_trainer
+
+    def build(setup):
+        trainer = default_trainer(setup)
+        *path, last = attribute.split(".")
+        owner = trainer
+        for part in path:
+            owner = getattr(owner, part)
+        setattr(owner, last, value)
+        return trainer
+    return build
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attribute, value, said", [
+    ("num_iterations", 2, "num_iterations: 2; allowed: 1"),
+    ("temperature", 2.0, "temperature: 2.0; allowed: 1.0"),
+    ("generation_config.temperature", 2.0, "generation_config.temperature: 2.0; allowed: 1.0"),
+    ("generation_config.max_new_tokens", 8, "generation_config.max_new_tokens: 8; allowed: 24"),
+    ("generation_config.do_sample", False, "generation_config.do_sample: False; allowed: True"),
+    ("loss_type", "grpo", "loss_type: 'grpo'; allowed: 'dr_grpo'"),
+])
+def test_a_trainer_whose_own_copy_of_a_setting_differs_from_its_args_is_refused(world, tiny, tmp_path, attribute,
+                                                                                 value, said):
+    """GRPOTrainer copies its GRPOConfig into attributes of its own when it is built, and samples and steps by those:
+    a script that sets one after building (trainer.num_iterations = 2 takes two updates per generated batch, a
+    hotter generation_config samples otherwise) while setup.args stays the recipe's is refused before any step."""
+    pytest.importorskip("trl")
+    from mcgrpo.core.errors import ConfigError
+    from mcgrpo.integrations.trl import TRLRun
+    trl_run = TRLRun(study_config.run_config(_study(), "trl", 1), *tiny, *world, 300, tmp_path)
+    trl_run.build = _tampered(attribute, value)
+    with pytest.raises(ConfigError, match=f"GRPOTrainer {re.escape(said)}"):
+        trl_run.run()
+    assert trl_run.next_iteration == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("change, said", [
+    ("trainer.generation_config.max_new_tokens = 48", "GRPOTrainer generation_config.max_new_tokens: 48; allowed: 24"),
+    ("args.num_iterations = 2", "GRPOConfig num_iterations: 2; allowed: 1"),
+])
+def test_a_setting_a_callback_changes_mid_run_is_refused_at_that_step(world, tiny, tmp_path, change, said):
+    """A callback of the script's (a length curriculum, a schedule of its own) that changes what the trainer samples
+    or how it steps after the protocol attached: refused at the step it changed in, the run not stored."""
+    pytest.importorskip("trl")
+    from transformers import TrainerCallback
+    from mcgrpo.core.errors import ConfigError
+    from mcgrpo.integrations.trl import TRLRun, default_trainer
+    trl_run = TRLRun(study_config.run_config(_study(), "trl", 1), *tiny, *world, 300, tmp_path)
+
+    def build(setup):
+        trainer = default_trainer(setup)
+
+        class Curriculum(TrainerCallback):
+            def on_step_end(self, args, state, control, **kwargs):
+                exec(change, {"trainer": trainer, "args": args})
+        trainer.add_callback(Curriculum())
+        return trainer
+    trl_run.build = build
+    with pytest.raises(ConfigError, match=f"^in step 1: {re.escape(said)}"):
+        trl_run.run()
+
+
+REPLAY = """
+from trl import GRPOTrainer
+
+
+class Replay(GRPOTrainer):
+    # trains every generated batch twice: a second step on the last step's completions
+    def _prepare_inputs(self, batch):
+        if getattr(self, "kept", None) is None:
+            self.kept = super()._prepare_inputs(batch)
+            return self.kept
+        kept, self.kept = self.kept, None
+        return kept
+
+
+def trainer(setup):
+    return Replay(model=setup.model, reward_funcs=[setup.reward], args=setup.args, train_dataset=setup.dataset,
+                  processing_class=setup.tokenizer)
+"""
+
+
+@pytest.mark.slow
+def test_a_step_that_trains_on_completions_it_did_not_generate_is_refused(world, tiny, tmp_path):
+    """A GRPOTrainer subclass that replays the last generated batch (sample reuse, in code rather than num_iterations)
+    takes two updates per batch the budget B pays for: refused at the first step that generated nothing."""
+    pytest.importorskip("trl")
+    from mcgrpo.core.errors import ConfigError
+    from mcgrpo.integrations.trl import TRLRun
+    script = tmp_path / "replay.py"
+    script.write_text(REPLAY)
+    run = study_config.run_config(_study(mine={"trainer": {"trl": {"script": str(script)}}}), "mine", 1)
+    trl_run = TRLRun(run, *tiny, *world, 300, tmp_path)
+    with pytest.raises(ConfigError, match=r"^in step 2: GRPOTrainer trained on a batch of 8 completions, but generated 0 "):
+        trl_run.run()
+
+
+def _fed(which: str, eval_sets):
+    """A trainer(setup) whose dataset is not the run's prompt stream: `reversed` the stream's rows in reverse, `held_out`
+    the study's held-out problems (what every arm is evaluated on), in the stream's columns."""
+    from datasets import Dataset
+    from mcgrpo.integrations.trl import default_trainer
+
+    def build(setup):
+        if which == "reversed":
+            setup.dataset = setup.dataset.select(range(len(setup.dataset) - 1, -1, -1))
+        else:
+            held = next(iter(eval_sets.values()))
+            setup.dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": q}], "answer": str(a),
+                                                "problem_id": str(p)} for q, a, p in
+                                               zip(held["question"], held["answer"], held["problem_id"])] * 20)
+        return default_trainer(setup)
+    return build
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("which", ["reversed", "held_out"])
+def test_a_trainer_fed_other_prompts_than_the_runs_stream_is_refused_at_its_first_step(world, tiny, tmp_path, which):
+    """The arms of a study train on one prompt stream, in order (shuffle_dataset is refused for it): a script whose
+    dataset is another order, or other problems (the held-out ones every arm is evaluated on), is refused at the first
+    step it trains on a prompt the stream does not have there, before that step's update."""
+    pytest.importorskip("trl")
+    from mcgrpo.core.errors import ConfigError
+    from mcgrpo.integrations.trl import TRLRun
+    trl_run = TRLRun(study_config.run_config(_study(), "trl", 1), *tiny, *world, 300, tmp_path)
+    trl_run.build = _fed(which, world[1])
+    with pytest.raises(ConfigError, match=r"^in step 1: GRPOTrainer trained on prompt 0 of its batch "):
+        trl_run.run()
+    assert trl_run.protocol.updates == 0
+
+
+@pytest.mark.slow
+def test_tokens_a_reward_generates_after_switching_the_policy_to_eval_mode_are_counted(world, tiny, tmp_path, capsys):
+    """A reward that samples with `model.eval()` (dropout off, as a generation often is) and leaves it so: the step was
+    a training step all the same (TRL chose it by the mode at its start), and its tokens count toward B."""
+    pytest.importorskip("trl")
+    from mcgrpo.integrations.trl import TRLRun
+    script = tmp_path / "eval_mode.py"
+    script.write_text(UNCHARGED.replace("        out = model.generate(", "        model.eval()\n"
+                                                                        "        out = model.generate("))
+    run = study_config.run_config(_study(mine={"trainer": {"trl": {"script": str(script)}}}), "mine", 1)
+    trl_run = TRLRun(run, *tiny, *world, 300, tmp_path)
+    setups, setup = [], trl_run.setup
+    trl_run.setup = lambda: (made := setup(), setups.append(made))[0]
+    log = trl_run.run()
+    generated = setups[0].generated
+    assert generated and log.iterations[-1]["tokens_continuation"] == sum(generated)
+    assert all("reward_default" in row for row in log.iterations)
+
+
+@pytest.mark.slow
+def test_a_script_that_changes_the_runs_config_is_refused_before_any_step(world, tiny, tmp_path):
+    """setup.run is the run's effective config, to read: a script that sets a value in it (here greedy evaluation,
+    which the protocol's evaluation of this arm alone would then read: another yardstick than the other arms') is
+    refused by key before any step, and the protocol's own config is not the one it was handed."""
+    pytest.importorskip("trl")
+    from mcgrpo.core.errors import ConfigError
+    from mcgrpo.integrations.trl import TRLRun, default_trainer
+    run = study_config.run_config(_study(), "trl", 1)
+    planned = copy.deepcopy(run)
+    trl_run = TRLRun(run, *tiny, *world, 300, tmp_path)
+
+    def cooler(setup):
+        setup.run["evaluation"]["greedy"] = True
+        return default_trainer(setup)
+    trl_run.build = cooler
+    with pytest.raises(ConfigError, match=r"^trainer\(setup\) changed setup.run: "
+                                          r"evaluation.greedy True \(the run's: None\); allowed: setup.run read only"):
+        trl_run.run()
+    assert trl_run.protocol.run == planned and trl_run.next_iteration == 0
+
+
+def _another_start(what: str):
+    """A trainer(setup) that trains another initial policy than the study's: `model` a tiny model of another seed,
+    `edited` the study's model with its weights changed in place, `tokenizer` the study's model with another
+    tokenizer's chat template."""
+    import torch
+    from mcgrpo.integrations.trl import default_trainer
+    from mcgrpo.train.models.tiny import build_model
+
+    def build(setup):
+        if what == "model":
+            setup.model = build_model(setup.tokenizer, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64,
+                                      max_positions=96, seed=1)
+        elif what == "edited":
+            with torch.no_grad():
+                next(setup.model.parameters()).mul_(2.0)
+        else:
+            setup.tokenizer = copy.deepcopy(setup.tokenizer)
+            setup.tokenizer.chat_template = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+        return default_trainer(setup)
+    return build
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("what, said", [
+    ("model", "model is not the study's initial policy"),
+    ("edited", "model is not the study's initial policy"),
+    ("tokenizer", "tokenizer is not the study's: its chat_template differs"),
+])
+def test_a_trainer_that_starts_from_another_policy_is_refused_before_any_step(world, tiny, tmp_path, what, said):
+    """Every arm of a study trains the study's initial model, read by the study's tokenizer: a script that hands TRL
+    another model (another checkpoint, weights changed) or another tokenizer compares another start, refused before
+    the first step (the evaluation at step 0 included)."""
+    pytest.importorskip("trl")
+    from mcgrpo.core.errors import ConfigError
+    from mcgrpo.integrations.trl import TRLRun
+    trl_run = TRLRun(study_config.run_config(_study(), "trl", 1), *tiny, *world, 300, tmp_path)
+    trl_run.build = _another_start(what)
+    with pytest.raises(ConfigError, match=f"^trainer\\(setup\\) returned a GRPOTrainer whose {said}"):
+        trl_run.run()
+    assert trl_run.protocol.log.evals == []
+
+
+BEST_OF_TWO = """
+from trl import GRPOTrainer
+
+
+class BestOfTwo(GRPOTrainer):
+    # draws every batch twice and keeps the second: the first draw's tokens were generated all the same
+    def _generate_single_turn(self, *args, **kwargs):
+        super()._generate_single_turn(*args, **kwargs)
+        return super()._generate_single_turn(*args, **kwargs)
+
+
+def trainer(setup):
+    return BestOfTwo(model=setup.model, reward_funcs=[setup.reward], args=setup.args, train_dataset=setup.dataset,
+                     processing_class=setup.tokenizer)
+"""
+
+
+@pytest.mark.slow
+def test_tokens_the_policy_generates_in_a_step_but_the_step_discards_are_counted_and_warned_of(world, tiny, tmp_path,
+                                                                                               capsys):
+    """A subclass that samples more than it returns from _generate (best-of-n, rejection sampling): what the policy's
+    generate made beyond the returned completions counts toward B as discarded tokens, as a selector's discarded
+    groups do in mcgrpo's trainer."""
+    pytest.importorskip("trl")
+    from mcgrpo.integrations.trl import TRLRun
+    script = tmp_path / "best_of_two.py"
+    script.write_text(BEST_OF_TWO)
+    run = study_config.run_config(_study(mine={"trainer": {"trl": {"script": str(script)}}}), "mine", 1)
+    trl_run = TRLRun(run, *tiny, *world, 300, tmp_path)
+    log = trl_run.run()
+    first = log.iterations[0]
+    assert first["tokens_discarded"] >= 2 * 4 and first["tokens_total"] == first["tokens_rollout"] + first[
+        "tokens_discarded"]
+    assert trl_run.record["uncharged_tokens_counted"] == log.iterations[-1]["tokens_discarded"]
+    assert capsys.readouterr().err.count("generated more tokens than it returned") == 1
+
+
+@pytest.mark.slow
+def test_a_setting_the_recipe_leaves_at_trls_default_is_recorded_when_changed(world, tiny, tmp_path):
+    """Settings the recipe does not set (TRL's defaults: noise on the embeddings, training on the highest-entropy
+    tokens only) change what an arm trains as much as the learning rate does: a script's change is listed in
+    run.json's block beside the recipe's value, TRL's default."""
+    pytest.importorskip("trl")
+    from mcgrpo.integrations.trl import TRLRun, default_trainer
+    trl_run = TRLRun(study_config.run_config(_study(), "trl", 1), *tiny, *world, 300, tmp_path)
+
+    def noisier(setup):
+        setup.args.neftune_noise_alpha = 5.0
+        setup.args.top_entropy_quantile = 0.2
+        return default_trainer(setup)
+    trl_run.build = noisier
+    trl_run.run()
+    assert trl_run.record["trl_settings"]["differ_from_recipe"] == {
+        "neftune_noise_alpha": {"trainer": 5.0, "recipe": None}, "top_entropy_quantile": {"trainer": 0.2, "recipe": 1.0}}
+    json.dumps(trl_run.record)  # run.json holds it

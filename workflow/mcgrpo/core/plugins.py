@@ -67,9 +67,13 @@ class Plugin:
 
 
 @functools.cache
-def entry_points(kind: str) -> dict[str, importlib.metadata.EntryPoint]:
-    """The installed entry points of a kind, by name (read once per process)."""
-    return {ep.name: ep for ep in importlib.metadata.entry_points(group=GROUPS[kind])}
+def entry_points(kind: str) -> dict[str, list[importlib.metadata.EntryPoint]]:
+    """The installed entry points of a kind, by name, each with every distribution that declares it (read once per
+    process): a name two declare is refused where a study uses it (`load`), never settled by the order of sys.path."""
+    found: dict[str, list[importlib.metadata.EntryPoint]] = {}
+    for ep in importlib.metadata.entry_points(group=GROUPS[kind]):
+        found.setdefault(ep.name, []).append(ep)
+    return found
 
 
 def installed(kind: str) -> list[str]:
@@ -81,6 +85,18 @@ def _missing(kind: str, name: str, key: str, why: str) -> ConfigError:
     return ConfigError(f"config key {key}: {why}; installed {WHAT[kind]}: {', '.join(installed(kind))} "
                        f"(a plugin is a package declaring the entry point group {GROUPS[kind]!r}, or a "
                        f"'module:Name' path)")
+
+
+def _ambiguous(kind: str, name: str, key: str, declared: list) -> ConfigError:
+    """A name that more than one plugin answers to (two distributions' entry points, or a built-in's and one):
+    whichever ran, the study's author could not tell, and the run's identity would not say they collide."""
+    by = "; ".join(sorted(f"{ep.dist.name if ep.dist else '?'}: {ep.value}" for ep in declared))
+    what = (f"is a built-in {WHAT[kind][:-1]} and declared by an installed distribution too ({by})"
+            if name in BUILTIN[kind] else f"is declared by {len(declared)} installed distributions ({by}), and "
+            f"which one a study gets would depend on the order of sys.path")
+    return ConfigError(f"config key {key}: {name!r} {what}; allowed: one entry point of that name in group "
+                       f"{GROUPS[kind]!r}, none with a built-in's name (rename or uninstall the others, then pip "
+                       f"install -e again)")
 
 
 def _import(target: str, what: str, key: str, kind: str) -> Any:
@@ -137,6 +153,9 @@ def _source_sha256(factory: Any) -> str | None:
 def load(kind: str, name: str, key: str) -> Plugin:
     """The plugin a config names at `key`; ConfigError naming the key, the plugin and the installed ones when
     there is none of that name."""
+    declared = entry_points(kind).get(name, []) if ":" not in name else []
+    if len(declared) > int(name not in BUILTIN[kind]):
+        raise _ambiguous(kind, name, key, declared)
     if name in BUILTIN[kind]:
         return Plugin(kind, name, _import(BUILTIN[kind][name], f"the built-in {name}", key, kind), True, None, None, None)
     if ":" in name:
@@ -148,9 +167,9 @@ def load(kind: str, name: str, key: str) -> Plugin:
         top = module_name.split(".")[0]
         dist = (_distributions().get(top) or [None])[0]
     else:
-        ep = entry_points(kind).get(name)
-        if ep is None:
+        if not declared:
             raise _missing(kind, name, key, f"{name!r} is not installed")
+        ep, = declared
         factory = _import(ep.value, f"the {kind} plugin {name!r} (entry point of {ep.dist.name if ep.dist else '?'})",
                           key, kind)
         dist = ep.dist.name if ep.dist else None

@@ -25,6 +25,8 @@ A preempted TRL run does not resume: its next attempt trains it again from step 
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import importlib.util
 import sys
 import time
@@ -32,7 +34,7 @@ import traceback
 import warnings
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from functools import wraps
+from functools import partial, wraps
 from pathlib import Path
 from typing import Any, Callable
 
@@ -80,7 +82,11 @@ class Protocol(TrainerCallback):
         self.stop_requested, self.trained, self.scored = False, set(), None
         self._step_start, self._stages = None, {}
         self.record: dict = {}  # what run.json adds: the settings of the trainer that differ from the recipe
-        self.uncharged, self.warned = 0, False  # tokens rewards generated without charging them
+        self.uncharged, self.warned = 0, set()  # tokens generated but neither returned nor charged; kinds warned of
+        self._refused: Callable[[], list[str]] = list  # what attach checks, again at every step
+        self.rows = 0  # completions generated in training since the last step ended
+        self.stream: Callable[[int, int], list[dict]] | None = None  # the prompt stream's rows (start, count)
+        self.settings: dict | None = None  # the recipe's GRPOConfig, every key (settings()), where TRLRun built it
 
     # -- attaching to a trainer -------------------------------------------------------------------------------
     def attach(self, trainer) -> "Protocol":
@@ -91,12 +97,13 @@ class Protocol(TrainerCallback):
         r = self.run["recipe"]
         bound = self.ledger.iterations_at_most(r["prompts_per_iteration"] * r["group_size"])
         recipe = grpo_arguments(self.run, args.output_dir, bound, False)  # use_cpu, bf16: not compared
-        wrong = refusals(args, recipe, bound)
+        self._refused = lambda: refusals(trainer.args, recipe, bound) or copies_differing(trainer)
+        wrong = self._refused()
         if trainer.accelerator.num_processes != 1:
             wrong.append(f"TRL on {trainer.accelerator.num_processes} processes; allowed: one")
         if wrong:
             raise ConfigError("; ".join(wrong))
-        self.record = {"trl_settings": {"differ_from_recipe": settings_differing(args, recipe)}}
+        self.record = {"trl_settings": {"differ_from_recipe": settings_differing(args, self.settings or recipe)}}
         self.group_size = args.num_generations
         self.reward_weights = trainer.reward_weights
         self.eos_ids = set(trainer.eos_token_ids)
@@ -111,12 +118,21 @@ class Protocol(TrainerCallback):
     def _counted(self, trainer, generate: Callable) -> Callable:
         @wraps(generate)
         def counted(prompts):
-            with self._stage(trainer, "generate"):
+            training = trainer.model.training  # as TRL reads it at the step's start: eval mode is its own evaluation
+            with self._stage(trainer, "generate"), self._watching(trainer) as seen:
                 out = generate(prompts)
-            if trainer.model.training:  # TRL's own evaluation generates in eval mode: not the run's tokens
+            if training:  # TRL's own evaluation generates in eval mode: not the run's tokens
                 completion_ids, tool_mask = out[1], out[2]
-                self.ledger.charge(int(sum(map(sum, tool_mask))) if tool_mask is not None  # the model's, not tools'
-                                   else sum(map(len, completion_ids)), "rollout")
+                self.rows += len(completion_ids)
+                returned = (int(sum(map(sum, tool_mask))) if tool_mask is not None  # the model's, not tools'
+                            else sum(map(len, completion_ids)))
+                self.ledger.charge(returned, "rollout")
+                if tool_mask is None:  # with tools, one completion is several generate calls and the tools' tokens
+                    self._charge_unseen(sum(seen), returned, "discarded", (
+                        f"the trainer's _generate generated more tokens than it returned in step "
+                        f"{self.ledger.iterations + 1} ({sum(seen)} with the policy's generate, {returned} returned: "
+                        f"a draw it discarded, best-of-n or rejection sampling); the rest is counted toward B as "
+                        f"discarded tokens (docs/trl.md)"))
             return out
         return counted
 
@@ -124,13 +140,39 @@ class Protocol(TrainerCallback):
         @wraps(calculate)
         def scoring(inputs, prompts, completions, completion_ids_list):
             charged = self.ledger.tokens["continuation"]
+            training = trainer.model.training  # before the rewards run: one that calls model.eval() and leaves it so
+            if training:  # is still in a training step, its tokens the run's
+                self._fed_the_stream(inputs)
             with self._stage(trainer, "credit"), self._watching(trainer) as seen:
                 rewards = calculate(inputs, prompts, completions, completion_ids_list)
-            if trainer.model.training:
-                self._charge_unseen(sum(seen), self.ledger.tokens["continuation"] - charged)
+            if training:
+                charged = self.ledger.tokens["continuation"] - charged
+                self._charge_unseen(sum(seen), charged, "continuation", (
+                    f"a reward function generated {sum(seen)} tokens with the policy's generate in step "
+                    f"{self.ledger.iterations + 1} and charged {charged}; the rest is counted toward B anyway (call "
+                    f"mcgrpo.api.charge for what it generates; docs/trl.md says what the count cannot see)"))
                 self.scored = self._score(inputs, completions, completion_ids_list, rewards)
             return rewards
         return scoring
+
+    def _fed_the_stream(self, inputs: list[dict]) -> None:
+        """Refuse a step fed other prompts than the run's prompt stream has there (`stream`; every arm of the study
+        trains on that stream, in order): a script's dataset in another order, of another prompt set, or of the
+        held-out problems every arm is evaluated on would train otherwise than the arms it is compared with, or on the
+        test itself. Checked before the step's rewards and update."""
+        if self.stream is None:
+            return
+        step, per = self.ledger.iterations, len(inputs) // self.group_size
+        expected = self.stream(step * per, per)
+        for k, row in enumerate(inputs):
+            want = expected[k // self.group_size]
+            wrong = [f"{key} {_short(row.get(key))} (the stream's: {_short(want[key])})" for key in want
+                     if row.get(key) != want[key]]
+            if wrong:
+                raise ConfigError(f"in step {step + 1}: GRPOTrainer trained on prompt {k // self.group_size} of its "
+                                  f"batch with {', '.join(wrong)}; allowed: setup.dataset as it is, the run's prompt "
+                                  f"stream in order (what every arm of the study trains on; another prompt set is "
+                                  f"another study's task)")
 
     @contextmanager
     def _watching(self, trainer):
@@ -159,20 +201,18 @@ class Protocol(TrainerCallback):
         """A generated row's tokens up to and including its first end token (what follows was never used)."""
         return next((i + 1 for i, t in enumerate(row) if t in self.eos_ids), len(row))
 
-    def _charge_unseen(self, generated: int, charged: int) -> None:
-        """Charge what the rewards generated with the policy's `generate` beyond what they charged themselves, and
-        say so once per run: B counts every generated token, charged or not."""
-        missing = generated - charged
+    def _charge_unseen(self, generated: int, counted: int, kind: str, warning: str) -> None:
+        """Charge, as `kind`, what the policy's `generate` made beyond what was `counted` (charged by the rewards, or
+        returned by the step's generation), and say so once per run and kind (`warning`): B counts every generated
+        token, charged, returned or not."""
+        missing = generated - counted
         if missing <= 0:
             return
-        self.ledger.charge(missing, "continuation")
+        self.ledger.charge(missing, kind)
         self.uncharged += missing
-        if not self.warned:
-            self.warned = True
-            print(f"mcgrpo: warning: a reward function generated {generated} tokens with the policy's generate in "
-                  f"step {self.ledger.iterations + 1} and charged {charged}; the rest is counted toward B anyway "
-                  f"(call mcgrpo.api.charge for what it generates; docs/trl.md says what the count cannot see)",
-                  file=sys.stderr)
+        if kind not in self.warned:
+            self.warned.add(kind)
+            print(f"mcgrpo: warning: {warning}", file=sys.stderr)
 
     def _score(self, inputs, completions, ids, rewards: torch.Tensor) -> dict:
         """The batch as iterations.parquet describes it: the study's verifiers on every completion, the training
@@ -196,10 +236,32 @@ class Protocol(TrainerCallback):
         self.evaluate(model)
 
     def on_step_begin(self, args, state, control, **kwargs):
+        self._still_the_recipe(f"before step {state.global_step + 1}")
         self._step_start = (time.perf_counter(), time.process_time())
+
+    def _still_the_recipe(self, when: str) -> None:
+        """Refuse, at every step, settings changed since `attach` checked them (a callback or a reward function of
+        the script that sets the trainer's temperature, its completion limit or its args mid-run): the step would
+        sample or update otherwise than the arms it is compared with, and the record would not say so."""
+        wrong = self._refused()
+        if wrong:
+            raise ConfigError(f"{when}: " + "; ".join(wrong))
+
+    def _generated_its_batch(self, batch: int, when: str) -> None:
+        """Refuse a step that trained on completions it did not generate (a subclass that replays an earlier step's
+        batch, or samples elsewhere than `_generate`, which the protocol counts): its update would be one that B
+        does not pay for, sample reuse in code where the config's num_iterations is refused."""
+        rows, self.rows = self.rows, 0
+        if rows < batch:
+            raise ConfigError(f"{when}: GRPOTrainer trained on a batch of {batch} completions, but generated {rows} "
+                              f"in the step (through its _generate, which B counts); allowed: every step on a batch "
+                              f"generated in it (a step on an earlier step's completions is sample reuse, an update "
+                              f"the budget B does not pay for; docs/trl.md)")
 
     def on_step_end(self, args, state, control, **kwargs):
         """The step's stages: generate and credit as timed, update the rest of the step."""
+        self._still_the_recipe(f"in step {state.global_step}")
+        self._generated_its_batch(args.per_device_train_batch_size, f"in step {state.global_step}")
         wall, cpu = time.perf_counter() - self._step_start[0], time.process_time() - self._step_start[1]
         stages = self.clock.lap()
         stages["t_update"] = max(0.0, wall - sum(stages[f"t_{s}"] for s in STAGES if s != "update"))
@@ -291,11 +353,63 @@ def refusals(args, recipe: dict, bound: int) -> list[str]:
     return wrong
 
 
+# GRPOTrainer's own copies of GRPOConfig settings, made when it is built and read by its steps instead of `args`
+# (trl 1.16's GRPOTrainer.__init__): its attribute -> the GRPOConfig key it copies
+COPIES = {**{key: key for key in ("num_generations", "max_completion_length", "temperature", "top_p", "top_k", "min_p",
+                                   "repetition_penalty", "use_vllm", "loss_type", "scale_rewards", "num_iterations",
+                                   "importance_sampling_level", "mask_truncated_completions", "top_entropy_quantile",
+                                   "shuffle_dataset", "beta")},
+          "epsilon_low": "epsilon"}
+COPIED = ("GRPOTrainer copies its GRPOConfig when it is built and samples and steps by the copy: set it in the "
+          "GRPOConfig (setup.args) before building the trainer, never on the trainer")
+
+
+def copies_differing(trainer) -> list[str]:
+    """The trainer's own copies of its settings (COPIES, epsilon_high and the generation_config it samples with)
+    that differ from its `args`, one line each: a script that sets trainer.num_iterations or
+    trainer.generation_config.temperature after building it trains otherwise than the args the protocol checks and
+    run.json records."""
+    args = trainer.args
+    expected = {**{name: getattr(args, key, None) for name, key in COPIES.items()},
+                "epsilon_high": args.epsilon if args.epsilon_high is None else args.epsilon_high}
+    found = {name: getattr(trainer, name, None) for name in expected}
+    if not trainer.use_vllm:  # vLLM samples with the copies above; transformers with the generation_config
+        expected |= {f"generation_config.{k}": v for k, v in _generation_config(trainer).items()}
+        found |= {f"generation_config.{k}": v for k, v in trainer.generation_config.to_dict().items()}
+    return [f"GRPOTrainer {name}: {found.get(name)!r}; allowed: {expected.get(name)!r}, as its args say ({COPIED})"
+            for name in sorted({*expected, *found}) if _differs(found.get(name), expected.get(name))]
+
+
+def _generation_config(trainer) -> dict:
+    """The generation_config GRPOTrainer builds from its args (trl 1.16, without vLLM), as a dict."""
+    from transformers import GenerationConfig
+    args, tokenizer = trainer.args, trainer._tokenizer
+    return GenerationConfig(max_new_tokens=args.max_completion_length, do_sample=True,
+                            pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
+                            eos_token_id=trainer.eos_token_ids, temperature=args.temperature, top_p=args.top_p,
+                            top_k=args.top_k, min_p=args.min_p, repetition_penalty=args.repetition_penalty,
+                            cache_implementation=args.cache_implementation, **(args.generation_kwargs or {}),
+                            disable_compile=True).to_dict()
+
+
 def settings_differing(args, recipe: dict) -> dict:
-    """Every other setting of the recipe's GRPOConfig that `args` changes: key -> {trainer, recipe} (run.json)."""
-    return {key: {"trainer": _value(args, key), "recipe": expected} for key, expected in recipe.items()
-            if key not in NOT_SETTINGS and key not in KEPT and key not in ONE_BATCH and hasattr(args, key)
+    """Every other setting of `recipe` (key -> value: the recipe's GRPOConfig, all of it where `settings` made it,
+    TRL's defaults included) that `args` changes: key -> {trainer, recipe} (run.json)."""
+    return {key: {"trainer": _plain(_value(args, key)), "recipe": _plain(expected)} for key, expected in recipe.items()
+            if key not in NOT_SETTINGS and key not in KEPT and key not in ONE_BATCH and not key.startswith("_")
             and _differs(_value(args, key), expected)}
+
+
+def settings(args) -> dict:
+    """Every setting of a GRPOConfig, key -> value (its own copy): what the recipe's GRPOConfig says, where it sets a
+    key and where it leaves TRL's default (neftune_noise_alpha, top_entropy_quantile, use_vllm, ...), each of which
+    changes what an arm trains as much as the learning rate does."""
+    return {f.name: copy.deepcopy(_value(args, f.name)) for f in dataclasses.fields(args) if f.init}
+
+
+def _plain(value):
+    """`value` as run.json can hold it: itself where JSON has it, else its repr (an AcceleratorConfig)."""
+    return value if isinstance(value, (type(None), bool, int, float, str, list, dict)) else repr(value)
 
 
 def study_evaluator(run: dict, model, tokenizer, eval_sets: dict[str, pd.DataFrame]) -> Evaluator:
@@ -343,12 +457,60 @@ def default_trainer(setup: Setup):
 def stream_dataset(run: dict, pool: pd.DataFrame, iterations: int):
     """The prompt stream of an outcome-only arm of mcgrpo (the same prompts in the same order), `iterations` long."""
     from datasets import Dataset
-    per = run["recipe"]["prompts_per_iteration"]
+    return Dataset.from_list(stream_rows(run, pool, 0, iterations * run["recipe"]["prompts_per_iteration"]))
+
+
+def stream_rows(run: dict, pool: pd.DataFrame, start: int, count: int) -> list[dict]:
+    """Rows start .. start + count - 1 of that stream as the dataset holds them: prompt, answer, problem_id."""
     template = run["task"].get("prompt", "{question}")
-    rows = pool.iloc[PromptStream(len(pool), run["seed"]).slice(0, iterations * per)]
-    return Dataset.from_list([{"prompt": [{"role": "user", "content": template.replace("{question}", q)}],
-                               "answer": str(a), "problem_id": str(p)}
-                              for q, a, p in zip(rows["question"], rows["answer"], rows["problem_id"])])
+    rows = pool.iloc[PromptStream(len(pool), run["seed"]).slice(start, count)]
+    return [{"prompt": [{"role": "user", "content": template.replace("{question}", q)}], "answer": str(a),
+             "problem_id": str(p)} for q, a, p in zip(rows["question"], rows["answer"], rows["problem_id"])]
+
+
+def initial(model, tokenizer) -> tuple[torch.Tensor, dict]:
+    """What a run starts from, to hold a script's GRPOTrainer to: the model's logits on a fixed input (a wrapper that
+    leaves its outputs as they were, as PEFT's LoRA does at the start, gives the same) and what the tokenizer reads
+    and writes prompts by (vocabulary, chat template, special tokens)."""
+    training, ids = model.training, torch.arange(1, 17, device=model.device)[None] % model.config.vocab_size
+    model.eval()
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits.float().cpu()
+    model.train(training)
+    return logits, {"vocabulary": tokenizer.get_vocab(), "chat_template": getattr(tokenizer, "chat_template", None),
+                    **{f"{t}_token_id": getattr(tokenizer, f"{t}_token_id", None) for t in ("bos", "eos", "pad")}}
+
+
+def same_start(trainer, start: tuple[torch.Tensor, dict]) -> None:
+    """Refuse a GRPOTrainer that starts from another policy than the study's initial model `start` (initial(): taken
+    before the script ran): another model, a checkpoint, weights the script changed, or another tokenizer would make
+    the contrasts compare another start, not the intervention."""
+    logits, tokenizer = start
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    now, read = initial(model, trainer.processing_class)
+    if now.shape != logits.shape or not torch.allclose(now, logits, rtol=1e-3, atol=1e-4):
+        apart = f"by up to {float((now - logits).abs().max()):.3g}" if now.shape == logits.shape else "in shape"
+        raise ConfigError(f"trainer(setup) returned a GRPOTrainer whose model is not the study's initial policy (its "
+                          f"logits on a fixed input differ {apart}); allowed: setup.model as loaded (a wrapper that "
+                          f"leaves its outputs as they were, as PEFT's LoRA does at the start, is fine)")
+    differs = next((key for key in tokenizer if read[key] != tokenizer[key]), None)
+    if differs:
+        raise ConfigError(f"trainer(setup) returned a GRPOTrainer whose tokenizer is not the study's: its {differs} "
+                          f"differs; allowed: setup.tokenizer as loaded (the study's, which every arm's prompts and "
+                          f"evaluation are read by)")
+
+
+def _first_change(given: Any, kept: Any, key: str = "") -> tuple[str, Any, Any] | None:
+    """(dotted key, value in `given`, value in `kept`) of the first difference between two configs, else None."""
+    if not (isinstance(given, dict) and isinstance(kept, dict)):
+        return None if given == kept else (key, given, kept)
+    return next((found for k in sorted({*given, *kept}, key=str)
+                 if (found := _first_change(given.get(k), kept.get(k), f"{key}.{k}" if key else str(k)))), None)
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _shown_once(show: Callable) -> Callable:
@@ -408,6 +570,7 @@ class TRLRun:
         self.cfg, self.model, self.tokenizer, self.pool, self.arm = run, model, tokenizer, pool, arm
         self.checkpoint_dir = Path(checkpoint_dir)
         self.protocol = Protocol(run, budget, tokenizer, eval_sets, tracker)
+        self.protocol.stream = partial(stream_rows, run, pool)  # what each step must train on
 
     @classmethod
     def for_job(cls, run, model, tokenizer, pool, evals, B, checkpoint_dir, tracker, arm, identity) -> "TRLRun":
@@ -430,7 +593,8 @@ class TRLRun:
     @property
     def record(self) -> dict:
         """What run.json adds for a TRL run (mcgrpo.train.job): the trainer's settings that differ from the recipe,
-        and the tokens rewards generated without charging them (counted all the same)."""
+        and the tokens the policy generated that neither a reward charged nor _generate returned (counted all the
+        same)."""
         return {**self.protocol.record, "uncharged_tokens_counted": self.protocol.uncharged}
 
     def setup(self) -> Setup:
@@ -438,8 +602,9 @@ class TRLRun:
         steps = self.protocol.ledger.iterations_at_most(r["prompts_per_iteration"] * r["group_size"])
         args = _trl().GRPOConfig(**grpo_arguments(self.cfg, str(self.checkpoint_dir / "trl"), steps,
                                                   self.model.device.type == "cuda"))
-        return Setup(self.cfg, self.model, self.tokenizer, args, stream_dataset(self.cfg, self.pool, steps),
-                     study_reward(self.cfg))
+        self.protocol.settings = settings(args)  # before the script sees it: what a change is recorded against
+        return Setup(copy.deepcopy(self.cfg), self.model, self.tokenizer, args,  # the script's own copy: `run`
+                     stream_dataset(self.cfg, self.pool, steps), study_reward(self.cfg))
 
     def build(self, setup: Setup):
         """The arm's GRPOTrainer: its script's (the script the run's identity names) or the default one."""
@@ -455,6 +620,17 @@ class TRLRun:
             built = build(setup)
         return _checked_trainer(block["script"], built)
 
+    def _read_only(self, given: dict) -> None:
+        """Refuse a script that changed setup.run (its copy of the run's config): the protocol evaluates, compares
+        and stores the run by the run's own, so a change there (greedy evaluation, another temperature) either did
+        nothing the script meant or, read by the protocol, would measure this arm by another yardstick."""
+        changed = _first_change(given, self.cfg)
+        if changed:
+            key, new, old = changed
+            raise ConfigError(f"trainer(setup) changed setup.run: {key} {_short(new)} (the run's: {_short(old)}); "
+                              f"allowed: setup.run read only (the run's effective config, which the protocol "
+                              f"evaluates and stores the run by; a GRPOConfig setting is set in setup.args)")
+
     def run(self) -> RunLog:
         """Train to horizon x B under the protocol; its RunLog, as mcgrpo's Trainer.run returns it."""
         ledger = self.protocol.ledger
@@ -463,7 +639,11 @@ class TRLRun:
             # deprecated names each time (3 FutureWarnings a step; Python's "once" filter does not hold across
             # the warning state TRL resets): each warning is shown once
             warnings.showwarning = _shown_once(warnings.showwarning)
-            trainer = self.build(self.setup())
+            setup = self.setup()
+            start = initial(self.model, self.tokenizer)  # before the script, which may change either in place
+            trainer = self.build(setup)
+            self._read_only(setup.run)
+            same_start(trainer, start)
             self.protocol.attach(trainer)
             with counting(ledger):
                 trainer.train()

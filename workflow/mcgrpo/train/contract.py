@@ -9,19 +9,21 @@ where it ran (the training run or the gradient tests, and the iteration or batch
 `PluginError`, so the job exits with status 2, that line last in its log, and the run is never stored.
 
 What is checked (docs/plugins.md, "What is checked at run time"):
-- credit: a `Credit`, one row per completion of the batch, one finite value per generated token of each (and of
-  each extra training sequence, whose completion must be one that `ctx.engine` generated while the rule ran);
+- credit: a `Credit`, one row per completion of the batch, one finite real value per generated token of each (and
+  of each extra training sequence, whose completion must be one that `ctx.engine` generated while the rule ran);
   `tokens_generated` a whole number, >= 0, and at least what the engines the rule was given (`ctx.engine`)
   generated while it ran, which the engine counts itself (engines.Counting);
-- a selector: a `Selection` of pool indices; its groups one per chosen prompt, of the recipe's group size; its
-  discarded tokens a whole number >= 0, which with the kept groups' tokens covers what the engine generated; every
-  row it trains on one its sampler returned, as it was returned (`sampled`);
+- a selector: a `Selection` of pool indices; its groups one per chosen prompt, in order, of the recipe's group
+  size; its discarded tokens a whole number >= 0, which with the kept groups' tokens covers what the engine
+  generated; every row it trains on one its sampler returned, as it was returned (`sampled`);
 - a verifier: a bool (or 0 / 1) for every completion;
-- every call: the rollouts it was handed unchanged, and torch's global settings as it found them;
+- every call: the rollouts, arrays and Selections it was handed unchanged, and torch's global settings and
+  ctx.engine's temperature and top_p as it found them;
 - at every checkpoint: a plugin without a state_dict of its own has the attributes it was built with (else a
   resumed run, which builds it afresh, would diverge from an uninterrupted one).
 What a plugin is handed exposes only what mcgrpo.api documents: its engine (engines.Counting) samples through its
-counted generate, a selector's view (policy.SelectorView) gives features and levels, not the model nor the pool.
+counted generate (no model, no sync), its prompter (rollout.PrompterView) renders and decodes, a selector's view
+(policy.SelectorView) gives features and levels, not the model nor the pool.
 A built-in that breaks the contract is a bug in mcgrpo: the same message, as a RuntimeError with its traceback.
 """
 
@@ -29,6 +31,8 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import inspect
+import numbers
 import pickle
 import sys
 import traceback
@@ -39,6 +43,7 @@ import numpy as np
 
 from mcgrpo.core import plugins
 from mcgrpo.core.errors import Interrupted, McgrpoError, PluginError
+from mcgrpo.train.engines.base import SETTINGS
 
 _where: contextvars.ContextVar[str] = contextvars.ContextVar("mcgrpo_plugin_where", default="")
 
@@ -83,10 +88,11 @@ class Subject:
     def call(self, function: Callable, *args) -> Any:
         """`function(*args)`; a plugin's exception becomes one line naming the plugin and where it was raised (the
         original chained as its cause). mcgrpo's own errors, a preemption, and a built-in's exceptions pass as
-        they are. A call that returns must leave the rollouts among `args` and torch's global settings as it found
-        them: the trainer goes on from both (the update, the budget, the selector, the other rules of the gradient
-        tests)."""
-        before = _state(args)
+        they are. A call that returns must leave what it was handed as it found it: the rollouts, arrays and
+        Selections among `args`, ctx.engine's sampling settings and torch's global settings; the trainer goes on from
+        them (the update, the budget, the selector, the logs, the other rules of the gradient tests, evaluation)."""
+        names = _parameters(function)
+        before = _state(args, names)
         try:
             out = function(*args)
         except (McgrpoError, Interrupted):
@@ -95,7 +101,7 @@ class Subject:
             if self.builtin:
                 raise
             raise PluginError(f"{self._prefix()}: raised {type(e).__name__}: {_first_line(e)}{_origin(e)}") from e
-        changed = _changed(before, _state(args))
+        changed = _changed(before, _state(args, names))
         if changed:
             raise self.broken(f"it changed {changed}", LEAVES)
         return out
@@ -104,7 +110,8 @@ class Subject:
 LEAVES = ("its inputs as it was given them (rollouts.problems, prompts, completions, texts, scores and rewards are "
           "read-only: copy one to change it, e.g. np.array(rollouts.rewards)) and torch's global settings as it "
           "found them (default dtype, grad mode, threads, deterministic algorithms, float32 matmul precision: restore "
-          "what it sets, e.g. with torch.no_grad() or try/finally) (docs/plugins.md)")
+          "what it sets, e.g. with torch.no_grad() or try/finally), and ctx.engine's temperature and top_p (restore "
+          "what it sets for its own draws: the run samples its rollouts and evaluations with them) (docs/plugins.md)")
 ROLLOUTS = ("problems", "group_size", "prompts", "completions", "texts", "scores", "rewards")
 
 
@@ -120,6 +127,13 @@ def _settings() -> tuple:
             ("torch's float32 matmul precision", torch.get_float32_matmul_precision()))
 
 
+def _sampling(args) -> tuple:
+    """The sampling settings of the engine a credit rule is handed (ctx.engine: they reach the run's own engine, which
+    samples every later rollout and evaluation of the arm with them), as (name, value) pairs."""
+    return tuple((f"ctx.engine's {s}", getattr(a.engine, s, None)) for a in args if _has(a, "engine", "prompter")
+                 for s in SETTINGS)  # None: an engine without it (the gradient tests' memo, a test's fake)
+
+
 def _snapshot(rollouts) -> dict[str, Any]:
     """The rollouts' fields by value: lists by their (immutable) items, arrays by their bytes, the problem records
     (mutable dicts) by their repr. Cheap next to generating them."""
@@ -132,18 +146,42 @@ def _snapshot(rollouts) -> dict[str, Any]:
             "scores": tuple(array(getattr(rollouts.scores, f)) for f in sorted(vars(rollouts.scores)))}
 
 
-def _state(args) -> tuple:
-    return _settings(), [_snapshot(a) for a in args if _has(a, *ROLLOUTS)]
+def _state(args, names: list[str]) -> tuple:
+    names = [*names[:len(args)], *(f"argument {k + 1}" for k in range(len(names), len(args)))]
+    return (_settings() + _sampling(args), [_snapshot(a) for a in args if _has(a, *ROLLOUTS)],
+            [_handed(name, a) for name, a in zip(names, args) if isinstance(a, np.ndarray) or _has(a, *SELECTED)])
+
+
+def _parameters(function: Callable) -> list[str]:
+    """The names of `function`'s parameters, what a message calls its arguments ('group_means')."""
+    try:
+        return [p.name for p in inspect.signature(function).parameters.values()]
+    except (TypeError, ValueError):  # no signature (a builtin)
+        return []
+
+
+SELECTED = ("chosen", "candidates", "predicted", "features")  # a Selection's fields
+
+
+def _handed(name: str, arg) -> tuple[str, dict[str, Any]]:
+    """An array or a Selection a plugin is handed (observe's group means and the Selection trained), by value: the
+    run logs both after the call (prompts.parquet, the groups' composition, the distinct prompts trained)."""
+    def value(v) -> tuple | None:
+        return None if v is None else (np.asarray(v).dtype.str, np.shape(v), np.asarray(v).tobytes())
+    if isinstance(arg, np.ndarray):
+        return name, {"": value(arg)}
+    return name, {f: value(getattr(arg, f, None)) for f in SELECTED}
 
 
 def _changed(before: tuple, after: tuple) -> str:
     """What differs between two _state()s, in words ('' where nothing does)."""
-    (settings, rollouts), (settings_now, rollouts_now) = before, after
+    (settings, rollouts, handed), (settings_now, rollouts_now, handed_now) = before, after
     if settings and settings != settings_now:
         name, was, now = next((n, a, b) for (n, a), (_, b) in zip(settings, settings_now) if a != b)
         return f"{name} from {was} to {now} and left it so"
     return next((f"rollouts.{f} in place" for old, new in zip(rollouts, rollouts_now) for f in ROLLOUTS
-                 if old[f] != new[f]), "")
+                 if old[f] != new[f]), "") or next((f"{name}{'.' if f else ''}{f} in place" for (name, old), (_, new)
+                                                     in zip(handed, handed_now) for f in old if old[f] != new[f]), "")
 
 
 def sampled(subject: Subject, sample: Callable) -> tuple[Callable, Callable[[Any], None]]:
@@ -161,7 +199,7 @@ def sampled(subject: Subject, sample: Callable) -> tuple[Callable, Callable[[Any
         return batch
 
     def check(batch) -> None:
-        changed = _changed(((), [s for _, s in handed]), ((), [_snapshot(b) for b, _ in handed]))
+        changed = _changed(((), [s for _, s in handed], []), ((), [_snapshot(b) for b, _ in handed], []))
         if changed:
             raise subject.broken(f"it changed {changed} (of groups it sampled)", LEAVES)
         rows = {id(b.completions[r]): (b, r) for b, _ in handed for r in range(len(b.completions))}
@@ -249,9 +287,12 @@ def sequences_problem(sequences, engine) -> str:
 def values_problem(values, length: int, what: str) -> str:
     """What is wrong with `values` as the credit of `what`, `length` tokens long ('' where nothing is)."""
     try:
-        array = np.asarray(values, dtype=np.float64)
+        given = np.asarray(values)
+        array = np.asarray(given, dtype=np.float64) if _real(given) else None
     except (TypeError, ValueError, RuntimeError):  # RuntimeError: a torch tensor that requires grad
         return f"the credit of {what} is {type(values).__name__}, not numbers (a numpy array, a list of floats)"
+    if array is None:  # the cast the loss makes would drop an imaginary part, or parse text as numbers
+        return f"the credit of {what} is {given.dtype}, not real numbers (floats, ints or bools)"
     if array.ndim != 1 or len(array) != length:
         return f"{what} has {length} tokens, its credit {array.size} values" + (
             "" if array.ndim == 1 else f" in shape {array.shape}")
@@ -260,6 +301,12 @@ def values_problem(values, length: int, what: str) -> str:
         return (f"the credit of {what} is {array[bad[0]]} at token {bad[0]} ({len(bad)} of its {length} values "
                 f"not finite)")
     return ""
+
+
+def _real(array: np.ndarray) -> bool:
+    """Whether an array holds real numbers: bools, ints or floats, or Python objects that are (a Fraction)."""
+    return array.dtype.kind in "biuf" or (array.dtype.kind == "O" and
+                                           all(isinstance(v, numbers.Real) for v in array.ravel()))
 
 
 def tokens_problem(reported, least: int, field: str, generated: str) -> str:
@@ -275,7 +322,7 @@ def tokens_problem(reported, least: int, field: str, generated: str) -> str:
 
 
 SELECTION = ("a Selection of at most recipe.prompts_per_iteration pool indices (at least one trained), its groups "
-             "(a Rollouts) one per chosen prompt with the recipe's group size, and discarded tokens an int >= 0 that with the kept groups' tokens covers every token generated "
+             "(a Rollouts) one per chosen prompt, in its order, with the recipe's group size, and discarded tokens an int >= 0 that with the kept groups' tokens covers every token generated "
              "(docs/plugins.md)")
 
 
@@ -297,14 +344,15 @@ def selection(subject: Subject, out, pool_size: int, per_iteration: int):
     return out
 
 
-def groups(subject: Subject, out, group_size: int, pool_size: int, per_iteration: int, engine_generated: int):
+def groups(subject: Subject, out, group_size: int, pool: list[dict], per_iteration: int, engine_generated: int):
     """A selector's `generate` output (groups, discarded tokens, final Selection), checked against what the engine
-    generated for it."""
+    generated for it and against the pool's records (`pool`): group g is of chosen prompt g, so that what is logged,
+    observed and counted of each prompt is its own group's."""
     if not (isinstance(out, tuple) and len(out) == 3):
         raise subject.broken(f"generate returned {type(out).__name__}, not (groups, discarded tokens, Selection)",
                              SELECTION)
     batch, discarded, chosen = out
-    selection(subject, chosen, pool_size, per_iteration)
+    selection(subject, chosen, len(pool), per_iteration)
     if not len(chosen.chosen):  # an iteration that generates nothing would never reach the budget
         raise subject.broken("it trained on no prompt", SELECTION)
     if not _has(batch, "problems", "group_size", "completions", "rewards"):
@@ -314,6 +362,12 @@ def groups(subject: Subject, out, group_size: int, pool_size: int, per_iteration
         raise subject.broken(f"{len(batch.problems)} groups of {batch.group_size} ({len(batch.completions)} "
                              f"completions) for {len(chosen.chosen)} chosen prompts, group size {group_size}",
                              SELECTION)
+    other = next(((g, j) for g, (record, j) in enumerate(zip(batch.problems, chosen.chosen.tolist()))
+                  if record["problem_id"] != pool[j]["problem_id"]), None)
+    if other:
+        g, j = other
+        raise subject.broken(f"its group {g} is of problem {batch.problems[g]['problem_id']!r}, but its chosen prompt "
+                             f"{g} is pool index {j}, problem {pool[j]['problem_id']!r}", SELECTION)
     kept = batch.n_tokens
     problem = tokens_problem(discarded, engine_generated - kept, "its count of discarded tokens",
                              f"the engine generated {engine_generated} tokens for its groups, {kept} of them kept")

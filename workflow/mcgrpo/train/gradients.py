@@ -41,7 +41,7 @@ from mcgrpo.train.credit import Credit, CreditContext
 from mcgrpo.train.credit.monte_carlo import MonteCarlo
 from mcgrpo.train.loss import backward_policy_loss
 from mcgrpo.train.policy import PolicyView, frozen, log_ratio
-from mcgrpo.train.rollout import Rollouts, problem_records, sample_groups, study_prompter, study_rule
+from mcgrpo.train.rollout import PrompterView, Rollouts, problem_records, sample_groups, study_prompter, study_rule
 
 INSIDE_V = 1e-5  # ||P_perp u|| / ||u|| below this is the projection's float32 noise: the update lies in V
 MEASURES = ("inner", "sq_norm", "alignment", "share_outside_v", "projection_residual", "cos_full", "tokens",
@@ -180,7 +180,7 @@ def probe(model, tokenizer, problems: list[dict], recipe: dict, rules: dict[str,
         memo = Memo(engine)
 
         def context(tag: str, sampler=memo) -> CreditContext:
-            return CreditContext(engine=sampler, prompter=prompter, limit=r["completion_limit"],
+            return CreditContext(engine=sampler, prompter=PrompterView(prompter), limit=r["completion_limit"],
                                  verifier=r["reward_verifier"], rule=rule, advantage_eps=r["advantage_eps"],
                                  seed=(seed, f"gradient-{tag}", b), features=features,
                                  log_ratio=log_ratio_fn)

@@ -39,6 +39,30 @@ class Prompter:
         return self.tokenizer.decode(list(tokens), skip_special_tokens=True)
 
 
+class PrompterView:
+    """What a plugin is handed as ctx.prompter (mcgrpo.api.Prompter): a question's prompt ids and decoding, nothing
+    else of the run's Prompter, which renders every rollout's and evaluation's prompt (a rule that set its template,
+    chat template or tokenizer would change them for the rest of the run, this arm's evaluation included)."""
+
+    __slots__ = ("_prompter",)
+    ALLOWED = "prompter(question), prompter.decode(tokens)"
+
+    def __init__(self, prompter: Prompter):
+        object.__setattr__(self, "_prompter", prompter)
+
+    def __call__(self, question: str) -> tuple[int, ...]:
+        return self._prompter(question)
+
+    def decode(self, tokens: Sequence[int]) -> str:
+        return self._prompter.decode(tokens)
+
+    def __getattr__(self, name: str):
+        raise AttributeError(f"ctx.prompter has no attribute {name!r}; allowed: {self.ALLOWED} (docs/plugins.md)")
+
+    def __setattr__(self, name: str, value) -> None:
+        self.__getattr__(name)
+
+
 def problem_records(pool) -> list[dict]:
     """The pool's problems as plain records (mcgrpo.api.Problem), what selectors and credit rules see: a list-valued
     field (`steps`) as a list, as mcgrpo.api.rollouts_of gives it, not the numpy array a Parquet column reads as."""

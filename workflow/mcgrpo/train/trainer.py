@@ -33,7 +33,7 @@ from mcgrpo.train.entropy_kl import entropy_kl
 from mcgrpo.train.evaluation import Evaluator
 from mcgrpo.train.loss import backward_policy_loss
 from mcgrpo.train.policy import PolicyView, SelectorView, frozen, log_ratio
-from mcgrpo.train.rollout import problem_records, sample_groups, study_prompter, study_rule
+from mcgrpo.train.rollout import PrompterView, problem_records, sample_groups, study_prompter, study_rule
 
 
 @dataclass
@@ -140,7 +140,7 @@ class Trainer:
                 batch, discarded, chosen = self.generate(i, chosen)
             with self.clock.stage("credit"):
                 counted = engines.Counting(self.engine)
-                ctx = CreditContext(engine=counted, prompter=self.prompter, limit=r["completion_limit"],
+                ctx = CreditContext(engine=counted, prompter=PrompterView(self.prompter), limit=r["completion_limit"],
                                     verifier=r["reward_verifier"], rule=self.rule, advantage_eps=r["advantage_eps"],
                                     seed=(self.seed, i),
                                     features=self.features, log_ratio=self.log_ratio)
@@ -181,7 +181,7 @@ class Trainer:
         sample, as_sampled = contract.sampled(self.selector_subject, sample)
         out = contract.groups(self.selector_subject, self.selector_subject.call(self.selector.generate, i, chosen,
                                                                                  sample),
-                              r["group_size"], len(self.problems), r["prompts_per_iteration"], counted.generated)
+                              r["group_size"], self.problems, r["prompts_per_iteration"], counted.generated)
         as_sampled(out[0])
         return out
 

@@ -147,8 +147,9 @@ ZERO_IS_OUTCOME = {"length": ("lambda",), "process": ("lambda",), "path_penalty"
 def problems(key: str, spec: dict, recipe: dict, task: dict) -> list[str]:
     """What a `credit:` block at config key `key` asks that the rest of the config cannot give."""
     (name, options), = (spec or {"outcome": {}}).items()
-    if name not in plugins.BUILTIN["credit"]:
-        return plugins.check("credit", name, options, key)
+    found = plugins.check("credit", name, options, key)  # a built-in's: only that no plugin declares its name
+    if found or name not in plugins.BUILTIN["credit"]:
+        return found
     where = f"config key {key}.{name}"
     if name == "shuffled":
         inner = next(iter(options or {"outcome": {}}))

@@ -36,9 +36,10 @@ class Counting:
     """An engine that counts every token it hands back (`generated`), whoever asks: what a trainer gives a credit
     rule or a selector as its engine, so that the budget B is charged by the engine's own count, not by what a
     plugin says it sampled (mcgrpo.train.contract). It keeps what it handed back (`handed_out`: a credit rule's
-    extra training sequences must be among them) and exposes only what mcgrpo.api documents: `generate`, `sync`
-    and the sampling settings (SETTINGS), which reach the engine it wraps. Not that engine, nor its model: their
-    own generate would sample tokens that nothing counts toward B."""
+    extra training sequences must be among them) and exposes only what mcgrpo.api documents: `generate` and the
+    sampling settings (SETTINGS), which reach the engine it wraps. Not that engine, nor its model: their own generate
+    would sample tokens that nothing counts toward B; nor `sync`, which would load another model into the engine the
+    run samples its rollouts with (the gradient tests' batches after it, which nothing re-syncs)."""
 
     __slots__ = ("_engine", "generated", "_handed_out")
 
@@ -57,9 +58,6 @@ class Counting:
     def handed_out(self) -> set[int]:
         """The identities (id) of the completions it handed back, each kept alive by it."""
         return set(map(id, self._handed_out))
-
-    def sync(self, model) -> None:
-        self._engine.sync(model)
 
     def __getattr__(self, name: str):
         if name in SETTINGS:
