@@ -18,7 +18,7 @@ import torch
 
 from conftest import ROOT
 from mcgrpo.train import checkpoint, models
-from mcgrpo.core import config as study_config, layout, manifest as run_manifest, store
+from mcgrpo.core import config as study_config, layout, manifest as run_manifest, run_data, store
 from mcgrpo import studies
 from mcgrpo import data
 from mcgrpo.core.budget import budget_table
@@ -46,10 +46,10 @@ def inputs(tmp_path_factory):
     models.save(build_model(tokenizer, 32, 1, 2, 64, 96, seed=0), tokenizer, root / "model")
     store.write_parquet(budget_table("tiny", [], 6000, "config"), root / "budget.parquet")
 
-    def command(out, config=cfg, budget=root / "budget.parquet"):
+    def command(out, config=cfg, budget=root / "budget.parquet", data_dir=root / "data"):
         run = json.dumps(study_config.run_config(config, "mc_k2", 1))
         return [sys.executable, "-m", "mcgrpo", "train", "--run-json", run, "--model", str(root / "model"),
-                "--data", str(root / "data"), "--budget", str(budget), "--out", str(out)]
+                "--data", str(data_dir), "--budget", str(budget), "--out", str(out)]
     reference = root / "uninterrupted"
     done = subprocess.run(command(reference), env=ENV, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -141,6 +141,29 @@ def test_an_interrupted_run_whose_budget_changed_never_resumes(inputs, tmp_path)
                           text=True, timeout=600)
     assert done.returncode == 2, done.stderr[-3000:]
     assert "budget B changed" in done.stderr and f"Delete {out / 'checkpoints'}" in done.stderr
+    assert "Traceback" not in done.stderr and not (out / "run.json").exists()
+
+
+@pytest.mark.slow
+def test_a_run_records_its_problems_and_never_resumes_onto_other_ones(inputs, tmp_path):
+    """The data folder prepared again (here: one held-out answer changed) while a run was interrupted: before, it
+    resumed and finished half on each set of problems, and its run.json said nothing of either. Its run.json records
+    the problems it read; its checkpoints belong to them, so it refuses (exit 2), naming the folder to delete."""
+    command, reference, cfg = inputs
+    given = reference.parent / "data"
+    recorded = json.loads((reference / "run.json").read_text())["data"]
+    assert recorded == run_data.fingerprint(given, cfg["evaluation"]["sets"])
+    assert sorted(recorded) == ["eval_heldout.parquet", "pool.parquet"]
+    out = tmp_path / "run"
+    assert _interrupt(command, out, signal.SIGTERM) == 75
+    edited = tmp_path / "data"
+    shutil.copytree(given, edited)
+    heldout = store.read_contract(edited / "eval_heldout.parquet", "problems")
+    heldout.loc[0, "answer"] = "-1"
+    store.write_parquet(heldout, edited / "eval_heldout.parquet", "")
+    done = subprocess.run(command(out, data_dir=edited), env=ENV, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "the problems of its data folder" in done.stderr and f"Delete {out / 'checkpoints'}" in done.stderr
     assert "Traceback" not in done.stderr and not (out / "run.json").exists()
 
 

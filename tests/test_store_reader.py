@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -16,9 +17,9 @@ import pandas as pd
 import pytest
 
 from conftest import ROOT, SMALL_STUDY
-from mcgrpo import studies
+from mcgrpo import data, studies
 from mcgrpo.cli import main
-from mcgrpo.core import config as study_config, layout, study_runs
+from mcgrpo.core import config as study_config, layout, run_data, study_runs
 from mcgrpo.core.errors import DataError, IntegrityError
 from mcgrpo.core.store import read_parquet, write_json, write_parquet
 from test_runs import seal_run, write_run
@@ -319,4 +320,80 @@ def test_an_edited_lock_is_named_never_read(study, tmp_path, capsys, edit):
     with pytest.raises(IntegrityError, match="the lock was edited after it was written"):
         steps.contrasts_step(study, results)
     write_json(lock, results / "prereg.lock.json")
+    assert contrast(study, tmp_path, capsys)[0] == 0
+
+
+def prepare_data(cfg, edit=None) -> None:
+    """The study's data folder as prepare_data writes it; `edit(eval_sets)` changes the problems first."""
+    pool, evals = data.build(cfg["task"])
+    if edit:
+        edit(evals)
+    data.write(pool, evals, layout.data_dir(cfg), study_config.config_hash(cfg["task"]))
+
+
+def record_data(cfg, runs) -> None:
+    """Each of `runs` (arm, seed) records the problems of the data folder as it is now, as the trainer does."""
+    for arm, seed in runs:
+        folder = layout.run_dir(cfg, arm, seed)
+        write_json({"config": study_config.run_config(cfg, arm, seed),
+                    "data": run_data.fingerprint(layout.data_dir(cfg), cfg["evaluation"]["sets"])},
+                   folder / "run.json")
+        seal_run(folder)
+
+
+def one_answer_changed(evals) -> None:
+    evals["heldout"].loc[0, "answer"] = "-1"
+
+
+def test_data_prepared_again_after_the_runs_trained_is_named_and_repaired(study, tmp_path, capsys):
+    """The data folder prepared again from an edited data file (here: one answer of the held-out set changed) after
+    the runs trained, but before seeds 3 and 4 did: half the seeds scored other problems than the rest, and the
+    contrast read all four without a word. Each run records its problems; the reader holds them to the folder."""
+    runs = study_config.runs(study)
+    prepare_data(study)
+    record_data(study, [(arm, seed) for arm, seed in runs if seed <= 2])
+    prepare_data(study, one_answer_changed)
+    record_data(study, [(arm, seed) for arm, seed in runs if seed > 2])
+    status, row, err = contrast(study, tmp_path, capsys)
+    heldout = layout.data_dir(study) / "eval_heldout.parquet"
+    assert status == 2 and row is None and "Traceback" not in err
+    assert f"{heldout}: its problems hash to " in err and "runs/mc_k2/seed1/run.json trained and was evaluated on" in err
+    assert "the prepared data changed after the run trained" in err and "check-store --repair" in err
+    status, out, err = check_store(study, capsys)
+    stale = {layout.run_key(study, arm, seed) for arm, seed in runs if seed <= 2}
+    assert status == 2 and all(f"BAD {key}:" in out for key in stale) and "4 run(s) to retrain" in err
+    status, out, _ = check_store(study, capsys, "--repair")
+    assert status == 0 and not any(layout.runs_dir(study).joinpath(key).exists() for key in stale)
+    make_study(tmp_path)  # what the workflow's next run does: it trains the runs set aside, on the data it holds
+    record_data(study, [(arm, seed) for arm, seed in runs if seed <= 2])
+    assert check_store(study, capsys)[0] == 0
+    assert contrast(study, tmp_path, capsys)[0] == 0
+
+
+def test_runs_that_trained_on_different_data_are_named_where_the_data_folder_is_gone(study, tmp_path, capsys):
+    """The data folder deleted (or the runs moved without it): nothing to hold each run to, but the study's runs
+    are still held to each other."""
+    runs = study_config.runs(study)
+    prepare_data(study)
+    record_data(study, [(arm, seed) for arm, seed in runs if seed != 3])
+    prepare_data(study, one_answer_changed)
+    record_data(study, [(arm, seed) for arm, seed in runs if seed == 3])
+    shutil.rmtree(layout.data_dir(study))
+    status, _, err = contrast(study, tmp_path, capsys)
+    assert status == 2 and "runs/mc_k2/seed3/run.json: trained on eval_heldout.parquet with problems hashing to " in err
+    assert "runs/mc_k2/seed1/run.json on " in err and "trained or were evaluated on different data" in err
+    prepare_data(study)  # prepare_data again: the folder as most runs trained on it
+    status, out, _ = check_store(study, capsys)
+    assert status == 2 and f"BAD {layout.run_key(study, 'mc_k2', 3)}:" in out
+    assert f"BAD {layout.run_key(study, 'mc_k2', 1)}:" not in out
+
+
+def test_a_run_recording_its_data_reads_as_before_on_the_same_problems_written_again(study, tmp_path, capsys):
+    """The fingerprint is of the problems, not of the file's bytes: the folder prepared again to the same problems
+    (here with other Parquet metadata) is the same data."""
+    prepare_data(study)
+    record_data(study, study_config.runs(study))
+    pool = read_parquet(layout.data_dir(study) / "pool.parquet")
+    write_parquet(pool, layout.data_dir(study) / "pool.parquet", "another hash in its metadata")
+    assert check_store(study, capsys)[0] == 0
     assert contrast(study, tmp_path, capsys)[0] == 0

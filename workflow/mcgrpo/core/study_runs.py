@@ -26,7 +26,7 @@ from pathlib import Path
 from mcgrpo.core import manifest, store
 from mcgrpo.core.budget import Budget, from_table, unit
 from mcgrpo.core.errors import DataError, IntegrityError, MissingFile
-from mcgrpo.core import layout
+from mcgrpo.core import layout, run_data
 from mcgrpo.core.layout import study_run
 
 RELINK = ("python -m mcgrpo check-store --repair (it moves the index aside), then rerun the workflow: link_study "
@@ -123,15 +123,18 @@ def accepted_differences(study: str | Path, arms: list[str] | None = None, seeds
 def problems(study: str | Path, plan: dict | None = None) -> dict[str, list[str]]:
     """{arm/seed: what disagrees} over every row of the study's index (none raised); unfinished runs are
     `unfinished`'s, not here."""
-    rows, out, configs = index(study), {}, {}
+    rows, out, recorded = index(study), {}, {}
     B = budget(study) if budget_path(study).exists() else None  # a test's study may have none: nothing to hold to
     for (arm, seed), key in rows.items():
-        why, config = _row(study, arm, seed, key, B)
+        why, run = _row(study, arm, seed, key, B)
         if why:
             out.setdefault(f"{arm}/seed{seed}", []).append(why)
-        elif config is not None:
-            configs[arm, seed] = config
-    for (arm, seed), why in _arm_disagreements(study, configs, plan).items():
+        elif run is not None:
+            recorded[arm, seed] = run
+    configs = {row: run["config"].get("arm_config") for row, run in recorded.items()
+               if run["config"].get("arm_config") is not None}
+    for (arm, seed), why in [*_arm_disagreements(study, configs, plan).items(),
+                             *_data_disagreements(study, recorded).items()]:
         out.setdefault(f"{arm}/seed{seed}", []).append(why)
     return out
 
@@ -155,7 +158,7 @@ def unfinished(study: str | Path) -> dict[str, str]:
 
 
 def _row(study, arm: str, seed: int, key: str, B: Budget | None = None) -> tuple[str | None, dict | None]:
-    """(what disagrees, None) or (None, the run's arm config from its run.json, None without one)."""
+    """(what disagrees, None) or (None, the run's run.json, None without one)."""
     link, index_file = study_run(study, arm, seed), index_path(study)
     if not link.is_symlink():
         what = store.not_regular(link) or ("a file" if link.exists() else "missing")
@@ -183,7 +186,8 @@ def _row(study, arm: str, seed: int, key: str, B: Budget | None = None) -> tuple
     if run.get("identity") not in (None, sealed["identity"]):
         return (f"{link / 'run.json'}: identity {str(run['identity'])[:12]}, but its {manifest.MANIFEST} seals "
                 f"{sealed['identity'][:12]}: {manifest.RETRAIN}"), None
-    return _trained_to(study, link / "run.json", run, B), config.get("arm_config")
+    why = _trained_to(study, link / "run.json", run, B) or run_data.problem(link, run, manifest.RETRAIN)
+    return why, None if why else run
 
 
 def _trained_to(study, path: Path, run: dict, B: Budget | None) -> str | None:
@@ -225,6 +229,26 @@ def _arm_disagreements(study, configs: dict[tuple[str, int], dict], plan: dict |
                 out[arm, seed] = (f"{study_run(study, arm, seed) / 'run.json'}: trained with arm config {config}, "
                                   f"unlike {arm}/seed {seeds} ({usual or 'no config shared by most'}): {index_file} "
                                   f"reads another arm's run as {arm}: {RELINK}")
+    return out
+
+
+def _data_disagreements(study, runs: dict[tuple[str, int], dict]) -> dict[tuple[str, int], str]:
+    """Runs that recorded other problems for a data file than the study's first run recording it: seeds or arms
+    of one study trained or evaluated on different data. Each run is held to the data folder as it is now where
+    that holds the file (run_data.problem); this tells them apart where it does not (the folder deleted, or
+    moved with the runs but not the data)."""
+    out, first = {}, {}
+    for (arm, seed), run in sorted(runs.items()):
+        recorded = run.get(run_data.DATA)
+        for name, value in sorted(recorded.items()) if isinstance(recorded, dict) else ():
+            (other, then) = first.setdefault(name, ((arm, seed), value))
+            if value != then and (arm, seed) not in out:
+                out[arm, seed] = (f"{study_run(study, arm, seed) / 'run.json'}: trained on {name} with problems "
+                                  f"hashing to {str(value)[:12]}, but {study_run(study, *other) / 'run.json'} on "
+                                  f"{str(then)[:12]}: the study's runs trained or were evaluated on different data; "
+                                  f"allowed: runs of one preparation of the data: restore the study's data folder "
+                                  f"({run_data.data_folder(study_run(study, arm, seed), run)}: rerun the workflow's "
+                                  f"prepare_data) and check-store names the runs to retrain")
     return out
 
 

@@ -1,7 +1,8 @@
 """Training checkpoints that survive preemption: written atomically, verified before use.
 
 A checkpoint is a torch file plus a JSON manifest written after it (the manifest is the commit marker)
-holding the file's sha256, the iteration and the run's identity (its config and B). Loading takes the newest
+holding the file's sha256, the iteration and the run's identity (its config and B, and the problems it trains
+and is evaluated on: mcgrpo.core.run_data). Loading takes the newest
 checkpoint whose file matches its manifest, so a file damaged by a kill or a full disk falls back to the
 previous one; every fallback, resume and restart is logged.
 """
@@ -94,7 +95,8 @@ def latest(directory: str | Path, config_hash: str) -> dict[str, Any] | None:
         if manifest["config_hash"] != config_hash:
             raise CheckpointMismatch(
                 f"{path}: written by a run with identity {manifest['config_hash'][:12]}, this run's is "
-                f"{config_hash[:12]} (its config or its budget B changed); resuming would mix two runs. "
+                f"{config_hash[:12]} (its config or its budget B changed, or the problems of its data folder "
+                f"that it trains and is evaluated on); resuming would mix two runs. "
                 f"Delete {directory} to start this run over.")
         log.info(f"resuming from {path} (iteration {manifest['iteration']})")
         return torch.load(path, weights_only=False)

@@ -66,7 +66,7 @@ def train(run: dict, files: dict[str, str], names: tuple[str, str], backend: str
     from mcgrpo import data
     from mcgrpo.core.budget import from_table
     from mcgrpo.data.checks import check_run_data
-    from mcgrpo.core import run_claims
+    from mcgrpo.core import run_claims, run_data
     study, arm = names
     out = Path(files["out"])
     if run_claims.acquire(out).done:  # waits while another process trains this run (mcgrpo.core.run_claims)
@@ -80,11 +80,13 @@ def train(run: dict, files: dict[str, str], names: tuple[str, str], backend: str
     identity = study_config.run_identity(run, B)  # checkpoints of another B never resume into this run
     pool, evals = data.read(files["data"], run["evaluation"]["sets"])
     check_run_data(pool, evals, run, files["data"])
+    # the problems it trains and is evaluated on: recorded in run.json, and never resumed from a checkpoint of others
+    trained_on = run_data.fingerprint(files["data"], run["evaluation"]["sets"])
     model, tokenizer = models.load(files["model"])
     for folder in (out, out / "checkpoints"):
         store.remove_orphans(folder)
     trainer = (runner or mcgrpo_trainer)(run, model, tokenizer, pool, evals, B, out / "checkpoints", tracker, arm,
-                                         identity)
+                                         study_config.config_hash({"identity": identity, "data": trained_on}))
     trainer.stop_requested = bool(signals)
     try:
         log = trainer.run()
@@ -103,6 +105,7 @@ def train(run: dict, files: dict[str, str], names: tuple[str, str], backend: str
     write_run(out, run, B, log, model, {
         "started": history[0]["started"], "ended": history[-1]["ended"], "attempts": history,
         "tracking": backend,  # where it logged: <out>/tracking/ (mcgrpo.train.tracking)
+        run_data.DATA: trained_on,  # held to the data folder by every reader (mcgrpo.core.run_data)
         **getattr(trainer, "record", {}),  # what another trainer adds (TRL's settings that differ from the recipe)
     })
 
