@@ -16,7 +16,8 @@ folder still holds, or points at, every file its analysis reads. No study can be
 start with a letter or digit (the schema's `name` format).
 
 A task that reads files (`task.pool.path`) is hashed by its config, not by the files' contents: editing a data
-file in place is not noticed.
+file in place is not noticed here. Each run records the problems it read instead (mcgrpo.core.run_data), and a data
+folder prepared again to other problems after it trained is refused by name.
 """
 
 from __future__ import annotations
