@@ -146,13 +146,15 @@ def test_an_interrupted_run_whose_budget_changed_never_resumes(inputs, tmp_path)
 
 @pytest.mark.slow
 def test_a_run_records_its_problems_and_never_resumes_onto_other_ones(inputs, tmp_path):
-    """The data folder prepared again (here: one held-out answer changed) while a run was interrupted: before, it
+    """A run records the problems and the model it started from (mcgrpo.core.run_data). The data folder prepared again (here: one held-out answer changed) while a run was interrupted: before, it
     resumed and finished half on each set of problems, and its run.json said nothing of either. Its run.json records
     the problems it read; its checkpoints belong to them, so it refuses (exit 2), naming the folder to delete."""
     command, reference, cfg = inputs
     given = reference.parent / "data"
-    recorded = json.loads((reference / "run.json").read_text())["data"]
+    record = json.loads((reference / "run.json").read_text())
+    recorded = record["data"]
     assert recorded == run_data.fingerprint(given, cfg["evaluation"]["sets"])
+    assert record["model_sha256"] == models.fingerprint(*models.load(reference.parent / "model", "cpu"))
     assert sorted(recorded) == ["eval_heldout.parquet", "pool.parquet"]
     out = tmp_path / "run"
     assert _interrupt(command, out, signal.SIGTERM) == 75

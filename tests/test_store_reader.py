@@ -331,11 +331,12 @@ def prepare_data(cfg, edit=None) -> None:
     data.write(pool, evals, layout.data_dir(cfg), study_config.config_hash(cfg["task"]))
 
 
-def record_data(cfg, runs) -> None:
-    """Each of `runs` (arm, seed) records the problems of the data folder as it is now, as the trainer does."""
+def record_data(cfg, runs, model="a" * 64) -> None:
+    """Each of `runs` (arm, seed) records the problems of the data folder as it is now, and `model` as the
+    fingerprint of the weights it started from, as the trainer does."""
     for arm, seed in runs:
         folder = layout.run_dir(cfg, arm, seed)
-        write_json({"config": study_config.run_config(cfg, arm, seed),
+        write_json({"config": study_config.run_config(cfg, arm, seed), run_data.MODEL: model,
                     "data": run_data.fingerprint(layout.data_dir(cfg), cfg["evaluation"]["sets"])},
                    folder / "run.json")
         seal_run(folder)
@@ -380,8 +381,10 @@ def test_runs_that_trained_on_different_data_are_named_where_the_data_folder_is_
     record_data(study, [(arm, seed) for arm, seed in runs if seed == 3])
     shutil.rmtree(layout.data_dir(study))
     status, _, err = contrast(study, tmp_path, capsys)
-    assert status == 2 and "runs/mc_k2/seed3/run.json: trained on eval_heldout.parquet with problems hashing to " in err
-    assert "runs/mc_k2/seed1/run.json on " in err and "trained or were evaluated on different data" in err
+    assert status == 2 and ("runs/mc_k2/seed3/run.json: trained with the problems of eval_heldout.parquet hashing "
+                            "to ") in err
+    assert "runs/mc_k2/seed1/run.json with " in err and "(as 6 of its 8 runs)" in err
+    assert "trained or were evaluated on different inputs" in err
     prepare_data(study)  # prepare_data again: the folder as most runs trained on it
     status, out, _ = check_store(study, capsys)
     assert status == 2 and f"BAD {layout.run_key(study, 'mc_k2', 3)}:" in out
@@ -397,3 +400,20 @@ def test_a_run_recording_its_data_reads_as_before_on_the_same_problems_written_a
     write_parquet(pool, layout.data_dir(study) / "pool.parquet", "another hash in its metadata")
     assert check_store(study, capsys)[0] == 0
     assert contrast(study, tmp_path, capsys)[0] == 0
+
+
+def test_runs_that_started_from_another_model_are_named(study, tmp_path, capsys):
+    """A model folder saved over (or a hub model without a revision updated in the cache) between seeds: seed 2's
+    runs started from other weights than the rest, and were compared with them without a word."""
+    prepare_data(study)
+    runs = study_config.runs(study)
+    record_data(study, [(arm, seed) for arm, seed in runs if seed != 2])
+    record_data(study, [(arm, seed) for arm, seed in runs if seed == 2], model="b" * 64)
+    status, _, err = contrast(study, tmp_path, capsys)
+    assert status == 2 and ("runs/mc_k2/seed2/run.json: trained with the model's weights and tokenizer hashing to "
+                            "bbbbbbbbbbbb, but ") in err
+    assert "runs/mc_k2/seed1/run.json with aaaaaaaaaaaa (as 6 of its 8 runs)" in err
+    assert "mv their stored run folders into results/_shared/quarantine/" in err and "model.source.revision" in err
+    status, out, _ = check_store(study, capsys)
+    assert status == 2 and "BAD mini/mc_k2/seed2:" in out and "BAD mini/outcome/seed2:" in out
+    assert "BAD mini/mc_k2/seed1" not in out

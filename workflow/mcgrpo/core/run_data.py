@@ -25,6 +25,7 @@ from mcgrpo.core import layout, store
 from mcgrpo.core.errors import IntegrityError, MissingFile
 
 DATA = "data"  # run.json's key: {file name: fingerprint} of each data file the run read
+MODEL = "model_sha256"  # run.json's key: the fingerprint of the weights and tokenizer it started from
 
 
 def files(eval_names) -> list[str]:
@@ -50,6 +51,30 @@ def _hashed(path: Path, *stamp: int) -> str:
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
     return hashlib.sha256(sink.getvalue()).hexdigest()
+
+
+def inputs(run: dict) -> dict[str, str]:
+    """{what: fingerprint} of what run.json `run` recorded it started from: each data file, and the model."""
+    data = run.get(DATA)
+    out = {name: str(value) for name, value in sorted(data.items())} if isinstance(data, dict) else {}
+    return {**out, MODEL: str(run[MODEL])} if run.get(MODEL) is not None else out
+
+
+def describe(name: str) -> str:
+    """What an entry of `inputs` is, in a message."""
+    return "the model's weights and tokenizer" if name == MODEL else f"the problems of {name}"
+
+
+def advice(name: str, run_folder: Path, run: dict) -> str:
+    """What makes runs that disagree on `name` agree: the data folder restored or prepared again (then every run
+    is held to it, and check-store sets the others aside), or the runs from another model retrained."""
+    if name == MODEL:
+        return ("runs trained from one model: set aside those trained from the model no longer there (mv their "
+                "stored run folders into results/_shared/quarantine/) and rerun the workflow, which retrains them; "
+                "pin the model (model.source.revision, or a folder nothing writes to)")
+    return (f"runs of one preparation of the data: restore {data_folder(run_folder, run)} (or prepare it again: "
+            f"rerun the workflow), then python -m mcgrpo check-store --repair sets aside the runs trained on other "
+            f"data, and the workflow retrains them")
 
 
 def data_folder(run_folder: Path, run: dict) -> Path:

@@ -134,7 +134,7 @@ def problems(study: str | Path, plan: dict | None = None) -> dict[str, list[str]
     configs = {row: run["config"].get("arm_config") for row, run in recorded.items()
                if run["config"].get("arm_config") is not None}
     for (arm, seed), why in [*_arm_disagreements(study, configs, plan).items(),
-                             *_data_disagreements(study, recorded).items()]:
+                             *_input_disagreements(study, recorded).items()]:
         out.setdefault(f"{arm}/seed{seed}", []).append(why)
     return out
 
@@ -232,23 +232,27 @@ def _arm_disagreements(study, configs: dict[tuple[str, int], dict], plan: dict |
     return out
 
 
-def _data_disagreements(study, runs: dict[tuple[str, int], dict]) -> dict[tuple[str, int], str]:
-    """Runs that recorded other problems for a data file than the study's first run recording it: seeds or arms
-    of one study trained or evaluated on different data. Each run is held to the data folder as it is now where
-    that holds the file (run_data.problem); this tells them apart where it does not (the folder deleted, or
-    moved with the runs but not the data)."""
-    out, first = {}, {}
-    for (arm, seed), run in sorted(runs.items()):
-        recorded = run.get(run_data.DATA)
-        for name, value in sorted(recorded.items()) if isinstance(recorded, dict) else ():
-            (other, then) = first.setdefault(name, ((arm, seed), value))
-            if value != then and (arm, seed) not in out:
-                out[arm, seed] = (f"{study_run(study, arm, seed) / 'run.json'}: trained on {name} with problems "
-                                  f"hashing to {str(value)[:12]}, but {study_run(study, *other) / 'run.json'} on "
-                                  f"{str(then)[:12]}: the study's runs trained or were evaluated on different data; "
-                                  f"allowed: runs of one preparation of the data: restore the study's data folder "
-                                  f"({run_data.data_folder(study_run(study, arm, seed), run)}: rerun the workflow's "
-                                  f"prepare_data) and check-store names the runs to retrain")
+def _input_disagreements(study, runs: dict[tuple[str, int], dict]) -> dict[tuple[str, int], str]:
+    """Runs that recorded other data or another model than most of the study's runs recording them (the first
+    such run where none has a majority): seeds or arms of one study trained or evaluated on different problems, or
+    from different weights. Each run is held to its data folder as it is now where that holds the file
+    (run_data.problem); this also tells runs apart where it does not (the folder deleted, or the runs moved without
+    it), and for the model, whose files are outside the store."""
+    out = {}
+    recorded = {run: run_data.inputs(record) for run, record in sorted(runs.items())}
+    for name in sorted({name for values in recorded.values() for name in values}):
+        having = {run: values[name] for run, values in recorded.items() if name in values}
+        values = list(having.values())
+        usual = max(values, key=lambda v: (values.count(v), -values.index(v)))
+        example = next(run for run, value in having.items() if value == usual)
+        alike = f" (as {values.count(usual)} of its {len(values)} runs)" if values.count(usual) > 1 else ""
+        for (arm, seed), value in having.items():
+            if value != usual and (arm, seed) not in out:
+                link = study_run(study, arm, seed)
+                out[arm, seed] = (f"{link / 'run.json'}: trained with {run_data.describe(name)} hashing to "
+                                  f"{value[:12]}, but {study_run(study, *example) / 'run.json'} with {usual[:12]}"
+                                  f"{alike}: the study's runs trained or were evaluated on different inputs; "
+                                  f"allowed: {run_data.advice(name, link, runs[arm, seed])}")
     return out
 
 

@@ -83,10 +83,12 @@ def train(run: dict, files: dict[str, str], names: tuple[str, str], backend: str
     # the problems it trains and is evaluated on: recorded in run.json, and never resumed from a checkpoint of others
     trained_on = run_data.fingerprint(files["data"], run["evaluation"]["sets"])
     model, tokenizer = models.load(files["model"])
+    started_from = models.fingerprint(model, tokenizer)  # the weights it starts from: recorded, as the data are
     for folder in (out, out / "checkpoints"):
         store.remove_orphans(folder)
     trainer = (runner or mcgrpo_trainer)(run, model, tokenizer, pool, evals, B, out / "checkpoints", tracker, arm,
-                                         study_config.config_hash({"identity": identity, "data": trained_on}))
+                                         study_config.config_hash({"identity": identity, "data": trained_on,
+                                                                   "model": started_from}))
     trainer.stop_requested = bool(signals)
     try:
         log = trainer.run()
@@ -106,6 +108,7 @@ def train(run: dict, files: dict[str, str], names: tuple[str, str], backend: str
         "started": history[0]["started"], "ended": history[-1]["ended"], "attempts": history,
         "tracking": backend,  # where it logged: <out>/tracking/ (mcgrpo.train.tracking)
         run_data.DATA: trained_on,  # held to the data folder by every reader (mcgrpo.core.run_data)
+        run_data.MODEL: started_from,  # and the study's runs to each other
         **getattr(trainer, "record", {}),  # what another trainer adds (TRL's settings that differ from the recipe)
     })
 

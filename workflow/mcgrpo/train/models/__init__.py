@@ -37,6 +37,25 @@ def load(path: str | Path, on=None):
     return model, tokenizer
 
 
+def fingerprint(model, tokenizer) -> str:
+    """sha256 of the weights and tokenizer a run starts from, as loaded (names, dtypes, shapes and bytes of every
+    tensor; the vocabulary and chat template): a model folder saved over, or a hub model without a revision
+    updated in the cache, between two runs of one study gives them other values (mcgrpo.core.run_data). One
+    tensor at a time on the CPU: a large model's weights are never copied whole."""
+    import hashlib
+    import json
+
+    import torch
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        flat = tensor.detach().to("cpu").contiguous().view(-1)
+        digest.update(f"{name}:{flat.dtype}:{tuple(tensor.shape)};".encode())
+        digest.update(flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b"")
+    digest.update(json.dumps([sorted(tokenizer.get_vocab().items()), getattr(tokenizer, "chat_template", None)],
+                             default=str).encode())
+    return digest.hexdigest()
+
+
 def save(model, tokenizer, path: str | Path) -> Path:
     """Write the model folder next to its destination, then rename it into place."""
     from mcgrpo.core.store import atomic
