@@ -417,3 +417,49 @@ def test_runs_that_started_from_another_model_are_named(study, tmp_path, capsys)
     status, out, _ = check_store(study, capsys)
     assert status == 2 and "BAD mini/mc_k2/seed2:" in out and "BAD mini/outcome/seed2:" in out
     assert "BAD mini/mc_k2/seed1" not in out
+
+
+def timed_contrast(cfg, tmp_path, capsys, basis="time") -> tuple[int, pd.Series | None, str]:
+    """`mcgrpo contrast` mc_k2 against outcome on `basis`: (exit status, its row, stderr)."""
+    out = tmp_path / "contrast.parquet"
+    out.unlink(missing_ok=True)
+    status = main(["contrast", "--results", str(layout.study_dir(cfg)), "--a", "mc_k2", "--b", "outcome",
+                   "--basis", basis, "--resamples", "50", "--out", str(out)])
+    err = capsys.readouterr().err
+    return status, read_parquet(out).iloc[0] if status == 0 else None, err
+
+
+def rewrite_evals(cfg, arm, seed, column, values) -> None:
+    """A run's evals.parquet with `column` set to `values` by its writer (sealed): what an ingested run's
+    trainer_state.json gives, where it logged a negative step_time or completion length."""
+    folder = layout.run_dir(cfg, arm, seed)
+    evals = read_parquet(folder / "evals.parquet").sort_values("eval_index")
+    evals[column] = values
+    write_parquet(evals, folder / "evals.parquet", "")
+    seal_run(folder)
+
+
+@pytest.mark.parametrize("column, values, basis", [
+    ("train_seconds", [0.0, 2.0, -1.0, 6.0], "time"),  # step_time -3 at an ingested run's third step
+    ("tokens_total", [0, 50, 20, 150], "tokens"),  # a negative completions/mean_length
+    ("updates", [0, 2, 1, 3], "updates"),
+])
+def test_a_run_whose_coordinates_fall_is_refused_not_interpolated(study, tmp_path, capsys, column, values, basis):
+    """An evaluation's clock, token count or updates below the one before it: the reading at equal time (tokens,
+    updates) interpolated between evaluations out of order, and the contrast gave a number."""
+    rewrite_evals(study, "mc_k2", 2, column, values)
+    status, row, err = timed_contrast(study, tmp_path, capsys, basis)
+    evals = layout.study_dir(study) / "runs" / "mc_k2" / "seed2" / "evals.parquet"
+    assert status == 2 and row is None and "Traceback" not in err
+    assert f"{evals}: {column} falls from {values[1]} to {values[2]} at evaluation 2 of heldout" in err
+    assert "allowed: coordinates that never fall" in err
+
+
+def test_a_run_without_a_clock_at_b_is_refused_on_the_time_basis(study, tmp_path, capsys):
+    """The base's clock unknown at its B evaluation (an ingested run whose last steps logged no step_time): A was
+    read at its own time at B, as if the base's were known."""
+    rewrite_evals(study, "outcome", 2, "train_seconds", [0.0, 2.0, np.nan, np.nan])
+    status, _, err = timed_contrast(study, tmp_path, capsys)
+    assert status == 2 and "runs/outcome/seed2/evals.parquet: train_seconds unknown (NaN) at evaluation 2 of " \
+                           "heldout" in err
+    assert timed_contrast(study, tmp_path, capsys, "tokens")[0] == 0  # its other bases still read

@@ -104,7 +104,7 @@ def positions(basis: str, a: Run, b: Run, B: int) -> tuple[str, float, int, floa
         ua, ub = a.coords(column)[end_a - 1], b.coords(column)[end_b - 1]
         at = min(ua, ub)  # the base at A's count where it reaches it, else A at the base's count
         return column, at, end_a, at, end_b, "b" if ua <= ub else "a"
-    time_a, time_b = a.coords(a.time), b.coords(b.time)
+    time_a, time_b = _clocked(a, len(a.evals) if basis == "time_c" else end_a), _clocked(b, end_b)
     if basis == "time":
         at = min(time_a[end_a - 1], time_b[end_b - 1])
         return a.time, at, end_a, at, end_b, "b" if time_a[end_a - 1] <= time_b[end_b - 1] else "a"
@@ -113,6 +113,20 @@ def positions(basis: str, a: Run, b: Run, B: int) -> tuple[str, float, int, floa
         raise DataError(f"run {a.name} ends at {time_a[-1]:.1f} s of training, before T_c = {at:.1f} s "
                          f"({b.name} at B): train it past B (budget.horizon) or leave out basis time_c")
     return a.time, at, len(time_a), at, end_b, "a"
+
+
+def _clocked(run: Run, end: int) -> np.ndarray:
+    """`run`'s clock, refused where it is unknown (NaN) at any of its first `end` evaluations, which a time basis
+    reads it along: its time at B unknown, a contrast would read the other arm at its own time as if it were
+    known (min() of a number and NaN is the number)."""
+    clock = run.coords(run.time)
+    unknown = np.flatnonzero(np.isnan(clock[:end]))
+    if len(unknown):
+        raise DataError(f"{run.source or run.name}: {run.time} unknown (NaN) at evaluation "
+                        f"{run.evals['eval_index'].iloc[unknown[0]]} of {run.eval_set}, which a time basis reads; "
+                        f"allowed: a run timed at every evaluation up to B (an ingested run: a log with step_time at "
+                        f"every step), or the other bases (analysis.bases without time and time_c)")
+    return clock
 
 
 def paired(runs: dict[tuple[str, int, str], Run], a: str, b: str, basis: str, metric: str,
