@@ -126,12 +126,11 @@ def build(root: Path, studies: int, scale: Scale) -> list[tuple[dict, Path]]:
         store.write_parquet(pd.DataFrame({"model": ["synthetic"], "iteration": [0], "tokens_generated": [B // 48],
                                           "B": [B]}), results / "calibration" / "budget.parquet")
         # As link_study leaves a study: each run stored once (here under <root>/_store), linked from the study's
-        # runs/<arm>/seed<N> and listed in runs/store.parquet, the index every analysis step reads the runs from
-        # (each under its key: the steps hold the index to the runs the config trains).
-        rows, keys = {}, layout.run_keys(cfg)
+        # runs/<arm>/seed<N> and listed in runs/store.parquet, the index every analysis step reads the runs from.
+        rows = {}
         for j, arm in enumerate(cfg["arms"]):
             for seed in cfg["seeds"]:
-                stored = root / "_store" / cfg["study"] / keys[arm, seed]
+                stored = root / "_store" / cfg["study"] / f"{arm}-seed{seed}"
                 write_run(stored, rng, 1.0 - 0.1 * j, start + timedelta(hours=1), scale,
                           study_config.run_config(cfg, arm, seed))
                 layout.link(layout.study_run(results, arm, seed), stored)

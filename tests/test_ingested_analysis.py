@@ -129,7 +129,7 @@ def test_runs_stored_with_recipe_differences_accepted_are_named_in_every_table_a
     rng = np.random.default_rng(0)
     keys = {1: ["train_batch_size", "learning_rate"], 2: ["train_batch_size"], 3: []}  # seed 3: the recipe's own
     for arm, seed in study_config.runs(cfg):
-        run_dir = linked_run(root, arm, seed, cfg=cfg)
+        run_dir = linked_run(root, arm, seed)
         write_run(run_dir, rng.random((4, 6, 2)) < np.linspace(0.3, 0.6, 4)[:, None, None], eval_sets=("heldout",))
         write_parquet(pd.DataFrame({c: np.arange(1, 9) * (25 if c == "tokens_total" else 1)
                                     for c in COLUMNS["iterations"]}), run_dir / "iterations.parquet")

@@ -36,13 +36,11 @@ def write_run(folder, correct, eval_sets=("test",), shuffle=True, identity="", *
     return samples, evals
 
 
-def linked_run(root, arm, seed, folder=None, cfg=None):
+def linked_run(root, arm, seed, folder=None):
     """The folder a test writes run (arm, seed) of study folder `root` into: its own (or `folder`, a run another
     arm shares), in a store beside the study, linked from runs/<arm>/seed<N> and listed in runs/store.parquet, as
-    link_study leaves a study; named by its key in the store where the study's config `cfg` is given (the analysis
-    steps hold the index to the config they analyse)."""
-    name = layout.run_key(cfg, arm, seed) if cfg else f"{arm}-seed{seed}"
-    folder = folder or root.parent / f"{root.name}-store" / name
+    link_study leaves a study."""
+    folder = folder or root.parent / f"{root.name}-store" / f"{arm}-seed{seed}"
     layout.link(layout.study_run(root, arm, seed), folder)
     index = study_runs.index_path(root)
     rows = {run: (key, "c") for run, key in study_runs.index(root).items()} if index.exists() else {}

@@ -33,7 +33,7 @@ def study_folder(root, correct, seeds=(1, 2, 3), **columns):
                   root / "calibration" / "budget.parquet")
     write_json(prereg.make_lock(cfg, datetime(2025, 1, 1, tzinfo=timezone.utc)), root / "prereg.lock.json")
     for arm, seed in study_config.runs(cfg):
-        folder = linked_run(root, arm, seed, cfg=cfg)
+        folder = linked_run(root, arm, seed)
         write_run(folder, correct(arm, seed), eval_sets=("heldout",), **columns)
         write_json({"started": "2025-01-02T00:00:00+00:00", "config": study_config.run_config(cfg, arm, seed)},
                    folder / "run.json")

@@ -13,7 +13,7 @@ import pandas as pd
 
 from mcgrpo.analysis import (along, bases, breakdown, contrasts, curves, drift, efficiency, figures, informative,
                              power, prereg, robustness, runs, summary, tables, verifiers)
-from mcgrpo.core import layout, manifest, store, study_runs
+from mcgrpo.core import manifest, store, study_runs
 from mcgrpo.core import config as study_config
 from mcgrpo.core.errors import ConfigError, DataError, IntegrityError
 from mcgrpo.core.layout import study_dir
@@ -23,27 +23,20 @@ from mcgrpo.analysis.plan import keys
 budget = study_runs.budget  # B of calibration/budget.parquet, which every run read through study_runs is held to
 
 
-def _linked(cfg: dict, results: Path) -> Path:
-    """`results`, once its index links each run of the plan to the stored run `cfg` trains for it: every reader
-    of a step's runs goes through this (study_runs.held_to)."""
-    study_runs.held_to(results, layout.run_keys(cfg))
-    return results
-
-
-def _runs(cfg: dict, results: Path, samples: bool = True, arms: list[str] | None = None) -> dict:
-    return runs.load(_linked(cfg, results), list(cfg["arms"]) if arms is None else arms, cfg["seeds"],
-                     cfg["evaluation"]["sets"], samples, cfg["analysis"]["clock"], cfg["arms"])
+def _runs(cfg: dict, results: Path, samples: bool = True) -> dict:
+    return runs.load(results, list(cfg["arms"]), cfg["seeds"], cfg["evaluation"]["sets"], samples,
+                     cfg["analysis"]["clock"], cfg["arms"])
 
 
 def _folders(cfg: dict, results: Path) -> dict[tuple[str, int], Path]:
     """Every run's folder of the plan (arms x seeds), checked by the one reader of a study's runs."""
-    return study_runs.folders(_linked(cfg, results), list(cfg["arms"]), cfg["seeds"], cfg["arms"])
+    return study_runs.folders(results, list(cfg["arms"]), cfg["seeds"], cfg["arms"])
 
 
 def _accepted(cfg: dict, results: Path) -> dict[str, dict[int, list[str]]]:
     """{arm: {seed: keys}} of the plan's runs stored with recipe differences accepted (run.json, through the one
     reader of a study's runs): every table and the summary that use them say so."""
-    return study_runs.accepted_differences(_linked(cfg, results), list(cfg["arms"]), cfg["seeds"], cfg["arms"])
+    return study_runs.accepted_differences(results, list(cfg["arms"]), cfg["seeds"], cfg["arms"])
 
 
 def _write(df: pd.DataFrame, results: Path, name: str, cfg: dict) -> Path:
@@ -222,7 +215,7 @@ def hardware(cfg: dict, results: Path) -> str | None:
     """Where the runs were timed, from their run.json: 'NVIDIA H100' or 'CPU (x86_64), 2 threads' (every
     distinct one, in run order); None where no run records it."""
     seen = []
-    for run in study_runs.records(_linked(cfg, results), list(cfg["arms"]), cfg["seeds"], cfg["arms"]).values():
+    for run in study_runs.records(results, list(cfg["arms"]), cfg["seeds"], cfg["arms"]).values():
         h = run.get("hardware")
         if h:
             threads = f"{h['threads']} thread{'s' if h['threads'] != 1 else ''}"
@@ -278,7 +271,8 @@ def power_note(margin: float, alpha: float) -> str:
 def _floors(cfg: dict, results: Path) -> list[str]:
     """Warnings where a base arm scored 0 at its first evaluation in every seed (analysis/informative.py)."""
     bases = sorted({b for _, b in study_config.pairs(cfg)})
-    loaded = _runs(cfg, results, samples=False, arms=bases)
+    loaded = runs.load(results, bases, cfg["seeds"], cfg["evaluation"]["sets"], False, cfg["analysis"]["clock"],
+                       cfg["arms"])
     return informative.floors_at_start(runs.evals_frame(loaded), bases, cfg["analysis"]["metrics"][0],
                                        cfg["evaluation"]["sets"])
 

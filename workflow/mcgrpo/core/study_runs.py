@@ -93,22 +93,6 @@ def folders(study: str | Path, arms: list[str] | None = None, seeds: list[int] |
     return {(arm, seed): study_run(study, arm, seed) for arm, seed in wanted}
 
 
-def held_to(study: str | Path, keys: dict[tuple[str, int], str]) -> None:
-    """Refuse a study folder whose index links an (arm, seed) of `keys` (the stored run the analysed config trains
-    for it: layout.run_keys) to another stored run. The index, links, manifests and run.json agree with each other
-    whatever config wrote them; the arm configs are held to the plan, but a study-wide key (recipe, task, model,
-    budget) is in no arm's config: a step run by hand with an edited config, or with another study's results folder
-    (two configs under one study name), read runs another config trained, without a word."""
-    rows, index_file = index(study), index_path(study)
-    for (arm, seed), key in sorted(keys.items()):
-        if rows.get((arm, seed), key) != key:
-            raise IntegrityError(f"{index_file}: links {arm}/seed{seed} to stored run {rows[arm, seed]}, but the "
-                                 f"config analysed trains it as {key}: the study's runs were linked for another "
-                                 f"config (the config edited since, another study's results folder, or two configs "
-                                 f"under one study name); allowed: the runs of the config analysed: rerun the "
-                                 f"workflow with it (link_study relinks the study, and it trains the runs it lacks)")
-
-
 def records(study: str | Path, arms: list[str] | None = None, seeds: list[int] | None = None,
             plan: dict | None = None) -> dict[tuple[str, int], dict]:
     """{(arm, seed): run.json} of the runs `folders` returns, each checked against its manifest; a run written
