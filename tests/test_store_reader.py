@@ -40,8 +40,7 @@ def make_study(root, seeds=(1, 2, 3, 4)) -> dict:
         write_run(folder, rng.random((4, 6, 2)) < skill, eval_sets=("heldout",))
         write_json({"config": study_config.run_config(cfg, arm, seed)}, folder / "run.json")
         seal_run(folder)
-    write_parquet(pd.DataFrame({"model": ["tiny"], "iteration": [0], "tokens_generated": [10], "B": [B]}),
-                  layout.budget_path(cfg))
+    write_budget(cfg, B)
     relink(cfg)
     return cfg
 
@@ -272,8 +271,9 @@ def test_the_reader_picks_exactly_the_plans_runs_on_a_clean_store(study):
 
 
 def write_budget(cfg, value: int) -> None:
+    """B of the study's calibration, as the calibrate rule writes it (with the calibration's hash)."""
     write_parquet(pd.DataFrame({"model": ["tiny"], "iteration": [0], "tokens_generated": [10], "B": [value]}),
-                  layout.budget_path(cfg))
+                  layout.budget_path(cfg), study_config.config_hash(study_config.calibration_config(cfg)))
 
 
 def test_a_budget_changed_after_the_runs_trained_is_named_never_read_at(study, tmp_path, capsys):
@@ -463,3 +463,19 @@ def test_a_run_without_a_clock_at_b_is_refused_on_the_time_basis(study, tmp_path
     assert status == 2 and "runs/outcome/seed2/evals.parquet: train_seconds unknown (NaN) at evaluation 2 of " \
                            "heldout" in err
     assert timed_contrast(study, tmp_path, capsys, "tokens")[0] == 0  # its other bases still read
+
+
+def test_a_budget_copied_from_another_calibration_is_refused(study, tmp_path, capsys):
+    """calibrations/<key>/budget.parquet replaced by another calibration's (here: B 50 where the study's
+    calibration gave 100) before the runs trained: every run trained to it and recorded it, so the reader's check
+    against run.json found nothing, and the study read every arm at another B than its config calibrates. The
+    file carries the hash of the calibration it was written for, the folder's name."""
+    other = {**study, "budget": {**study["budget"], "multiplier": study["budget"]["multiplier"] * 2}}
+    write_parquet(pd.DataFrame({"model": ["tiny"], "iteration": [0], "tokens_generated": [10], "B": [50]}),
+                  layout.budget_path(study), study_config.config_hash(study_config.calibration_config(other)))
+    with pytest.raises(IntegrityError, match=rf"{layout.budget_path(study)}: written for calibration "
+                                             rf"{layout.calibration_key(other)}, but filed as calibration "
+                                             rf"{layout.calibration_key(study)}: copied from another calibration"):
+        study_runs.read_budget(layout.budget_path(study))
+    status, _, err = contrast(study, tmp_path, capsys)
+    assert status == 2 and f"written for calibration {layout.calibration_key(other)}" in err

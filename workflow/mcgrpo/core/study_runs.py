@@ -44,7 +44,25 @@ def budget_path(study: str | Path) -> Path:
 def budget(study: str | Path) -> Budget:
     """B, as the study's calibration/budget.parquet records it: generated tokens, or iterations (an equal-iteration
     study). Every run that records the B it trained to is held to it (`problems`): read the runs through `folders`."""
-    return from_table(store.read_contract(budget_path(study), "budget"))
+    return read_budget(budget_path(study))
+
+
+def read_budget(path: str | Path) -> Budget:
+    """B of a budget.parquet, once a file filed in the store's calibrations/<key>/ (links followed) is known to be
+    that calibration's: the calibrate rule writes it with the hash of the calibration's config, whose first 12
+    characters name the folder. Another calibration's file copied there would have every run train to, and record,
+    another B than the config calibrates, which holding the runs to it could not tell."""
+    path = Path(path)
+    table = store.read_contract(path, "budget")
+    folder = path.resolve().parent
+    if folder.parent.name == "calibrations":
+        found = store.parquet_metadata(path).get("config_hash", "")[:12]
+        if found != folder.name:
+            raise IntegrityError(f"{path}: written for calibration {found or '(none)'}, but filed as calibration "
+                                 f"{folder.name}: copied from another calibration, or written by hand; allowed: the "
+                                 f"file the calibrate rule writes there (move it away and rerun the workflow: it "
+                                 f"calibrates again; a B of your own is budget.tokens in the config)")
+    return from_table(table)
 
 
 def index(study: str | Path) -> dict[tuple[str, int], str]:

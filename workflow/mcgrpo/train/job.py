@@ -64,9 +64,8 @@ def train(run: dict, files: dict[str, str], names: tuple[str, str], backend: str
     import torch
     from mcgrpo.train import attempts, models, requeue, tracking
     from mcgrpo import data
-    from mcgrpo.core.budget import from_table
     from mcgrpo.data.checks import check_run_data
-    from mcgrpo.core import run_claims, run_data
+    from mcgrpo.core import run_claims, run_data, study_runs
     study, arm = names
     out = Path(files["out"])
     if run_claims.acquire(out).done:  # waits while another process trains this run (mcgrpo.core.run_claims)
@@ -76,7 +75,7 @@ def train(run: dict, files: dict[str, str], names: tuple[str, str], backend: str
     for entry in history[:-1]:
         print(f"earlier: {attempts.describe(entry)}", file=sys.stderr)
     torch.set_num_threads(run["recipe"]["threads"])
-    B = from_table(store.read_contract(files["budget"], "budget"))
+    B = study_runs.read_budget(files["budget"])  # the file of its calibration, never another's copied there
     identity = study_config.run_identity(run, B)  # checkpoints of another B never resume into this run
     pool, evals = data.read(files["data"], run["evaluation"]["sets"])
     check_run_data(pool, evals, run, files["data"])
