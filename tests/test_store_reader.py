@@ -394,12 +394,31 @@ def test_runs_that_trained_on_different_data_are_named_where_the_data_folder_is_
 def test_a_run_recording_its_data_reads_as_before_on_the_same_problems_written_again(study, tmp_path, capsys):
     """The fingerprint is of the problems, not of the file's bytes: the folder prepared again to the same problems
     (here with other Parquet metadata) is the same data."""
+    import pyarrow.parquet as pq
     prepare_data(study)
     record_data(study, study_config.runs(study))
-    pool = read_parquet(layout.data_dir(study) / "pool.parquet")
-    write_parquet(pool, layout.data_dir(study) / "pool.parquet", "another hash in its metadata")
+    path = layout.data_dir(study) / "pool.parquet"
+    before = path.read_bytes()
+    table = pq.read_table(path)
+    pq.write_table(table.replace_schema_metadata({**table.schema.metadata, b"written_by": b"another pyarrow"}), path,
+                   compression="gzip")
+    assert path.read_bytes() != before
     assert check_store(study, capsys)[0] == 0
     assert contrast(study, tmp_path, capsys)[0] == 0
+
+
+def test_a_data_folder_of_another_task_copied_in_is_refused(study, tmp_path, capsys):
+    """results/_shared/data/<key>/ replaced by another task's prepared data (here: another task seed) before any run
+    trained: every run would train and be evaluated on the same other problems, so the runs agree with each other
+    and with the folder. Its files carry the hash of the task they were prepared for, the folder's name."""
+    other = {**study, "task": {**study["task"], "seed": study["task"]["seed"] + 1}}
+    prepare_data(other)
+    shutil.copytree(layout.data_dir(other), layout.data_dir(study))
+    with pytest.raises(IntegrityError, match=rf"{layout.data_dir(study)}/pool.parquet: written for prepared data "
+                                             rf"{layout.data_dir(other).name}, but filed as prepared data "
+                                             rf"{layout.data_dir(study).name}: copied from another prepared data "
+                                             rf"folder"):
+        run_data.fingerprint(layout.data_dir(study), study["evaluation"]["sets"])
 
 
 def test_runs_that_started_from_another_model_are_named(study, tmp_path, capsys):

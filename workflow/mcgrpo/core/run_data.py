@@ -39,7 +39,7 @@ def fingerprint(folder: str | Path, eval_names) -> dict[str, str]:
 
 
 def _problems_hash(path: Path) -> str:
-    s = store.regular(path).stat()
+    s = store.regular(layout.filed(path)).stat()
     return _hashed(path, s.st_ino, s.st_size, s.st_mtime_ns, s.st_ctime_ns)
 
 

@@ -48,21 +48,10 @@ def budget(study: str | Path) -> Budget:
 
 
 def read_budget(path: str | Path) -> Budget:
-    """B of a budget.parquet, once a file filed in the store's calibrations/<key>/ (links followed) is known to be
-    that calibration's: the calibrate rule writes it with the hash of the calibration's config, whose first 12
-    characters name the folder. Another calibration's file copied there would have every run train to, and record,
-    another B than the config calibrates, which holding the runs to it could not tell."""
-    path = Path(path)
-    table = store.read_contract(path, "budget")
-    folder = path.resolve().parent
-    if folder.parent.name == "calibrations":
-        found = store.parquet_metadata(path).get("config_hash", "")[:12]
-        if found != folder.name:
-            raise IntegrityError(f"{path}: written for calibration {found or '(none)'}, but filed as calibration "
-                                 f"{folder.name}: copied from another calibration, or written by hand; allowed: the "
-                                 f"file the calibrate rule writes there (move it away and rerun the workflow: it "
-                                 f"calibrates again; a B of your own is budget.tokens in the config)")
-    return from_table(table)
+    """B of a budget.parquet, once one filed in the store's calibrations/<key>/ is known to be that calibration's
+    (layout.filed): another calibration's copied there would have every run train to, and record, another B than
+    its config calibrates, which holding the runs to it could not tell."""
+    return from_table(store.read_contract(layout.filed(path), "budget"))
 
 
 def index(study: str | Path) -> dict[tuple[str, int], str]:
