@@ -203,6 +203,37 @@ def test_a_checkpoint_of_another_config_is_refused(study, world, tmp_path):
         _trainer(study, world, tmp_path, config_hash="h2").run()
 
 
+@pytest.mark.parametrize("named", ["../results.parquet", "ckpt-00000002.pt"])
+def test_a_checkpoint_manifest_naming_another_file_is_skipped_and_never_deletes_it(tmp_path, caplog, named):
+    """A checkpoint's manifest (ckpt-N.json) whose `file` names another file (edited, or copied beside the wrong
+    checkpoint): before, resuming loaded that file as checkpoint N, and the next save, dropping checkpoint N as an
+    old one, deleted it: a file outside the folder, or another checkpoint. A manifest belongs to the checkpoint of its
+    own name: it is skipped otherwise, and a save deletes only checkpoint files by their own names."""
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    victim = tmp_path / "results.parquet"
+    victim.write_bytes(b"a run's result")
+    for iteration in (1, 2):
+        checkpoint.save({"next_iteration": iteration}, folder, iteration, "h1")
+    first = folder / "ckpt-00000001.json"
+    target = folder / named
+    manifest = store.read_json(first)
+    store.write_json({**manifest, "file": named, "sha256": checkpoint._sha256(target)}, first)
+    with caplog.at_level("INFO", logger="mcgrpo"):
+        assert checkpoint.latest(folder, "h1")["next_iteration"] == 2  # the newest, whose manifest is its own
+    for iteration in (3, 4):
+        checkpoint.save({"next_iteration": iteration}, folder, iteration, "h1")
+    assert victim.read_bytes() == b"a run's result"
+    assert sorted(p.name for p in folder.iterdir()) == ["ckpt-00000003.json", "ckpt-00000003.pt",
+                                                        "ckpt-00000004.json", "ckpt-00000004.pt"]
+    (folder / "ckpt-00000004.pt").write_bytes(b"")  # the newest damaged: the fallback is the next, by its own name
+    store.write_json({**store.read_json(folder / "ckpt-00000003.json"), "file": "ckpt-00000004.pt"},
+                     folder / "ckpt-00000003.json")
+    with caplog.at_level("INFO", logger="mcgrpo"):
+        assert checkpoint.latest(folder, "h1") is None
+    assert "ckpt-00000003.json names ckpt-00000004.pt, not its own checkpoint ckpt-00000003.pt" in caplog.text
+
+
 WRITER = """
 import sys, numpy as np, pandas as pd
 from mcgrpo.core import store

@@ -56,8 +56,8 @@ def save(state: dict[str, Any], directory: str | Path, iteration: int, config_ha
         torch.save(state, tmp)
     write_json({"file": path.name, "sha256": _sha256(path), "iteration": iteration,
                 "config_hash": config_hash}, path.with_suffix(".json"))
-    for old in _manifests(directory)[KEEP:]:
-        (directory / read_json(old)["file"]).unlink(missing_ok=True)
+    for old in _manifests(directory)[KEEP:]:  # each by its own name, never by what its manifest says
+        old.with_suffix(".pt").unlink(missing_ok=True)
         old.unlink(missing_ok=True)
     return path
 
@@ -71,9 +71,12 @@ def _damage(manifest_path: Path) -> tuple[dict | None, str]:
     """(the manifest, '') of an intact checkpoint, else (None, what is wrong with it)."""
     try:
         manifest = read_json(manifest_path)
-        path = manifest_path.parent / manifest["file"]
+        named, _, _ = manifest["file"], manifest["config_hash"], manifest["sha256"]
     except (ValueError, KeyError, TypeError, OSError) as e:
         return None, f"unreadable manifest ({type(e).__name__})"
+    path = manifest_path.with_suffix(".pt")
+    if named != path.name:  # edited, or copied beside another checkpoint: it vouches for another file
+        return None, f"{manifest_path.name} names {named}, not its own checkpoint {path.name}"
     if not path.exists():
         return None, f"{path.name} is missing"
     if _sha256(path) != manifest["sha256"]:
