@@ -498,3 +498,19 @@ def test_a_budget_copied_from_another_calibration_is_refused(study, tmp_path, ca
         study_runs.read_budget(layout.budget_path(study))
     status, _, err = contrast(study, tmp_path, capsys)
     assert status == 2 and f"written for calibration {layout.calibration_key(other)}" in err
+
+
+def test_seeds_that_scored_different_problems_are_refused(study, tmp_path, capsys):
+    """Seed 2 of both arms evaluated on other problems than the other seeds (an evaluation set prepared again
+    between seeds, in runs that record no data: trained before runs recorded it, or ingested): each seed's two arms
+    scored the same problems, so the pair check passed, and the crossed bootstrap resampled problem j of every seed
+    as one problem."""
+    for arm in ("mc_k2", "outcome"):
+        folder = layout.run_dir(study, arm, 2)
+        samples = read_parquet(folder / "samples.parquet")
+        samples["problem_id"] = samples["problem_id"].str.replace("heldout-", "other-")
+        write_parquet(samples, folder / "samples.parquet")
+        seal_run(folder)
+    status, row, err = contrast(study, tmp_path, capsys)
+    assert status == 2 and row is None
+    assert "runs mc_k2/seed2 and mc_k2/seed1 scored different problems on heldout" in err

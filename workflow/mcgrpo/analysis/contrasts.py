@@ -136,13 +136,19 @@ def paired(runs: dict[tuple[str, int, str], Run], a: str, b: str, basis: str, me
     """
     seeds = sorted({s for arm, s, e in runs if arm == a and e == eval_set}
                    & {s for arm, s, e in runs if arm == b and e == eval_set})
-    rows, tables = [], []
+    rows, tables, first = [], [], None
     for seed in seeds:
         run_a, run_b = runs[a, seed, eval_set], runs[b, seed, eval_set]
         column, at_a, end_a, at_b, end_b, moved = positions(basis, run_a, run_b, B)
         (score_a, per_problem), (score_b, _) = run_a.scores(metric), run_b.scores(metric)
-        if per_problem and not np.array_equal(run_a.problems, run_b.problems):
-            raise DataError(f"runs {run_a.name} and {run_b.name} scored different problems on {eval_set}")
+        first = first or run_a
+        # every seed's problem j is one problem: the crossed bootstrap resamples the columns of all seeds together
+        for other in (run_b, first) if per_problem else ():
+            if not np.array_equal(run_a.problems, other.problems):
+                raise DataError(f"runs {run_a.name} and {other.name} scored different problems on {eval_set} (the "
+                                f"evaluation set prepared again between them); allowed: runs evaluated on one set "
+                                f"of problems: retrain those evaluated on another (move their stored run folders "
+                                f"into results/_shared/quarantine/ and rerun the workflow)")
         va, clamped_a = read_at(run_a.coords(column)[:end_a], score_a[:end_a], at_a)
         vb, clamped_b = read_at(run_b.coords(column)[:end_b], score_b[:end_b], at_b)
         rows.append({"contrast": name(a, b), "basis": basis, "metric": metric, "eval_set": eval_set,
