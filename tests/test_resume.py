@@ -169,6 +169,26 @@ def test_a_run_records_its_problems_and_never_resumes_onto_other_ones(inputs, tm
     assert "Traceback" not in done.stderr and not (out / "run.json").exists()
 
 
+@pytest.mark.slow
+def test_a_model_reference_of_another_source_is_refused(inputs, tmp_path):
+    """results/<study>/models/<name>.json (resolve_model's reference) left from an earlier model.source, or
+    edited: a run trained by hand (`mcgrpo train --config`) loaded the model the file named while its run.json
+    recorded the config's, a run of another model than it says. The reference is held to the run's model.source."""
+    command, reference, cfg = inputs
+    model = reference.parent / "model"
+    ref = tmp_path / "models" / "tiny.json"
+    store.write_json({"name": "tiny", "source": {"path": str(model)}, "resolved": {"location": str(model)}}, ref)
+    edited = copy.deepcopy(cfg)
+    edited["model"]["source"] = {"path": str(tmp_path / "another-model")}
+    argv = command(tmp_path / "run", edited)
+    argv[argv.index("--model") + 1] = str(ref)
+    done = subprocess.run(argv, env=ENV, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert (f"{ref}: resolves model.source {{'path': '{model}'}}, but the run's config has model.source "
+            f"{{'path': '{tmp_path / 'another-model'}'}}") in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "run" / "run.json").exists()
+
+
 def _trainer(study, world, tmp_path, config_hash="h1", budget=900):
     tokenizer = __import__("mcgrpo.train.models.tiny", fromlist=["x"]).build_tokenizer()
     model = build_model(tokenizer, 32, 1, 2, 64, 96, seed=0)

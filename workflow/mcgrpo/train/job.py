@@ -81,6 +81,7 @@ def train(run: dict, files: dict[str, str], names: tuple[str, str], backend: str
     check_run_data(pool, evals, run, files["data"])
     # the problems it trains and is evaluated on: recorded in run.json, and never resumed from a checkpoint of others
     trained_on = run_data.fingerprint(files["data"], run["evaluation"]["sets"])
+    models.held_to_source(files["model"], run["model"]["source"])  # the model its run.json will say it trained
     model, tokenizer = models.load(files["model"])
     started_from = models.fingerprint(model, tokenizer)  # the weights it starts from: recorded, as the data are
     for folder in (out, out / "checkpoints"):
