@@ -141,7 +141,7 @@ def paired(runs: dict[tuple[str, int, str], Run], a: str, b: str, basis: str, me
         run_a, run_b = runs[a, seed, eval_set], runs[b, seed, eval_set]
         column, at_a, end_a, at_b, end_b, moved = positions(basis, run_a, run_b, B)
         (score_a, per_problem), (score_b, _) = run_a.scores(metric), run_b.scores(metric)
-        first = first or run_a
+        first = run_a if first is None else first
         # every seed's problem j is one problem: the crossed bootstrap resamples the columns of all seeds together
         for other in (run_b, first) if per_problem else ():
             if not np.array_equal(run_a.problems, other.problems):
