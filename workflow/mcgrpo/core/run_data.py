@@ -22,7 +22,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from mcgrpo.core import layout, store
-from mcgrpo.core.errors import IntegrityError, MissingFile
+from mcgrpo.core.errors import McgrpoError
 
 DATA = "data"  # run.json's key: {file name: fingerprint} of each data file the run read
 MODEL = "model_sha256"  # run.json's key: the fingerprint of the weights and tokenizer it started from
@@ -97,7 +97,7 @@ def problem(run_folder: Path, run: dict, retrain: str) -> str | None:
             continue
         try:
             now = _problems_hash(path)
-        except (IntegrityError, MissingFile, OSError) as e:
+        except (McgrpoError, OSError) as e:  # damaged, of another schema, or another key's (layout.filed)
             return f"{e}: the data {run_folder / 'run.json'} trained on cannot be verified"
         if now != then:
             return (f"{path}: its problems hash to {now[:12]}, but {run_folder / 'run.json'} trained and was "
