@@ -496,7 +496,8 @@ def test_contrast_reads_ingested_runs_as_any_others(tmp_path, tiny, world, monke
         for arm in ("mine", "outcome"):
             write_run(layout.run_dir(cfg, arm, seed), study_config.run_config(cfg, arm, seed), 600, log, tiny[0],
                       {"ingested": block})
-    store.write_parquet(budget_table("tiny", [], 600, "config"), layout.budget_path(cfg))
+    store.write_parquet(budget_table("tiny", [], 600, "config"), layout.budget_path(cfg),
+                        study_config.config_hash(study_config.calibration_config(cfg)))  # as calibrate writes it
     results = layout.study_dir(cfg)
     layout.link_study({**cfg, "arms": {k: cfg["arms"][k] for k in ("outcome", "mine")}},
                       results / "runs" / "store.parquet")

@@ -59,6 +59,9 @@ def test_a_model_folder_loads_through_its_reference_file(tiny, tmp_path, capsys)
     ref = tmp_path / "models" / "mine.json"
     assert cli.main(["resolve-model", "--model-json", json.dumps(spec), "--out", str(ref)]) == 0
     assert json.loads(ref.read_text())["resolved"]["location"] == str((tmp_path / "weights").resolve())
+    # the reference names the source a study of that model trains its runs with (the trainer holds it to it)
+    study = studies.validate({**copy.deepcopy(SMALL_STUDY), "model": {**SMALL_STUDY["model"], **spec}})
+    models.held_to_source(ref, study["model"]["source"])
     loaded, loaded_tokenizer = models.load(ref)
     ids = torch.tensor([loaded_tokenizer("1+2", add_special_tokens=False).input_ids])
     with torch.no_grad():

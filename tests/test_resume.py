@@ -18,7 +18,7 @@ import torch
 
 from conftest import ROOT
 from mcgrpo.train import checkpoint, models
-from mcgrpo.core import config as study_config, layout, manifest as run_manifest, store
+from mcgrpo.core import config as study_config, layout, manifest as run_manifest, run_data, store
 from mcgrpo import studies
 from mcgrpo import data
 from mcgrpo.core.budget import budget_table
@@ -46,10 +46,10 @@ def inputs(tmp_path_factory):
     models.save(build_model(tokenizer, 32, 1, 2, 64, 96, seed=0), tokenizer, root / "model")
     store.write_parquet(budget_table("tiny", [], 6000, "config"), root / "budget.parquet")
 
-    def command(out, config=cfg, budget=root / "budget.parquet"):
+    def command(out, config=cfg, budget=root / "budget.parquet", data_dir=root / "data"):
         run = json.dumps(study_config.run_config(config, "mc_k2", 1))
         return [sys.executable, "-m", "mcgrpo", "train", "--run-json", run, "--model", str(root / "model"),
-                "--data", str(root / "data"), "--budget", str(budget), "--out", str(out)]
+                "--data", str(data_dir), "--budget", str(budget), "--out", str(out)]
     reference = root / "uninterrupted"
     done = subprocess.run(command(reference), env=ENV, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -144,6 +144,51 @@ def test_an_interrupted_run_whose_budget_changed_never_resumes(inputs, tmp_path)
     assert "Traceback" not in done.stderr and not (out / "run.json").exists()
 
 
+@pytest.mark.slow
+def test_a_run_records_its_problems_and_never_resumes_onto_other_ones(inputs, tmp_path):
+    """A run records the problems and the model it started from (mcgrpo.core.run_data). The data folder prepared again (here: one held-out answer changed) while a run was interrupted: before, it
+    resumed and finished half on each set of problems, and its run.json said nothing of either. Its run.json records
+    the problems it read; its checkpoints belong to them, so it refuses (exit 2), naming the folder to delete."""
+    command, reference, cfg = inputs
+    given = reference.parent / "data"
+    record = json.loads((reference / "run.json").read_text())
+    recorded = record["data"]
+    assert recorded == run_data.fingerprint(given, cfg["evaluation"]["sets"])
+    assert record["model_sha256"] == models.fingerprint(*models.load(reference.parent / "model", "cpu"))
+    assert sorted(recorded) == ["eval_heldout.parquet", "pool.parquet"]
+    out = tmp_path / "run"
+    assert _interrupt(command, out, signal.SIGTERM) == 75
+    edited = tmp_path / "data"
+    shutil.copytree(given, edited)
+    heldout = store.read_contract(edited / "eval_heldout.parquet", "problems")
+    heldout.loc[0, "answer"] = "-1"
+    store.write_parquet(heldout, edited / "eval_heldout.parquet", "")
+    done = subprocess.run(command(out, data_dir=edited), env=ENV, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "the problems of its data folder" in done.stderr and f"Delete {out / 'checkpoints'}" in done.stderr
+    assert "Traceback" not in done.stderr and not (out / "run.json").exists()
+
+
+@pytest.mark.slow
+def test_a_model_reference_of_another_source_is_refused(inputs, tmp_path):
+    """results/<study>/models/<name>.json (resolve_model's reference) left from an earlier model.source, or
+    edited: a run trained by hand (`mcgrpo train --config`) loaded the model the file named while its run.json
+    recorded the config's, a run of another model than it says. The reference is held to the run's model.source."""
+    command, reference, cfg = inputs
+    model = reference.parent / "model"
+    ref = tmp_path / "models" / "tiny.json"
+    store.write_json({"name": "tiny", "source": {"path": str(model)}, "resolved": {"location": str(model)}}, ref)
+    edited = copy.deepcopy(cfg)
+    edited["model"]["source"] = {"path": str(tmp_path / "another-model")}
+    argv = command(tmp_path / "run", edited)
+    argv[argv.index("--model") + 1] = str(ref)
+    done = subprocess.run(argv, env=ENV, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert (f"{ref}: resolves model.source {{'path': '{model}'}}, but the run's config has model.source "
+            f"{{'path': '{tmp_path / 'another-model'}'}}") in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "run" / "run.json").exists()
+
+
 def _trainer(study, world, tmp_path, config_hash="h1", budget=900):
     tokenizer = __import__("mcgrpo.train.models.tiny", fromlist=["x"]).build_tokenizer()
     model = build_model(tokenizer, 32, 1, 2, 64, 96, seed=0)
@@ -176,6 +221,37 @@ def test_a_checkpoint_of_another_config_is_refused(study, world, tmp_path):
     _trainer(study, world, tmp_path).run(max_iterations=2)
     with pytest.raises(CheckpointMismatch, match="resuming would mix two runs"):
         _trainer(study, world, tmp_path, config_hash="h2").run()
+
+
+@pytest.mark.parametrize("named", ["../results.parquet", "ckpt-00000002.pt"])
+def test_a_checkpoint_manifest_naming_another_file_is_skipped_and_never_deletes_it(tmp_path, caplog, named):
+    """A checkpoint's manifest (ckpt-N.json) whose `file` names another file (edited, or copied beside the wrong
+    checkpoint): before, resuming loaded that file as checkpoint N, and the next save, dropping checkpoint N as an
+    old one, deleted it: a file outside the folder, or another checkpoint. A manifest belongs to the checkpoint of its
+    own name: it is skipped otherwise, and a save deletes only checkpoint files by their own names."""
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    victim = tmp_path / "results.parquet"
+    victim.write_bytes(b"a run's result")
+    for iteration in (1, 2):
+        checkpoint.save({"next_iteration": iteration}, folder, iteration, "h1")
+    first = folder / "ckpt-00000001.json"
+    target = folder / named
+    manifest = store.read_json(first)
+    store.write_json({**manifest, "file": named, "sha256": checkpoint._sha256(target)}, first)
+    with caplog.at_level("INFO", logger="mcgrpo"):
+        assert checkpoint.latest(folder, "h1")["next_iteration"] == 2  # the newest, whose manifest is its own
+    for iteration in (3, 4):
+        checkpoint.save({"next_iteration": iteration}, folder, iteration, "h1")
+    assert victim.read_bytes() == b"a run's result"
+    assert sorted(p.name for p in folder.iterdir()) == ["ckpt-00000003.json", "ckpt-00000003.pt",
+                                                        "ckpt-00000004.json", "ckpt-00000004.pt"]
+    (folder / "ckpt-00000004.pt").write_bytes(b"")  # the newest damaged: the fallback is the next, by its own name
+    store.write_json({**store.read_json(folder / "ckpt-00000003.json"), "file": "ckpt-00000004.pt"},
+                     folder / "ckpt-00000003.json")
+    with caplog.at_level("INFO", logger="mcgrpo"):
+        assert checkpoint.latest(folder, "h1") is None
+    assert "ckpt-00000003.json names ckpt-00000004.pt, not its own checkpoint ckpt-00000003.pt" in caplog.text
 
 
 WRITER = """

@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -16,9 +17,9 @@ import pandas as pd
 import pytest
 
 from conftest import ROOT, SMALL_STUDY
-from mcgrpo import studies
+from mcgrpo import data, studies
 from mcgrpo.cli import main
-from mcgrpo.core import config as study_config, layout, study_runs
+from mcgrpo.core import config as study_config, layout, run_data, study_runs
 from mcgrpo.core.errors import DataError, IntegrityError
 from mcgrpo.core.store import read_parquet, write_json, write_parquet
 from test_runs import seal_run, write_run
@@ -39,8 +40,7 @@ def make_study(root, seeds=(1, 2, 3, 4)) -> dict:
         write_run(folder, rng.random((4, 6, 2)) < skill, eval_sets=("heldout",))
         write_json({"config": study_config.run_config(cfg, arm, seed)}, folder / "run.json")
         seal_run(folder)
-    write_parquet(pd.DataFrame({"model": ["tiny"], "iteration": [0], "tokens_generated": [10], "B": [B]}),
-                  layout.budget_path(cfg))
+    write_budget(cfg, B)
     relink(cfg)
     return cfg
 
@@ -271,8 +271,9 @@ def test_the_reader_picks_exactly_the_plans_runs_on_a_clean_store(study):
 
 
 def write_budget(cfg, value: int) -> None:
+    """B of the study's calibration, as the calibrate rule writes it (with the calibration's hash)."""
     write_parquet(pd.DataFrame({"model": ["tiny"], "iteration": [0], "tokens_generated": [10], "B": [value]}),
-                  layout.budget_path(cfg))
+                  layout.budget_path(cfg), study_config.config_hash(study_config.calibration_config(cfg)))
 
 
 def test_a_budget_changed_after_the_runs_trained_is_named_never_read_at(study, tmp_path, capsys):
@@ -320,3 +321,196 @@ def test_an_edited_lock_is_named_never_read(study, tmp_path, capsys, edit):
         steps.contrasts_step(study, results)
     write_json(lock, results / "prereg.lock.json")
     assert contrast(study, tmp_path, capsys)[0] == 0
+
+
+def prepare_data(cfg, edit=None) -> None:
+    """The study's data folder as prepare_data writes it; `edit(eval_sets)` changes the problems first."""
+    pool, evals = data.build(cfg["task"])
+    if edit:
+        edit(evals)
+    data.write(pool, evals, layout.data_dir(cfg), study_config.config_hash(cfg["task"]))
+
+
+def record_data(cfg, runs, model="a" * 64) -> None:
+    """Each of `runs` (arm, seed) records the problems of the data folder as it is now, and `model` as the
+    fingerprint of the weights it started from, as the trainer does."""
+    for arm, seed in runs:
+        folder = layout.run_dir(cfg, arm, seed)
+        write_json({"config": study_config.run_config(cfg, arm, seed), run_data.MODEL: model,
+                    "data": run_data.fingerprint(layout.data_dir(cfg), cfg["evaluation"]["sets"])},
+                   folder / "run.json")
+        seal_run(folder)
+
+
+def one_answer_changed(evals) -> None:
+    evals["heldout"].loc[0, "answer"] = "-1"
+
+
+def test_data_prepared_again_after_the_runs_trained_is_named_and_repaired(study, tmp_path, capsys):
+    """The data folder prepared again from an edited data file (here: one answer of the held-out set changed) after
+    the runs trained, but before seeds 3 and 4 did: half the seeds scored other problems than the rest, and the
+    contrast read all four without a word. Each run records its problems; the reader holds them to the folder."""
+    runs = study_config.runs(study)
+    prepare_data(study)
+    record_data(study, [(arm, seed) for arm, seed in runs if seed <= 2])
+    prepare_data(study, one_answer_changed)
+    record_data(study, [(arm, seed) for arm, seed in runs if seed > 2])
+    status, row, err = contrast(study, tmp_path, capsys)
+    heldout = layout.data_dir(study) / "eval_heldout.parquet"
+    assert status == 2 and row is None and "Traceback" not in err
+    assert f"{heldout}: its problems hash to " in err and "runs/mc_k2/seed1/run.json trained and was evaluated on" in err
+    assert "the prepared data changed after the run trained" in err and "check-store --repair" in err
+    status, out, err = check_store(study, capsys)
+    stale = {layout.run_key(study, arm, seed) for arm, seed in runs if seed <= 2}
+    assert status == 2 and all(f"BAD {key}:" in out for key in stale) and "4 run(s) to retrain" in err
+    status, out, _ = check_store(study, capsys, "--repair")
+    assert status == 0 and not any(layout.runs_dir(study).joinpath(key).exists() for key in stale)
+    make_study(tmp_path)  # what the workflow's next run does: it trains the runs set aside, on the data it holds
+    record_data(study, [(arm, seed) for arm, seed in runs if seed <= 2])
+    assert check_store(study, capsys)[0] == 0
+    assert contrast(study, tmp_path, capsys)[0] == 0
+
+
+def test_runs_that_trained_on_different_data_are_named_where_the_data_folder_is_gone(study, tmp_path, capsys):
+    """The data folder deleted (or the runs moved without it): nothing to hold each run to, but the study's runs
+    are still held to each other."""
+    runs = study_config.runs(study)
+    prepare_data(study)
+    record_data(study, [(arm, seed) for arm, seed in runs if seed != 3])
+    prepare_data(study, one_answer_changed)
+    record_data(study, [(arm, seed) for arm, seed in runs if seed == 3])
+    shutil.rmtree(layout.data_dir(study))
+    status, _, err = contrast(study, tmp_path, capsys)
+    assert status == 2 and ("runs/mc_k2/seed3/run.json: trained with the problems of eval_heldout.parquet hashing "
+                            "to ") in err
+    assert "runs/mc_k2/seed1/run.json with " in err and "(as 6 of its 8 runs)" in err
+    assert "trained or were evaluated on different inputs" in err
+    prepare_data(study)  # prepare_data again: the folder as most runs trained on it
+    status, out, _ = check_store(study, capsys)
+    assert status == 2 and f"BAD {layout.run_key(study, 'mc_k2', 3)}:" in out
+    assert f"BAD {layout.run_key(study, 'mc_k2', 1)}:" not in out
+
+
+def test_a_run_recording_its_data_reads_as_before_on_the_same_problems_written_again(study, tmp_path, capsys):
+    """The fingerprint is of the problems, not of the file's bytes: the folder prepared again to the same problems
+    (here with other Parquet metadata) is the same data."""
+    import pyarrow.parquet as pq
+    prepare_data(study)
+    record_data(study, study_config.runs(study))
+    path = layout.data_dir(study) / "pool.parquet"
+    before = path.read_bytes()
+    table = pq.read_table(path)
+    pq.write_table(table.replace_schema_metadata({**table.schema.metadata, b"written_by": b"another pyarrow"}), path,
+                   compression="gzip")
+    assert path.read_bytes() != before
+    assert check_store(study, capsys)[0] == 0
+    assert contrast(study, tmp_path, capsys)[0] == 0
+
+
+def test_a_data_folder_of_another_task_copied_in_is_refused(study, tmp_path, capsys):
+    """results/_shared/data/<key>/ replaced by another task's prepared data (here: another task seed) before any run
+    trained: every run would train and be evaluated on the same other problems, so the runs agree with each other
+    and with the folder. Its files carry the hash of the task they were prepared for, the folder's name."""
+    other = {**study, "task": {**study["task"], "seed": study["task"]["seed"] + 1}}
+    prepare_data(other)
+    shutil.copytree(layout.data_dir(other), layout.data_dir(study))
+    with pytest.raises(IntegrityError, match=rf"{layout.data_dir(study)}/pool.parquet: written for prepared data "
+                                             rf"{layout.data_dir(other).name}, but filed as prepared data "
+                                             rf"{layout.data_dir(study).name}: copied from another prepared data "
+                                             rf"folder"):
+        run_data.fingerprint(layout.data_dir(study), study["evaluation"]["sets"])
+
+
+def test_runs_that_started_from_another_model_are_named(study, tmp_path, capsys):
+    """A model folder saved over (or a hub model without a revision updated in the cache) between seeds: seed 2's
+    runs started from other weights than the rest, and were compared with them without a word."""
+    prepare_data(study)
+    runs = study_config.runs(study)
+    record_data(study, [(arm, seed) for arm, seed in runs if seed != 2])
+    record_data(study, [(arm, seed) for arm, seed in runs if seed == 2], model="b" * 64)
+    status, _, err = contrast(study, tmp_path, capsys)
+    assert status == 2 and ("runs/mc_k2/seed2/run.json: trained with the model's weights and tokenizer hashing to "
+                            "bbbbbbbbbbbb, but ") in err
+    assert "runs/mc_k2/seed1/run.json with aaaaaaaaaaaa (as 6 of its 8 runs)" in err
+    assert "mv their stored run folders into results/_shared/quarantine/" in err and "model.source.revision" in err
+    status, out, _ = check_store(study, capsys)
+    assert status == 2 and "BAD mini/mc_k2/seed2:" in out and "BAD mini/outcome/seed2:" in out
+    assert "BAD mini/mc_k2/seed1" not in out
+
+
+def timed_contrast(cfg, tmp_path, capsys, basis="time") -> tuple[int, pd.Series | None, str]:
+    """`mcgrpo contrast` mc_k2 against outcome on `basis`: (exit status, its row, stderr)."""
+    out = tmp_path / "contrast.parquet"
+    out.unlink(missing_ok=True)
+    status = main(["contrast", "--results", str(layout.study_dir(cfg)), "--a", "mc_k2", "--b", "outcome",
+                   "--basis", basis, "--resamples", "50", "--out", str(out)])
+    err = capsys.readouterr().err
+    return status, read_parquet(out).iloc[0] if status == 0 else None, err
+
+
+def rewrite_evals(cfg, arm, seed, column, values) -> None:
+    """A run's evals.parquet with `column` set to `values` by its writer (sealed): what an ingested run's
+    trainer_state.json gives, where it logged a negative step_time or completion length."""
+    folder = layout.run_dir(cfg, arm, seed)
+    evals = read_parquet(folder / "evals.parquet").sort_values("eval_index")
+    evals[column] = values
+    write_parquet(evals, folder / "evals.parquet", "")
+    seal_run(folder)
+
+
+@pytest.mark.parametrize("column, values, basis", [
+    ("train_seconds", [0.0, 2.0, -1.0, 6.0], "time"),  # step_time -3 at an ingested run's third step
+    ("tokens_total", [0, 50, 20, 150], "tokens"),  # a negative completions/mean_length
+    ("updates", [0, 2, 1, 3], "updates"),
+])
+def test_a_run_whose_coordinates_fall_is_refused_not_interpolated(study, tmp_path, capsys, column, values, basis):
+    """An evaluation's clock, token count or updates below the one before it: the reading at equal time (tokens,
+    updates) interpolated between evaluations out of order, and the contrast gave a number."""
+    rewrite_evals(study, "mc_k2", 2, column, values)
+    status, row, err = timed_contrast(study, tmp_path, capsys, basis)
+    evals = layout.study_dir(study) / "runs" / "mc_k2" / "seed2" / "evals.parquet"
+    assert status == 2 and row is None and "Traceback" not in err
+    assert f"{evals}: {column} falls from {values[1]} to {values[2]} at evaluation 2 of heldout" in err
+    assert "allowed: coordinates that never fall" in err
+
+
+def test_a_run_without_a_clock_at_b_is_refused_on_the_time_basis(study, tmp_path, capsys):
+    """The base's clock unknown at its B evaluation (an ingested run whose last steps logged no step_time): A was
+    read at its own time at B, as if the base's were known."""
+    rewrite_evals(study, "outcome", 2, "train_seconds", [0.0, 2.0, np.nan, np.nan])
+    status, _, err = timed_contrast(study, tmp_path, capsys)
+    assert status == 2 and "runs/outcome/seed2/evals.parquet: train_seconds unknown (NaN) at evaluation 2 of " \
+                           "heldout" in err
+    assert timed_contrast(study, tmp_path, capsys, "tokens")[0] == 0  # its other bases still read
+
+
+def test_a_budget_copied_from_another_calibration_is_refused(study, tmp_path, capsys):
+    """calibrations/<key>/budget.parquet replaced by another calibration's (here: B 50 where the study's
+    calibration gave 100) before the runs trained: every run trained to it and recorded it, so the reader's check
+    against run.json found nothing, and the study read every arm at another B than its config calibrates. The
+    file carries the hash of the calibration it was written for, the folder's name."""
+    other = {**study, "budget": {**study["budget"], "multiplier": study["budget"]["multiplier"] * 2}}
+    write_parquet(pd.DataFrame({"model": ["tiny"], "iteration": [0], "tokens_generated": [10], "B": [50]}),
+                  layout.budget_path(study), study_config.config_hash(study_config.calibration_config(other)))
+    with pytest.raises(IntegrityError, match=rf"{layout.budget_path(study)}: written for calibration "
+                                             rf"{layout.calibration_key(other)}, but filed as calibration "
+                                             rf"{layout.calibration_key(study)}: copied from another calibration"):
+        study_runs.read_budget(layout.budget_path(study))
+    status, _, err = contrast(study, tmp_path, capsys)
+    assert status == 2 and f"written for calibration {layout.calibration_key(other)}" in err
+
+
+def test_seeds_that_scored_different_problems_are_refused(study, tmp_path, capsys):
+    """Seed 2 of both arms evaluated on other problems than the other seeds (an evaluation set prepared again
+    between seeds, in runs that record no data: trained before runs recorded it, or ingested): each seed's two arms
+    scored the same problems, so the pair check passed, and the crossed bootstrap resampled problem j of every seed
+    as one problem."""
+    for arm in ("mc_k2", "outcome"):
+        folder = layout.run_dir(study, arm, 2)
+        samples = read_parquet(folder / "samples.parquet")
+        samples["problem_id"] = samples["problem_id"].str.replace("heldout-", "other-")
+        write_parquet(samples, folder / "samples.parquet")
+        seal_run(folder)
+    status, row, err = contrast(study, tmp_path, capsys)
+    assert status == 2 and row is None
+    assert "runs mc_k2/seed2 and mc_k2/seed1 scored different problems on heldout" in err

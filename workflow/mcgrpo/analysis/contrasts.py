@@ -104,7 +104,7 @@ def positions(basis: str, a: Run, b: Run, B: int) -> tuple[str, float, int, floa
         ua, ub = a.coords(column)[end_a - 1], b.coords(column)[end_b - 1]
         at = min(ua, ub)  # the base at A's count where it reaches it, else A at the base's count
         return column, at, end_a, at, end_b, "b" if ua <= ub else "a"
-    time_a, time_b = a.coords(a.time), b.coords(b.time)
+    time_a, time_b = _clocked(a, len(a.evals) if basis == "time_c" else end_a), _clocked(b, end_b)
     if basis == "time":
         at = min(time_a[end_a - 1], time_b[end_b - 1])
         return a.time, at, end_a, at, end_b, "b" if time_a[end_a - 1] <= time_b[end_b - 1] else "a"
@@ -115,6 +115,20 @@ def positions(basis: str, a: Run, b: Run, B: int) -> tuple[str, float, int, floa
     return a.time, at, len(time_a), at, end_b, "a"
 
 
+def _clocked(run: Run, end: int) -> np.ndarray:
+    """`run`'s clock, refused where it is unknown (NaN) at any of its first `end` evaluations, which a time basis
+    reads it along: its time at B unknown, a contrast would read the other arm at its own time as if it were
+    known (min() of a number and NaN is the number)."""
+    clock = run.coords(run.time)
+    unknown = np.flatnonzero(np.isnan(clock[:end]))
+    if len(unknown):
+        raise DataError(f"{run.source or run.name}: {run.time} unknown (NaN) at evaluation "
+                        f"{run.evals['eval_index'].iloc[unknown[0]]} of {run.eval_set}, which a time basis reads; "
+                        f"allowed: a run timed at every evaluation up to B (an ingested run: a log with step_time at "
+                        f"every step), or the other bases (analysis.bases without time and time_c)")
+    return clock
+
+
 def paired(runs: dict[tuple[str, int, str], Run], a: str, b: str, basis: str, metric: str,
            eval_set: str, B: int) -> tuple[pd.DataFrame, np.ndarray | None]:
     """Per seed run by both arms: A's and the base's `metric` on `basis`; and the per-problem
@@ -122,13 +136,19 @@ def paired(runs: dict[tuple[str, int, str], Run], a: str, b: str, basis: str, me
     """
     seeds = sorted({s for arm, s, e in runs if arm == a and e == eval_set}
                    & {s for arm, s, e in runs if arm == b and e == eval_set})
-    rows, tables = [], []
+    rows, tables, first = [], [], None
     for seed in seeds:
         run_a, run_b = runs[a, seed, eval_set], runs[b, seed, eval_set]
         column, at_a, end_a, at_b, end_b, moved = positions(basis, run_a, run_b, B)
         (score_a, per_problem), (score_b, _) = run_a.scores(metric), run_b.scores(metric)
-        if per_problem and not np.array_equal(run_a.problems, run_b.problems):
-            raise DataError(f"runs {run_a.name} and {run_b.name} scored different problems on {eval_set}")
+        first = run_a if first is None else first
+        # every seed's problem j is one problem: the crossed bootstrap resamples the columns of all seeds together
+        for other in (run_b, first) if per_problem else ():
+            if not np.array_equal(run_a.problems, other.problems):
+                raise DataError(f"runs {run_a.name} and {other.name} scored different problems on {eval_set} (the "
+                                f"evaluation set prepared again between them); allowed: runs evaluated on one set "
+                                f"of problems: retrain those evaluated on another (move their stored run folders "
+                                f"into results/_shared/quarantine/ and rerun the workflow)")
         va, clamped_a = read_at(run_a.coords(column)[:end_a], score_a[:end_a], at_a)
         vb, clamped_b = read_at(run_b.coords(column)[:end_b], score_b[:end_b], at_b)
         rows.append({"contrast": name(a, b), "basis": basis, "metric": metric, "eval_set": eval_set,

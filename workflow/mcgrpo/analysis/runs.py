@@ -52,6 +52,7 @@ class Run:
     samples: np.ndarray | None = None  # evaluations x problems: samples drawn
     correct: dict[str, np.ndarray] = field(default_factory=dict)  # verifier -> correct samples
     time: str = CLOCKS["wall"]  # the column the time bases read (analysis.clock)
+    source: str = ""  # the evals.parquet it was read from, for messages
     _cache: dict = field(default_factory=dict, repr=False, compare=False)  # contrasts read each many times
 
     @property
@@ -152,6 +153,34 @@ def read_evals(path: str | Path) -> pd.DataFrame:
     return _evals(path, (stat.st_mtime_ns, stat.st_size)) if stat else read_contract(path, "evals")
 
 
+# The columns a basis reads a run along (contrasts.positions): each counted up from 0 along the run.
+COORDINATES = ("tokens_total", "iteration", "updates", *CLOCKS.values())
+
+
+def _never_falling(evals: pd.DataFrame, path: Path, eval_set: str) -> None:
+    """Refuse a run whose coordinates fall from one evaluation to the next or start below 0 (unknown values, NaN,
+    skipped): every basis reads a run by interpolating between its evaluations in this order, so a clock or count
+    recorded wrong (an ingested run's trainer_state.json logging a negative step_time or completion length) would
+    read it at another evaluation than the one it names, without a word."""
+    index = evals["eval_index"].to_numpy()
+    for column in (c for c in COORDINATES if c in evals.columns):
+        values = evals[column].to_numpy()
+        known = np.flatnonzero(~pd.isna(values))
+        falls = np.flatnonzero(np.diff(values[known].astype(float)) < 0)
+        if len(known) and values[known[0]] < 0:
+            what = f"{column} is {values[known[0]].item()!r} at evaluation {index[known[0]]} of {eval_set}"
+        elif len(falls):
+            before, after = known[falls[0]], known[falls[0] + 1]
+            what = (f"{column} falls from {values[before].item()!r} to {values[after].item()!r} at evaluation "
+                    f"{index[after]} of {eval_set}")
+        else:
+            continue
+        raise DataError(f"{path}: {what}; allowed: coordinates that never fall (tokens, iterations, updates and "
+                        f"seconds counted up from 0 along the run): its writer recorded them wrong (an ingested "
+                        f"run: its trainer_state.json's step_time or completions/mean_length at that step); retrain "
+                        f"it, or ingest it again from a log that records them")
+
+
 def _clock_column(evals: pd.DataFrame, clock: str, path: Path) -> str:
     """The column of `clock`, which `path` must hold (runs trained before the CPU clock reached evals.parquet
     have only the wall clock)."""
@@ -188,8 +217,9 @@ def read_runs(run_dir: str | Path, arm: str, seed: int, eval_sets: list[str],
         if ev.empty:
             raise DataError(f"{run_dir / 'evals.parquet'}: no evaluation on set {eval_set!r}; "
                              f"it holds {', '.join(sorted(evals['eval_set'].unique()))}")
+        _never_falling(ev, run_dir / "evals.parquet", eval_set)
         if not samples:
-            out.append(Run(arm, seed, eval_set, ev, time=time))
+            out.append(Run(arm, seed, eval_set, ev, time=time, source=str(run_dir / "evals.parquet")))
             continue
         if eval_set not in by_set:
             raise DataError(f"{run_dir / 'samples.parquet'}: no sample on set {eval_set!r}")
@@ -200,7 +230,8 @@ def read_runs(run_dir: str | Path, arm: str, seed: int, eval_sets: list[str],
             raise DataError(f"{run_dir / 'samples.parquet'}: evaluation(s) {missing} of {eval_set} "
                              f"in evals.parquet have no samples")
         rows = [position[int(e)] for e in ev["eval_index"]]
-        out.append(Run(arm, seed, eval_set, ev, problems, n[rows], {v: c[rows] for v, c in correct.items()}, time))
+        out.append(Run(arm, seed, eval_set, ev, problems, n[rows], {v: c[rows] for v, c in correct.items()}, time,
+                       str(run_dir / "evals.parquet")))
     return out
 
 

@@ -16,7 +16,8 @@ folder still holds, or points at, every file its analysis reads. No study can be
 start with a letter or digit (the schema's `name` format).
 
 A task that reads files (`task.pool.path`) is hashed by its config, not by the files' contents: editing a data
-file in place is not noticed.
+file in place is not noticed here. Each run records the problems it read instead (mcgrpo.core.run_data), and a data
+folder prepared again to other problems after it trained is refused by name.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import pandas as pd
 
 from mcgrpo.core import store
 from mcgrpo.core.config import calibration_config, config_hash, run_config, runs
-from mcgrpo.core.errors import DataError
+from mcgrpo.core.errors import DataError, IntegrityError
 
 SHARED = "_shared"
 
@@ -62,6 +63,31 @@ def model_path(cfg: dict) -> Path:
     if cfg["model"]["source"] is None:
         return _shared(cfg) / "models" / f"{name}-{_short_hash(warm_start_spec(cfg))}"
     return study_dir(cfg) / "models" / f"{name}.json"
+
+
+# What a file filed under _shared/<kind>/<key>/ is, and what replaces one written for another key.
+FILED = {"data": ("prepared data", "the files prepare_data writes there (move the folder away and rerun the "
+                                   "workflow: it prepares them again)"),
+         "calibrations": ("calibration", "the file the calibrate rule writes there (move it away and rerun the "
+                                         "workflow: it calibrates again; a B of your own is budget.tokens in the "
+                                         "config)")}
+
+
+def filed(path: str | Path) -> Path:
+    """`path`, once a file filed in the store's _shared/data/<key>/ or calibrations/<key>/ (links followed) is known
+    to be that key's: its writer stamps it with the hash of what it is computed from (the task block, the
+    calibration's config), whose first 12 characters name the folder. Another key's file copied there would have
+    every run train on other problems or to another B than its config says, all alike, which nothing else tells."""
+    path = Path(path)
+    folder = path.resolve().parent
+    if folder.parent.name not in FILED or folder.parent.parent.name != SHARED:
+        return path  # not in a store (a test's or a hand-run's own folder): nothing names what it must be
+    found = store.parquet_metadata(path).get("config_hash", "")[:12]
+    if found != folder.name:
+        what, allowed = FILED[folder.parent.name]
+        raise IntegrityError(f"{path}: written for {what} {found or '(none)'}, but filed as {what} {folder.name}: "
+                             f"copied from another {what} folder, or written by hand; allowed: {allowed}")
+    return path
 
 
 def shared_log(path: Path) -> Path:

@@ -215,11 +215,20 @@ def check_store(runs: str | Path) -> tuple[dict[str, list[str]], list[str]]:
             pending.append(folder.name)
             continue
         found = problems(folder)
-        if not found and (why := unlisted(folder, read(folder))):  # a run the analysis would refuse
+        if not found and (why := unlisted(folder, read(folder)) or _data_problem(folder)):  # the analysis refuses it
             found = [why]
         if found:
             bad[folder.name] = found
     return bad, pending
+
+
+def _data_problem(folder: Path) -> str | None:
+    """Where a verified run recorded other problems than its data folder holds now (mcgrpo.core.run_data)."""
+    from mcgrpo.core import run_data  # it reads the store's layout, which reads configs: not for every reader
+    if "run.json" not in read(folder)["files"]:
+        return None
+    run = read_json(folder / "run.json")
+    return run_data.problem(folder, run, RETRAIN) if isinstance(run, dict) else None
 
 
 def unfinished(folder: Path) -> bool:

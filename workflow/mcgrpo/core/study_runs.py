@@ -26,7 +26,7 @@ from pathlib import Path
 from mcgrpo.core import manifest, store
 from mcgrpo.core.budget import Budget, from_table, unit
 from mcgrpo.core.errors import DataError, IntegrityError, MissingFile
-from mcgrpo.core import layout
+from mcgrpo.core import layout, run_data
 from mcgrpo.core.layout import study_run
 
 RELINK = ("python -m mcgrpo check-store --repair (it moves the index aside), then rerun the workflow: link_study "
@@ -44,7 +44,14 @@ def budget_path(study: str | Path) -> Path:
 def budget(study: str | Path) -> Budget:
     """B, as the study's calibration/budget.parquet records it: generated tokens, or iterations (an equal-iteration
     study). Every run that records the B it trained to is held to it (`problems`): read the runs through `folders`."""
-    return from_table(store.read_contract(budget_path(study), "budget"))
+    return read_budget(budget_path(study))
+
+
+def read_budget(path: str | Path) -> Budget:
+    """B of a budget.parquet, once one filed in the store's calibrations/<key>/ is known to be that calibration's
+    (layout.filed): another calibration's copied there would have every run train to, and record, another B than
+    its config calibrates, which holding the runs to it could not tell."""
+    return from_table(store.read_contract(layout.filed(path), "budget"))
 
 
 def index(study: str | Path) -> dict[tuple[str, int], str]:
@@ -123,15 +130,18 @@ def accepted_differences(study: str | Path, arms: list[str] | None = None, seeds
 def problems(study: str | Path, plan: dict | None = None) -> dict[str, list[str]]:
     """{arm/seed: what disagrees} over every row of the study's index (none raised); unfinished runs are
     `unfinished`'s, not here."""
-    rows, out, configs = index(study), {}, {}
+    rows, out, recorded = index(study), {}, {}
     B = budget(study) if budget_path(study).exists() else None  # a test's study may have none: nothing to hold to
     for (arm, seed), key in rows.items():
-        why, config = _row(study, arm, seed, key, B)
+        why, run = _row(study, arm, seed, key, B)
         if why:
             out.setdefault(f"{arm}/seed{seed}", []).append(why)
-        elif config is not None:
-            configs[arm, seed] = config
-    for (arm, seed), why in _arm_disagreements(study, configs, plan).items():
+        elif run is not None:
+            recorded[arm, seed] = run
+    configs = {row: run["config"].get("arm_config") for row, run in recorded.items()
+               if run["config"].get("arm_config") is not None}
+    for (arm, seed), why in [*_arm_disagreements(study, configs, plan).items(),
+                             *_input_disagreements(study, recorded).items()]:
         out.setdefault(f"{arm}/seed{seed}", []).append(why)
     return out
 
@@ -155,7 +165,7 @@ def unfinished(study: str | Path) -> dict[str, str]:
 
 
 def _row(study, arm: str, seed: int, key: str, B: Budget | None = None) -> tuple[str | None, dict | None]:
-    """(what disagrees, None) or (None, the run's arm config from its run.json, None without one)."""
+    """(what disagrees, None) or (None, the run's run.json, None without one)."""
     link, index_file = study_run(study, arm, seed), index_path(study)
     if not link.is_symlink():
         what = store.not_regular(link) or ("a file" if link.exists() else "missing")
@@ -183,7 +193,8 @@ def _row(study, arm: str, seed: int, key: str, B: Budget | None = None) -> tuple
     if run.get("identity") not in (None, sealed["identity"]):
         return (f"{link / 'run.json'}: identity {str(run['identity'])[:12]}, but its {manifest.MANIFEST} seals "
                 f"{sealed['identity'][:12]}: {manifest.RETRAIN}"), None
-    return _trained_to(study, link / "run.json", run, B), config.get("arm_config")
+    why = _trained_to(study, link / "run.json", run, B) or run_data.problem(link, run, manifest.RETRAIN)
+    return why, None if why else run
 
 
 def _trained_to(study, path: Path, run: dict, B: Budget | None) -> str | None:
@@ -225,6 +236,30 @@ def _arm_disagreements(study, configs: dict[tuple[str, int], dict], plan: dict |
                 out[arm, seed] = (f"{study_run(study, arm, seed) / 'run.json'}: trained with arm config {config}, "
                                   f"unlike {arm}/seed {seeds} ({usual or 'no config shared by most'}): {index_file} "
                                   f"reads another arm's run as {arm}: {RELINK}")
+    return out
+
+
+def _input_disagreements(study, runs: dict[tuple[str, int], dict]) -> dict[tuple[str, int], str]:
+    """Runs that recorded other data or another model than most of the study's runs recording them (the first
+    such run where none has a majority): seeds or arms of one study trained or evaluated on different problems, or
+    from different weights. Each run is held to its data folder as it is now where that holds the file
+    (run_data.problem); this also tells runs apart where it does not (the folder deleted, or the runs moved without
+    it), and for the model, whose files are outside the store."""
+    out = {}
+    recorded = {run: run_data.inputs(record) for run, record in sorted(runs.items())}
+    for name in sorted({name for values in recorded.values() for name in values}):
+        having = {run: values[name] for run, values in recorded.items() if name in values}
+        values = list(having.values())
+        usual = max(values, key=lambda v: (values.count(v), -values.index(v)))
+        example = next(run for run, value in having.items() if value == usual)
+        alike = f" (as {values.count(usual)} of its {len(values)} runs)" if values.count(usual) > 1 else ""
+        for (arm, seed), value in having.items():
+            if value != usual and (arm, seed) not in out:
+                link = study_run(study, arm, seed)
+                out[arm, seed] = (f"{link / 'run.json'}: trained with {run_data.describe(name)} hashing to "
+                                  f"{value[:12]}, but {study_run(study, *example) / 'run.json'} with {usual[:12]}"
+                                  f"{alike}: the study's runs trained or were evaluated on different inputs; "
+                                  f"allowed: {run_data.advice(name, link, runs[arm, seed])}")
     return out
 
 

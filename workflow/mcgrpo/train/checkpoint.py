@@ -1,7 +1,8 @@
 """Training checkpoints that survive preemption: written atomically, verified before use.
 
 A checkpoint is a torch file plus a JSON manifest written after it (the manifest is the commit marker)
-holding the file's sha256, the iteration and the run's identity (its config and B). Loading takes the newest
+holding the file's sha256, the iteration and the run's identity (its config and B, and the problems it trains
+and is evaluated on: mcgrpo.core.run_data). Loading takes the newest
 checkpoint whose file matches its manifest, so a file damaged by a kill or a full disk falls back to the
 previous one; every fallback, resume and restart is logged.
 """
@@ -55,8 +56,8 @@ def save(state: dict[str, Any], directory: str | Path, iteration: int, config_ha
         torch.save(state, tmp)
     write_json({"file": path.name, "sha256": _sha256(path), "iteration": iteration,
                 "config_hash": config_hash}, path.with_suffix(".json"))
-    for old in _manifests(directory)[KEEP:]:
-        (directory / read_json(old)["file"]).unlink(missing_ok=True)
+    for old in _manifests(directory)[KEEP:]:  # each by its own name, never by what its manifest says
+        old.with_suffix(".pt").unlink(missing_ok=True)
         old.unlink(missing_ok=True)
     return path
 
@@ -70,9 +71,12 @@ def _damage(manifest_path: Path) -> tuple[dict | None, str]:
     """(the manifest, '') of an intact checkpoint, else (None, what is wrong with it)."""
     try:
         manifest = read_json(manifest_path)
-        path = manifest_path.parent / manifest["file"]
+        named, _, _ = manifest["file"], manifest["config_hash"], manifest["sha256"]
     except (ValueError, KeyError, TypeError, OSError) as e:
         return None, f"unreadable manifest ({type(e).__name__})"
+    path = manifest_path.with_suffix(".pt")
+    if named != path.name:  # edited, or copied beside another checkpoint: it vouches for another file
+        return None, f"{manifest_path.name} names {named}, not its own checkpoint {path.name}"
     if not path.exists():
         return None, f"{path.name} is missing"
     if _sha256(path) != manifest["sha256"]:
@@ -94,7 +98,8 @@ def latest(directory: str | Path, config_hash: str) -> dict[str, Any] | None:
         if manifest["config_hash"] != config_hash:
             raise CheckpointMismatch(
                 f"{path}: written by a run with identity {manifest['config_hash'][:12]}, this run's is "
-                f"{config_hash[:12]} (its config or its budget B changed); resuming would mix two runs. "
+                f"{config_hash[:12]} (its config or its budget B changed, or the problems of its data folder "
+                f"that it trains and is evaluated on); resuming would mix two runs. "
                 f"Delete {directory} to start this run over.")
         log.info(f"resuming from {path} (iteration {manifest['iteration']})")
         return torch.load(path, weights_only=False)

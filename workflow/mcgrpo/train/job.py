@@ -64,9 +64,8 @@ def train(run: dict, files: dict[str, str], names: tuple[str, str], backend: str
     import torch
     from mcgrpo.train import attempts, models, requeue, tracking
     from mcgrpo import data
-    from mcgrpo.core.budget import from_table
     from mcgrpo.data.checks import check_run_data
-    from mcgrpo.core import run_claims
+    from mcgrpo.core import run_claims, run_data, study_runs
     study, arm = names
     out = Path(files["out"])
     if run_claims.acquire(out).done:  # waits while another process trains this run (mcgrpo.core.run_claims)
@@ -76,15 +75,20 @@ def train(run: dict, files: dict[str, str], names: tuple[str, str], backend: str
     for entry in history[:-1]:
         print(f"earlier: {attempts.describe(entry)}", file=sys.stderr)
     torch.set_num_threads(run["recipe"]["threads"])
-    B = from_table(store.read_contract(files["budget"], "budget"))
+    B = study_runs.read_budget(files["budget"])  # the file of its calibration, never another's copied there
     identity = study_config.run_identity(run, B)  # checkpoints of another B never resume into this run
     pool, evals = data.read(files["data"], run["evaluation"]["sets"])
     check_run_data(pool, evals, run, files["data"])
+    # the problems it trains and is evaluated on: recorded in run.json, and never resumed from a checkpoint of others
+    trained_on = run_data.fingerprint(files["data"], run["evaluation"]["sets"])
+    models.held_to_source(files["model"], run["model"]["source"])  # the model its run.json will say it trained
     model, tokenizer = models.load(files["model"])
+    started_from = models.fingerprint(model, tokenizer)  # the weights it starts from: recorded, as the data are
     for folder in (out, out / "checkpoints"):
         store.remove_orphans(folder)
     trainer = (runner or mcgrpo_trainer)(run, model, tokenizer, pool, evals, B, out / "checkpoints", tracker, arm,
-                                         identity)
+                                         study_config.config_hash({"identity": identity, "data": trained_on,
+                                                                   "model": started_from}))
     trainer.stop_requested = bool(signals)
     try:
         log = trainer.run()
@@ -103,6 +107,8 @@ def train(run: dict, files: dict[str, str], names: tuple[str, str], backend: str
     write_run(out, run, B, log, model, {
         "started": history[0]["started"], "ended": history[-1]["ended"], "attempts": history,
         "tracking": backend,  # where it logged: <out>/tracking/ (mcgrpo.train.tracking)
+        run_data.DATA: trained_on,  # held to the data folder by every reader (mcgrpo.core.run_data)
+        run_data.MODEL: started_from,  # and the study's runs to each other
         **getattr(trainer, "record", {}),  # what another trainer adds (TRL's settings that differ from the recipe)
     })
 

@@ -37,6 +37,42 @@ def load(path: str | Path, on=None):
     return model, tokenizer
 
 
+def held_to_source(path: str | Path, source: dict | None) -> None:
+    """Refuse a model reference (`<name>.json`, resolve_model's) that names another source than the run's
+    model.source: one left from an earlier config (a run trained by hand, which no rule re-resolves) or edited
+    would have the run load another model than its run.json says."""
+    path = Path(path)
+    if path.suffix != ".json":
+        return
+    from mcgrpo.core import store
+    from mcgrpo.core.errors import IntegrityError
+    reference = store.read_json(path)
+    named = reference.get("source") if isinstance(reference, dict) else None
+    if named != source:
+        raise IntegrityError(f"{path}: resolves model.source {named!r}, but the run's config has model.source "
+                             f"{source!r}: the reference was written for an earlier config, or edited; allowed: the "
+                             f"reference of this config (rerun the workflow: its resolve_model writes it)")
+
+
+def fingerprint(model, tokenizer) -> str:
+    """sha256 of the weights and tokenizer a run starts from, as loaded (names, dtypes, shapes and bytes of every
+    tensor; the vocabulary and chat template): a model folder saved over, or a hub model without a revision
+    updated in the cache, between two runs of one study gives them other values (mcgrpo.core.run_data). One
+    tensor at a time on the CPU: a large model's weights are never copied whole."""
+    import hashlib
+    import json
+
+    import torch
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        flat = tensor.detach().to("cpu").contiguous().view(-1)
+        digest.update(f"{name}:{flat.dtype}:{tuple(tensor.shape)};".encode())
+        digest.update(flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b"")
+    digest.update(json.dumps([sorted(tokenizer.get_vocab().items()), getattr(tokenizer, "chat_template", None)],
+                             default=str).encode())
+    return digest.hexdigest()
+
+
 def save(model, tokenizer, path: str | Path) -> Path:
     """Write the model folder next to its destination, then rename it into place."""
     from mcgrpo.core.store import atomic
