@@ -222,6 +222,16 @@ def _failure(arm: dict, tiny, world, **changes) -> tuple[str, Trainer]:
 CREDIT = "credit rule '{name}' (arms.bad.credit) in training arm bad seed 1, iteration 0: "
 
 
+def _selector_named(selector: str, options: dict, tiny, world, said: str, allowed: str) -> Trainer:
+    """Runs arm bad with the selector of this module, asserting the one line that names it, what it did and what is
+    allowed; returns the trainer for what it must not have done."""
+    name = f"{HERE}:{selector}"
+    message, trainer = _failure({"selection": {name: options}}, tiny, world)
+    assert message.startswith(f"selector '{name}' (arms.bad.selection) in training arm bad seed 1, iteration 0: it "
+                              f"{said}; allowed: {allowed}"), message
+    return trainer
+
+
 @pytest.mark.parametrize("rule, what", [
     ("NanCredit", r"the credit of completion 1 is nan at token 0 \(1 of its \d+ values not finite\)"),
     ("ShortCredit", r"completion 2 has (\d+) tokens, its credit (\d+) values"),
@@ -587,18 +597,13 @@ class ObservesInPlace(api.StreamSelector):
                                        ("reverses", "selection.chosen in place"),
                                        ("replaces", "selection.chosen in place")])
 def test_a_selector_that_edits_what_observe_is_handed_is_named(how, what, tiny, world):
-    name = f"{HERE}:ObservesInPlace"
-    message, trainer = _failure({"selection": {name: {"how": how}}}, tiny, world)
-    assert message.startswith(f"selector '{name}' (arms.bad.selection) in training arm bad seed 1, iteration 0: it "
-                              f"changed {what}; allowed: its inputs"), message
+    trainer = _selector_named("ObservesInPlace", {"how": how}, tiny, world, f"changed {what}", "its inputs")
     assert trainer.log.iterations == []
 
 
 def test_a_selector_that_edits_the_groups_it_sampled_is_named(tiny, world):
-    name = f"{HERE}:EditsItsGroups"
-    message, trainer = _failure({"selection": {name: {}}}, tiny, world)
-    assert message.startswith(f"selector '{name}' (arms.bad.selection) in training arm bad seed 1, iteration 0: it "
-                              "changed rollouts.problems in place (of groups it sampled); allowed: its inputs"), message
+    trainer = _selector_named("EditsItsGroups", {}, tiny, world,
+                              "changed rollouts.problems in place (of groups it sampled)", "its inputs")
     assert trainer.updates == 0
 
 
@@ -622,10 +627,8 @@ class MakesUpRows(api.StreamSelector):
                                                    "score, reward or problem than it had there"),
                                        ("copies", "a completion its sampler never returned")])
 def test_a_selector_that_trains_on_rows_it_made_up_is_named(what, why, tiny, world):
-    name = f"{HERE}:MakesUpRows"
-    message, trainer = _failure({"selection": {name: {"what": what}}}, tiny, world)
-    assert message.startswith(f"selector '{name}' (arms.bad.selection) in training arm bad seed 1, iteration 0: it "
-                              f"trains on row 0, {why}; allowed: rows its sampler returned"), message
+    trainer = _selector_named("MakesUpRows", {"what": what}, tiny, world, f"trains on row 0, {why}",
+                              "rows its sampler returned")
     assert trainer.updates == 0
 
 

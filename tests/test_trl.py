@@ -416,18 +416,24 @@ def trainer(setup):
 def test_tokens_a_reward_generates_with_the_policy_without_charging_are_counted_and_warned_of(world, tiny, tmp_path,
                                                                                             capsys):
     pytest.importorskip("trl")
+    trl_run, log, generated = _run_with_reward_generating(UNCHARGED, world, tiny, tmp_path)
+    continuation = [row["tokens_continuation"] for row in log.iterations]
+    assert generated and continuation[-1] == sum(generated) == trl_run.record["uncharged_tokens_counted"]
+    assert capsys.readouterr().err.count("a reward function generated") == 1
+
+
+def _run_with_reward_generating(script_text: str, world, tiny, tmp_path):
+    """Runs arm mine with this TRL script; returns the run, its log and the tokens its reward generated, as the
+    script's setup recorded them."""
     from mcgrpo.integrations.trl import TRLRun
-    script = tmp_path / "uncharged.py"
-    script.write_text(UNCHARGED)
+    script = tmp_path / "reward_generates.py"
+    script.write_text(script_text)
     run = study_config.run_config(_study(mine={"trainer": {"trl": {"script": str(script)}}}), "mine", 1)
     trl_run = TRLRun(run, *tiny, *world, 300, tmp_path)
     setups, setup = [], trl_run.setup
     trl_run.setup = lambda: (made := setup(), setups.append(made))[0]
     log = trl_run.run()
-    generated = setups[0].generated
-    continuation = [row["tokens_continuation"] for row in log.iterations]
-    assert generated and continuation[-1] == sum(generated) == trl_run.record["uncharged_tokens_counted"]
-    assert capsys.readouterr().err.count("a reward function generated") == 1
+    return trl_run, log, setups[0].generated
 
 
 def _tampered(attribute: str, value):
@@ -571,16 +577,8 @@ def test_tokens_a_reward_generates_after_switching_the_policy_to_eval_mode_are_c
     """A reward that samples with `model.eval()` (dropout off, as a generation often is) and leaves it so: the step was
     a training step all the same (TRL chose it by the mode at its start), and its tokens count toward B."""
     pytest.importorskip("trl")
-    from mcgrpo.integrations.trl import TRLRun
-    script = tmp_path / "eval_mode.py"
-    script.write_text(UNCHARGED.replace("        out = model.generate(", "        model.eval()\n"
-                                                                        "        out = model.generate("))
-    run = study_config.run_config(_study(mine={"trainer": {"trl": {"script": str(script)}}}), "mine", 1)
-    trl_run = TRLRun(run, *tiny, *world, 300, tmp_path)
-    setups, setup = [], trl_run.setup
-    trl_run.setup = lambda: (made := setup(), setups.append(made))[0]
-    log = trl_run.run()
-    generated = setups[0].generated
+    script = UNCHARGED.replace("        out = model.generate(", "        model.eval()\n        out = model.generate(")
+    _, log, generated = _run_with_reward_generating(script, world, tiny, tmp_path)
     assert generated and log.iterations[-1]["tokens_continuation"] == sum(generated)
     assert all("reward_default" in row for row in log.iterations)
 
