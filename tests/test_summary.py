@@ -109,3 +109,14 @@ def test_a_two_seed_study_wider_than_the_margin_reads_inconclusive():
     assert summary.judged(close, "robust") == "not confirmed, and robust"
     # a check that overturns an inconclusive reading still says so
     assert summary.judged(r, "fragile: the crossed interval excludes 0 [+0.1, +1.2]").startswith("not confirmed, and fragile")
+
+
+def test_an_accepted_difference_is_said_of_what_it_differs_in():
+    """A GRPOConfig key differs from the study's recipe; `prompts` (the prompt tokens an ingested log implies) from its
+    training prompts: the warning names each as what it is."""
+    said = {keys: summary.accepted_warnings({"mine": {1: list(keys)}})[0]
+            for keys in (("learning_rate",), ("prompts",), ("learning_rate", "prompts"))}
+    assert "learning_rate differs from the study's recipe, so every contrast" in said[("learning_rate",)]
+    assert "prompts differ from the study's training prompts, so" in said[("prompts",)]
+    assert "learning_rate, prompts differ from the study's recipe and training prompts, so" in said[
+        ("learning_rate", "prompts")]

@@ -148,12 +148,21 @@ def accepted_warnings(accepted: dict[str, dict[int, list[str]]]) -> list[str]:
     reader of a table that uses them may miss (docs/trl.md, "Runs already made")."""
     out = []
     for arm, by_seed in sorted(accepted.items()):
-        seeds, verb = sorted(by_seed), "differs" if len(_key_list(by_seed)) == 1 else "differ"
+        keys = _key_list(by_seed)
+        seeds, verb = sorted(by_seed), "differs" if len(keys) == 1 and keys != ["prompts"] else "differ"
         out.append(f"arm {arm}'s runs of {formats.seeds_in_words(seeds)} were "
                    f"stored with recipe differences accepted (accept_differences): {_keys(by_seed)} {verb} from the "
-                   f"study's recipe, so every contrast with {arm} compares another recipe (run.json: "
+                   f"study's {_differing(by_seed)}, so every contrast with {arm} compares another recipe (run.json: "
                    f"ingested.differences)")
     return out
+
+
+def _differing(by_seed: dict[int, list[str]]) -> str:
+    """What the keys are of: GRPOConfig keys are the recipe's; `prompts` (mcgrpo.integrations.ingest.differing) is
+    the training prompts the log implies."""
+    keys = set(_key_list(by_seed))
+    return " and ".join(what for what, present in (("recipe", keys - {"prompts"}),
+                                                    ("training prompts", "prompts" in keys)) if present)
 
 
 def accepted_cell(a: str, b: str, accepted: dict[str, dict[int, list[str]]]) -> str:
