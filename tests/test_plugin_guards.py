@@ -739,3 +739,44 @@ def test_a_shuffled_rule_saves_its_inner_rules_state():
     shuffled = credit_rules.build({"shuffled": {"critic": {}}})
     assert shuffled.state_dict() == shuffled.rule.state_dict() and shuffled.state_dict()["rows"] == []
     assert not hasattr(credit_rules.build({"shuffled": {"monte_carlo": {}}}), "state_dict")
+
+
+# A plugin's options are its own: what it does to them never reaches the run's config, recorded and hashed.
+
+@dataclass
+class Appends:
+    """Keeps a running list in the list option it was given (appends to self.weights each call)."""
+    weights: list[int] = dataclasses.field(default_factory=list)
+
+    def __call__(self, rollouts, ctx):
+        self.weights.append(len(self.weights))
+        return api.Credit(outcome(rollouts, ctx))
+
+
+@dataclass(kw_only=True)
+class AppendsSelector(api.StreamSelector):
+    weights: list[int] = dataclasses.field(default_factory=list)
+
+    def observe(self, iteration, selection, group_means, view):
+        self.weights.append(iteration)
+
+    def state_dict(self):
+        return {"weights": list(self.weights)}
+
+    def load_state_dict(self, state):
+        self.weights = list(state["weights"])
+
+
+@pytest.mark.parametrize("kind, name", [("credit", "Appends"), ("selection", "AppendsSelector")])
+def test_a_plugin_that_edits_its_options_in_place_leaves_the_runs_config_as_written(kind, name, tiny, world):
+    """The run's config (run.json's config and config_hash, the checkpoints' identity) is what the study wrote: the
+    plugin is built with its own copy of its options."""
+    import copy
+    from mcgrpo.core.config import config_hash
+    cfg = studies.validate(edited_study(arms={"outcome": {}, "bad": {kind: {f"{HERE}:{name}": {"weights": [1, 2]}}}}))
+    run = study_config.run_config(cfg, "bad", 1)
+    written, hashed = copy.deepcopy(run), config_hash(run)
+    trainer = Trainer(run, *tiny, world[0], None, 600, arm="bad")
+    trainer.run(max_iterations=2)
+    assert len(getattr(trainer, "credit" if kind == "credit" else "selector").weights) == 4
+    assert run == written and config_hash(run) == hashed

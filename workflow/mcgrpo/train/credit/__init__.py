@@ -9,6 +9,7 @@ trainer logs per iteration. Rules are picked by an arm's `credit:` block (`build
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Callable, Protocol, Sequence
 
@@ -111,14 +112,15 @@ def build(spec: dict, pool=None, arm: str = "") -> CreditRule:
     """The credit rule of an arm's `credit:` block (outcome-only when empty), checked against the pool: a built-in
     or a plugin (mcgrpo.core.plugins), built with the block's options as keyword arguments.
 
-    The config's `lambda` (a Python keyword) reaches the rules as `lam`.
+    The config's `lambda` (a Python keyword) reaches the rules as `lam`. The rule gets its own deep copy of its options:
+    one that edits a list it was given in place leaves the run's config (run.json, its hash) as the study wrote it.
     """
     if not spec:
         return outcome
     (name, options), = spec.items()
     key = f"arms.{arm}.credit"
     plugin = plugins.load("credit", name, key)
-    rule = plugin.factory(**{("lam" if k == "lambda" else k): v for k, v in (options or {}).items()})
+    rule = plugin.factory(**{("lam" if k == "lambda" else k): v for k, v in copy.deepcopy(options or {}).items()})
     if pool is not None and hasattr(rule, "check_pool"):
         rule.check_pool(pool, f"{key}.{name}")
     return rule
