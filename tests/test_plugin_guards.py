@@ -780,3 +780,39 @@ def test_a_plugin_that_edits_its_options_in_place_leaves_the_runs_config_as_writ
     trainer.run(max_iterations=2)
     assert len(getattr(trainer, "credit" if kind == "credit" else "selector").weights) == 4
     assert run == written and config_hash(run) == hashed
+
+
+@dataclass
+class EditsThePool:
+    """Its check_pool edits the pool it is handed: `answer` rewrites a problem's answer, `steps` appends to a problem's
+    list of reference steps (an object in the frame, which a shallow copy of the pool would share)."""
+    what: str = "answer"
+
+    def check_pool(self, pool, where):
+        if self.what == "answer":
+            pool.loc[pool.index[0], "answer"] = "0"
+        else:
+            pool["steps"].iloc[0].append("0")
+
+    def __call__(self, rollouts, ctx):
+        return api.Credit(outcome(rollouts, ctx))
+
+
+@pytest.mark.parametrize("what", ["answer", "steps"])
+def test_a_credit_rules_check_pool_cannot_edit_the_training_pool(what, tiny, world):
+    """The trainer rewards every rollout against the pool's answers after check_pool: an edit is refused, named, and
+    never reaches the pool."""
+    import pickle
+    pool = pickle.loads(pickle.dumps(world[0]))  # the session's pool stays as built whatever happens here
+    name = f"{HERE}:EditsThePool"
+    cfg = studies.validate(edited_study(arms={"outcome": {}, "bad": {"credit": {name: {"what": what}}}}))
+    with pytest.raises(PluginError) as err:
+        Trainer(study_config.run_config(cfg, "bad", 1), *tiny, pool, None, 600, arm="bad")
+    assert str(err.value) == (f"credit rule '{name}' (arms.bad.credit): its check_pool changed the pool's column "
+                              f"{what!r} (row 0) in place; allowed: {api_pool_allowed()}"), str(err.value)
+    assert pool.equals(world[0]) and pool["steps"].iloc[0] == world[0]["steps"].iloc[0] != [*world[0]["steps"].iloc[0], "0"]
+
+
+def api_pool_allowed() -> str:
+    from mcgrpo.train import contract
+    return contract.POOL

@@ -414,6 +414,95 @@ def resumable(subject: Subject, plugin, built: dict[str, Any] | None) -> None:
                              f"it afresh and diverge from the run uninterrupted", RESUMABLE)
 
 
+POOL = ("a check of the pool it is handed that reads it and raises where the pool does not suit the rule (a copy, "
+        "deep: the trainer rewards every rollout against the pool's answers after it) (docs/plugins.md)")
+
+
+def pool_checked(subject: Subject, check: Callable, pool, where: str) -> None:
+    """A credit rule's `check_pool(pool, where)`, run on a deep copy of the pool (its steps' lists too), refused where
+    it edited that copy: the run builds its problem records, answers and steps, from the pool after it."""
+    handed = pickle.loads(pickle.dumps(pool, protocol=pickle.HIGHEST_PROTOCOL))
+    subject.call(check, handed, where)
+    changed = _frame_changed(pool, handed)
+    if changed:
+        raise subject.broken(f"its check_pool changed {changed} in place", POOL)
+
+
+def _frame_changed(was, now) -> str:
+    """Where the frame `now` differs from `was`, in words ('' where it does not)."""
+    if list(was.columns) != list(now.columns) or not was.index.equals(now.index):
+        return "the pool's columns or rows"
+    for column in was.columns:
+        row = next((r for r, (a, b) in enumerate(zip(was[column], now[column])) if not same(a, b)), None)
+        if row is not None or was[column].dtype != now[column].dtype:
+            return f"the pool's column {column!r}" + (f" (row {row})" if row is not None else "")
+    return ""
+
+
+def same(a, b, _seen: set | None = None) -> bool:
+    """Whether `a` and `b` are equal by value: arrays and tensors by dtype, shape and elements (NaN equal to NaN),
+    containers element by element, generators by their state, other objects attribute by attribute. What the checks
+    of a plugin's state compare: `==` alone raises on arrays and compares objects by identity."""
+    seen = set() if _seen is None else _seen
+    if a is b or (id(a), id(b)) in seen:
+        return True
+    if type(a) is not type(b):
+        return False
+    seen.add((id(a), id(b)))
+    for kind, equal in _equalities():
+        if isinstance(a, kind):
+            return equal(a, b, seen)
+    if inspect.isroutine(a):
+        return getattr(a, "__code__", a) == getattr(b, "__code__", b)
+    if hasattr(a, "__dict__") or hasattr(a, "__slots__"):
+        return same(attributes(a), attributes(b), seen)
+    try:
+        return bool(a == b)
+    except Exception:  # an object whose == is not a bool
+        return _by_value(a) == _by_value(b)
+
+
+def _equalities() -> list[tuple[type, Callable]]:
+    """(type, equality) for the values `same` does not compare by ==: numbers with NaN, containers, arrays,
+    generators, tensors where torch is imported."""
+    import collections
+    import random
+    out = [(float, lambda a, b, s: a == b or (a != a and b != b)),
+           ((str, bytes, int, type(None)), lambda a, b, s: a == b),
+           ((list, tuple, collections.deque), lambda a, b, s: len(a) == len(b) and all(
+               same(x, y, s) for x, y in zip(a, b))),
+           (dict, lambda a, b, s: a.keys() == b.keys() and all(same(a[k], b[k], s) for k in a)),
+           ((set, frozenset), lambda a, b, s: a == b),
+           (np.ndarray, lambda a, b, s: a.dtype == b.dtype and a.shape == b.shape and np.array_equal(
+               a, b, equal_nan=a.dtype.kind in "fc")),
+           (np.generic, lambda a, b, s: same(np.asarray(a), np.asarray(b), s)),
+           (np.random.Generator, lambda a, b, s: same(a.bit_generator.state, b.bit_generator.state, s)),
+           (random.Random, lambda a, b, s: a.getstate() == b.getstate())]
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        out += [(torch.Tensor, _same_tensor), (torch.Generator, lambda a, b, s: torch.equal(a.get_state(),
+                                                                                            b.get_state()))]
+    return out
+
+
+def _same_tensor(a, b, seen) -> bool:
+    a, b = a.detach().cpu(), b.detach().cpu()
+    return a.dtype == b.dtype and a.shape == b.shape and bool(((a == b) | (a != a) & (b != b)).all())
+
+
+def attributes(obj) -> dict[str, Any]:
+    """An object's attributes by name: its __dict__, and its slots."""
+    found = dict(getattr(obj, "__dict__", {}))
+    slots = [n for cls in type(obj).__mro__ for n in _slots(cls) if n not in ("__dict__", "__weakref__")]
+    found.update((n, getattr(obj, n)) for n in slots if hasattr(obj, n))
+    return found
+
+
+def _slots(cls: type) -> tuple[str, ...]:
+    slots = cls.__dict__.get("__slots__", ())
+    return (slots,) if isinstance(slots, str) else tuple(slots)
+
+
 VERDICT = "True or False (or 1 / 0) for every completion: (text, reference) -> bool"
 
 

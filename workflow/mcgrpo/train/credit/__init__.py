@@ -16,6 +16,7 @@ from typing import Callable, Protocol, Sequence
 import numpy as np
 
 from mcgrpo.core import plugins
+from mcgrpo.train import contract
 from mcgrpo.train.engines import Completion, Engine
 from mcgrpo.train.rollout import Prompter, Rollouts
 
@@ -121,8 +122,8 @@ def build(spec: dict, pool=None, arm: str = "") -> CreditRule:
     key = f"arms.{arm}.credit"
     plugin = plugins.load("credit", name, key)
     rule = plugin.factory(**{("lam" if k == "lambda" else k): v for k, v in copy.deepcopy(options or {}).items()})
-    if pool is not None and hasattr(rule, "check_pool"):
-        rule.check_pool(pool, f"{key}.{name}")
+    if pool is not None and hasattr(rule, "check_pool"):  # on a copy: an edit is refused, never trained on
+        contract.pool_checked(contract.Subject.of("credit", name, key), rule.check_pool, pool, f"{key}.{name}")
     return rule
 
 
