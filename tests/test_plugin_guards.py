@@ -725,7 +725,10 @@ def test_a_plugin_whose_state_changed_but_cannot_be_saved_is_refused_at_the_chec
 
 
 @pytest.mark.parametrize("arm", [{"credit": {f"{HERE}:CountsSaved": {}}}, {"credit": {"shuffled": {"critic": {}}}},
-                                 {"selection": {"critic_filter": {"keep": 1, "candidates": 4}}}])
+                                 {"credit": {"path_penalty": {"anneal_below": 1.0}}},
+                                 {"selection": {"critic_filter": {"keep": 1, "candidates": 4}}},
+                                 {"selection": {"history_filter": {"keep": 1, "candidates": 4}}},
+                                 {"selection": {"dynamic_sampling": {}}}])
 def test_a_plugin_that_saves_its_state_checkpoints(arm, tiny, world, tmp_path):
     from mcgrpo.core.errors import Interrupted
     trainer = _checkpointed(arm, tiny, world, tmp_path)
@@ -816,3 +819,45 @@ def test_a_credit_rules_check_pool_cannot_edit_the_training_pool(what, tiny, wor
 def api_pool_allowed() -> str:
     from mcgrpo.train import contract
     return contract.POOL
+
+
+# A plugin's state_dict restores all it keeps: built afresh and loaded with it, it equals the live one.
+
+@dataclass
+class CountsPartly(CountsSaved):
+    """Saves its count of calls, not the rewards it has summed (an array it grows each call)."""
+    def __call__(self, rollouts, ctx):
+        self.summed = np.append(getattr(self, "summed", np.zeros(0)), rollouts.rewards.sum())
+        return super().__call__(rollouts, ctx)
+
+
+@dataclass(kw_only=True)
+class RemembersPartly(Remembers):
+    """Saves how many groups it saw, not the last iteration it observed."""
+    last: int = -1
+
+    def observe(self, iteration, selection, group_means, view):
+        super().observe(iteration, selection, group_means, view)
+        self.last = iteration
+
+    def state_dict(self):
+        return {"seen": self.seen}
+
+    def load_state_dict(self, state):
+        self.seen = state["seen"]
+
+
+@pytest.mark.parametrize("kind, name, lost", [("credit", "CountsPartly", "summed"),
+                                              ("selection", "RemembersPartly", "last")])
+def test_a_plugin_whose_state_dict_does_not_restore_it_is_refused_at_the_checkpoint(kind, name, lost, tiny, world,
+                                                                                     tmp_path):
+    trainer = _checkpointed({kind: {f"{HERE}:{name}": {}}}, tiny, world, tmp_path)
+    with pytest.raises(PluginError) as err:
+        trainer.run(max_iterations=2)
+    what = "credit rule" if kind == "credit" else "selector"
+    assert str(err.value).startswith(
+        f"{what} '{HERE}:{name}' (arms.bad.{kind}) in training arm bad seed 1, checkpoint after iteration 0: its "
+        f"attribute {lost} is not restored by its state_dict (built afresh and loaded with what state_dict() "
+        "returned, it differs there): a run resumed from this checkpoint would diverge from the run uninterrupted; "
+        "allowed: state_dict() -> dict and load_state_dict(state) that save and restore"), str(err.value)
+    assert [p.name for p in tmp_path.glob("ckpt-*.pt")] == ["ckpt-00000000.pt"]  # the start's only, as built

@@ -30,6 +30,7 @@ A built-in that breaks the contract is a bug in mcgrpo: the same message, as a R
 from __future__ import annotations
 
 import contextlib
+import copy
 import contextvars
 import inspect
 import numbers
@@ -376,9 +377,9 @@ def groups(subject: Subject, out, group_size: int, pool: list[dict], per_iterati
     return out
 
 
-RESUMABLE = ("state_dict() -> dict and load_state_dict(state) that save and restore what it keeps across iterations "
-             "(state_dict returning {} where what changed is a cache a resumed run rebuilds alike), or no state kept "
-             "on it (docs/plugins.md)")
+RESUMABLE = ("state_dict() -> dict and load_state_dict(state) that save and restore every attribute it changes "
+             "across iterations (a cache a resumed run rebuilds alike kept off the instance, e.g. in a functools.cache "
+             "of its module), or no state kept on it (docs/plugins.md)")
 
 
 def unsaved_state(plugin) -> dict[str, Any] | None:
@@ -400,11 +401,14 @@ def _by_value(value) -> bytes | str:
         return repr(value)
 
 
-def resumable(subject: Subject, plugin, built: dict[str, Any] | None) -> None:
+def resumable(subject: Subject, plugin, built: dict[str, Any] | None, rebuild: Callable[[], Any] | None = None) -> None:
     """Refuse, as a checkpoint is about to be written, a plugin whose attributes changed since it was built
     (`built`: its unsaved_state then) but which cannot save them: a run resumed from that checkpoint would build it
-    afresh and go on differently from the run uninterrupted, in silence."""
+    afresh and go on differently from the run uninterrupted, in silence. One that saves its state must restore it
+    all (`restored`, where `rebuild` builds it afresh as a resumed run does)."""
     if built is None:
+        if rebuild is not None:
+            restored(subject, plugin, rebuild)
         return
     now = unsaved_state(plugin)
     changed = sorted(name for name in {*built, *now} if built.get(name) != now.get(name))
@@ -412,6 +416,30 @@ def resumable(subject: Subject, plugin, built: dict[str, Any] | None) -> None:
         raise subject.broken(f"its attribute{'s' if len(changed) > 1 else ''} {', '.join(changed)} changed since it "
                              f"was built, but it has no state_dict: a run resumed from this checkpoint would start "
                              f"it afresh and diverge from the run uninterrupted", RESUMABLE)
+
+
+def restored(subject: Subject, plugin, rebuild: Callable[[], Any]) -> None:
+    """Refuse a plugin whose state_dict leaves out what it changed: built afresh (`rebuild`, as a resumed run builds
+    it) and loaded with its state_dict() through pickle (as a resume reads the checkpoint), it must equal the live one
+    in every attribute the live one has (`same`; one only loading sets, as a count kept with getattr(self, name, 0),
+    is not compared: the live one takes it when it first sets it). Run at checkpoints only: a state_dict and a build."""
+    fresh = rebuild()
+    subject.call(fresh.load_state_dict, _copied(subject.call(plugin.state_dict)))
+    live, loaded = attributes(plugin), attributes(fresh)
+    lost = sorted(n for n in live if n not in loaded or not same(live[n], loaded[n]))
+    if lost:
+        raise subject.broken(f"its attribute{'s' if len(lost) > 1 else ''} {', '.join(lost)} "
+                             f"{'are' if len(lost) > 1 else 'is'} not restored by its state_dict (built afresh and "
+                             f"loaded with what state_dict() returned, it differs there): a run resumed from this "
+                             f"checkpoint would diverge from the run uninterrupted", RESUMABLE)
+
+
+def _copied(state):
+    """`state` as a resume reads it back (pickled, as torch.save writes it), sharing nothing with the live plugin."""
+    try:
+        return pickle.loads(pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
+    except Exception:  # what pickle cannot write (torch.save could not either): a deep copy
+        return copy.deepcopy(state)
 
 
 POOL = ("a check of the pool it is handed that reads it and raises where the pool does not suit the rule (a copy, "
