@@ -861,3 +861,33 @@ def test_a_plugin_whose_state_dict_does_not_restore_it_is_refused_at_the_checkpo
         "returned, it differs there): a run resumed from this checkpoint would diverge from the run uninterrupted; "
         "allowed: state_dict() -> dict and load_state_dict(state) that save and restore"), str(err.value)
     assert [p.name for p in tmp_path.glob("ckpt-*.pt")] == ["ckpt-00000000.pt"]  # the start's only, as built
+
+
+# A verifier's verdict depends on (text, reference) alone: a sample of each batch is judged twice.
+
+CALLS, COIN = [0], __import__("random").Random(0)
+
+
+def flips(text, reference):
+    """Alternates its verdict from call to call (a verifier whose verdict drifts with its own state)."""
+    CALLS[0] += 1
+    return CALLS[0] % 2 == 0
+
+
+def coin(text, reference):
+    """Draws its verdict at random."""
+    return COIN.random() < 0.5
+
+
+@pytest.mark.parametrize("verifier", ["flips", "coin"])
+def test_a_verifier_whose_verdict_varies_for_the_same_text_is_named(verifier, tiny, world):
+    COIN.seed(0)
+    name = f"{HERE}:{verifier}"
+    message, trainer = _failure({"recipe": {"reward_verifier": name}}, tiny, world)
+    found = __import__("re").match(
+        rf"verifier '{name}' \(recipe.reward_verifier\) in training arm bad seed 1, iteration (\d+): it returned "
+        r"(True|False), then (True|False) for completion (\d+) judged again \(text .*, reference '[^']+'\); allowed: "
+        r"True or False \(or 1 / 0\) for every completion, the same each time for the same \(text, reference\)",
+        message)
+    assert found and found[2] != found[3], message
+    assert trainer.updates == int(found[1])  # nothing trained on the noisy rewards of that iteration

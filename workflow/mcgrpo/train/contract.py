@@ -37,6 +37,7 @@ import numbers
 import pickle
 import sys
 import traceback
+import zlib
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -531,15 +532,33 @@ def _slots(cls: type) -> tuple[str, ...]:
     return (slots,) if isinstance(slots, str) else tuple(slots)
 
 
-VERDICT = "True or False (or 1 / 0) for every completion: (text, reference) -> bool"
+VERDICT = ("True or False (or 1 / 0) for every completion, the same each time for the same (text, reference): "
+           "(text, reference) -> bool, drawing nothing at random and reading no clock nor state it changes "
+           "(docs/plugins.md)")
+RECHECKED = 8  # one completion in this many (at least one a batch) is judged twice
 
 
 def verdicts(subject: Subject, judge: Callable[[str, str], Any], texts, answers) -> np.ndarray:
-    """A verifier's verdict on each (text, reference), as floats 1.0 / 0.0, each checked to be a bool."""
-    out = []
+    """A verifier's verdict on each (text, reference), as floats 1.0 / 0.0, each checked to be a bool. Every
+    RECHECKED-th completion, from an offset the batch's first text picks, is judged a second time at once and refused
+    where the two differ: a verifier that draws at random or drifts would make rewards noise that no one is told of."""
+    texts, out = list(texts), []
+    offset = zlib.crc32(texts[0].encode()) % min(RECHECKED, len(texts)) if texts else 0
     for r, (text, answer) in enumerate(zip(texts, answers)):
-        verdict = subject.call(judge, text, answer)
-        if not isinstance(verdict, (bool, np.bool_, int, np.integer)) or verdict not in (0, 1):
-            raise subject.broken(f"it returned {verdict!r} for completion {r}, not a bool", VERDICT)
-        out.append(float(bool(verdict)))
+        out.append(_verdict(subject, judge, text, answer, r))
+        if r % RECHECKED == offset and (again := _verdict(subject, judge, text, answer, r)) != out[-1]:
+            raise subject.broken(f"it returned {bool(out[-1])}, then {bool(again)} for completion {r} judged again "
+                                 f"(text {_short(text)}, reference {answer!r})", VERDICT)
     return np.array(out, dtype=np.float64)
+
+
+def _verdict(subject: Subject, judge: Callable[[str, str], Any], text: str, answer: str, r: int) -> float:
+    verdict = subject.call(judge, text, answer)
+    if not isinstance(verdict, (bool, np.bool_, int, np.integer)) or verdict not in (0, 1):
+        raise subject.broken(f"it returned {verdict!r} for completion {r}, not a bool", VERDICT)
+    return float(bool(verdict))
+
+
+def _short(text: str) -> str:
+    """A completion's text for a one-line message: its repr, the middle cut past 120 characters."""
+    return repr(text if len(text) <= 120 else f"{text[:60]}...{text[-57:]}")
