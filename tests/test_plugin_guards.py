@@ -891,3 +891,22 @@ def test_a_verifier_whose_verdict_varies_for_the_same_text_is_named(verifier, ti
         message)
     assert found and found[2] != found[3], message
     assert trainer.updates == int(found[1])  # nothing trained on the noisy rewards of that iteration
+
+
+def test_same_compares_a_plugins_attributes_by_value():
+    """What the checkpoint compares: arrays, tensors, generators and objects by value, NaN equal to NaN."""
+    import collections
+    import torch
+    from mcgrpo.train.contract import same
+    nan = np.array([1.0, np.nan])
+    assert same(nan, nan.copy()) and not same(nan, nan.astype(np.float32)) and not same(nan, np.array([1.0, 2.0]))
+    assert same(torch.tensor([np.nan, 1.0]), torch.tensor([np.nan, 1.0])) and not same(torch.ones(2), torch.zeros(2))
+    assert same(np.random.default_rng(3), np.random.default_rng(3))
+    assert not same(np.random.default_rng(3), np.random.default_rng(4))
+    assert same(collections.deque([(0, nan)]), collections.deque([(0, nan.copy())]))
+    assert not same(collections.deque([1]), [1]) and same({"a": float("nan")}, {"a": float("nan")})
+    loop = CountsPartly()
+    loop.me, loop.summed = loop, nan
+    twin = CountsPartly()
+    twin.me, twin.summed = twin, nan.copy()
+    assert same(loop, twin) and not same(loop, CountsPartly())

@@ -16,11 +16,13 @@ What is checked (docs/plugins.md, "What is checked at run time"):
 - a selector: a `Selection` of pool indices; its groups one per chosen prompt, in order, of the recipe's group
   size; its discarded tokens a whole number >= 0, which with the kept groups' tokens covers what the engine
   generated; every row it trains on one its sampler returned, as it was returned (`sampled`);
-- a verifier: a bool (or 0 / 1) for every completion;
+- a verifier: a bool (or 0 / 1) for every completion, the same when one in RECHECKED is judged again;
 - every call: the rollouts, arrays and Selections it was handed unchanged, and torch's global settings and
-  ctx.engine's temperature and top_p as it found them;
-- at every checkpoint: a plugin without a state_dict of its own has the attributes it was built with (else a
-  resumed run, which builds it afresh, would diverge from an uninterrupted one).
+  ctx.engine's temperature and top_p as it found them; a credit rule's check_pool: the copy of the pool it was
+  handed unchanged;
+- at every checkpoint: a plugin without a state_dict of its own has the attributes it was built with, and one with
+  a state_dict is restored by it (a fresh one loaded with it equals it): else a resumed run, which builds it afresh,
+  would diverge from an uninterrupted one.
 What a plugin is handed exposes only what mcgrpo.api documents: its engine (engines.Counting) samples through its
 counted generate (no model, no sync), its prompter (rollout.PrompterView) renders and decodes, a selector's view
 (policy.SelectorView) gives features and levels, not the model nor the pool.
