@@ -708,20 +708,25 @@ def _checkpointed(arm: dict, tiny, world, tmp_path) -> Trainer:
     return trainer
 
 
-@pytest.mark.parametrize("kind, name, changed", [
-    ("credit", "Counts", "attribute calls"), ("selection", "Remembers", "attribute seen")])
-def test_a_plugin_whose_state_changed_but_cannot_be_saved_is_refused_at_the_checkpoint(kind, name, changed, tiny,
-                                                                                       world, tmp_path):
+def _refused_at_checkpoint(kind: str, name: str, said: str, tiny, world, tmp_path) -> None:
+    """Runs arm bad with this module's plugin `name` as its `kind`, checkpointing: it must stop at the checkpoint after
+    iteration 0 with the one line naming it and saying `said`, before that checkpoint is written."""
     trainer = _checkpointed({kind: {f"{HERE}:{name}": {}}}, tiny, world, tmp_path)
     with pytest.raises(PluginError) as err:
         trainer.run(max_iterations=2)
     what = "credit rule" if kind == "credit" else "selector"
-    assert str(err.value).startswith(
-        f"{what} '{HERE}:{name}' ({'arms.bad.' + kind}) in training arm bad seed 1, checkpoint after iteration 0: "
-        f"its {changed} changed since it was built, but it has no state_dict: a run resumed from this checkpoint "
-        "would start it afresh and diverge from the run uninterrupted; allowed: state_dict() -> dict and "
-        "load_state_dict(state)"), str(err.value)
+    assert str(err.value).startswith(f"{what} '{HERE}:{name}' (arms.bad.{kind}) in training arm bad seed 1, checkpoint "
+                                     f"after iteration 0: its {said}: a run resumed from this checkpoint would "), str(err.value)
+    assert "; allowed: state_dict() -> dict and load_state_dict(state) that save and restore" in str(err.value)
     assert [p.name for p in tmp_path.glob("ckpt-*.pt")] == ["ckpt-00000000.pt"]  # the start's only, as built
+
+
+@pytest.mark.parametrize("kind, name, changed", [
+    ("credit", "Counts", "attribute calls"), ("selection", "Remembers", "attribute seen")])
+def test_a_plugin_whose_state_changed_but_cannot_be_saved_is_refused_at_the_checkpoint(kind, name, changed, tiny,
+                                                                                       world, tmp_path):
+    _refused_at_checkpoint(kind, name, f"{changed} changed since it was built, but it has no state_dict", tiny, world,
+                           tmp_path)
 
 
 @pytest.mark.parametrize("arm", [{"credit": {f"{HERE}:CountsSaved": {}}}, {"credit": {"shuffled": {"critic": {}}}},
@@ -851,16 +856,8 @@ class RemembersPartly(Remembers):
                                               ("selection", "RemembersPartly", "last")])
 def test_a_plugin_whose_state_dict_does_not_restore_it_is_refused_at_the_checkpoint(kind, name, lost, tiny, world,
                                                                                      tmp_path):
-    trainer = _checkpointed({kind: {f"{HERE}:{name}": {}}}, tiny, world, tmp_path)
-    with pytest.raises(PluginError) as err:
-        trainer.run(max_iterations=2)
-    what = "credit rule" if kind == "credit" else "selector"
-    assert str(err.value).startswith(
-        f"{what} '{HERE}:{name}' (arms.bad.{kind}) in training arm bad seed 1, checkpoint after iteration 0: its "
-        f"attribute {lost} is not restored by its state_dict (built afresh and loaded with what state_dict() "
-        "returned, it differs there): a run resumed from this checkpoint would diverge from the run uninterrupted; "
-        "allowed: state_dict() -> dict and load_state_dict(state) that save and restore"), str(err.value)
-    assert [p.name for p in tmp_path.glob("ckpt-*.pt")] == ["ckpt-00000000.pt"]  # the start's only, as built
+    _refused_at_checkpoint(kind, name, f"attribute {lost} is not restored by its state_dict (built afresh and loaded "
+                           "with what state_dict() returned, it differs there)", tiny, world, tmp_path)
 
 
 # A verifier's verdict depends on (text, reference) alone: a sample of each batch is judged twice.
