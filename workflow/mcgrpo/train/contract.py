@@ -463,11 +463,19 @@ def _frame_changed(was, now) -> str:
     """Where the frame `now` differs from `was`, in words ('' where it does not)."""
     if list(was.columns) != list(now.columns) or not was.index.equals(now.index):
         return "the pool's columns or rows"
-    for column in was.columns:
+    for column in (c for c in was.columns if not _equals(was[c], now[c])):  # a fast pass, then value by value
         row = next((r for r, (a, b) in enumerate(zip(was[column], now[column])) if not same(a, b)), None)
         if row is not None or was[column].dtype != now[column].dtype:
             return f"the pool's column {column!r}" + (f" (row {row})" if row is not None else "")
     return ""
+
+
+def _equals(was, now) -> bool:
+    """pandas' vectorized equality of two columns (False where it cannot tell: an array in a cell)."""
+    try:
+        return bool(was.dtype == now.dtype and was.equals(now))
+    except (TypeError, ValueError):
+        return False
 
 
 def same(a, b, _seen: set | None = None) -> bool:
