@@ -32,8 +32,9 @@ A built-in that breaks the contract is a bug in mcgrpo: the same message, as a R
 from __future__ import annotations
 
 import contextlib
-import copy
 import contextvars
+import copy
+import functools
 import inspect
 import numbers
 import pickle
@@ -488,7 +489,7 @@ def same(a, b, _seen: set | None = None) -> bool:
     if type(a) is not type(b):
         return False
     seen.add((id(a), id(b)))
-    for kind, equal in _equalities():
+    for kind, equal in _equalities("torch" in sys.modules):
         if isinstance(a, kind):
             return equal(a, b, seen)
     if inspect.isroutine(a):
@@ -501,9 +502,10 @@ def same(a, b, _seen: set | None = None) -> bool:
         return _by_value(a) == _by_value(b)
 
 
-def _equalities() -> list[tuple[type, Callable]]:
+@functools.cache
+def _equalities(torch_imported: bool) -> list[tuple[type, Callable]]:
     """(type, equality) for the values `same` does not compare by ==: numbers with NaN, containers, arrays,
-    generators, tensors where torch is imported."""
+    generators, tensors where torch is imported (made once either way)."""
     import collections
     import random
     out = [(float, lambda a, b, s: a == b or (a != a and b != b)),
@@ -517,7 +519,7 @@ def _equalities() -> list[tuple[type, Callable]]:
            (np.generic, lambda a, b, s: same(np.asarray(a), np.asarray(b), s)),
            (np.random.Generator, lambda a, b, s: same(a.bit_generator.state, b.bit_generator.state, s)),
            (random.Random, lambda a, b, s: a.getstate() == b.getstate())]
-    torch = sys.modules.get("torch")
+    torch = sys.modules.get("torch") if torch_imported else None
     if torch is not None:
         out += [(torch.Tensor, _same_tensor), (torch.Generator, lambda a, b, s: torch.equal(a.get_state(),
                                                                                             b.get_state()))]
