@@ -708,24 +708,32 @@ def _checkpointed(arm: dict, tiny, world, tmp_path) -> Trainer:
     return trainer
 
 
-@pytest.mark.parametrize("kind, name, changed", [
-    ("credit", "Counts", "attribute calls"), ("selection", "Remembers", "attribute seen")])
-def test_a_plugin_whose_state_changed_but_cannot_be_saved_is_refused_at_the_checkpoint(kind, name, changed, tiny,
-                                                                                       world, tmp_path):
+def _refused_at_checkpoint(kind: str, name: str, said: str, tiny, world, tmp_path) -> None:
+    """Runs arm bad with this module's plugin `name` as its `kind`, checkpointing: it must stop at the checkpoint after
+    iteration 0 with the one line naming it and saying `said`, before that checkpoint is written."""
     trainer = _checkpointed({kind: {f"{HERE}:{name}": {}}}, tiny, world, tmp_path)
     with pytest.raises(PluginError) as err:
         trainer.run(max_iterations=2)
     what = "credit rule" if kind == "credit" else "selector"
-    assert str(err.value).startswith(
-        f"{what} '{HERE}:{name}' ({'arms.bad.' + kind}) in training arm bad seed 1, checkpoint after iteration 0: "
-        f"its {changed} changed since it was built, but it has no state_dict: a run resumed from this checkpoint "
-        "would start it afresh and diverge from the run uninterrupted; allowed: state_dict() -> dict and "
-        "load_state_dict(state)"), str(err.value)
+    assert str(err.value).startswith(f"{what} '{HERE}:{name}' (arms.bad.{kind}) in training arm bad seed 1, checkpoint "
+                                     f"after iteration 0: its {said}: a run resumed from this checkpoint would "), str(err.value)
+    assert "; allowed: state_dict() -> dict and load_state_dict(state) that save and restore" in str(err.value)
     assert [p.name for p in tmp_path.glob("ckpt-*.pt")] == ["ckpt-00000000.pt"]  # the start's only, as built
 
 
+@pytest.mark.parametrize("kind, name, changed", [
+    ("credit", "Counts", "attribute calls"), ("selection", "Remembers", "attribute seen")])
+def test_a_plugin_whose_state_changed_but_cannot_be_saved_is_refused_at_the_checkpoint(kind, name, changed, tiny,
+                                                                                       world, tmp_path):
+    _refused_at_checkpoint(kind, name, f"{changed} changed since it was built, but it has no state_dict", tiny, world,
+                           tmp_path)
+
+
 @pytest.mark.parametrize("arm", [{"credit": {f"{HERE}:CountsSaved": {}}}, {"credit": {"shuffled": {"critic": {}}}},
-                                 {"selection": {"critic_filter": {"keep": 1, "candidates": 4}}}])
+                                 {"credit": {"path_penalty": {"anneal_below": 1.0}}},
+                                 {"selection": {"critic_filter": {"keep": 1, "candidates": 4}}},
+                                 {"selection": {"history_filter": {"keep": 1, "candidates": 4}}},
+                                 {"selection": {"dynamic_sampling": {}}}])
 def test_a_plugin_that_saves_its_state_checkpoints(arm, tiny, world, tmp_path):
     from mcgrpo.core.errors import Interrupted
     trainer = _checkpointed(arm, tiny, world, tmp_path)
@@ -739,3 +747,163 @@ def test_a_shuffled_rule_saves_its_inner_rules_state():
     shuffled = credit_rules.build({"shuffled": {"critic": {}}})
     assert shuffled.state_dict() == shuffled.rule.state_dict() and shuffled.state_dict()["rows"] == []
     assert not hasattr(credit_rules.build({"shuffled": {"monte_carlo": {}}}), "state_dict")
+
+
+# A plugin's options are its own: what it does to them never reaches the run's config, recorded and hashed.
+
+@dataclass
+class Appends:
+    """Keeps a running list in the list option it was given (appends to self.weights each call)."""
+    weights: list[int] = dataclasses.field(default_factory=list)
+
+    def __call__(self, rollouts, ctx):
+        self.weights.append(len(self.weights))
+        return api.Credit(outcome(rollouts, ctx))
+
+
+@dataclass(kw_only=True)
+class AppendsSelector(api.StreamSelector):
+    weights: list[int] = dataclasses.field(default_factory=list)
+
+    def observe(self, iteration, selection, group_means, view):
+        self.weights.append(iteration)
+
+    def state_dict(self):
+        return {"weights": list(self.weights)}
+
+    def load_state_dict(self, state):
+        self.weights = list(state["weights"])
+
+
+@pytest.mark.parametrize("kind, name", [("credit", "Appends"), ("selection", "AppendsSelector")])
+def test_a_plugin_that_edits_its_options_in_place_leaves_the_runs_config_as_written(kind, name, tiny, world):
+    """The run's config (run.json's config and config_hash, the checkpoints' identity) is what the study wrote: the
+    plugin is built with its own copy of its options."""
+    import copy
+    from mcgrpo.core.config import config_hash
+    cfg = studies.validate(edited_study(arms={"outcome": {}, "bad": {kind: {f"{HERE}:{name}": {"weights": [1, 2]}}}}))
+    run = study_config.run_config(cfg, "bad", 1)
+    written, hashed = copy.deepcopy(run), config_hash(run)
+    trainer = Trainer(run, *tiny, world[0], None, 600, arm="bad")
+    trainer.run(max_iterations=2)
+    assert len(getattr(trainer, "credit" if kind == "credit" else "selector").weights) == 4
+    assert run == written and config_hash(run) == hashed
+
+
+@dataclass
+class EditsThePool:
+    """Its check_pool edits the pool it is handed: `answer` rewrites a problem's answer, `steps` appends to a problem's
+    list of reference steps (an object in the frame, which a shallow copy of the pool would share)."""
+    what: str = "answer"
+
+    def check_pool(self, pool, where):
+        if self.what == "answer":
+            pool.loc[pool.index[0], "answer"] = "0"
+        else:
+            pool["steps"].iloc[0].append("0")
+
+    def __call__(self, rollouts, ctx):
+        return api.Credit(outcome(rollouts, ctx))
+
+
+@pytest.mark.parametrize("what", ["answer", "steps"])
+def test_a_credit_rules_check_pool_cannot_edit_the_training_pool(what, tiny, world):
+    """The trainer rewards every rollout against the pool's answers after check_pool: an edit is refused, named, and
+    never reaches the pool."""
+    import pickle
+    pool = pickle.loads(pickle.dumps(world[0]))  # the session's pool stays as built whatever happens here
+    name = f"{HERE}:EditsThePool"
+    cfg = studies.validate(edited_study(arms={"outcome": {}, "bad": {"credit": {name: {"what": what}}}}))
+    with pytest.raises(PluginError) as err:
+        Trainer(study_config.run_config(cfg, "bad", 1), *tiny, pool, None, 600, arm="bad")
+    assert str(err.value) == (f"credit rule '{name}' (arms.bad.credit): its check_pool changed the pool's column "
+                              f"{what!r} (row 0) in place; allowed: {api_pool_allowed()}"), str(err.value)
+    assert pool.equals(world[0]) and pool["steps"].iloc[0] == world[0]["steps"].iloc[0] != [*world[0]["steps"].iloc[0], "0"]
+
+
+def api_pool_allowed() -> str:
+    from mcgrpo.train import contract
+    return contract.POOL
+
+
+# A plugin's state_dict restores all it keeps: built afresh and loaded with it, it equals the live one.
+
+@dataclass
+class CountsPartly(CountsSaved):
+    """Saves its count of calls, not the rewards it has summed (an array it grows each call)."""
+    def __call__(self, rollouts, ctx):
+        self.summed = np.append(getattr(self, "summed", np.zeros(0)), rollouts.rewards.sum())
+        return super().__call__(rollouts, ctx)
+
+
+@dataclass(kw_only=True)
+class RemembersPartly(Remembers):
+    """Saves how many groups it saw, not the last iteration it observed."""
+    last: int = -1
+
+    def observe(self, iteration, selection, group_means, view):
+        super().observe(iteration, selection, group_means, view)
+        self.last = iteration
+
+    def state_dict(self):
+        return {"seen": self.seen}
+
+    def load_state_dict(self, state):
+        self.seen = state["seen"]
+
+
+@pytest.mark.parametrize("kind, name, lost", [("credit", "CountsPartly", "summed"),
+                                              ("selection", "RemembersPartly", "last")])
+def test_a_plugin_whose_state_dict_does_not_restore_it_is_refused_at_the_checkpoint(kind, name, lost, tiny, world,
+                                                                                     tmp_path):
+    _refused_at_checkpoint(kind, name, f"attribute {lost} is not restored by its state_dict (built afresh and loaded "
+                           "with what state_dict() returned, it differs there)", tiny, world, tmp_path)
+
+
+# A verifier's verdict depends on (text, reference) alone: a sample of each batch is judged twice.
+
+CALLS, COIN = [0], __import__("random").Random(0)
+
+
+def flips(text, reference):
+    """Alternates its verdict from call to call (a verifier whose verdict drifts with its own state)."""
+    CALLS[0] += 1
+    return CALLS[0] % 2 == 0
+
+
+def coin(text, reference):
+    """Draws its verdict at random."""
+    return COIN.random() < 0.5
+
+
+@pytest.mark.parametrize("verifier", ["flips", "coin"])
+def test_a_verifier_whose_verdict_varies_for_the_same_text_is_named(verifier, tiny, world):
+    COIN.seed(0)
+    name = f"{HERE}:{verifier}"
+    message, trainer = _failure({"recipe": {"reward_verifier": name}}, tiny, world)
+    found = __import__("re").match(
+        rf"verifier '{name}' \(recipe.reward_verifier\) in training arm bad seed 1, iteration (\d+): it returned "
+        r"(True|False), then (True|False) for completion (\d+) judged again \(text .*, reference '[^']+'\); allowed: "
+        r"True or False \(or 1 / 0\) for every completion, the same each time for the same \(text, reference\)",
+        message)
+    assert found and found[2] != found[3], message
+    assert trainer.updates == int(found[1])  # nothing trained on the noisy rewards of that iteration
+
+
+def test_same_compares_a_plugins_attributes_by_value():
+    """What the checkpoint compares: arrays, tensors, generators and objects by value, NaN equal to NaN."""
+    import collections
+    import torch
+    from mcgrpo.train.contract import same
+    nan = np.array([1.0, np.nan])
+    assert same(nan, nan.copy()) and not same(nan, nan.astype(np.float32)) and not same(nan, np.array([1.0, 2.0]))
+    assert same(torch.tensor([np.nan, 1.0]), torch.tensor([np.nan, 1.0])) and not same(torch.ones(2), torch.zeros(2))
+    assert same(np.random.default_rng(3), np.random.default_rng(3))
+    assert not same(np.random.default_rng(3), np.random.default_rng(4))
+    assert same(collections.deque([(0, nan)]), collections.deque([(0, nan.copy())]))
+    assert not same(collections.deque([1]), [1]) and same({"a": float("nan")}, {"a": float("nan")})
+    loop = CountsPartly()
+    loop.me, loop.summed = loop, nan
+    twin = CountsPartly()
+    twin.me, twin.summed = twin, nan.copy()
+    assert same(loop, twin) and not same(loop, CountsPartly())

@@ -16,11 +16,13 @@ What is checked (docs/plugins.md, "What is checked at run time"):
 - a selector: a `Selection` of pool indices; its groups one per chosen prompt, in order, of the recipe's group
   size; its discarded tokens a whole number >= 0, which with the kept groups' tokens covers what the engine
   generated; every row it trains on one its sampler returned, as it was returned (`sampled`);
-- a verifier: a bool (or 0 / 1) for every completion;
+- a verifier: a bool (or 0 / 1) for every completion, the same when one in RECHECKED is judged again;
 - every call: the rollouts, arrays and Selections it was handed unchanged, and torch's global settings and
-  ctx.engine's temperature and top_p as it found them;
-- at every checkpoint: a plugin without a state_dict of its own has the attributes it was built with (else a
-  resumed run, which builds it afresh, would diverge from an uninterrupted one).
+  ctx.engine's temperature and top_p as it found them; a credit rule's check_pool: the copy of the pool it was
+  handed unchanged;
+- at every checkpoint: a plugin without a state_dict of its own has the attributes it was built with, and one with
+  a state_dict is restored by it (a fresh one loaded with it equals it): else a resumed run, which builds it afresh,
+  would diverge from an uninterrupted one.
 What a plugin is handed exposes only what mcgrpo.api documents: its engine (engines.Counting) samples through its
 counted generate (no model, no sync), its prompter (rollout.PrompterView) renders and decodes, a selector's view
 (policy.SelectorView) gives features and levels, not the model nor the pool.
@@ -31,11 +33,14 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import copy
+import functools
 import inspect
 import numbers
 import pickle
 import sys
 import traceback
+import zlib
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -376,9 +381,9 @@ def groups(subject: Subject, out, group_size: int, pool: list[dict], per_iterati
     return out
 
 
-RESUMABLE = ("state_dict() -> dict and load_state_dict(state) that save and restore what it keeps across iterations "
-             "(state_dict returning {} where what changed is a cache a resumed run rebuilds alike), or no state kept "
-             "on it (docs/plugins.md)")
+RESUMABLE = ("state_dict() -> dict and load_state_dict(state) that save and restore every attribute it changes "
+             "across iterations (a cache a resumed run rebuilds alike kept off the instance, e.g. in a functools.cache "
+             "of its module), or no state kept on it (docs/plugins.md)")
 
 
 def unsaved_state(plugin) -> dict[str, Any] | None:
@@ -400,11 +405,14 @@ def _by_value(value) -> bytes | str:
         return repr(value)
 
 
-def resumable(subject: Subject, plugin, built: dict[str, Any] | None) -> None:
+def resumable(subject: Subject, plugin, built: dict[str, Any] | None, rebuild: Callable[[], Any] | None = None) -> None:
     """Refuse, as a checkpoint is about to be written, a plugin whose attributes changed since it was built
     (`built`: its unsaved_state then) but which cannot save them: a run resumed from that checkpoint would build it
-    afresh and go on differently from the run uninterrupted, in silence."""
+    afresh and go on differently from the run uninterrupted, in silence. One that saves its state must restore it
+    all (`restored`, where `rebuild` builds it afresh as a resumed run does)."""
     if built is None:
+        if rebuild is not None:
+            restored(subject, plugin, rebuild)
         return
     now = unsaved_state(plugin)
     changed = sorted(name for name in {*built, *now} if built.get(name) != now.get(name))
@@ -414,15 +422,155 @@ def resumable(subject: Subject, plugin, built: dict[str, Any] | None) -> None:
                              f"it afresh and diverge from the run uninterrupted", RESUMABLE)
 
 
-VERDICT = "True or False (or 1 / 0) for every completion: (text, reference) -> bool"
+def restored(subject: Subject, plugin, rebuild: Callable[[], Any]) -> None:
+    """Refuse a plugin whose state_dict leaves out what it changed: built afresh (`rebuild`, as a resumed run builds
+    it) and loaded with its state_dict() through pickle (as a resume reads the checkpoint), it must equal the live one
+    in every attribute the live one has (`same`; one only loading sets, as a count kept with getattr(self, name, 0),
+    is not compared: the live one takes it when it first sets it). Run at checkpoints only: a state_dict and a build."""
+    fresh = rebuild()
+    subject.call(fresh.load_state_dict, _copied(subject.call(plugin.state_dict)))
+    live, loaded = attributes(plugin), attributes(fresh)
+    lost = sorted(n for n in live if n not in loaded or not same(live[n], loaded[n]))
+    if lost:
+        raise subject.broken(f"its attribute{'s' if len(lost) > 1 else ''} {', '.join(lost)} "
+                             f"{'are' if len(lost) > 1 else 'is'} not restored by its state_dict (built afresh and "
+                             f"loaded with what state_dict() returned, it differs there): a run resumed from this "
+                             f"checkpoint would diverge from the run uninterrupted", RESUMABLE)
+
+
+def _copied(state):
+    """`state` as a resume reads it back (pickled, as torch.save writes it), sharing nothing with the live plugin."""
+    try:
+        return pickle.loads(pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
+    except Exception:  # what pickle cannot write (torch.save could not either): a deep copy
+        return copy.deepcopy(state)
+
+
+POOL = ("a check of the pool it is handed that reads it and raises where the pool does not suit the rule (a copy, "
+        "deep: the trainer rewards every rollout against the pool's answers after it) (docs/plugins.md)")
+
+
+def pool_checked(subject: Subject, check: Callable, pool, where: str) -> None:
+    """A credit rule's `check_pool(pool, where)`, run on a deep copy of the pool (its steps' lists too), refused where
+    it edited that copy: the run builds its problem records, answers and steps, from the pool after it."""
+    handed = pickle.loads(pickle.dumps(pool, protocol=pickle.HIGHEST_PROTOCOL))
+    subject.call(check, handed, where)
+    changed = _frame_changed(pool, handed)
+    if changed:
+        raise subject.broken(f"its check_pool changed {changed} in place", POOL)
+
+
+def _frame_changed(was, now) -> str:
+    """Where the frame `now` differs from `was`, in words ('' where it does not)."""
+    if list(was.columns) != list(now.columns) or not was.index.equals(now.index):
+        return "the pool's columns or rows"
+    for column in (c for c in was.columns if not _equals(was[c], now[c])):  # a fast pass, then value by value
+        row = next((r for r, (a, b) in enumerate(zip(was[column], now[column])) if not same(a, b)), None)
+        if row is not None or was[column].dtype != now[column].dtype:
+            return f"the pool's column {column!r}" + (f" (row {row})" if row is not None else "")
+    return ""
+
+
+def _equals(was, now) -> bool:
+    """pandas' vectorized equality of two columns (False where it cannot tell: an array in a cell)."""
+    try:
+        return bool(was.dtype == now.dtype and was.equals(now))
+    except (TypeError, ValueError):
+        return False
+
+
+def same(a, b, _seen: set | None = None) -> bool:
+    """Whether `a` and `b` are equal by value: arrays and tensors by dtype, shape and elements (NaN equal to NaN),
+    containers element by element, generators by their state, other objects attribute by attribute. What the checks
+    of a plugin's state compare: `==` alone raises on arrays and compares objects by identity."""
+    seen = set() if _seen is None else _seen
+    if a is b or (id(a), id(b)) in seen:
+        return True
+    if type(a) is not type(b):
+        return False
+    seen.add((id(a), id(b)))
+    for kind, equal in _equalities("torch" in sys.modules):
+        if isinstance(a, kind):
+            return equal(a, b, seen)
+    if inspect.isroutine(a):
+        return getattr(a, "__code__", a) == getattr(b, "__code__", b)
+    if hasattr(a, "__dict__") or hasattr(a, "__slots__"):
+        return same(attributes(a), attributes(b), seen)
+    try:
+        return bool(a == b)
+    except Exception:  # an object whose == is not a bool
+        return _by_value(a) == _by_value(b)
+
+
+@functools.cache
+def _equalities(torch_imported: bool) -> list[tuple[type, Callable]]:
+    """(type, equality) for the values `same` does not compare by ==: numbers with NaN, containers, arrays,
+    generators, tensors where torch is imported (made once either way)."""
+    import collections
+    import random
+    out = [(float, lambda a, b, s: a == b or (a != a and b != b)),
+           ((str, bytes, int, type(None)), lambda a, b, s: a == b),
+           ((list, tuple, collections.deque), lambda a, b, s: len(a) == len(b) and all(
+               same(x, y, s) for x, y in zip(a, b))),
+           (dict, lambda a, b, s: a.keys() == b.keys() and all(same(a[k], b[k], s) for k in a)),
+           ((set, frozenset), lambda a, b, s: a == b),
+           (np.ndarray, lambda a, b, s: a.dtype == b.dtype and a.shape == b.shape and np.array_equal(
+               a, b, equal_nan=a.dtype.kind in "fc")),
+           (np.generic, lambda a, b, s: same(np.asarray(a), np.asarray(b), s)),
+           (np.random.Generator, lambda a, b, s: same(a.bit_generator.state, b.bit_generator.state, s)),
+           (random.Random, lambda a, b, s: a.getstate() == b.getstate())]
+    torch = sys.modules.get("torch") if torch_imported else None
+    if torch is not None:
+        out += [(torch.Tensor, _same_tensor), (torch.Generator, lambda a, b, s: torch.equal(a.get_state(),
+                                                                                            b.get_state()))]
+    return out
+
+
+def _same_tensor(a, b, seen) -> bool:
+    a, b = a.detach().cpu(), b.detach().cpu()
+    return a.dtype == b.dtype and a.shape == b.shape and bool(((a == b) | (a != a) & (b != b)).all())
+
+
+def attributes(obj) -> dict[str, Any]:
+    """An object's attributes by name: its __dict__, and its slots."""
+    found = dict(getattr(obj, "__dict__", {}))
+    slots = [n for cls in type(obj).__mro__ for n in _slots(cls) if n not in ("__dict__", "__weakref__")]
+    found.update((n, getattr(obj, n)) for n in slots if hasattr(obj, n))
+    return found
+
+
+def _slots(cls: type) -> tuple[str, ...]:
+    slots = cls.__dict__.get("__slots__", ())
+    return (slots,) if isinstance(slots, str) else tuple(slots)
+
+
+VERDICT = ("True or False (or 1 / 0) for every completion, the same each time for the same (text, reference): "
+           "(text, reference) -> bool, drawing nothing at random and reading no clock nor state it changes "
+           "(docs/plugins.md)")
+RECHECKED = 8  # one completion in this many (at least one a batch) is judged twice
 
 
 def verdicts(subject: Subject, judge: Callable[[str, str], Any], texts, answers) -> np.ndarray:
-    """A verifier's verdict on each (text, reference), as floats 1.0 / 0.0, each checked to be a bool."""
-    out = []
+    """A verifier's verdict on each (text, reference), as floats 1.0 / 0.0, each checked to be a bool. Every
+    RECHECKED-th completion, from an offset the batch's first text picks, is judged a second time at once and refused
+    where the two differ: a verifier that draws at random or drifts would make rewards noise that no one is told of."""
+    texts, out = list(texts), []
+    offset = zlib.crc32(texts[0].encode()) % min(RECHECKED, len(texts)) if texts else 0
     for r, (text, answer) in enumerate(zip(texts, answers)):
-        verdict = subject.call(judge, text, answer)
-        if not isinstance(verdict, (bool, np.bool_, int, np.integer)) or verdict not in (0, 1):
-            raise subject.broken(f"it returned {verdict!r} for completion {r}, not a bool", VERDICT)
-        out.append(float(bool(verdict)))
+        out.append(_verdict(subject, judge, text, answer, r))
+        if r % RECHECKED == offset and (again := _verdict(subject, judge, text, answer, r)) != out[-1]:
+            raise subject.broken(f"it returned {bool(out[-1])}, then {bool(again)} for completion {r} judged again "
+                                 f"(text {_short(text)}, reference {answer!r})", VERDICT)
     return np.array(out, dtype=np.float64)
+
+
+def _verdict(subject: Subject, judge: Callable[[str, str], Any], text: str, answer: str, r: int) -> float:
+    verdict = subject.call(judge, text, answer)
+    if not isinstance(verdict, (bool, np.bool_, int, np.integer)) or verdict not in (0, 1):
+        raise subject.broken(f"it returned {verdict!r} for completion {r}, not a bool", VERDICT)
+    return float(bool(verdict))
+
+
+def _short(text: str) -> str:
+    """A completion's text for a one-line message: its repr, the middle cut past 120 characters."""
+    return repr(text if len(text) <= 120 else f"{text[:60]}...{text[-57:]}")

@@ -11,6 +11,7 @@ signal), and resumes from its newest checkpoint.
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 
@@ -85,6 +86,10 @@ class Trainer:
             "selection", next(iter(cfg["arm_config"].get("selection") or {}), "stream"), f"arms.{arm}.selection")
         # what the plugins that cannot save their state held when built: unchanged at each checkpoint, or refused
         self.built = {part: contract.unsaved_state(getattr(self, part)) for part in ("credit", "selector")}
+        # each built afresh, as a resumed run builds it: what a plugin's state_dict must restore it to at a checkpoint
+        self.rebuild = {"credit": functools.partial(credit_rules.build, cfg["arm_config"].get("credit", {}), None, arm),
+                        "selector": functools.partial(selection.build, cfg["arm_config"], len(pool), self.seed,
+                                                      r["prompts_per_iteration"])}
         # pi_0, the initial policy: the implicit reward's pi_ref and the KL's reference, kept only when asked for
         spec = along.wanted(cfg)
         self.along = None
@@ -299,7 +304,7 @@ class Trainer:
             with contract.during(f"training arm {self.arm} seed {self.seed}, checkpoint after iteration "
                                  f"{self.next_iteration - 1}"):
                 for part, subject in (("credit", self.credit_subject), ("selector", self.selector_subject)):
-                    contract.resumable(subject, getattr(self, part), self.built[part])
+                    contract.resumable(subject, getattr(self, part), self.built[part], self.rebuild[part])
             start = time.perf_counter()
             checkpoint.save(self.state_dict(), self.checkpoint_dir, self.next_iteration, self.config_hash)
             # the longest this attempt took: a train job's signal must lead its time limit by more (docs/cluster.md)

@@ -9,12 +9,14 @@ trainer logs per iteration. Rules are picked by an arm's `credit:` block (`build
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
 from mcgrpo.core import plugins
+from mcgrpo.train import contract
 from mcgrpo.train.engines import Completion, Engine
 from mcgrpo.train.rollout import Prompter, Rollouts
 
@@ -111,16 +113,17 @@ def build(spec: dict, pool=None, arm: str = "") -> CreditRule:
     """The credit rule of an arm's `credit:` block (outcome-only when empty), checked against the pool: a built-in
     or a plugin (mcgrpo.core.plugins), built with the block's options as keyword arguments.
 
-    The config's `lambda` (a Python keyword) reaches the rules as `lam`.
+    The config's `lambda` (a Python keyword) reaches the rules as `lam`. The rule gets its own deep copy of its options:
+    one that edits a list it was given in place leaves the run's config (run.json, its hash) as the study wrote it.
     """
     if not spec:
         return outcome
     (name, options), = spec.items()
     key = f"arms.{arm}.credit"
     plugin = plugins.load("credit", name, key)
-    rule = plugin.factory(**{("lam" if k == "lambda" else k): v for k, v in (options or {}).items()})
-    if pool is not None and hasattr(rule, "check_pool"):
-        rule.check_pool(pool, f"{key}.{name}")
+    rule = plugin.factory(**{("lam" if k == "lambda" else k): v for k, v in copy.deepcopy(options or {}).items()})
+    if pool is not None and hasattr(rule, "check_pool"):  # on a copy: an edit is refused, never trained on
+        contract.pool_checked(contract.Subject.of("credit", name, key), rule.check_pool, pool, f"{key}.{name}")
     return rule
 
 

@@ -9,6 +9,7 @@ candidates as they come; filters score more candidates and keep some.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
@@ -197,11 +198,12 @@ random_choice = _filter("critic", random_choice=True)
 
 def build(arm: dict, pool_size: int, seed: int, per_iteration: int) -> Selector:
     """The selector of an arm's `selection:` block (outcome-only's stream order when empty): a built-in or a
-    plugin (mcgrpo.core.plugins), built with the stream, the prompts per iteration, the seed and the options."""
+    plugin (mcgrpo.core.plugins), built with the stream, the prompts per iteration, the seed and its own deep copy of
+    the options (what it does to them never reaches the run's config)."""
     stream = PromptStream(pool_size, seed)
     spec = arm.get("selection") or {}
     if not spec:
         return TakeAll(stream, per_iteration)
     (name, options), = spec.items()
     plugin = plugins.load("selection", name, "arm.selection")
-    return plugin.factory(stream=stream, per_iteration=per_iteration, seed=seed, **(options or {}))
+    return plugin.factory(stream=stream, per_iteration=per_iteration, seed=seed, **copy.deepcopy(options or {}))
