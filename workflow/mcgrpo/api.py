@@ -12,10 +12,10 @@ engine counts them too: a rule that reports fewer than `ctx.engine` generated st
 `ctx.engine` exposes only its counted `generate` and the sampling settings (temperature, top_p), and the completions
 of `Credit.sequences` (extra sequences trained on, each a `TrainingSequence`) must be ones it returned during the
 call. A rule that keeps state across iterations saves all of it with `state_dict` / `load_state_dict` (a fresh rule
-loaded with it must equal the live one), or the run stops at its first checkpoint. It gets its own copy of its options. What a rule returns is checked where it enters the trainer (finite, one value per token and
-completion). A rule that
-samples continuations gets what it needs here: the problems' fields (`Problem`), decoding (`ctx.prompter.decode`),
-and the study's reward of any text (`rewards(texts, answers, ctx)`).
+loaded with it must equal the live one), or the run stops at its first checkpoint. It gets its own copy of its
+options. What a rule returns is checked where it enters the trainer (finite, one value per token and completion). A
+rule that samples continuations gets what it needs here: the problems' fields (`Problem`), decoding
+(`ctx.prompter.decode`), and the study's reward of any text (`rewards(texts, answers, ctx)`).
 
 Selector (group `mcgrpo.selection`): a `StreamSelector` subclass (a dataclass; its own fields are its options)
 overriding `select` (which candidates to draw and train on), and `observe` / `state_dict` / `load_state_dict`
@@ -28,8 +28,8 @@ toward B, as a credit rule's `Credit.tokens_generated` does in mcgrpo's trainer.
 it raises: a token that nothing counts would break the matched-compute comparison silently.
 
 Verifier (group `mcgrpo.verifier`): a function `(text, reference) -> bool`, the training reward when a study's
-`recipe.reward_verifier` names it, the same each time for the same pair (a sample is judged twice). Evaluation always reports the built-in default and strict verifiers (read
-by the study's `verifier.rule`).
+`recipe.reward_verifier` names it, the same each time for the same pair (a sample is judged twice). Evaluation
+always reports the built-in default and strict verifiers (read by the study's `verifier.rule`).
 """
 
 from __future__ import annotations

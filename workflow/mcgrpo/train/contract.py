@@ -327,8 +327,8 @@ def tokens_problem(reported, least: int, field: str, generated: str) -> str:
 
 
 SELECTION = ("a Selection of at most recipe.prompts_per_iteration pool indices (at least one trained), its groups "
-             "(a Rollouts) one per chosen prompt, in its order, with the recipe's group size, and discarded tokens an int >= 0 that with the kept groups' tokens covers every token generated "
-             "(docs/plugins.md)")
+             "(a Rollouts) one per chosen prompt, in its order, with the recipe's group size, and discarded tokens an "
+             "int >= 0 that with the kept groups' tokens covers every token generated (docs/plugins.md)")
 
 
 def selection(subject: Subject, out, pool_size: int, per_iteration: int):
