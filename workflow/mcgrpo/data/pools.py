@@ -2,7 +2,8 @@
 
 Order matters, so it is fixed here:
 1. every source is read once and filtered to plain numeric answers and to the set's levels;
-2. evaluation sets are built in config order, each excluding near-duplicates of the earlier ones;
+2. evaluation sets are built in config order, each excluding near-duplicates of the earlier ones and keeping
+   only the first of a problem repeated within itself;
    a set with a size is drawn with the task seed (its own stream, so resizing one set never
    changes another); a set without a size takes every remaining problem whose question has at
    most `max_question_chars` characters and that duplicates nothing in the training pool (the
@@ -90,7 +91,11 @@ class _Builder:
                            self.report.setdefault(name or "pool", {}))
 
     def without(self, problems: pd.DataFrame, index: dedup.Index, name: str) -> pd.DataFrame:
-        kept, dropped = index.split(problems, name)
+        return self.logged(index.split(problems, name), name)
+
+    def logged(self, split: tuple[pd.DataFrame, pd.DataFrame], name: str) -> pd.DataFrame:
+        """The kept problems of a (kept, removed) split; the removed ones go to the log and the set's count."""
+        kept, dropped = split
         self.removed.append(dropped)
         r = self.report[name]
         r["duplicates"] = r.get("duplicates", 0) + len(dropped)
@@ -104,7 +109,12 @@ class _Builder:
             if limit is not None:
                 problems = problems[problems["question"].str.len() <= limit].reset_index(drop=True)
             problems = self.without(problems, pool_index, name)
-        else:
+        # The paper is silent on a problem repeated within one evaluation set (two ids, one question); counted twice
+        # it would weigh double in the set's accuracy, so the first is kept and each repeat logged, before the draw
+        # (a set with a size draws that many distinct problems). The pool keeps its repeats: they weigh a problem in
+        # sampling, never in a verdict's accuracy.
+        problems = self.logged(dedup.distinct(problems, name), name)
+        if spec.get("size") is not None:
             problems = _draw(problems, spec["size"], self.task["seed"], name, f"task.eval_sets.{name}")
         if problems.empty:
             raise ConfigError(f"config key task.eval_sets.{name}: no problem qualifies for this set")
