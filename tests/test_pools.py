@@ -188,18 +188,26 @@ def test_a_problem_repeated_within_an_evaluation_set_is_kept_once_and_logged(tmp
     assert p.report["further"]["duplicates"] == 3
 
 
-def test_a_drawn_evaluation_set_draws_from_distinct_problems(tmp_path):
-    """A set with a size draws from the source's distinct problems: never one problem twice, and a size above them
-    names the key."""
-    records = gsm8k_records(12, seed=5)
-    path = write_jsonl(_repeats(records, "question"), tmp_path / "gsm8k_test.jsonl")
+def test_a_drawn_evaluation_set_draws_distinct_problems_and_is_otherwise_the_set_it_always_drew(tmp_path):
+    """A set with a size never holds one problem twice: a repeat drawn is logged and replaced by another draw, and
+    a size above the distinct problems names the key. A draw that took no repeat is the draw as it always was (the
+    set, and so its runs' data fingerprints, unchanged)."""
+    import numpy as np
+    from mcgrpo.core.seeds import stable_seed
+    path = write_jsonl(_repeats(gsm8k_records(12, seed=5), "question"), tmp_path / "gsm8k_test.jsonl")
     pool = write_jsonl(gsm8k_records(30, seed=6), tmp_path / "gsm8k_train.jsonl")
     task = {"name": "gsm8k", "seed": 3, "pool": {"path": str(pool), "size": None},
             "eval_sets": {"heldout": {"path": str(path), "size": 12}}}
-    heldout = data.prepare(task).evals["heldout"]
-    assert len({dedup.normalize(q) for q in heldout["question"]}) == 12 == len(heldout)
-    assert not heldout["problem_id"].str.contains("repeat").any()  # the later of each pair
+    p = data.prepare(task)
+    heldout = p.evals["heldout"]
+    assert len(heldout) == 12 and dedup.distinct(heldout, "heldout")[1].empty
+    assert set(p.removed.loc[p.removed["set"] == "heldout", "match_set"]) == {"heldout"}
     task["eval_sets"]["heldout"]["size"] = 13
     with pytest.raises(ValueError, match=r"config key task.eval_sets.heldout.size: 13 problems asked for set "
                                          r"'heldout', but only 12 qualify"):
         data.prepare(task)
+    task["eval_sets"]["heldout"]["size"] = 4
+    candidates = pd.read_json(path, lines=True)
+    before = np.sort(np.random.default_rng(stable_seed("draw", 3, "heldout")).choice(len(candidates), 4, replace=False))
+    assert dedup.distinct(candidates.iloc[before].rename(columns={"unique_id": "problem_id"}), "h")[1].empty
+    assert data.prepare(task).evals["heldout"]["question"].tolist() == candidates["question"].iloc[before].tolist()

@@ -97,17 +97,21 @@ class Index:
         """(problems that match nothing here, one row per removed problem saying why)."""
         return _kept(problems, name, [self.match(q) for q in problems["question"]])
 
+    def take(self, problems: pd.DataFrame, name: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """`split`, each kept problem added in turn: a later problem repeating an earlier one is removed too."""
+        matches = []
+        for problem_id, question in zip(problems["problem_id"], problems["question"]):
+            matches.append(self.match(question))
+            if matches[-1] is None:
+                self.add_one(problem_id, question, name)
+        return _kept(problems, name, matches)
+
 
 def distinct(problems: pd.DataFrame, name: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(the first of each problem repeated within `problems`, one row per later repeat saying why): an evaluation
     set holding one problem twice, under two ids, would count it twice in its accuracy. A repeat is what the
     pool's deduplication removes (equal after normalization, or 8-gram Jaccard >= THRESHOLD with a kept problem)."""
-    kept, matches = Index(), []
-    for problem_id, question in zip(problems["problem_id"], problems["question"]):
-        matches.append(kept.match(question))
-        if matches[-1] is None:
-            kept.add_one(problem_id, question, name)
-    return _kept(problems, name, matches)
+    return Index().take(problems, name)
 
 
 def _kept(problems: pd.DataFrame, name: str, matches: list[Match | None]) -> tuple[pd.DataFrame, pd.DataFrame]:
