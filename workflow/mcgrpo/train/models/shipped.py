@@ -60,17 +60,24 @@ def held(folder: str | Path) -> None:
         return
     again = (f"allowed: the warm start's own files: move {folder} away and rerun the workflow, which warm-starts it "
              f"again (runs trained from other weights are named by the model check: docs/store-integrity.md)")
-    resolved = folder.resolve()
-    if resolved.parent.name == "models" and resolved.parent.parent.name == layout.SHARED \
-            and built.get("model_folder") != resolved.name:
+    filed = _filed_as(folder)
+    if filed is not None and built.get("model_folder") != filed:
         raise IntegrityError(f"{folder / BUILT_FROM}: written by the warm start of {built.get('model_folder')}, "
-                             f"but filed as {resolved.name}: copied from another warm start's folder; {again}")
+                             f"but filed as {filed}: copied from another warm start's folder; {again}")
     for name, digest in sorted(built["files"].items()):
         now = _sha256(folder / name) if (folder / name).is_file() else "(missing)"
         if now != digest:
             raise IntegrityError(f"{folder / name}: its sha256 is {now[:12]}, but {folder / BUILT_FROM} records "
                                  f"{digest[:12]}, as the warm start wrote it: replaced since (another model's file "
                                  f"copied in or renamed, or edited); {again}")
+
+
+def _filed_as(folder: Path) -> str | None:
+    """The name a model folder of the store (_shared/models/<name>-<key>, links followed) is filed under; None
+    elsewhere (a test's or a hand-run's own folder, or the shipped one), where no name says what it must be."""
+    resolved = folder.resolve()
+    in_store = resolved.parent.name == "models" and resolved.parent.parent.name == layout.SHARED
+    return resolved.name if in_store else None
 
 
 def _sha256(path: Path) -> str:
