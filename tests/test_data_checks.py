@@ -39,3 +39,15 @@ def test_missing_and_empty_files_are_named(tmp_path, world):
     data.write(pool.head(0), evals, tmp_path, "")
     with pytest.raises(ValueError, match="pool.parquet: the training pool is empty"):
         data.read(tmp_path, ["heldout"])
+
+
+def test_an_evaluation_set_holding_a_problem_twice_is_refused_naming_the_file(study, world):
+    """A data folder whose evaluation set holds one problem under two ids (prepared before evaluation sets were kept
+    distinct, or written by hand): every new run would count it twice in the set's accuracy."""
+    pool, evals = world
+    heldout = evals["heldout"]
+    repeated = pd.concat([heldout, heldout.head(1).assign(problem_id="again/0")], ignore_index=True)
+    with pytest.raises(ValueError, match=rf"d/eval_heldout.parquet: problem again/0 repeats "
+                                         rf"{heldout['problem_id'].iloc[0]} \(exact match, similarity 1.00\); .*allowed: an evaluation "
+                                         rf"set of distinct problems: move d away and rerun the workflow"):
+        check_run_data(pool, {"heldout": repeated}, study_config.run_config(study, "outcome", 1), "d")

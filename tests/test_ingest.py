@@ -356,7 +356,7 @@ def test_the_verb_stores_the_run_where_train_would_and_prints_what_it_could_not_
     folder = _checkpoints(tmp_path, *tiny)
     _write_study(tmp_path, folder)
     cfg = _study(folder)
-    data.write(*data.build(cfg["task"]), layout.data_dir(cfg), "")
+    data.write(*data.build(cfg["task"]), layout.data_dir(cfg), study_config.config_hash(cfg["task"]))
     assert cli.main(["ingest", "--config", "study.yaml", "--arm", "mine", "--seed", "1"]) == 2
     assert (f"{layout.model_path(cfg)}: file not found (the study's initial model); make it with: snakemake --cores 1 "
             f"--configfile study.yaml {layout.model_path(cfg)}") in capsys.readouterr().err
@@ -371,6 +371,34 @@ def test_the_verb_stores_the_run_where_train_would_and_prints_what_it_could_not_
     record = store.read_json(out / "run.json")
     assert record["identity"] == study_config.run_identity(_run(folder), 600) and record["ingested"]["stop_step"] == 4
     assert record["attempts"] == [] and record["config"]["ingested"] == _run(folder)["ingested"]
+
+
+def test_an_ingested_run_is_held_to_the_data_and_model_it_was_evaluated_with(tmp_path, tiny, capsys, monkeypatch):
+    """An ingested run's numbers are mcgrpo's evaluation of its checkpoints on the study's evaluation sets, with the
+    study's tokenizer, point 0 on the study's initial model. Before, its run.json recorded neither, so a data folder
+    prepared again (or another model) after it was ingested went unnoticed: it was read beside runs evaluated on
+    other problems. It records both, as a trained run does, and every reader holds it to them."""
+    from mcgrpo import data
+    from mcgrpo.core import layout, run_data, store
+    from mcgrpo.train import models
+    monkeypatch.chdir(tmp_path)
+    folder = _checkpoints(tmp_path, *tiny)
+    _write_study(tmp_path, folder)
+    cfg = _study(folder)
+    pool, evals = data.build(cfg["task"])
+    data.write(pool, evals, layout.data_dir(cfg), study_config.config_hash(cfg["task"]))
+    models.save(*tiny, layout.model_path(cfg))
+    assert cli.main(["ingest", "--config", "study.yaml", "--arm", "mine", "--seed", "1"]) == 0, capsys.readouterr().err
+    out = layout.run_dir(cfg, "mine", 1)
+    record = store.read_json(out / "run.json")
+    assert record[run_data.DATA] == run_data.fingerprint(layout.data_dir(cfg), cfg["evaluation"]["sets"])
+    assert record[run_data.MODEL] == models.fingerprint(*models.load(layout.model_path(cfg)))
+    assert run_data.problem(out, record, "retrain it") is None
+    evals["heldout"].loc[0, "answer"] = "-1"  # the data folder prepared again after the run was ingested
+    data.write(pool, evals, layout.data_dir(cfg), study_config.config_hash(cfg["task"]))
+    said = run_data.problem(out, record, "ingest it again")
+    assert said.startswith(f"{(layout.data_dir(cfg) / 'eval_heldout.parquet').resolve()}: its problems hash to ")
+    assert f"but {out / 'run.json'} trained and was evaluated on" in said and said.endswith("ingest it again")
 
 
 def test_a_calibrated_b_missing_is_named_with_the_command_that_makes_it(tmp_path):

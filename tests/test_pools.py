@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from conftest import SMALL_STUDY
+import data_fixtures
 from data_fixtures import gsm8k_records, is_fraction, math_records, write_jsonl, write_tree
 from mcgrpo import cli, data
 from mcgrpo.core import config as study_config, store
@@ -150,3 +151,63 @@ def test_prepare_data_writes_the_contract_and_the_dedup_log(files, tmp_path, cap
         assert len(store.read_contract(tmp_path / "d" / f"eval_{name}.parquet", "problems")) > 0
     out = capsys.readouterr().out
     assert "heldout: 60 loaded, 52 numeric (dropped 8 fraction)" in out and "removed math/train/algebra/0" in out
+
+
+def _repeats(records: list[dict], field: str) -> list[dict]:
+    """`records` and three repeats under new ids: record 1 re-cased and re-spaced, record 4 itself, and record 7
+    with its last word changed (a near-duplicate by dedup's 8-gram rule)."""
+    def again(i, text, n):
+        return {**records[i], field: text, "unique_id": f"test/algebra/repeat{n}.json"}
+    near = records[7][field].rsplit(" ", 1)[0] + " 424242?"
+    return [*records, again(1, "  " + records[1][field].upper().replace(" ", "  "), 1),
+            again(4, records[4][field], 2), again(7, near, 3)]
+
+
+@pytest.mark.parametrize("write", [write_jsonl, write_tree, data_fixtures.write_parquet])
+def test_a_problem_repeated_within_an_evaluation_set_is_kept_once_and_logged(tmp_path, write):
+    """An evaluation file (any format the loaders read) that holds one problem twice under two ids: before, both were
+    kept and the problem counted twice in the set's accuracy. The first is kept; each later one is removed and
+    logged as any deduplication, with its reason and the problem it repeats."""
+    records = [{**r, "level": "Level 3"} for r in math_records(20, seed=2, split="test")]
+    records = [r for i, r in enumerate(records) if not is_fraction(i)]
+    test = write(_repeats(records, "problem"), tmp_path / "MATH" / "test" / "t.jsonl"
+                 if write is write_jsonl else tmp_path / "MATH" / ("test" if write is write_tree else "t.parquet"))
+    train = write_jsonl(math_records(30, seed=1), tmp_path / "train.jsonl")
+    task = {"name": "math", "seed": 7, "pool": {"path": str(train), "levels": [3], "size": None},
+            "eval_sets": {"further": {"path": str(test), "size": None}}}
+    p = data.prepare(task)
+    further = p.evals["further"]
+    assert len(further) == len(records) and not further["problem_id"].str.contains("repeat").any()
+    logged = p.removed[p.removed["set"] == "further"].set_index("problem_id")
+    ids = {n: next(i for i in logged.index if i.endswith(f"repeat{n}")) for n in (1, 2, 3)}
+    assert logged.loc[ids[1], ["reason", "match_set"]].tolist() == ["exact", "further"]
+    assert logged.loc[ids[2], "reason"] == "exact" and logged.loc[ids[3], "reason"] == "near"
+    assert logged.loc[ids[3], "match_id"] == "math/" + records[7]["unique_id"].removesuffix(".json")
+    assert logged.loc[ids[3], "similarity"] >= dedup.THRESHOLD
+    assert any(line.startswith(f"removed {ids[2]} from further: exact match of ") for line in p.lines())
+    assert p.report["further"]["duplicates"] == 3
+
+
+def test_a_drawn_evaluation_set_draws_distinct_problems_and_is_otherwise_the_set_it_always_drew(tmp_path):
+    """A set with a size never holds one problem twice: a repeat drawn is logged and replaced by another draw, and
+    a size above the distinct problems names the key. A draw that took no repeat is the draw as it always was (the
+    set, and so its runs' data fingerprints, unchanged)."""
+    import numpy as np
+    from mcgrpo.core.seeds import stable_seed
+    path = write_jsonl(_repeats(gsm8k_records(12, seed=5), "question"), tmp_path / "gsm8k_test.jsonl")
+    pool = write_jsonl(gsm8k_records(30, seed=6), tmp_path / "gsm8k_train.jsonl")
+    task = {"name": "gsm8k", "seed": 3, "pool": {"path": str(pool), "size": None},
+            "eval_sets": {"heldout": {"path": str(path), "size": 12}}}
+    p = data.prepare(task)
+    heldout = p.evals["heldout"]
+    assert len(heldout) == 12 and dedup.distinct(heldout, "heldout")[1].empty
+    assert set(p.removed.loc[p.removed["set"] == "heldout", "match_set"]) == {"heldout"}
+    task["eval_sets"]["heldout"]["size"] = 13
+    with pytest.raises(ValueError, match=r"config key task.eval_sets.heldout.size: 13 problems asked for set "
+                                         r"'heldout', but only 12 qualify"):
+        data.prepare(task)
+    task["eval_sets"]["heldout"]["size"] = 4
+    candidates = pd.read_json(path, lines=True)
+    before = np.sort(np.random.default_rng(stable_seed("draw", 3, "heldout")).choice(len(candidates), 4, replace=False))
+    assert dedup.distinct(candidates.iloc[before].rename(columns={"unique_id": "problem_id"}), "h")[1].empty
+    assert data.prepare(task).evals["heldout"]["question"].tolist() == candidates["question"].iloc[before].tolist()

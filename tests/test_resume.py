@@ -223,6 +223,55 @@ def test_a_checkpoint_of_another_config_is_refused(study, world, tmp_path):
         _trainer(study, world, tmp_path, config_hash="h2").run()
 
 
+@pytest.mark.parametrize("replace", ["weights", "tokenizer"])
+def test_a_run_never_resumes_after_its_model_folder_was_replaced(study, world, tmp_path, replace):
+    """A warm start's or a source's model folder replaced while a run was interrupted (another model's weights, or
+    its tokenizer, copied in under the same file names; a folder without the warm start's record, which nothing else
+    holds): the run's checkpoints belong to the weights and tokenizer it started from (job.checkpoint_identity), so it
+    refuses to resume, and says the model may be why."""
+    from mcgrpo.train.job import checkpoint_identity
+    tokenizer = __import__("mcgrpo.train.models.tiny", fromlist=["x"]).build_tokenizer()
+    folder = tmp_path / "model"
+    models.save(build_model(tokenizer, 32, 1, 2, 64, 96, seed=0), tokenizer, folder)
+    data_prints = {"pool.parquet": "p" * 64}
+
+    def trainer():
+        model, tok = models.load(folder, "cpu")
+        return Trainer(study_config.run_config(study, "outcome", 1), model, tok, *world, 900,
+                       checkpoint_dir=tmp_path / "ckpt",
+                       config_hash=checkpoint_identity("i" * 64, data_prints, models.fingerprint(model, tok)))
+    trainer().run(max_iterations=2)
+    other = tmp_path / "other"
+    if replace == "weights":
+        models.save(build_model(tokenizer, 32, 1, 2, 64, 96, seed=1), tokenizer, other)
+        shutil.copyfile(other / "model.safetensors", folder / "model.safetensors")
+    else:
+        (folder / "chat_template.jinja").write_text("{% for m in messages %}{{ m['content'] }}{% endfor %}")
+    with pytest.raises(CheckpointMismatch, match=r"ckpt-00000002.pt: written by a run with identity .*or the weights "
+                                                 r"and tokenizer of the model it starts from: its model folder "
+                                                 r"replaced\); resuming would mix two runs"):
+        trainer().run()
+
+
+def test_another_runs_checkpoint_copied_in_under_this_runs_names_is_never_resumed(tmp_path, caplog):
+    """Not a leak (shown, not changed): another run's checkpoint file renamed over this run's is skipped, since it
+    does not match the sha256 its manifest records; copied in with its manifest (its `file` edited to this name), it
+    belongs to the other run's identity and is refused."""
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    checkpoint.save({"next_iteration": 1}, ours, 1, "ours")
+    checkpoint.save({"next_iteration": 2}, ours, 2, "ours")
+    checkpoint.save({"next_iteration": 9}, theirs, 9, "theirs")
+    shutil.copyfile(theirs / "ckpt-00000009.pt", ours / "ckpt-00000002.pt")
+    with caplog.at_level("INFO", logger="mcgrpo"):
+        assert checkpoint.latest(ours, "ours")["next_iteration"] == 1
+    assert "ckpt-00000002.pt does not match its sha256" in caplog.text
+    store.write_json({**store.read_json(theirs / "ckpt-00000009.json"), "file": "ckpt-00000002.pt"},
+                     ours / "ckpt-00000002.json")
+    with pytest.raises(CheckpointMismatch, match=r"ckpt-00000002.pt: written by a run with identity theirs, this "
+                                                 r"run's is ours"):
+        checkpoint.latest(ours, "ours")
+
+
 @pytest.mark.parametrize("named", ["../results.parquet", "ckpt-00000002.pt"])
 def test_a_checkpoint_manifest_naming_another_file_is_skipped_and_never_deletes_it(tmp_path, caplog, named):
     """A checkpoint's manifest (ckpt-N.json) whose `file` names another file (edited, or copied beside the wrong

@@ -4,6 +4,7 @@ byte for byte where a study's model and task match it, and never used where they
 import copy
 import hashlib
 import json
+from pathlib import Path
 
 import yaml
 
@@ -51,7 +52,7 @@ def test_warm_start_copies_the_shipped_checkpoint_byte_for_byte(tmp_path, capsys
     assert cli.main(["warm-start", "--model-json", json.dumps(_default_spec()), "--data", str(tmp_path / "none"),
                      "--out", str(out)]) == 0
     assert "shipped checkpoint" in capsys.readouterr().out
-    assert sorted(p.name for p in out.iterdir()) == sorted(shipped.record()["files"])
+    assert sorted(p.name for p in out.iterdir()) == sorted([*shipped.record()["files"], shipped.BUILT_FROM])
     for p in out.iterdir():
         assert p.read_bytes() == (shipped.FOLDER / p.name).read_bytes()
 
@@ -73,6 +74,7 @@ def test_another_model_block_still_warm_starts(tmp_path):
     assert cli.main(["prepare-data", "--task-json", json.dumps(cfg["task"]), "--out", str(data)]) == 0
     assert cli.main(["warm-start", "--model-json", json.dumps(spec), "--data", str(data), "--out", str(out)]) == 0
     assert json.loads((out / "config.json").read_text())["hidden_size"] == 32
+    assert json.loads((out / shipped.BUILT_FROM).read_text())["files"] == shipped.describe(out, spec, 1)["files"]
     assert (out / "model.safetensors").read_bytes() != (shipped.FOLDER / "model.safetensors").read_bytes()
 
 
@@ -88,3 +90,50 @@ def test_differences_name_the_files_whose_bytes_differ():
     b = {"files": {"model.safetensors": "9", "config.json": "2", "tokenizer.json": "3"}}
     assert shipped.differences(a, b) == ["model.safetensors", "tokenizer.json"]
     assert shipped.differences(a, a) == []
+
+
+def _warm_started(tmp_path, seed_change: int = 0) -> tuple[dict, Path]:
+    """The default study (its warm-start seed moved by `seed_change`) with its model folder in the store as the
+    warm_start rule writes it (the shipped copy; another seed warm-starts into the same folder layout)."""
+    cfg = studies.load(DEFAULT)
+    cfg["results_dir"] = str(tmp_path / "results")
+    cfg["model"]["warm_start"]["seed"] += seed_change
+    out = layout.model_path(cfg)
+    shipped.copy_to(out)  # the shipped files and their record, as warm-start copies them
+    if seed_change:  # a folder of another key: its record says so, as its warm start's would
+        built = {**shipped.record(out), "hash": config_hash(layout.warm_start_spec(cfg)), "model_folder": out.name}
+        (out / shipped.BUILT_FROM).write_text(json.dumps(built))
+    return cfg, out
+
+
+def test_a_warm_started_model_folder_swapped_or_replaced_is_refused_naming_the_file(tmp_path):
+    """results/_shared/models/<name>-<key>/ holding another warm start's folder (copied over it, e.g. another
+    base's seed), or a file replaced after the warm start (another checkpoint's weights renamed into it): before,
+    every run trained from it started from other weights than its config's warm start, all alike, so holding the runs
+    to each other said nothing. The folder keeps its warm start's record (built_from.json: the spec's hash and each
+    file's sha256), and loading it holds it to that record."""
+    import shutil
+
+    import pytest
+    from mcgrpo.core.errors import IntegrityError
+    from mcgrpo.train import models
+    from mcgrpo.train.models.tiny import build_model, build_tokenizer
+    cfg, out = _warm_started(tmp_path)
+    assert json.loads((out / shipped.BUILT_FROM).read_text())["model_folder"] == out.name
+    models.load(out, "cpu")  # its own files: loads
+    _, other = _warm_started(tmp_path / "b", seed_change=1)
+    shutil.rmtree(out)
+    shutil.copytree(other, out)
+    with pytest.raises(IntegrityError, match=rf"{out / shipped.BUILT_FROM}: written by the warm start of "
+                                             rf"{other.name}, but filed as {out.name}: copied from another warm "
+                                             rf"start's folder.*allowed: .*move {out} away and rerun the workflow"):
+        models.load(out, "cpu")
+    shutil.rmtree(out)
+    _warm_started(tmp_path)
+    tokenizer = build_tokenizer()
+    models.save(build_model(tokenizer, 32, 1, 2, 64, 96, seed=5), tokenizer, tmp_path / "another")
+    shutil.copyfile(tmp_path / "another" / "model.safetensors", out / "model.safetensors")
+    with pytest.raises(IntegrityError, match=rf"{out / 'model.safetensors'}: its sha256 is \w{{12}}, but "
+                                             rf"{out / shipped.BUILT_FROM} records \w{{12}}, as the warm start wrote "
+                                             rf"it: replaced since"):
+        models.load(out, "cpu")

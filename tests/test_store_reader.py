@@ -371,6 +371,30 @@ def test_data_prepared_again_after_the_runs_trained_is_named_and_repaired(study,
     assert contrast(study, tmp_path, capsys)[0] == 0
 
 
+def one_problem_twice(evals) -> None:
+    heldout = evals["heldout"]
+    evals["heldout"] = pd.concat([heldout, heldout.head(1).assign(problem_id="again/0")], ignore_index=True)
+
+
+def test_runs_of_a_folder_holding_a_repeated_problem_are_named_once_it_is_prepared_again(study, tmp_path, capsys):
+    """A study whose evaluation set held one problem twice (prepared before sets were kept distinct): a new run is
+    refused on that folder (mcgrpo.data.checks.check_distinct, which says to prepare it again), and once it is
+    prepared again the earlier runs, evaluated on the set with the repeat, are named by the data check and set
+    aside by check-store --repair, never read beside runs of the new set."""
+    runs = study_config.runs(study)
+    prepare_data(study, one_problem_twice)
+    record_data(study, runs)
+    assert contrast(study, tmp_path, capsys)[0] == 0  # the runs agree with the folder they were evaluated on
+    prepare_data(study)
+    status, _, err = contrast(study, tmp_path, capsys)
+    heldout = layout.data_dir(study) / "eval_heldout.parquet"
+    assert status == 2 and "Traceback" not in err
+    assert f"{heldout}: its problems hash to " in err and "the prepared data changed after the run trained" in err
+    assert "check-store --repair" in err
+    status, out, err = check_store(study, capsys)
+    assert status == 2 and f"{len(runs)} run(s) to retrain" in err
+
+
 def test_runs_that_trained_on_different_data_are_named_where_the_data_folder_is_gone(study, tmp_path, capsys):
     """The data folder deleted (or the runs moved without it): nothing to hold each run to, but the study's runs
     are still held to each other."""

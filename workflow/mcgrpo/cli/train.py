@@ -56,6 +56,8 @@ def warm_start(args) -> None:
         print(f"warm start: the shipped checkpoint of this model and task ({shipped.FOLDER.name}), copied")
         return
     import torch
+    from pathlib import Path
+
     from mcgrpo import data
     from mcgrpo.train import models
     from mcgrpo.train.models.warm_start import warm_start as run_warm_start
@@ -64,6 +66,8 @@ def warm_start(args) -> None:
     corpus = data.warm_start_corpus(spec["task"], ws.pop("problems"), ws.pop("levels"), ws["seed"], args.data)
     model, tokenizer = run_warm_start(corpus, spec["model"]["tiny"], **ws, study=spec)
     models.save(model, tokenizer, args.out)
+    # what the folder is and holds, as the shipped one records it: every load holds the folder to it (shipped.held)
+    store.write_json(shipped.describe(Path(args.out), spec, args.threads), Path(args.out) / shipped.BUILT_FROM)
 
 
 def _warm_start_arguments(v: argparse.ArgumentParser) -> None:

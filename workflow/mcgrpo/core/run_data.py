@@ -5,7 +5,8 @@ pool.parquet, eval_<set>.parquet): a folder regenerated from an edited data file
 swapped after some runs trained would have the study's later runs train or be evaluated on other problems than
 its earlier ones, and every contrast would compare them without a word. So the trainer records a fingerprint of
 each data file it read (`fingerprint`) in run.json's `data` and in its checkpoints' identity (an interrupted run
-never resumes onto other data), and every reader of a stored run holds that record to the data folder as it is
+never resumes onto other data; `mcgrpo ingest` records it too, for the sets it evaluated a TRL folder's
+checkpoints on), and every reader of a stored run holds that record to the data folder as it is
 now (`problem`: mcgrpo.core.study_runs, and check-store, whose --repair sets such a run aside to be retrained).
 
 The fingerprint is of the problems, not of the file's bytes: the table's columns and values in Arrow's IPC form,
@@ -25,7 +26,8 @@ from mcgrpo.core import layout, store
 from mcgrpo.core.errors import McgrpoError
 
 DATA = "data"  # run.json's key: {file name: fingerprint} of each data file the run read
-MODEL = "model_sha256"  # run.json's key: the fingerprint of the weights and tokenizer it started from
+MODEL = "model_sha256"  # run.json's key: the fingerprint of the weights and tokenizer it started from (an ingested
+# run's: the study's initial model, which evaluated its point 0 and whose tokenizer read every checkpoint's samples)
 
 
 def files(eval_names) -> list[str]:
@@ -85,8 +87,8 @@ def data_folder(run_folder: Path, run: dict) -> Path:
 
 def problem(run_folder: Path, run: dict, retrain: str) -> str | None:
     """Where stored run `run_folder` (its run.json `run`) recorded other problems than its data folder holds now,
-    what differs; None where they agree, where the run recorded none (trained before runs recorded their data,
-    or ingested from another trainer) or where the folder's file is gone (nothing to hold it to)."""
+    what differs; None where they agree, where the run recorded none (trained, or ingested from another trainer,
+    before runs recorded their data) or where the folder's file is gone (nothing to hold it to)."""
     recorded = run.get(DATA)
     if not isinstance(recorded, dict) or not isinstance(run.get("config"), dict):
         return None

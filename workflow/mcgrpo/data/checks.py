@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from mcgrpo.data import dedup
 from mcgrpo.data.arith import check_disjoint
 from mcgrpo.core.errors import DataError
 
@@ -21,3 +22,18 @@ def check_run_data(pool: pd.DataFrame, eval_sets: dict[str, pd.DataFrame], run: 
             raise DataError(f"{where}/eval_{name}.parquet holds {len(frame)} problems; "
                              f"task.eval_sets.{name}.size asks for {wanted}")
     check_disjoint(pool, eval_sets)
+    for name, frame in eval_sets.items():
+        check_distinct(frame, f"{where}/eval_{name}.parquet", where)
+
+
+def check_distinct(frame: pd.DataFrame, path: str, where: str) -> None:
+    """Raise naming the file where an evaluation set holds one problem twice (as prepare_data's deduplication
+    judges): it would count twice in the set's accuracy. A folder prepared before sets were kept distinct has them."""
+    repeats = dedup.distinct(frame, "")[1]
+    if len(repeats):
+        r = repeats.iloc[0]
+        raise DataError(f"{path}: problem {r.problem_id} repeats {r.match_id} ({r.reason} match, similarity "
+                        f"{r.similarity:.2f}){f' and {len(repeats) - 1} more' if len(repeats) > 1 else ''}; a "
+                        f"repeated problem counts twice in the set's accuracy; allowed: an evaluation set of distinct "
+                        f"problems: move {where} away and rerun the workflow, which prepares it again keeping the "
+                        f"first of each (its runs trained on this folder are then set aside by check-store --repair)")

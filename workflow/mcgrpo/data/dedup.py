@@ -67,14 +67,17 @@ class Index:
 
     def add(self, problems: pd.DataFrame, name: str) -> "Index":
         for problem_id, question in zip(problems["problem_id"], problems["question"]):
-            i = len(self._owners)
-            self._owners.append((name, problem_id))
-            self._exact.setdefault(normalize(question), i)
-            grams = shingles(question)
-            self._sizes.append(len(grams))
-            for gram in grams:
-                self._postings[gram].append(i)
+            self.add_one(problem_id, question, name)
         return self
+
+    def add_one(self, problem_id: str, question: str, name: str) -> None:
+        i = len(self._owners)
+        self._owners.append((name, problem_id))
+        self._exact.setdefault(normalize(question), i)
+        grams = shingles(question)
+        self._sizes.append(len(grams))
+        for gram in grams:
+            self._postings[gram].append(i)
 
     def match(self, question: str) -> Match | None:
         """The protected problem this one duplicates (exact first, else the most similar), or None."""
@@ -92,13 +95,32 @@ class Index:
 
     def split(self, problems: pd.DataFrame, name: str) -> tuple[pd.DataFrame, pd.DataFrame]:
         """(problems that match nothing here, one row per removed problem saying why)."""
-        matches = [self.match(q) for q in problems["question"]]
-        dropped = [m is not None for m in matches]
-        removed = pd.DataFrame(
-            [(pid, name, m.reason, m.set, m.problem_id, round(m.similarity, 4), q)
-             for pid, q, m in zip(problems["problem_id"], problems["question"], matches) if m is not None],
-            columns=list(REMOVED_COLUMNS))
-        return problems[[not d for d in dropped]].reset_index(drop=True), removed
+        return _kept(problems, name, [self.match(q) for q in problems["question"]])
+
+    def take(self, problems: pd.DataFrame, name: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """`split`, each kept problem added in turn: a later problem repeating an earlier one is removed too."""
+        matches = []
+        for problem_id, question in zip(problems["problem_id"], problems["question"]):
+            matches.append(self.match(question))
+            if matches[-1] is None:
+                self.add_one(problem_id, question, name)
+        return _kept(problems, name, matches)
+
+
+def distinct(problems: pd.DataFrame, name: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the first of each problem repeated within `problems`, one row per later repeat saying why): an evaluation
+    set holding one problem twice, under two ids, would count it twice in its accuracy. A repeat is what the
+    pool's deduplication removes (equal after normalization, or 8-gram Jaccard >= THRESHOLD with a kept problem)."""
+    return Index().take(problems, name)
+
+
+def _kept(problems: pd.DataFrame, name: str, matches: list[Match | None]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the problems whose match is None, one REMOVED_COLUMNS row per other problem naming its match)."""
+    removed = pd.DataFrame(
+        [(pid, name, m.reason, m.set, m.problem_id, round(m.similarity, 4), q)
+         for pid, q, m in zip(problems["problem_id"], problems["question"], matches) if m is not None],
+        columns=list(REMOVED_COLUMNS))
+    return problems[[m is None for m in matches]].reset_index(drop=True), removed
 
 
 def check_disjoint(sets: dict[str, pd.DataFrame]) -> None:

@@ -2,7 +2,8 @@
 
 Order matters, so it is fixed here:
 1. every source is read once and filtered to plain numeric answers and to the set's levels;
-2. evaluation sets are built in config order, each excluding near-duplicates of the earlier ones;
+2. evaluation sets are built in config order, each excluding near-duplicates of the earlier ones and keeping
+   only the first of a problem repeated within itself;
    a set with a size is drawn with the task seed (its own stream, so resizing one set never
    changes another); a set without a size takes every remaining problem whose question has at
    most `max_question_chars` characters and that duplicates nothing in the training pool (the
@@ -69,10 +70,14 @@ def _candidates(src: dict, levels: list[int] | None, cache: dict, report: dict) 
 
 def _draw(problems: pd.DataFrame, size: int, seed: int, name: str, key: str) -> pd.DataFrame:
     if size > len(problems):
-        raise ConfigError(f"config key {key}.size: {size} problems asked for set '{name}', but only "
-                         f"{len(problems)} qualify (numeric answer, levels, no duplicates)")
+        _too_few(size, len(problems), name, key)
     chosen = np.random.default_rng(stable_seed("draw", seed, name)).choice(len(problems), size, replace=False)
     return problems.iloc[np.sort(chosen)].reset_index(drop=True)
+
+
+def _too_few(size: int, qualify: int, name: str, key: str) -> None:
+    raise ConfigError(f"config key {key}.size: {size} problems asked for set '{name}', but only {qualify} qualify "
+                      f"(numeric answer, levels, no duplicates)")
 
 
 class _Builder:
@@ -90,7 +95,11 @@ class _Builder:
                            self.report.setdefault(name or "pool", {}))
 
     def without(self, problems: pd.DataFrame, index: dedup.Index, name: str) -> pd.DataFrame:
-        kept, dropped = index.split(problems, name)
+        return self.logged(index.split(problems, name), name)
+
+    def logged(self, split: tuple[pd.DataFrame, pd.DataFrame], name: str) -> pd.DataFrame:
+        """The kept problems of a (kept, removed) split; the removed ones go to the log and the set's count."""
+        kept, dropped = split
         self.removed.append(dropped)
         r = self.report[name]
         r["duplicates"] = r.get("duplicates", 0) + len(dropped)
@@ -104,13 +113,31 @@ class _Builder:
             if limit is not None:
                 problems = problems[problems["question"].str.len() <= limit].reset_index(drop=True)
             problems = self.without(problems, pool_index, name)
+            # The paper is silent on a problem repeated within one evaluation set (two ids, one question); counted
+            # twice it would weigh double in the set's accuracy, so the first is kept and each repeat logged. The
+            # pool keeps its repeats: they weigh a problem in sampling, never in a verdict's accuracy.
+            problems = self.logged(dedup.distinct(problems, name), name)
         else:
-            problems = _draw(problems, spec["size"], self.task["seed"], name, f"task.eval_sets.{name}")
+            problems = self.drawn(problems, spec["size"], name)
         if problems.empty:
             raise ConfigError(f"config key task.eval_sets.{name}: no problem qualifies for this set")
         self.report[name]["final"] = len(problems)
         self.protected.add(problems, name)
         return problems
+
+    def drawn(self, problems: pd.DataFrame, size: int, name: str) -> pd.DataFrame:
+        """`size` distinct problems. The first draw is the one the set always drew (one that drew no repeat is
+        unchanged, and so are its runs' data fingerprints); each repeat it drew is logged and replaced by a draw,
+        from the same seeded stream, among the problems not drawn yet."""
+        rng = np.random.default_rng(stable_seed("draw", self.task["seed"], name))
+        kept, index, free = [], dedup.Index(), np.arange(len(problems))
+        while need := size - sum(map(len, kept)):
+            if need > len(free):
+                _too_few(size, len(dedup.distinct(problems, name)[0]), name, f"task.eval_sets.{name}")
+            pick = np.sort(rng.choice(len(free), need, replace=False))
+            kept.append(self.logged(index.take(problems.iloc[free[pick]], name), name))
+            free = np.delete(free, pick)
+        return pd.concat(kept, ignore_index=True)
 
     def pool(self, candidates: pd.DataFrame) -> pd.DataFrame:
         pool = self.without(candidates, self.protected, "pool")

@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from mcgrpo.core import run_data
 from mcgrpo.core.budget import due_points
 from mcgrpo.core.errors import ConfigError, DataError, MissingFile
 from mcgrpo.core.trl_config import (NOT_SETTINGS, SAMPLING, grpo_arguments, ingested_identity, output_folder,
@@ -440,19 +441,31 @@ def store_run(folder: str | Path, run: dict, files: dict[str, str], accept: bool
     block. `config` names the study file in the messages that say how to make a missing input."""
     from datetime import datetime, timezone
 
-    from mcgrpo import data
     from mcgrpo.train import models
     from mcgrpo.train.job import write_run
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     trl_log = read(folder)  # the refusals first, before any model is loaded
     B = budget_of(run, files["budget"], config)
-    pool, evals = data.read(needed(files["data"], "the study's data", config), run["evaluation"]["sets"])
+    pool, evals, evaluated_on = _study_data(run, files, config)
     model, tokenizer = models.load(needed(files["model"], "the study's initial model", config))
     log, block = ingest(trl_log, run, B, model, tokenizer, pool, evals, accept)
     write_run(Path(files["out"]), run, B, log, model, {
         "started": started, "ended": datetime.now(timezone.utc).isoformat(timespec="seconds"), "attempts": [],
-        "tracking": "none", "ingested": block})
+        "tracking": "none", "ingested": block,
+        # what its numbers depend on, held as a trained run's are (mcgrpo.core.run_data): the sets its checkpoints
+        # were evaluated on, and the model of point 0 whose tokenizer read every checkpoint's completions
+        run_data.DATA: evaluated_on, run_data.MODEL: models.fingerprint(model, tokenizer)})
     return block
+
+
+def _study_data(run: dict, files: dict[str, str], config: str) -> tuple[pd.DataFrame, dict, dict[str, str]]:
+    """(pool, evaluation sets, their fingerprints) of the study's data folder, checked as a trained run's are."""
+    from mcgrpo import data
+    from mcgrpo.data.checks import check_run_data
+    folder = needed(files["data"], "the study's data", config)
+    pool, evals = data.read(folder, run["evaluation"]["sets"])
+    check_run_data(pool, evals, run, str(folder))
+    return pool, evals, run_data.fingerprint(folder, run["evaluation"]["sets"])
 
 
 def store_arm_run(run: dict, files: dict[str, str], config: str = "STUDY.yaml", accept: bool = False) -> dict:

@@ -98,8 +98,9 @@ def latest(directory: str | Path, config_hash: str) -> dict[str, Any] | None:
         if manifest["config_hash"] != config_hash:
             raise CheckpointMismatch(
                 f"{path}: written by a run with identity {manifest['config_hash'][:12]}, this run's is "
-                f"{config_hash[:12]} (its config or its budget B changed, or the problems of its data folder "
-                f"that it trains and is evaluated on); resuming would mix two runs. "
+                f"{config_hash[:12]} (its config or its budget B changed, the problems of its data folder "
+                f"that it trains and is evaluated on, or the weights and tokenizer of the model it starts from: "
+                f"its model folder replaced); resuming would mix two runs. "
                 f"Delete {directory} to start this run over.")
         log.info(f"resuming from {path} (iteration {manifest['iteration']})")
         return torch.load(path, weights_only=False)

@@ -87,8 +87,7 @@ def train(run: dict, files: dict[str, str], names: tuple[str, str], backend: str
     for folder in (out, out / "checkpoints"):
         store.remove_orphans(folder)
     trainer = (runner or mcgrpo_trainer)(run, model, tokenizer, pool, evals, B, out / "checkpoints", tracker, arm,
-                                         study_config.config_hash({"identity": identity, "data": trained_on,
-                                                                   "model": started_from}))
+                                         checkpoint_identity(identity, trained_on, started_from))
     trainer.stop_requested = bool(signals)
     try:
         log = trainer.run()
@@ -111,6 +110,13 @@ def train(run: dict, files: dict[str, str], names: tuple[str, str], backend: str
         run_data.MODEL: started_from,  # and the study's runs to each other
         **getattr(trainer, "record", {}),  # what another trainer adds (TRL's settings that differ from the recipe)
     })
+
+
+def checkpoint_identity(identity: str, trained_on: dict[str, str], started_from: str) -> str:
+    """What a run's checkpoints belong to: its identity (config and B), the problems it reads and the weights it
+    starts from (models.fingerprint), so that a run never resumes after its data folder or its model folder (a warm
+    start's, or a source's) was replaced."""
+    return study_config.config_hash({"identity": identity, "data": trained_on, "model": started_from})
 
 
 def mcgrpo_trainer(run, model, tokenizer, pool, evals, B, checkpoint_dir, tracker, arm, identity):

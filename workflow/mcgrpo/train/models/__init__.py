@@ -32,6 +32,8 @@ def load(path: str | Path, on=None):
         transformers.utils.logging.disable_progress_bar()
     if not (path / "config.json").exists():
         raise MissingFile(f"{path}: no model here (config.json missing); was the warm_start rule run?")
+    from mcgrpo.train.models import shipped
+    shipped.held(path)  # a warm start's folder: the files it wrote, never another's copied in
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(on or device())
     return model, tokenizer

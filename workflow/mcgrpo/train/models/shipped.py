@@ -17,7 +17,8 @@ import json
 import shutil
 from pathlib import Path
 
-from mcgrpo.core import store
+from mcgrpo.core import layout, store
+from mcgrpo.core.errors import IntegrityError
 from mcgrpo.core.config import config_hash
 from mcgrpo.core.machine import cpu_model
 
@@ -39,11 +40,44 @@ def matches(spec: dict, folder: Path = FOLDER) -> bool:
 
 
 def copy_to(out: str | Path, folder: Path = FOLDER) -> Path:
-    """The shipped model files (not BUILT_FROM) copied into `out`, written aside and renamed into place."""
+    """The shipped model files and their BUILT_FROM (what `held` holds the folder to) copied into `out`, written
+    aside and renamed into place."""
     with store.atomic(out, directory=True) as tmp:
-        for name in record(folder)["files"]:
+        for name in [*record(folder)["files"], BUILT_FROM]:
             shutil.copyfile(Path(folder) / name, tmp / name)
     return Path(out)
+
+
+def held(folder: str | Path) -> None:
+    """Refuse a warm-started model folder whose files are not those its warm start recorded in BUILT_FROM: a file
+    replaced since (another checkpoint's weights renamed into it), or, in the store (_shared/models/<name>-<key>),
+    another warm start's folder copied over it. Every run would start from other weights than its config's warm
+    start, all alike, which holding the runs to each other (model_sha256) cannot tell. A folder without BUILT_FROM
+    (warm-started before it was written, or saved by hand) is held to nothing."""
+    folder = Path(folder)
+    built = record(folder)
+    if built is None:
+        return
+    again = (f"allowed: the warm start's own files: move {folder} away and rerun the workflow, which warm-starts it "
+             f"again (runs trained from other weights are named by the model check: docs/store-integrity.md)")
+    filed = _filed_as(folder)
+    if filed is not None and built.get("model_folder") != filed:
+        raise IntegrityError(f"{folder / BUILT_FROM}: written by the warm start of {built.get('model_folder')}, "
+                             f"but filed as {filed}: copied from another warm start's folder; {again}")
+    for name, digest in sorted(built["files"].items()):
+        now = _sha256(folder / name) if (folder / name).is_file() else "(missing)"
+        if now != digest:
+            raise IntegrityError(f"{folder / name}: its sha256 is {now[:12]}, but {folder / BUILT_FROM} records "
+                                 f"{digest[:12]}, as the warm start wrote it: replaced since (another model's file "
+                                 f"copied in or renamed, or edited); {again}")
+
+
+def _filed_as(folder: Path) -> str | None:
+    """The name a model folder of the store (_shared/models/<name>-<key>, links followed) is filed under; None
+    elsewhere (a test's or a hand-run's own folder, or the shipped one), where no name says what it must be."""
+    resolved = folder.resolve()
+    in_store = resolved.parent.name == "models" and resolved.parent.parent.name == layout.SHARED
+    return resolved.name if in_store else None
 
 
 def _sha256(path: Path) -> str:
