@@ -160,3 +160,19 @@ def test_without_math_verify_its_columns_are_null_and_nothing_overran():
     columns = rule_columns([r"\boxed{7}"], ["7"])
     assert columns["correct_math_verify"].isna().all() and columns["math_verify_overran"].isna().all()
     assert columns["math_verify_overran"].dtype == "boolean" and columns["correct_whole_box"].tolist() == [True]
+
+
+def test_an_evaluation_whose_math_verify_checks_overran_says_so_in_the_job_log(study, tiny, world, capfd, monkeypatch):
+    """Every check overruns a CPU budget of 10 us: each sample is marked, and the job log counts them."""
+    pytest.importorskip("math_verify")
+    from mcgrpo.core.verify import math_verify_backend
+    from mcgrpo.train.trainer import overran_warning
+    monkeypatch.setattr(math_verify_backend(), "timeout", 1e-5)
+    trainer = _trainer(study, tiny, world)
+    log = trainer.run(max_iterations=0)
+    samples = log.samples[0]
+    overran = samples["math_verify_overran"]
+    assert overran.all() and trainer.evaluator.overran == len(samples) > 0
+    assert not samples["correct_math_verify"].any()  # each counted wrong
+    out, err = capfd.readouterr()
+    assert overran_warning(len(samples), [0]) in out + err
