@@ -364,10 +364,11 @@ class MathVerify:
     (`pip install 'mcgrpo[math]'`), for answers that are not plain numbers.
 
     Each check is bounded by the worker's own CPU time (`timeout` seconds), never by wall time: on a shared machine
-    a check of 1.5 s CPU can take 4 s of wall time, and a wall limit would make the same completion right in one run
-    and wrong in another. math-verify bounds its own time with SIGALRM (`timeout_seconds`, `parsing_timeout`), a
-    wall-clock alarm, so its timeouts are off here and the worker (`python -m mcgrpo.core.verify`) arms a CPU-time
-    timer (ITIMER_PROF) per check instead. A check that overruns counts as wrong (the paper says nothing of checks
+    a check of 1.6 s CPU took 3.3 s of wall time beside one busy process, and a wall limit would make the same
+    completion right in one run and wrong in another. math-verify bounds its own time with signal.alarm
+    (`timeout_seconds`, `parsing_timeout`): a wall-clock alarm of whole seconds, so its timeouts are off here and the
+    worker (`python -m mcgrpo.core.verify`) arms a CPU-time timer per check instead (ITIMER_PROF: user and system
+    time, so that building a huge integer, mostly allocation, counts too). A check that overruns counts as wrong (the paper says nothing of checks
     that do not finish) and is never silent: `overruns` counts them. A wall-clock limit of BACKSTOP times the CPU
     budget stays only for a hung C call no signal interrupts: then the worker is killed and replaced, and that
     check also counts as an overrun. Only the last `max_chars` characters after thinking are sent.
