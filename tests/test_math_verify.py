@@ -1,6 +1,10 @@
-"""The optional math_verify backend: symbolic equivalence, bounded by a worker that is replaced
-when it hangs. Skipped where the math-verify package is absent (pip install 'mcgrpo[math]')."""
+"""The optional math_verify backend: symbolic equivalence, each check bounded by the worker's CPU time, the worker
+replaced when it hangs. Skipped where the math-verify package is absent (pip install 'mcgrpo[math]')."""
 
+import os
+import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -29,11 +33,57 @@ def test_equivalence(check, text, reference, expected):
     assert check(text, reference) is expected
 
 
-def test_a_hung_check_is_killed_counted_wrong_and_the_worker_replaced(check):
-    start = time.perf_counter()
-    assert check(r"\boxed{9^{9^{9^{9^{9}}}}}", "1") is False
-    assert time.perf_counter() - start < 10  # the timeout is 1 s; startup of a fresh worker aside
-    assert check(r"\boxed{7}", "7") is True
+HUNG = r"\boxed{9^{9^{9^{9^{9}}}}}"
+# Right, after about 0.6 s of CPU time (both powers are computed): slow, but within a CPU budget of 1 s.
+SLOW_RIGHT = (r"\boxed{49^{750000}}", "7^{1500000}")
+
+
+def test_a_check_over_its_cpu_budget_answers_overrun_is_counted_wrong_and_keeps_its_worker():
+    with MathVerify(timeout=0.3) as check:
+        assert check(r"\boxed{7}", "7") is True
+        pid = check._worker.pid
+        assert check(HUNG, "1") is False and check.overruns == 1
+        assert check._worker.pid == pid  # the CPU timer stopped it: no kill, no restart
+        assert check(r"\boxed{7}", "7") is True and check.overruns == 1
+
+
+def test_a_slow_check_is_judged_the_same_with_a_busy_process_on_its_core():
+    """Right within its CPU budget of 1 s though its wall time, beside a busy process, is over 1 s: a wall-clock
+    limit counted it wrong. (Checked once: sympy caches what it computed.)"""
+    with MathVerify(timeout=1.0) as check:
+        assert check(r"\boxed{7}", "7") is True  # the worker is up
+        core = {min(os.sched_getaffinity(0))}
+        busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        try:
+            os.sched_setaffinity(busy.pid, core)
+            os.sched_setaffinity(check._worker.pid, core)
+            start = time.perf_counter()
+            assert check(*SLOW_RIGHT) is True and check.overruns == 0
+            assert time.perf_counter() - start > check.timeout  # the load was real
+        finally:
+            busy.kill()
+            busy.wait()
+
+
+def test_a_hung_worker_is_killed_by_the_wall_backstop_counted_wrong_and_replaced():
+    """A stopped worker spends no CPU time, as one hung in a C call no signal interrupts: the backstop ends it."""
+    with MathVerify(timeout=0.1) as check:
+        assert check(r"\boxed{7}", "7") is True
+        pid = check._worker.pid
+        os.kill(pid, signal.SIGSTOP)
+        start = time.perf_counter()
+        assert check(r"\boxed{7}", "7") is False and check.overruns == 1
+        assert 0.1 * MathVerify.BACKSTOP <= time.perf_counter() - start < 0.1 * MathVerify.BACKSTOP + 1
+        assert check(r"\boxed{7}", "7") is True and check._worker.pid != pid
+
+
+def test_evaluation_records_which_checks_overran(monkeypatch):
+    from mcgrpo.core.verify import math_verify_backend
+    from mcgrpo.train.evaluation import rule_columns
+    monkeypatch.setattr(math_verify_backend(), "timeout", 0.3)
+    columns = rule_columns([HUNG, r"\boxed{7}"], ["1", "7"])
+    assert columns["math_verify_overran"].tolist() == [True, False]
+    assert columns["correct_math_verify"].tolist() == [False, True]
 
 
 def test_the_math_verify_rule_scores_rewards_and_every_rule_is_recorded(check):

@@ -1,5 +1,7 @@
 """The training loop: budget stop, evaluation schedule, common random numbers, logged contracts."""
 
+import importlib.util
+
 import pytest
 
 from mcgrpo.core import config as study_config
@@ -143,3 +145,34 @@ def test_a_first_evaluation_at_zero_everywhere_warns_before_training(study, tiny
     assert [row["acc_default"] for row in log.evals] == [pytest.approx(accuracy)] and not log.iterations
     out, err = capfd.readouterr()
     assert (out + err).count(FLOOR_WARNING) == warned
+
+
+def test_the_job_log_says_how_many_math_verify_checks_overran_at_an_evaluation():
+    from mcgrpo.train.trainer import overran_warning
+    assert overran_warning(3, [4, 5]) == ("warning: evaluation 4, 5: 3 math-verify check(s) overran their CPU budget "
+                                          "and were counted wrong (samples.parquet math_verify_overran; "
+                                          "docs/verifiers.md)")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("math_verify") is not None, reason="math-verify is installed")
+def test_without_math_verify_its_columns_are_null_and_nothing_overran():
+    from mcgrpo.train.evaluation import rule_columns
+    columns = rule_columns([r"\boxed{7}"], ["7"])
+    assert columns["correct_math_verify"].isna().all() and columns["math_verify_overran"].isna().all()
+    assert columns["math_verify_overran"].dtype == "boolean" and columns["correct_whole_box"].tolist() == [True]
+
+
+def test_an_evaluation_whose_math_verify_checks_overran_says_so_in_the_job_log(study, tiny, world, capfd, monkeypatch):
+    """Every check overruns a CPU budget of 10 us: each sample is marked, and the job log counts them."""
+    pytest.importorskip("math_verify")
+    from mcgrpo.core.verify import math_verify_backend
+    from mcgrpo.train.trainer import overran_warning
+    monkeypatch.setattr(math_verify_backend(), "timeout", 1e-5)
+    trainer = _trainer(study, tiny, world)
+    log = trainer.run(max_iterations=0)
+    samples = log.samples[0]
+    overran = samples["math_verify_overran"]
+    assert overran.all() and trainer.evaluator.overran == len(samples) > 0
+    assert not samples["correct_math_verify"].any()  # each counted wrong
+    out, err = capfd.readouterr()
+    assert overran_warning(len(samples), [0]) in out + err

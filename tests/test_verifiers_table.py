@@ -30,3 +30,18 @@ def test_gold_solutions_under_each_rule():
     result = gold(problems)
     assert (result["acc_whole_box"], result["acc_paper"]) == (pytest.approx(2 / 3), 1.0)
     assert result["whole_box_vs_paper_count"] == 1 and pd.isna(result["acc_math_verify"])
+
+
+def test_the_note_names_each_run_whose_math_verify_checks_overran_and_how_many():
+    from mcgrpo.analysis.verifiers import overran_note
+    samples = pd.DataFrame({"arm": ["a", "a", "b", "b"], "seed": [1, 1, 2, 3],
+                            "math_verify_overran": pd.array([True, True, False, True], dtype="boolean")})
+    assert overran_note(samples) == ("Warning: math-verify overran its CPU budget on 3 sample(s), each counted wrong "
+                                     "(samples.parquet math_verify_overran; a seed 1: 2, b seed 3: 1).")
+
+
+@pytest.mark.parametrize("column", [None, pd.array([pd.NA, pd.NA], dtype="boolean"), pd.array([False, False])])
+def test_no_note_where_nothing_overran_or_math_verify_was_not_installed(column):
+    from mcgrpo.analysis.verifiers import overran_note
+    samples = pd.DataFrame({"arm": ["a", "a"], "seed": [1, 1]})
+    assert overran_note(samples if column is None else samples.assign(math_verify_overran=column)) == ""

@@ -315,7 +315,9 @@ def verifiers_step(cfg: dict, results: Path) -> None:
     for (arm, seed), folder in _folders(cfg, results).items():
         samples = store.read_parquet(manifest.checked(folder / "samples.parquet"))
         pieces.append(samples.drop(columns=["text"], errors="ignore").assign(arm=arm, seed=seed))
-    table = verifiers.disagreements(pd.concat(pieces, ignore_index=True), ["arm", "eval_set", "eval_index"])
+    samples = pd.concat(pieces, ignore_index=True)
+    table = verifiers.disagreements(samples, ["arm", "eval_set", "eval_index"])
+    overran = verifiers.overran_note(samples)
     tables.write_table(table, results / "tables" / "verifiers",
                        title="The verifier rules side by side (verifier.rule)",
                        note=tables.accepted_note(_accepted(cfg, results), f"Over every seed's samples of each "
@@ -323,7 +325,7 @@ def verifiers_step(cfg: dict, results: Path) -> None:
                             f"final box read whole), paper (C.1, H.1: the last number inside the final box, tolerance "
                             f"1e-4) and math_verify (empty where it was not installed); <a>_vs_<b>: the share of "
                             f"samples the two rules judge differently. The study trains on "
-                            f"{(cfg.get('verifier') or {}).get('rule', 'whole_box')}."))
+                            f"{(cfg.get('verifier') or {}).get('rule', 'whole_box')}." + (f" {overran}" if overran else "")))
 
 
 def pool_bases(cfg: dict) -> str:

@@ -43,6 +43,19 @@ def disagreements(samples: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def overran_note(samples: pd.DataFrame) -> str:
+    """A warning naming each run (arm, seed) whose math-verify checks overran their CPU budget and how many, since
+    each was counted wrong; "" where none did (or math_verify_overran is absent or null: the package not installed)."""
+    if "math_verify_overran" not in samples:
+        return ""
+    flagged = samples[samples["math_verify_overran"].astype("boolean").fillna(False).to_numpy(bool)]
+    if flagged.empty:
+        return ""
+    runs = ", ".join(f"{arm} seed {seed}: {n}" for (arm, seed), n in flagged.groupby(["arm", "seed"]).size().items())
+    return (f"Warning: math-verify overran its CPU budget on {len(flagged)} sample(s), each counted wrong "
+            f"(samples.parquet math_verify_overran; {runs}).")
+
+
 def gold(problems: pd.DataFrame, math_verify=None) -> dict:
     """summary() of the gold solutions against their own answers: a rule that fails gold work is a rule
     that fails correct work."""

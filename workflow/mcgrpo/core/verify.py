@@ -9,7 +9,7 @@ hostile ones: no pattern can backtrack more than a constant per character (no ne
 adjacent unbounded quantifiers over the same characters); long texts are searched with C-speed
 string methods (rfind, rstrip), and regular expressions only ever run on a window of at most
 MAX_ANSWER_CHARS around the answer, since a box or number longer than that is no answer. The
-one backend that can hang, math-verify, runs in a worker process that is killed when it overruns.
+one backend that can hang, math-verify, runs in a worker process, each check bounded by its CPU time.
 """
 
 from __future__ import annotations
@@ -363,14 +363,23 @@ class MathVerify:
     """The optional `math_verify` backend: symbolic equivalence by the math-verify package
     (`pip install 'mcgrpo[math]'`), for answers that are not plain numbers.
 
-    math-verify bounds its own time with SIGALRM, which works only in a main thread and cannot
-    stop a hung C call; here its timeouts are off and the checks run in a worker process
-    (`python -m mcgrpo.core.verify`) that is killed and replaced when one overruns `timeout` seconds
-    (that check counts as wrong). Only the last `max_chars` characters after thinking are sent.
+    Each check is bounded by the worker's own CPU time (`timeout` seconds), never by wall time: on a shared machine
+    a check of 1.6 s CPU took 3.3 s of wall time beside one busy process, and a wall limit would make the same
+    completion right in one run and wrong in another. math-verify bounds its own time with signal.alarm
+    (`timeout_seconds`, `parsing_timeout`): a wall-clock alarm of whole seconds, so its timeouts are off here and the
+    worker (`python -m mcgrpo.core.verify`) arms a CPU-time timer per check instead (ITIMER_PROF: user and system
+    time, so that building a huge integer, mostly allocation, counts too). A check that overruns counts as wrong (the paper says nothing of checks
+    that do not finish) and is never silent: `overruns` counts them. A wall-clock limit of BACKSTOP times the CPU
+    budget stays only for a hung C call no signal interrupts: then the worker is killed and replaced, and that
+    check also counts as an overrun. Only the last `max_chars` characters after thinking are sent.
     Use as a context manager, or call close().
     """
 
     STARTUP_S = 120
+    # The wall-clock backstop, as a multiple of the CPU budget: generous, so that only a hung call reaches it, never
+    # a check slowed by load (a process sharing its core with nine others still gets its CPU budget within it).
+    BACKSTOP = 10
+    OVERRAN = "overran"  # the worker's reply for a check that used up its CPU budget
 
     def __init__(self, timeout: float = 2.0, max_chars: int = 4000):
         import importlib.util
@@ -378,25 +387,32 @@ class MathVerify:
             raise ImportError("the math_verify backend needs the math-verify package: "
                               "pip install 'mcgrpo[math]'")
         self.timeout, self.max_chars = timeout, max_chars
+        self.overruns = 0  # checks that overran their CPU budget (or hung), each counted wrong
         self._worker = None
 
     def __call__(self, text: str, reference: str) -> bool:
         body = strip_think(text)
         if body is None:
             return False
+        line = self._ask(body[-self.max_chars:], reference)
+        if line in ("", self.OVERRAN):
+            self.overruns += 1
+        return line == "1"
+
+    def _ask(self, body: str, reference: str) -> str:
+        """The worker's reply to one check, stripped; "" where it hung past the backstop or died (it is replaced)."""
         import json
         if self._worker is None:
             self._start()
         try:
-            self._worker.stdin.write(json.dumps([body[-self.max_chars:], reference]) + "\n")
+            self._worker.stdin.write(json.dumps([body, reference, self.timeout]) + "\n")
             self._worker.stdin.flush()
-            line = self._read_line(self.timeout)
+            line = self._read_line(self.timeout * self.BACKSTOP)
         except OSError:
             line = ""
-        if not line:  # hung or died: replace it, count the check as wrong
+        if not line:
             self.close()
-            return False
-        return line.strip() == "1"
+        return line.strip()
 
     def _read_line(self, timeout: float) -> str:
         import select
@@ -407,7 +423,7 @@ class MathVerify:
         import os
         import subprocess
         import sys
-        package_root = str(Path(__file__).resolve().parent.parent)
+        package_root = str(Path(__file__).resolve().parents[2])  # the folder that holds mcgrpo/
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
         self._worker = subprocess.Popen([sys.executable, "-m", "mcgrpo.core.verify"], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
@@ -431,21 +447,51 @@ class MathVerify:
         self.close()
 
 
-def _serve_math_verify() -> None:
-    """The worker: one JSON [text, reference] per input line, `1` or `0` per output line."""
-    import json
-    import sys
+class _OverranCPU(BaseException):
+    """Raised by the CPU-time timer: a BaseException, so that no `except Exception` in math-verify or sympy
+    swallows it."""
+
+
+def _overran(signum, frame) -> None:
+    raise _OverranCPU
+
+
+def _judge(text: str, reference: str, seconds: float) -> str:
+    """One check within `seconds` of this process's CPU time: "1", "0" or MathVerify.OVERRAN."""
+    import signal
     from math_verify import parse, verify as equivalent
+    gold = reference if "$" in reference else f"${reference}$"  # a bare reference is LaTeX
+    signal.setitimer(signal.ITIMER_PROF, seconds)
+    try:
+        ok = equivalent(parse(gold, parsing_timeout=None), parse(text, parsing_timeout=None), timeout_seconds=None)
+    except _OverranCPU:
+        return MathVerify.OVERRAN
+    except Exception:  # noqa: BLE001 - a malformed answer is a wrong answer, never a crash
+        ok = False
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
+    return "1" if ok else "0"
+
+
+def _serve_math_verify() -> None:
+    """The worker: one JSON [text, reference, CPU seconds] per input line, `1`, `0` or `overran` per output line."""
+    import json
+    import signal
+    import sys
+    import math_verify  # noqa: F401 - imported before "ready": importing sympy is not check time
+    signal.signal(signal.SIGPROF, _overran)
     print("ready", flush=True)
     for line in sys.stdin:
         try:
-            text, reference = json.loads(line)
-            gold = reference if "$" in reference else f"${reference}$"  # a bare reference is LaTeX
-            ok = equivalent(parse(gold, parsing_timeout=None), parse(text, parsing_timeout=None),
-                            timeout_seconds=None)
-        except Exception:  # noqa: BLE001 - a malformed answer is a wrong answer, never a crash
-            ok = False
-        print(1 if ok else 0, flush=True)
+            text, reference, seconds = json.loads(line)
+        except ValueError:
+            print(0, flush=True)
+            continue
+        try:
+            reply = _judge(text, reference, seconds)
+        except _OverranCPU:  # the timer fired just as the check ended, before it was disarmed
+            reply = MathVerify.OVERRAN
+        print(reply, flush=True)
 
 
 if __name__ == "__main__":

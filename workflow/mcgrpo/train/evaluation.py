@@ -8,7 +8,8 @@ the share of problems whose greedy completion is correct, in the evaluation's su
 evaluation time. The sampled columns and samples.parquet are unchanged by it.
 
 correct_default and correct_strict are the study's verifiers (`verifier.rule`, whole_box by default);
-samples.parquet also records every rule's verdict (correct_whole_box, correct_paper, correct_math_verify).
+samples.parquet also records every rule's verdict (correct_whole_box, correct_paper, correct_math_verify), and
+math_verify_overran: whether math-verify's check overran its CPU budget (counted wrong; null without the package).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class Evaluator:
                  samples: int, limit: int, run_seed: int, greedy: bool = False, rule: str = "whole_box"):
         self.engine, self.prompter, self.eval_sets = engine, prompter, eval_sets
         self.samples, self.limit, self.run_seed, self.greedy, self.rule = samples, limit, run_seed, greedy, rule
+        self.overran = 0  # the last evaluation's samples whose math-verify check overran: the job log says so
 
     def __call__(self, eval_index: int) -> tuple[list[dict], pd.DataFrame]:
         """Summary rows (one per eval set) and the per-sample table of evaluation `eval_index`."""
@@ -39,7 +41,9 @@ class Evaluator:
                 extra = self._greedy(problems) if self.greedy else {}
             summaries.append({**_summary(table, name, eval_index, seconds[0]), **extra})
             tables.append(table)
-        return summaries, pd.concat(tables, ignore_index=True)
+        samples = pd.concat(tables, ignore_index=True)
+        self.overran = int(samples["math_verify_overran"].sum())
+        return summaries, samples
 
     def _greedy(self, problems: pd.DataFrame) -> dict:
         """acc_greedy (default verifier) and acc_greedy_strict: one temperature-0 completion per problem."""
@@ -71,10 +75,16 @@ class Evaluator:
 def rule_columns(texts, answers) -> dict[str, pd.Series]:
     """Every rule's default-mode verdict per sample (correct_whole_box, correct_paper, correct_math_verify;
     the last null where math-verify is not installed), whatever rule the study trains on: the verifiers side
-    by side on the same text, so that an analysis can say where they disagree."""
+    by side on the same text, so that an analysis can say where they disagree. math_verify_overran says which
+    math-verify checks overran their CPU budget and were counted wrong (null without the package)."""
     backend = math_verify_backend()
-    verdicts = [rule_verdicts(t, a, backend) for t, a in zip(texts, answers)]
-    return {f"correct_{rule}": pd.Series([v[rule] for v in verdicts], dtype="boolean") for rule in RULES}
+    verdicts, overran = [], []
+    for text, answer in zip(texts, answers):
+        before = backend.overruns if backend else 0
+        verdicts.append(rule_verdicts(text, answer, backend))
+        overran.append(backend.overruns > before if backend else None)
+    return {**{f"correct_{rule}": pd.Series([v[rule] for v in verdicts], dtype="boolean") for rule in RULES},
+            "math_verify_overran": pd.Series(overran, dtype="boolean")}
 
 
 def _summary(table: pd.DataFrame, name: str, eval_index: int, seconds: float) -> dict:

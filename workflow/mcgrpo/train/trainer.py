@@ -340,6 +340,8 @@ class Trainer:
                                   for s in summaries))
         if indices == [0] and all(s["acc_default"] == 0 for s in summaries):
             progress.note(self.shown, FLOOR_WARNING)
+        if self.evaluator.overran:
+            progress.note(self.shown, overran_warning(self.evaluator.overran, indices))
         self.save_checkpoint()
 
     def _record(self, i: int, chosen, batch, groups: np.ndarray, loss: float, grad_norm: float, credit,
@@ -395,6 +397,12 @@ LARGE = ("credit whose update is finite: the loss runs in float32 (at most 3.4e3
 FLOOR_WARNING = ("warning: the first evaluation, before any training, scored 0 on every held-out problem of every "
                  "eval set: unless training lifts it, a contrast read on this run cannot tell the arms apart "
                  "(docs/robustness.md, uninformative verdicts)")
+
+
+def overran_warning(count: int, indices: list[int]) -> str:
+    """The job log's line for an evaluation whose math-verify checks overran: each counted wrong, never silently."""
+    return (f"warning: evaluation {', '.join(map(str, indices))}: {count} math-verify check(s) overran their CPU "
+            f"budget and were counted wrong (samples.parquet math_verify_overran; docs/verifiers.md)")
 
 
 def record_evaluation(log: RunLog, evaluator: Evaluator, indices: list[int] | None, state: dict,
