@@ -325,7 +325,8 @@ def verifiers_step(cfg: dict, results: Path) -> None:
                             f"final box read whole), paper (C.1, H.1: the last number inside the final box, tolerance "
                             f"1e-4) and math_verify (empty where it was not installed); <a>_vs_<b>: the share of "
                             f"samples the two rules judge differently. The study trains on "
-                            f"{(cfg.get('verifier') or {}).get('rule', 'whole_box')}." + (f" {overran}" if overran else "")))
+                            f"{(cfg.get('verifier') or {}).get('rule', 'whole_box')}."
+                            + (f" {overran}" if overran else "")))
 
 
 def pool_bases(cfg: dict) -> str:
