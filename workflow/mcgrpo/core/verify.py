@@ -368,10 +368,11 @@ class MathVerify:
     completion right in one run and wrong in another. math-verify bounds its own time with signal.alarm
     (`timeout_seconds`, `parsing_timeout`): a wall-clock alarm of whole seconds, so its timeouts are off here and the
     worker (`python -m mcgrpo.core.verify`) arms a CPU-time timer per check instead (ITIMER_PROF: user and system
-    time, so that building a huge integer, mostly allocation, counts too). A check that overruns counts as wrong (the paper says nothing of checks
-    that do not finish) and is never silent: `overruns` counts them. A wall-clock limit of BACKSTOP times the CPU
-    budget stays only for a hung C call no signal interrupts: then the worker is killed and replaced, and that
-    check also counts as an overrun. Only the last `max_chars` characters after thinking are sent.
+    time, so that building a huge integer, mostly allocation, counts too). A check that overruns counts as wrong
+    (the paper says nothing of checks that do not finish) and is never silent: `overruns` counts them. A wall-clock
+    limit of BACKSTOP times the CPU budget stays only for a hung C call no signal interrupts: then the worker is
+    killed and replaced, and that check also counts as an overrun. Only the last `max_chars` characters after
+    thinking are sent.
     Use as a context manager, or call close().
     """
 
