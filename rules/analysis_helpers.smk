@@ -34,7 +34,7 @@ def analysis_step(verb):
     """The params of analysis rule `verb` (rules/drift.smk's template runs `$PYTHON -m mcgrpo <verb>`); the
     study's JSON is a function, since it holds braces that are never wildcards."""
     return dict(verb=verb, study=lambda wildcards: S[wildcards.study].json, results=folder_of("store", 1),  # runs/store.parquet
-                sealed=sealed_runs)
+                sealed=sealed_runs, folder=study_folder)
 
 
 def sealed_runs(wildcards):

@@ -4,9 +4,11 @@
 # in separate files); the targets are in targets.smk. The package does the work; rules only wire files together.
 import itertools
 import json
+import os
 import re
 import shlex
 import sys
+import uuid
 
 from pathlib import Path
 from snakemake.io import apply_wildcards
@@ -18,6 +20,7 @@ from mcgrpo.core import layout
 from mcgrpo import studies
 from mcgrpo import programme as programmes
 from mcgrpo.core.errors import ConfigError, stopping
+from mcgrpo.core import study_turns
 
 # `snakemake screen --config screen_arm=NAME` (rules/screen.smk): a target's argument, not part of the study, so
 # it leaves the config (and the command line's entries the study is read from) before the study is checked.
@@ -133,6 +136,17 @@ PYTHON = ("python" if workflow.deployment_settings.deployment_method & {Deployme
           else shlex.quote(sys.executable))
 # As the shell variable $PYTHON of every rule (Snakemake's own prefix, `set -euo pipefail`, kept).
 shell.prefix(f"set -euo pipefail; PYTHON={PYTHON}; ")
+# A job that writes a study's folder (its links, gradient tests, every analysis step) runs in its Snakemake's turn
+# (mcgrpo.core.study_turns): once no other Snakemake's job writes the folder, it removes its own outputs and opens
+# its log (Snakemake leaves them alone: train_helpers.smk), then runs. Each Snakemake is one session; its SLURM
+# jobs, and the Snakemakes SLURM starts for them, inherit the variable.
+os.environ.setdefault(study_turns.SESSION, uuid.uuid4().hex)
+IN_TURN = f"$PYTHON -m {study_turns.__name__} --folder {{params.folder:q}} --log {{log:q}} --outputs {{output:q}} --"
+
+
+def study_folder(wildcards):
+    """The job's study's folder, whose turn it runs in (IN_TURN)."""
+    return S[wildcards.study].folder
 
 
 def data_file(name):

@@ -18,4 +18,4 @@ rule drift:
     log:
         f"{R}/logs/drift.log",
     shell:
-        "$PYTHON -m mcgrpo {params.verb:q} --config-json {params.study:q} --results {params.results:q} > {log:q} 2>&1"
+        f"{IN_TURN} $PYTHON -m mcgrpo {{params.verb:q}} --config-json {{params.study:q}} --results {{params.results:q}}"

@@ -14,6 +14,7 @@ if not ANALYSIS_ONLY:
         params:
             run=lambda wildcards: json.dumps(S[wildcards.study].gradient, sort_keys=True),  # braces, never wildcards
             data=folder_of("pool"),
+            folder=study_folder,
         threads: threads_of
         resources:
             **GPU_RESOURCES,
@@ -25,8 +26,8 @@ if not ANALYSIS_ONLY:
         log:
             f"{R}/logs/gradient_tests.log",
         shell:
-            "export MCGRPO_CONSOLE_FD=3; $PYTHON -m mcgrpo gradient-tests --run-json {params.run:q} "
-            "--model {input.model:q} --data {params.data:q} --out {output:q} 3>&2 > {log:q} 2>&1"
+            f"export MCGRPO_CONSOLE_FD=3; {IN_TURN} $PYTHON -m mcgrpo gradient-tests --run-json {{params.run:q}} "
+            "--model {input.model:q} --data {params.data:q} --out {output:q} 3>&2"
 
 
 use rule drift as prediction with:

@@ -8,6 +8,7 @@ rule link_study:
         STORE,
     params:
         study=lambda wildcards: S[wildcards.study].json,  # braces, never wildcards
+        folder=study_folder,
     priority: 100
     resources:
         **ANALYSIS_RESOURCES,
@@ -18,7 +19,7 @@ rule link_study:
     log:
         f"{R}/logs/link_study.log",
     shell:
-        "$PYTHON -m mcgrpo link-study --config-json {params.study:q} --out {output:q} > {log:q} 2>&1"
+        f"{IN_TURN} $PYTHON -m mcgrpo link-study --config-json {{params.study:q}} --out {{output:q}}"
 
 
 localrules:

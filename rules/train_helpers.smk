@@ -56,9 +56,13 @@ def keeping_claimed_runs(remove):
     holds the run's claim (it is training the run: its log is being written) or has reserved it (its job started,
     its trainer not yet claiming), or when the run was missing as this DAG was built and is finished now (another
     process trained it meanwhile): the trainer then waits for the claim and trains only what is not finished
-    (mcgrpo.core.run_claims). Otherwise this process reserves the run, then removes them."""
+    (mcgrpo.core.run_claims). Otherwise this process reserves the run, then removes them. A job that writes a
+    study's folder removes its own, in its study's turn (IN_TURN, common.smk): another Snakemake's jobs may be
+    reading them now."""
 
     async def remove_existing_output(self):
+        if study_turns.__name__ in (self.rule.shellcmd or ""):
+            return
         if self.rule.name == "train":
             folder = Path(self.output[0]).parent
             other = run_claims.reserve(folder)

@@ -33,8 +33,6 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from mcgrpo.core.manifest import MANIFEST
-
 CLAIM = ".claim"
 POLL_SECONDS = 2.0  # how often a waiting trainer tries the lock again
 LOG_EVERY = 300.0  # and says again that it waits
@@ -74,6 +72,8 @@ def _content(fd: int) -> dict | None:
 
 def finished(folder: Path) -> bool:
     """A run the trainer finished: its manifest (written last) and every file it lists are there."""
+    from mcgrpo.core.manifest import MANIFEST  # here: study_turns imports this module at each job's start
+
     try:
         files = json.loads((folder / MANIFEST).read_text())["files"]
     except (OSError, ValueError, KeyError, TypeError):

@@ -1,0 +1,111 @@
+"""A study's turns (mcgrpo.core.study_turns): the jobs of one Snakemake at a time write a study's folder."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from mcgrpo.core import study_turns
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT / "workflow")}
+# A job's command that holds its turn until the file `go` appears beside it.
+HOLD = [sys.executable, "-c", "import os, time\nwhile not os.path.exists('go'): time.sleep(0.05)"]
+
+
+def job(tmp_path, session, command, outputs=(), log="logs/job.log"):
+    """A job started as a wrapped rule starts it: python -m mcgrpo.core.study_turns ... -- COMMAND."""
+    argv = [sys.executable, "-m", study_turns.__name__, "--folder", "study", "--log", log, "--outputs", *outputs,
+            "--", *command]
+    return subprocess.Popen(argv, cwd=tmp_path, env={**ENV, study_turns.SESSION: session},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def holding(tmp_path, session):
+    """A job of `session` that has taken the study's turn and holds it until `go`."""
+    holder = job(tmp_path, session, HOLD, log="logs/holder.log")
+    turn, deadline = tmp_path / "study" / study_turns.TURN, time.monotonic() + 30
+    while not turn.exists() or json.loads(turn.read_text() or "{}").get("session") != session:
+        assert holder.poll() is None and time.monotonic() < deadline, holder.communicate()
+        time.sleep(0.05)
+    return holder
+
+
+def test_a_job_removes_its_outputs_opens_its_log_and_exits_as_its_command(tmp_path):
+    (tmp_path / "old.parquet").write_text("stale")
+    done = job(tmp_path, "a", ["sh", "-c", "test ! -e old.parquet; echo out; echo err >&2; exit 3"],
+               outputs=["old.parquet", "never-made.parquet"])
+    assert done.wait(timeout=30) == 3
+    assert (tmp_path / "logs" / "job.log").read_text() == "out\nerr\n"
+    assert not (tmp_path / "old.parquet").exists()
+
+
+def test_another_snakemakes_job_waits_and_leaves_the_files_until_the_turn_is_dropped(tmp_path):
+    """The turn is dropped by the operating system when its job ends, however it ends (here SIGKILL)."""
+    holder = holding(tmp_path, "first")
+    (tmp_path / "stages.parquet").write_text("the first's")
+    waiting = job(tmp_path, "second", ["echo", "ran"], outputs=["stages.parquet"])
+    time.sleep(1.5)
+    assert waiting.poll() is None, waiting.communicate()
+    assert (tmp_path / "stages.parquet").read_text() == "the first's"  # not removed while the first holds it
+    holder.send_signal(signal.SIGKILL)
+    out, err = waiting.communicate(timeout=30)
+    assert waiting.returncode == 0
+    assert "study is being written by the jobs of" in err and "(study/.turn); waiting for them" in err, err
+    assert re.fullmatch(r"mcgrpo: waited \d+ s for another Snakemake.s jobs writing study\nran\n", (tmp_path / "logs" / "job.log").read_text())
+    assert not (tmp_path / "stages.parquet").exists()
+    assert json.loads((tmp_path / "study" / study_turns.TURN).read_text())["session"] == "second"
+
+
+def test_the_jobs_of_one_snakemake_run_side_by_side(tmp_path):
+    holder = holding(tmp_path, "one")
+    try:
+        sibling = job(tmp_path, "one", ["true"])
+        assert sibling.wait(timeout=10) == 0  # while the holder still holds the turn
+        assert holder.poll() is None
+    finally:
+        (tmp_path / "go").touch()
+    assert holder.wait(timeout=30) == 0
+
+
+def test_a_job_without_a_command_is_refused(tmp_path):
+    done = job(tmp_path, "a", [])
+    _, err = done.communicate(timeout=30)
+    assert done.returncode == 2 and "no COMMAND after --" in err
+
+
+# Loads the default study's workflow (Snakemake's API, in a subprocess of its own) and prints each rule's output
+# patterns and shell command.
+_RULES = """
+import json, sys
+from pathlib import Path
+from snakemake.api import SnakemakeApi
+from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings, StorageSettings
+root, workdir, study = map(Path, sys.argv[1:])
+with SnakemakeApi(OutputSettings(quiet=True)) as api:
+    workflow = api.workflow(resource_settings=ResourceSettings(), storage_settings=StorageSettings(),
+                            config_settings=ConfigSettings(configfiles=[study]), snakefile=root / "Snakefile",
+                            workdir=workdir)._workflow
+    for rule in workflow.rules:
+        print(json.dumps({"name": rule.name, "outputs": [str(o) for o in rule.output], "shell": rule.shellcmd}))
+"""
+WRITTEN_ONCE = {"prereg_lock"}  # protected, written once before any training: Snakemake refuses to overwrite it
+
+
+def test_every_rule_that_writes_a_study_folder_runs_in_its_turn(tmp_path):
+    """Any rule writing under results/<study>/ that another Snakemake's job may read: its links, the gradient
+    tests, every analysis step, the figures, tables and summary."""
+    study = ROOT / "config" / "config.yaml"  # the default study: gradient tests, alignment
+    done = subprocess.run([sys.executable, "-c", _RULES, str(ROOT), str(tmp_path), str(study)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rules = [json.loads(line) for line in done.stdout.splitlines()]
+    writers = {r["name"]: r["shell"] for r in rules
+               if any(re.match(r"results/\{study[,}]", o) for o in r["outputs"]) and r["name"] not in WRITTEN_ONCE}
+    assert {"link_study", "gradient_tests", "drift", "contrasts", "tables", "figures", "summary"} <= set(writers)
+    for name, shell in writers.items():
+        assert shell and f"-m {study_turns.__name__} " in shell, (name, shell)

@@ -1,0 +1,113 @@
+"""A study's turns: the jobs of one Snakemake at a time write a study's folder, however many share the store.
+
+Two Snakemake processes on one store (two working folders, or a programme and a study) each train a run once
+(mcgrpo.core.run_claims), but both then run the analysis of a study they share, into the same folder. Snakemake
+removes a job's outputs before it starts it: one process's contrasts job removed analysis/stages.parquet while the
+other's tables job was reading it. So the jobs that write a study's folder (its links, gradient tests and every
+analysis step) start through this module, which takes the study's turn for its Snakemake before anything is
+removed, then removes the job's outputs and opens its log itself (rules/train_helpers.smk leaves them alone) and
+execs the job's command, still holding the turn:
+
+    python -m mcgrpo.core.study_turns --folder STUDY --log LOG --outputs OUT... -- COMMAND...
+
+A turn is a POSIX lock on `<study>/.turn` naming the session (one Snakemake with its SLURM jobs: the
+MCGRPO_SESSION it exports, rules/common.smk) whose turn it is. The jobs of that session share the lock and run side
+by side as their DAG orders them; a job of another session waits until none of them runs, then takes the turn. A
+study's outputs are each written whole by one session at a time, and each session reads what its own DAG, or the
+same analysis of the same stored runs, wrote. The lock, like a run's claim, is dropped by the operating system
+when its job ends however it ends; the file is never removed (a process waiting on a removed file's lock would hold
+a lock nobody else sees).
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from mcgrpo.core.run_claims import describe, holder
+
+TURN = ".turn"
+SESSION = "MCGRPO_SESSION"  # exported by each Snakemake (rules/common.smk); a job without it is a session alone
+
+
+def _content(fd: int) -> dict:
+    os.lseek(fd, 0, os.SEEK_SET)
+    raw = os.read(fd, 65536)
+    try:
+        found = json.loads(raw) if raw.strip() else {}
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def take(folder: Path, session: str) -> tuple[int, str]:
+    """Wait for `session`'s turn on study folder `folder`; return the open, locked file (the turn lasts while it
+    stays open, across exec, so that the job's command holds it) and a line saying what it waited for, if long."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / TURN, os.O_RDWR | os.O_CREAT, 0o644)
+    started = time.monotonic()
+    try:
+        while True:
+            fcntl.lockf(fd, fcntl.LOCK_SH)  # waits only while another session's job takes the turn
+            if _content(fd).get("session") == session:  # it changes only under LOCK_EX, so not while held
+                break
+            fcntl.lockf(fd, fcntl.LOCK_UN)
+            _wait_for_others(fd, folder)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps({**holder(), "session": session}).encode(), 0)
+            fcntl.lockf(fd, fcntl.LOCK_SH)  # atomic: no other session's job can start in between
+            break
+    except BaseException:
+        os.close(fd)
+        raise
+    waited = time.monotonic() - started
+    return fd, f"mcgrpo: waited {waited:.0f} s for another Snakemake's jobs writing {folder}" if waited >= 1 else ""
+
+
+def _wait_for_others(fd: int, folder: Path) -> None:
+    """LOCK_EX: once no job of any session holds the turn. Says whose turn it is first if that means waiting."""
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except (BlockingIOError, PermissionError):
+        other = _content(fd)
+        print(f"mcgrpo: {folder} is being written by the jobs of {describe(other) if other else 'another process'}"
+              f" ({folder / TURN}); waiting for them", file=sys.stderr, flush=True)
+        fcntl.lockf(fd, fcntl.LOCK_EX)
+
+
+def clear(outputs: list[str]) -> None:
+    """What Snakemake would have removed before the job: its outputs (files), so that none is left stale."""
+    for path in outputs:
+        Path(path).unlink(missing_ok=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m mcgrpo.core.study_turns", description=__doc__.split("\n")[0])
+    parser.add_argument("--folder", required=True, type=Path, help="the study's folder")
+    parser.add_argument("--log", required=True, help="the job's log: stdout and stderr of COMMAND")
+    parser.add_argument("--outputs", nargs="*", default=[], help="the job's outputs, removed in its turn")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND...: what the job runs")
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("no COMMAND after --")
+    fd, waited = take(args.folder, os.environ.get(SESSION) or f"{os.getpid()}@{holder()['host']}")
+    clear(args.outputs)
+    Path(args.log).parent.mkdir(parents=True, exist_ok=True)
+    log = os.open(args.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    if waited:
+        os.write(log, f"{waited}\n".encode())
+    sys.stdout.flush(), sys.stderr.flush()
+    os.dup2(log, 1), os.dup2(log, 2)
+    os.close(log)
+    os.set_inheritable(fd, True)  # the lock is the process's: it outlives exec while the file stays open
+    os.execvp(command[0], command)
+
+
+if __name__ == "__main__":
+    main()
