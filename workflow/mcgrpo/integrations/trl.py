@@ -52,7 +52,7 @@ from mcgrpo.train import engines
 from mcgrpo.train.evaluation import Evaluator
 from mcgrpo.train.rollout import reward as training_reward, score, study_prompter, study_rule
 from mcgrpo.train.selection.stream import PromptStream
-from mcgrpo.train.trainer import RunLog, overran_warning, record_evaluation
+from mcgrpo.train.trainer import RunLog, record_evaluation
 
 __all__ = ["Protocol", "Setup", "TRLRun", "default_trainer", "study_evaluator", "study_reward"]
 
@@ -293,9 +293,8 @@ class Protocol(TrainerCallback):
         if self.evaluator is None:
             return
         training = model.training
-        indices, _ = record_evaluation(self.log, self.evaluator, indices, self.state(), self.tracker)
-        if self.evaluator.overran:  # the job log says so, as mcgrpo's trainer does
-            print(overran_warning(self.evaluator.overran, indices), file=sys.stderr)
+        record_evaluation(self.log, self.evaluator, indices, self.state(), lambda line: print(line, file=sys.stderr),
+                          self.tracker)
         model.train(training)
 
     def _record(self, logs: dict) -> None:

@@ -30,7 +30,6 @@ class Evaluator:
                  samples: int, limit: int, run_seed: int, greedy: bool = False, rule: str = "whole_box"):
         self.engine, self.prompter, self.eval_sets = engine, prompter, eval_sets
         self.samples, self.limit, self.run_seed, self.greedy, self.rule = samples, limit, run_seed, greedy, rule
-        self.overran = 0  # the last evaluation's samples whose math-verify check overran: the job log says so
 
     def __call__(self, eval_index: int) -> tuple[list[dict], pd.DataFrame]:
         """Summary rows (one per eval set) and the per-sample table of evaluation `eval_index`."""
@@ -41,9 +40,7 @@ class Evaluator:
                 extra = self._greedy(problems) if self.greedy else {}
             summaries.append({**_summary(table, name, eval_index, seconds[0]), **extra})
             tables.append(table)
-        samples = pd.concat(tables, ignore_index=True)
-        self.overran = int(samples["math_verify_overran"].sum())
-        return summaries, samples
+        return summaries, pd.concat(tables, ignore_index=True)
 
     def _greedy(self, problems: pd.DataFrame) -> dict:
         """acc_greedy (default verifier) and acc_greedy_strict: one temperature-0 completion per problem."""
