@@ -48,6 +48,20 @@ def test_text_summary_with_dedup_against_an_evaluation_file(tmp_path, capsys):
     assert f"dedup against {evaluation}: 3 exact, 0 near" in out
 
 
+def test_a_problem_the_file_repeats_under_another_id_is_counted(tmp_path, capsys):
+    """An evaluation set keeps the first of each repeat (pools._Builder): the summary says how many there are."""
+    records = gsm8k_records(6, seed=0)
+    records += [dict(records[1]), {**records[2], "question": records[2]["question"].upper()},
+                {**records[3], "question": records[3]["question"] + " Explain."}]
+    path = write_jsonl(records, tmp_path / "test.jsonl")
+    s = json.loads(run(capsys, path, "--json")[1])
+    assert s["total"] == 9 and s["repeats"] == {"exact": 2, "near": 1}
+    assert "repeats within the file: 2 exact, 1 near (8-gram Jaccard >= 0.6) of the numeric problems" in \
+        run(capsys, path)[1]
+    assert json.loads(run(capsys, write_jsonl(records[:6], tmp_path / "u.jsonl"), "--json")[1])["repeats"] == \
+        {"exact": 0, "near": 0}
+
+
 def test_a_stored_pool_file_is_recognized(tmp_path, capsys):
     path = tmp_path / "d"
     assert cli.main(["prepare-data", "--task-json", json.dumps(

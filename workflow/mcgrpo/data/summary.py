@@ -1,7 +1,8 @@
 """`mcgrpo data FILE`: what a data file holds, checked before any GPU time is spent on it.
 
-Counts by level, what the numeric-answer filter keeps and why it drops the rest, what
-deduplication would remove against given evaluation files, and how many gold solutions each
+Counts by level, what the numeric-answer filter keeps and why it drops the rest, the problems the file repeats
+(an evaluation set keeps the first of each, a pool samples it more often), what deduplication would remove
+against given evaluation files, and how many gold solutions each
 verifier marks correct against their own answers (a verifier that fails gold solutions would
 train on a wrong reward).
 """
@@ -66,13 +67,16 @@ def gold_correct_math_verify(problems: pd.DataFrame) -> int:
         return sum(check(s, a) for s, a in zip(problems["solution"].fillna(""), problems["answer"]))
 
 
+def by_reason(removed: pd.DataFrame) -> dict[str, int]:
+    return {reason: int((removed["reason"] == reason).sum()) for reason in ("exact", "near")}
+
+
 def dedup_against(problems: pd.DataFrame, against: list[str]) -> dict[str, dict[str, int]]:
     """Per evaluation file: the numeric problems here that match one of its problems, by reason."""
     out = {}
     for path in against:
         index = dedup.Index().add(load(path)[0], path)
-        removed = index.split(problems, "checked")[1]
-        out[path] = {reason: int((removed["reason"] == reason).sum()) for reason in ("exact", "near")}
+        out[path] = by_reason(index.split(problems, "checked")[1])
     return out
 
 
@@ -80,7 +84,8 @@ def summarize(path: str, fmt: str | None = None, against: list[str] = (), math_v
     problems, fmt = load(path, fmt)
     kept = problems[problems["numeric_reason"] == numeric.KEPT]
     out = {"path": str(path), "format": fmt, "total": len(problems), "by_level": numeric.by_level(problems),
-           **numeric.report(problems), **gold_correct(kept), "gold_checked": len(kept)}
+           **numeric.report(problems), **gold_correct(kept), "gold_checked": len(kept),
+           "repeats": by_reason(dedup.distinct(kept, "checked")[1])}
     if math_verify:
         out["gold_correct_math_verify"] = gold_correct_math_verify(kept)
     if against:
@@ -103,6 +108,8 @@ def render(s: dict) -> str:
     if "gold_correct_math_verify" in s:
         gold += f", math_verify {s['gold_correct_math_verify']:,}"
     lines.append(f"gold solutions marked correct (of {s['gold_checked']:,}): {gold}")
+    lines.append(f"repeats within the file: {s['repeats']['exact']:,} exact, {s['repeats']['near']:,} near "
+                 f"(8-gram Jaccard >= {dedup.THRESHOLD}) of the numeric problems")
     for other, counts in s.get("dedup_removed", {}).items():
         lines.append(f"dedup against {other}: {counts['exact']:,} exact, {counts['near']:,} near "
                      f"(8-gram Jaccard >= {dedup.THRESHOLD})")
