@@ -65,6 +65,19 @@ def test_a_slow_check_is_judged_the_same_with_a_busy_process_on_its_core():
             busy.wait()
 
 
+def test_a_check_remembered_is_read_again_overrun_and_all():
+    """Within `remembering` (one evaluation) the first check of a text is its verdict, here an overrun that a second
+    check, given a larger budget, would not be; outside it every call checks afresh."""
+    right = (r"\boxed{\frac{1}{2}}", "0.5")
+    with MathVerify(timeout=1e-5) as check:
+        with check.remembering():
+            assert check(*right) is False and check.overruns == 1
+            check.timeout = 30.0
+            assert check(*right) is False and check.overruns == 2  # the same check's answer, counted where read
+            assert check(r"\boxed{7}", "7") is True
+        assert check(*right) is True and check.overruns == 2
+
+
 def test_a_hung_worker_is_killed_by_the_wall_backstop_counted_wrong_and_replaced():
     """A stopped worker spends no CPU time, as one hung in a C call no signal interrupts: the backstop ends it."""
     with MathVerify(timeout=0.1) as check:

@@ -176,3 +176,15 @@ def test_an_evaluation_whose_math_verify_checks_overran_says_so_in_the_job_log(s
     assert not samples["correct_math_verify"].any()  # each counted wrong
     out, err = capfd.readouterr()
     assert overran_warning(len(samples), [0]) in out + err
+
+
+def test_a_math_verify_study_checks_each_evaluation_sample_once(study, tiny, world, monkeypatch):
+    """verifier.rule math_verify: a sample's verdict (correct_default) and its side-by-side column and overrun flag
+    are one check, never a second that may finish where the first overran (MathVerify.remembering)."""
+    pytest.importorskip("math_verify")
+    from mcgrpo.core.verify import MathVerify
+    asked, ask = [], MathVerify._ask
+    monkeypatch.setattr(MathVerify, "_ask", lambda self, *key: asked.append(key) or ask(self, *key))
+    samples = _trainer({**study, "verifier": {"rule": "math_verify"}}, tiny, world).run(max_iterations=0).samples[0]
+    assert len(asked) == len(set(asked)) == samples["text"].nunique() > 0
+    assert samples["correct_default"].tolist() == samples["correct_math_verify"].tolist()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -388,17 +389,34 @@ class MathVerify:
             raise ImportError("the math_verify backend needs the math-verify package: "
                               "pip install 'mcgrpo[math]'")
         self.timeout, self.max_chars = timeout, max_chars
-        self.overruns = 0  # checks that overran their CPU budget (or hung), each counted wrong
+        self.overruns = 0  # verdicts read from a check that overran its CPU budget (or hung), each counted wrong
         self._worker = None
+        self._remembered: dict[tuple[str, str], str] | None = None
 
     def __call__(self, text: str, reference: str) -> bool:
         body = strip_think(text)
         if body is None:
             return False
-        line = self._ask(body[-self.max_chars:], reference)
+        key = (body[-self.max_chars:], reference)
+        line = self._remembered.get(key) if self._remembered is not None else None
+        if line is None:
+            line = self._ask(*key)
+            if self._remembered is not None:
+                self._remembered[key] = line
         if line in ("", self.OVERRAN):
             self.overruns += 1
         return line == "1"
+
+    @contextmanager
+    def remembering(self):
+        """Within it, each (text, reference) is checked once and its answer read again: an evaluation of a study
+        whose verifier is math_verify scores each sample twice (its verdicts, then every rule's side by side), and
+        both must be the one check whose overrun is recorded, never a second that finished in time."""
+        self._remembered = {}
+        try:
+            yield self
+        finally:
+            self._remembered = None
 
     def _ask(self, body: str, reference: str) -> str:
         """The worker's reply to one check, stripped; "" where it hung past the backstop or died (it is replaced)."""

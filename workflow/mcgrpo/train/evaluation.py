@@ -14,6 +14,8 @@ math_verify_overran: whether math-verify's check overran its CPU budget (counted
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import numpy as np
 import pandas as pd
 
@@ -57,15 +59,16 @@ class Evaluator:
         completions = self.engine.generate(prompts, [self.limit] * len(prompts), seeds)
         texts = [self.prompter.decode(c.tokens) for c in completions]
         answers = np.repeat(problems["answer"].to_numpy(), k)
-        scores = score(texts, answers, self.rule)
+        backend = math_verify_backend()
+        with backend.remembering() if backend else nullcontext():
+            scores, columns = score(texts, answers, self.rule), rule_columns(texts, answers)
         return pd.DataFrame({
             "eval_index": eval_index, "eval_set": name,
             "problem_id": np.repeat(problems["problem_id"].to_numpy(), k),
             "sample": np.tile(np.arange(k), n),
             "correct_default": scores.default, "correct_strict": scores.strict, "boxed": scores.boxed,
             "truncated": [not c.finished for c in completions],
-            "length": [len(c) for c in completions], "text": texts,
-            **rule_columns(texts, answers),
+            "length": [len(c) for c in completions], "text": texts, **columns,
         })
 
 
