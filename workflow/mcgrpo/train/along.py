@@ -64,7 +64,7 @@ class AlongTraining:
 
     def _probe(self, policy) -> pd.DataFrame:
         r, spec = self.cfg["recipe"], self.spec
-        params = parameter_space(policy, spec["space"], spec["lora"])
+        params = parameter_space(policy, spec["space"], spec["lora"], spec["seed"])
         prompter = study_prompter(self.tokenizer, self.cfg)
         engine = engines.build("hf", policy, self.tokenizer, temperature=r["temperature"], top_p=r["top_p"],
                                batch_size=self.cfg["engine"].get("batch_size", 512))

@@ -17,9 +17,10 @@ What is checked (docs/plugins.md, "What is checked at run time"):
   size; its discarded tokens a whole number >= 0, which with the kept groups' tokens covers what the engine
   generated; every row it trains on one its sampler returned, as it was returned (`sampled`);
 - a verifier: a bool (or 0 / 1) for every completion, the same when one in RECHECKED is judged again;
-- every call: the rollouts, arrays and Selections it was handed unchanged, and torch's global settings and
-  ctx.engine's temperature and top_p as it found them; a credit rule's check_pool: the copy of the pool it was
-  handed unchanged;
+- every call, and every build of one: the rollouts, arrays and Selections it was handed unchanged, the process's
+  global state (torch's settings and kernel flags, numpy's error handling, the working folder, sys.path,
+  os.environ: `_settings`) and ctx.engine's temperature and top_p as it found them; a credit rule's check_pool:
+  the copy of the pool it was handed unchanged;
 - at every checkpoint: a plugin without a state_dict of its own has the attributes it was built with, and one with
   a state_dict is restored by it (a fresh one loaded with it equals it): else a resumed run, which builds it afresh,
   would diverge from an uninterrupted one.
@@ -37,6 +38,7 @@ import copy
 import functools
 import inspect
 import numbers
+import os
 import pickle
 import sys
 import traceback
@@ -111,25 +113,100 @@ class Subject:
             raise self.broken(f"it changed {changed}", LEAVES)
         return out
 
+    def built(self, factory: Callable, **options) -> Any:
+        """`factory(**options)`: the plugin as the run builds it (when it starts, and afresh at each checkpoint where
+        it has a state_dict), refused where building it left the process's global state changed, as a call is (the
+        run goes on from it); what it raises passes as it is."""
+        before = _settings()
+        out = factory(**options)
+        changed = _setting_changed(before, _settings())
+        if changed:
+            raise self.broken(f"building it changed {changed} and left it so", LEAVES)
+        return out
+
 
 LEAVES = ("its inputs as it was given them (rollouts.problems, prompts, completions, texts, scores and rewards are "
-          "read-only: copy one to change it, e.g. np.array(rollouts.rewards)) and torch's global settings as it "
-          "found them (default dtype, grad mode, threads, deterministic algorithms, float32 matmul precision: restore "
-          "what it sets, e.g. with torch.no_grad() or try/finally), and ctx.engine's temperature and top_p (restore "
-          "what it sets for its own draws: the run samples its rollouts and evaluations with them) (docs/plugins.md)")
+          "read-only: copy one to change it, e.g. np.array(rollouts.rewards)), the process's global state as it found "
+          "it: torch's settings (default dtype and device, grad mode, threads, deterministic algorithms, float32 "
+          "matmul precision, anomaly detection) and kernels (torch.backends flags), numpy's error handling, the "
+          "working folder, sys.path (appending is allowed) and os.environ (adding a variable is allowed): restore "
+          "what it sets, e.g. with torch.no_grad(), np.errstate() or try/finally; and ctx.engine's temperature and "
+          "top_p (restore what it sets for its own draws: the run samples its rollouts and evaluations with them) "
+          "(docs/plugins.md)")
 ROLLOUTS = ("problems", "group_size", "prompts", "completions", "texts", "scores", "rewards")
 
 
 def _settings() -> tuple:
-    """torch's global settings that change what the rest of a run computes or how fast ((name, value) pairs; none
-    where torch is not imported, as in a plugin's own tests)."""
+    """The process's global state that the rest of a run computes with, or how fast ((name, value) pairs): torch's
+    settings and its kernels' flags (none where torch is not imported, as in a plugin's own tests), numpy's error
+    handling (np.seterr), the working folder (the run's files and checkpoints are relative paths), sys.path (what the
+    run imports later: scikit-learn where a rule first fits) and os.environ (what the processes the run starts later
+    inherit: the math-verify worker, restarted after a check overran). Read in tens of microseconds (environ by its
+    raw dict, not decoded), a plugin call's cost next to its batch's."""
     torch = sys.modules.get("torch")
-    if torch is None:
-        return ()
-    return (("torch's default dtype", torch.get_default_dtype()), ("torch's grad mode", torch.is_grad_enabled()),
-            ("torch's threads", torch.get_num_threads()),
-            ("torch's deterministic algorithms", torch.are_deterministic_algorithms_enabled()),
-            ("torch's float32 matmul precision", torch.get_float32_matmul_precision()))
+    return (*((name, read()) for name, read in (_torch_readers(torch) if torch is not None else ())),
+            ("numpy's error handling (np.seterr)", np.geterr()), ("the working folder (os.chdir)", os.getcwd()),
+            ("sys.path", tuple(sys.path)), ("os.environ", dict(getattr(os.environ, "_data", None) or os.environ)))
+
+
+@functools.cache
+def _torch_readers(torch) -> tuple[tuple[str, Callable[[], Any]], ...]:
+    """(name, getter) of each torch setting a plugin must leave as it found it, those this torch has: its defaults
+    and modes, and the flags that pick its kernels (attention's, cuDNN's, reduced-precision matmul's, oneDNN's on the
+    CPU), each of which changes the numbers a model computes (turning flash attention off changes the tiny model's
+    logits on the CPU: tests/test_plugin_globals.py) or how fast. The paper says nothing of them: a run keeps
+    torch's defaults and the recipe's threads."""
+    backends, cuda = torch.backends, torch.backends.cuda
+
+    def flag(module, name: str):
+        return (lambda: getattr(module, name)) if hasattr(module, name) else None
+    readers = [
+        ("torch's default dtype", torch.get_default_dtype),
+        ("torch's default device", getattr(torch, "get_default_device", None)),
+        ("torch's grad mode", torch.is_grad_enabled), ("torch's threads", torch.get_num_threads),
+        ("torch's deterministic algorithms", torch.are_deterministic_algorithms_enabled),
+        ("torch's float32 matmul precision", torch.get_float32_matmul_precision),
+        ("torch's anomaly detection", torch.is_anomaly_enabled),
+        *((f"torch.backends.cuda.{name}()", getattr(cuda, name, None)) for name in
+          ("flash_sdp_enabled", "mem_efficient_sdp_enabled", "math_sdp_enabled", "cudnn_sdp_enabled")),
+        *((f"torch.backends.cuda.matmul.{name}", flag(cuda.matmul, name)) for name in
+          ("allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction")),
+        *((f"torch.backends.cudnn.{name}", flag(backends.cudnn, name)) for name in
+          ("enabled", "benchmark", "deterministic", "allow_tf32")),
+        ("torch.backends.mkldnn.enabled", flag(backends.mkldnn, "enabled"))]
+    return tuple((name, read) for name, read in readers if read is not None)
+
+
+def _setting_changed(settings: tuple, settings_now: tuple) -> str:
+    """The first of two _settings() that differ, in words: a mapping by its first key that differs, sys.path by
+    what was put before or among its entries (appending is allowed: a library imported in a call may append its
+    folder, and an entry put last shadows nothing imported before), os.environ by a variable changed or removed
+    (one added is allowed: scikit-learn, imported where a built-in rule first fits, sets KMP_* defaults)."""
+    for (name, was), (_, now) in zip(settings, settings_now):
+        if was == now or name == "sys.path" and now[:len(was)] == was:
+            continue
+        if isinstance(was, dict):
+            key = next((k for k in sorted({*was, *now}, key=str) if was.get(k) != now.get(k)
+                        and not (name == "os.environ" and k not in was)), None)
+            if key is not None:
+                return (f"{name}[{_decoded(key)!r}] from {_decoded(was.get(key))!r} to "
+                        f"{'unset' if key not in now else repr(_decoded(now[key]))}")
+            continue
+        if name == "sys.path":
+            return f"sys.path from {len(was)} entries to {len(now)}, {_path_change(was, now)}"
+        return f"{name} from {was} to {now}"
+    return ""
+
+
+def _decoded(value):
+    return os.fsdecode(value) if isinstance(value, bytes) else value
+
+
+def _path_change(was: tuple, now: tuple) -> str:
+    """What a call did to sys.path besides appending: the first entry it put in or took out."""
+    put = next((p for p in now if p not in was), None)
+    return f"{put!r} put before its entries" if put is not None else \
+        f"{next((p for p in was if p not in now), now[0] if now else '')!r} removed or moved"
 
 
 def _sampling(args) -> tuple:
@@ -181,9 +258,8 @@ def _handed(name: str, arg) -> tuple[str, dict[str, Any]]:
 def _changed(before: tuple, after: tuple) -> str:
     """What differs between two _state()s, in words ('' where nothing does)."""
     (settings, rollouts, handed), (settings_now, rollouts_now, handed_now) = before, after
-    if settings and settings != settings_now:
-        name, was, now = next((n, a, b) for (n, a), (_, b) in zip(settings, settings_now) if a != b)
-        return f"{name} from {was} to {now} and left it so"
+    if settings and (changed := _setting_changed(settings, settings_now)):
+        return f"{changed} and left it so"
     return next((f"rollouts.{f} in place" for old, new in zip(rollouts, rollouts_now) for f in ROLLOUTS
                  if old[f] != new[f]), "") or next((f"{name}{'.' if f else ''}{f} in place" for (name, old), (_, new)
                                                      in zip(handed, handed_now) for f in old if old[f] != new[f]), "")

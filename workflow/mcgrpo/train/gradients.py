@@ -48,16 +48,21 @@ MEASURES = ("inner", "sq_norm", "alignment", "share_outside_v", "projection_resi
             "tokens_continuation")
 
 
-def parameter_space(model, space: str, lora: dict | None = None) -> list[torch.nn.Parameter]:
+def parameter_space(model, space: str, lora: dict | None = None, seed: int = 0) -> list[torch.nn.Parameter]:
     """The parameters the gradients live in: all of them, or LoRA adapters injected into `model` in place
-    (its forward signature unchanged, so the engine and the loss run it as before)."""
+    (its forward signature unchanged, so the engine and the loss run it as before). peft draws the A matrices from
+    torch's global generator: here seeded from `seed` alone (the gradient tests' seed) and put back after, so that the
+    subspace measured is the same at every measurement of every run, whatever drew from that generator before (a
+    plugin, built or called: tests/test_plugin_globals.py), and the run's own draws are left as they were."""
     if space == "full":
         return [p for p in model.parameters() if p.requires_grad]
     from peft import LoraConfig, inject_adapter_in_model
     lora = lora or {}
     config = LoraConfig(r=lora.get("rank", 16), lora_alpha=lora.get("alpha", 32), lora_dropout=0.0,
                         target_modules=list(lora.get("targets", ["q_proj", "v_proj"])))
-    inject_adapter_in_model(config, model)
+    with torch.random.fork_rng(devices=range(torch.cuda.device_count()) if torch.cuda.is_available() else []):
+        torch.manual_seed(stable_seed(seed, "lora"))
+        inject_adapter_in_model(config, model)
     for name, p in model.named_parameters():
         p.requires_grad_("lora_" in name)
     return [p for p in model.parameters() if p.requires_grad]
@@ -245,7 +250,7 @@ def run(cfg: dict, model, tokenizer, pool: pd.DataFrame, log: Callable[[str], No
     spec, r = cfg["gradient_tests"], cfg["recipe"]
     rules = arm_rules(cfg, pool)
     reference_policy = frozen(model) if any(getattr(x, "needs_reference", False) for x in rules.values()) else None
-    params = parameter_space(model, spec["space"], spec["lora"])
+    params = parameter_space(model, spec["space"], spec["lora"], spec["seed"])
     prompter = study_prompter(tokenizer, cfg)
     engine = engines.build(cfg["engine"]["name"], model, tokenizer, temperature=r["temperature"], top_p=r["top_p"],
                            **{k: v for k, v in cfg["engine"].items() if k != "name"})

@@ -79,7 +79,8 @@ class Trainer:
                                     top_p=r["top_p"], **{k: v for k, v in cfg["engine"].items() if k != "name"})
         self.credit = credit_rules.build(cfg["arm_config"].get("credit", {}), pool, arm)
         self.problems = problem_records(pool)
-        self.selector = selection.build(cfg["arm_config"], len(pool), self.seed, r["prompts_per_iteration"])
+        self.selector = selection.build(cfg["arm_config"], len(pool), self.seed, r["prompts_per_iteration"],
+                                        f"arms.{arm}.selection")
         # what messages about a plugin's output name (mcgrpo.train.contract)
         self.credit_subject = contract.Subject.of(
             "credit", *credit_rules.named(cfg["arm_config"].get("credit"), f"arms.{arm}.credit"))
@@ -90,7 +91,7 @@ class Trainer:
         # each built afresh, as a resumed run builds it: what a plugin's state_dict must restore it to at a checkpoint
         self.rebuild = {"credit": functools.partial(credit_rules.build, cfg["arm_config"].get("credit", {}), None, arm),
                         "selector": functools.partial(selection.build, cfg["arm_config"], len(pool), self.seed,
-                                                      r["prompts_per_iteration"])}
+                                                      r["prompts_per_iteration"], f"arms.{arm}.selection")}
         # pi_0, the initial policy: the implicit reward's pi_ref and the KL's reference, kept only when asked for
         spec = along.wanted(cfg)
         self.along = None
@@ -284,8 +285,8 @@ class Trainer:
                 "rng": checkpoint.rng_state(), "next_iteration": self.next_iteration,
                 "tokens": dict(self.tokens), "updates": self.updates, "train_seconds": self.train_seconds,
                 "train_cpu_seconds": self.train_cpu_seconds, "trained_prompts": set(self.trained_prompts),
-                "log": self.log, "selector": self.selector.state_dict(),
-                "credit": getattr(self.credit, "state_dict", dict)()}
+                "log": self.log, "selector": self.selector_subject.call(self.selector.state_dict),
+                "credit": self.credit_subject.call(getattr(self.credit, "state_dict", dict))}
 
     def load_state_dict(self, state: dict) -> None:
         self.model.load_state_dict(state["model"])
@@ -296,9 +297,9 @@ class Trainer:
         self.updates, self.train_seconds, self.log = state["updates"], state["train_seconds"], state["log"]
         self.train_cpu_seconds = state.get("train_cpu_seconds", 0.0)  # checkpoints from before CPU timing
         self.trained_prompts = set(state["trained_prompts"])
-        for part in ("selector", "credit"):
-            if state[part]:
-                getattr(self, part).load_state_dict(state[part])
+        for part, subject in (("selector", self.selector_subject), ("credit", self.credit_subject)):
+            if state[part]:  # a plugin's own code: held to the process's global state as a call is
+                subject.call(getattr(self, part).load_state_dict, state[part])
 
     def save_checkpoint(self) -> None:
         if self.checkpoint_dir is not None:

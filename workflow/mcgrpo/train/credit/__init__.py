@@ -121,9 +121,11 @@ def build(spec: dict, pool=None, arm: str = "") -> CreditRule:
     (name, options), = spec.items()
     key = f"arms.{arm}.credit"
     plugin = plugins.load("credit", name, key)
-    rule = plugin.factory(**{("lam" if k == "lambda" else k): v for k, v in copy.deepcopy(options or {}).items()})
+    subject = contract.Subject.of("credit", name, key)  # built leaving the process's global state as it was
+    rule = subject.built(plugin.factory, **{("lam" if k == "lambda" else k): v
+                                            for k, v in copy.deepcopy(options or {}).items()})
     if pool is not None and hasattr(rule, "check_pool"):  # on a copy: an edit is refused, never trained on
-        contract.pool_checked(contract.Subject.of("credit", name, key), rule.check_pool, pool, f"{key}.{name}")
+        contract.pool_checked(subject, rule.check_pool, pool, f"{key}.{name}")
     return rule
 
 

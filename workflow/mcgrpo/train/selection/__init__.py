@@ -17,6 +17,7 @@ import numpy as np
 
 from mcgrpo.core import plugins
 from mcgrpo.core.seeds import stable_seed
+from mcgrpo.train import contract
 from mcgrpo.train.rollout import Rollouts
 from mcgrpo.train.selection.predictors import PREDICTORS
 from mcgrpo.train.selection.stream import PromptStream
@@ -196,14 +197,16 @@ critic_filter, history_filter, level_filter = _filter("critic"), _filter("histor
 random_choice = _filter("critic", random_choice=True)
 
 
-def build(arm: dict, pool_size: int, seed: int, per_iteration: int) -> Selector:
+def build(arm: dict, pool_size: int, seed: int, per_iteration: int, key: str = "arm.selection") -> Selector:
     """The selector of an arm's `selection:` block (outcome-only's stream order when empty): a built-in or a
     plugin (mcgrpo.core.plugins), built with the stream, the prompts per iteration, the seed and its own deep copy of
-    the options (what it does to them never reaches the run's config)."""
+    the options (what it does to them never reaches the run's config), leaving the process's global state as it was
+    (`key`: the config key that names it)."""
     stream = PromptStream(pool_size, seed)
     spec = arm.get("selection") or {}
     if not spec:
         return TakeAll(stream, per_iteration)
     (name, options), = spec.items()
-    plugin = plugins.load("selection", name, "arm.selection")
-    return plugin.factory(stream=stream, per_iteration=per_iteration, seed=seed, **copy.deepcopy(options or {}))
+    plugin = plugins.load("selection", name, key)
+    return contract.Subject.of("selection", name, key).built(plugin.factory, stream=stream, per_iteration=per_iteration,
+                                                            seed=seed, **copy.deepcopy(options or {}))
