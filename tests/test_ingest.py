@@ -598,6 +598,43 @@ def test_a_real_trl_runs_ingested_count_is_the_protocols_and_its_store_verifies(
 
 
 @pytest.mark.slow
+def test_a_real_trl_run_resumed_from_its_checkpoint_is_counted_as_the_run_it_continues(world, tmp_path):
+    """Not a leak: TRL (1.16) counts num_tokens in TrainerState.num_input_tokens_seen, which transformers restores
+    with log_history from the checkpoint's trainer_state.json on resume_from_checkpoint. A run stopped after
+    checkpoint-2 (its later checkpoints gone) and resumed logs steps 3 and 4 after steps 1 and 2 with the count
+    continued, and ingest counts it as the run trained without a stop (on CPU, the same completions)."""
+    pytest.importorskip("trl")
+    import shutil
+
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from mcgrpo.core.trl_config import grpo_arguments
+    from mcgrpo.train.models.tiny import build_model, build_tokenizer
+    tokenizer, run = build_tokenizer(), _run(tmp_path, "trl")
+    prompts = Dataset.from_list([{"prompt": [{"role": "user", "content": run["task"]["prompt"].replace(
+        "{question}", q)}]} for q in world[0]["question"]])
+
+    def trainer(out: Path) -> GRPOTrainer:
+        model = build_model(tokenizer, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64,
+                            max_positions=96, seed=0)
+        args = GRPOConfig(**{**grpo_arguments(run, str(out), 4, False), "save_strategy": "steps", "save_steps": 1})
+        return GRPOTrainer(model=model, reward_funcs=[lambda completions, **_: [len(c[-1]["content"]) % 3 * 1.0
+                                                                                for c in completions]],
+                           args=args, train_dataset=prompts, processing_class=tokenizer)
+    trainer(tmp_path / "whole").train()
+    shutil.copytree(tmp_path / "whole", tmp_path / "resumed")
+    for step in (3, 4):  # stopped after checkpoint-2 was saved
+        shutil.rmtree(tmp_path / "resumed" / f"checkpoint-{step}")
+    trainer(tmp_path / "resumed").train(resume_from_checkpoint=str(tmp_path / "resumed" / "checkpoint-2"))
+    whole, resumed = ingest.read(tmp_path / "whole"), ingest.read(tmp_path / "resumed")
+    columns = ["step", "tokens", "num_tokens", "tokens_total"]
+    assert resumed.steps[columns].equals(whole.steps[columns]) and list(resumed.checkpoints) == [1, 2, 3, 4]
+    assert resumed.steps["num_tokens"].is_monotonic_increasing
+    assert ingest.place(resumed, 600, "tokens", 4, 1.0) == ingest.place(whole, 600, "tokens", 4, 1.0)
+
+
+@pytest.mark.slow
 def test_the_plain_trl_example_keeps_to_the_studys_recipe(tmp_path, tiny):
     """examples/trl-ingest/plain_trl.py, a plain GRPOTrainer run of a user's kind: its folder, read as ingest reads it
     (training_args.bin with TRL installed), differs from the study's recipe in no key and its prompt tokens are the
