@@ -9,7 +9,8 @@ mcgrpo's protocol would have counted (docs/trl.md, "Runs already made"):
     times the batch's completions. This holds where a logged step is one optimizer step on one generated batch on
     one process (logging_steps 1, gradient_accumulation_steps = steps_per_generation = 1), the protocol's own
     condition; `num_tokens` (TRL's running count of prompt + completion tokens) checks it: what it adds in a step,
-    less the completion tokens, is the step's prompt tokens, at least one per completion;
+    less the completion tokens, is the step's prompt tokens, at least one per completion; and a mean that x
+    train_batch_size is no whole number was over more completions (TRL gathers every process's): refused;
   - the step at which the run would have stopped (the first that reaches horizon x B) and the step at which each
     budget point k B / per_budget was due (the first step at or after it, as the protocol evaluates);
   - the checkpoint that stands for each point: before B, the one saved at that step, else the nearest before it
@@ -52,6 +53,8 @@ UNRECOVERED = (
     "train_cpu_seconds: TRL logs no CPU time",
     "reward_default, reward_strict, groups_*: the study's verifiers on the training batches (TRL logs its reward only)",
     "prompts.parquet: which problems each step trained on (TRL logs no prompt ids)",
+    "processes: how many ran the run (TRL's log does not say); one is assumed, refused only where a step's "
+    "completions/mean_length x train_batch_size is no whole number (a mean over every process's completions)",
 )
 
 
