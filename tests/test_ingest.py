@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from conftest import ROOT, SMALL_STUDY
@@ -41,11 +42,26 @@ def _state(mean_lengths=MEAN_LENGTHS, batch: int = 8, prompt_tokens: int = 80, d
     return {"global_step": len(mean_lengths), "train_batch_size": batch, "logging_steps": 1, "log_history": entries}
 
 
+def saved_state(state: dict, step: int) -> dict:
+    """The trainer_state.json TRL saves into checkpoint-<step> of the run whose newest log is `state`: the log up to
+    that step (the newest checkpoint's is `state` itself)."""
+    if step == state["global_step"]:
+        return state
+    return {**state, "global_step": step, "log_history": [e for e in state["log_history"] if e["step"] <= step
+                                                           and "loss" in e]}
+
+
+def write_states(out: Path, state: dict, saved) -> None:
+    """Each checkpoint's own trainer_state.json, as TRL saves it (`saved_state`)."""
+    for step in saved:
+        (out / f"checkpoint-{step}" / "trainer_state.json").write_text(json.dumps(saved_state(state, step)))
+
+
 def _folder(tmp_path: Path, state: dict, saved=(2, 4, 5)) -> Path:
     out = tmp_path / "trl-out"
     for step in saved:
         (out / f"checkpoint-{step}").mkdir(parents=True)
-    (out / f"checkpoint-{max(saved)}" / "trainer_state.json").write_text(json.dumps(state))
+    write_states(out, state, saved)
     return out
 
 
@@ -75,6 +91,7 @@ def test_budget_points_fall_due_at_the_first_step_past_them_and_use_the_checkpoi
             "175 tokens before the point's step") in said
     assert not any(s.startswith("evaluation point 2") for s in said)
     assert any(s.startswith("tokens_continuation") for s in said)
+    assert any(s.startswith("processes: how many ran the run (TRL's log does not say); one is assumed") for s in said)
     assert any(s.endswith("training_args.bin: not read (FileNotFoundError: [Errno 2] No such file or directory: "
                           f"'{log.checkpoints[5] / 'training_args.bin'}'), so gradient_accumulation_steps, "
                           "steps_per_generation, num_iterations = 1 is assumed, not checked, nor the GRPOConfig's "
@@ -153,6 +170,106 @@ def test_a_folder_that_cannot_be_ingested_is_refused_by_name(tmp_path, case, mes
         (folder / "checkpoint-4" / "trainer_state.json").write_text(json.dumps(own))
     with pytest.raises(DataError, match=message):
         ingest.place(ingest.read(folder), 1000 if case == "short of B" else 600, "tokens", 4, 1.0)
+
+
+# A run on 2 processes of 8 completions each: TRL gathers both (16 completions a step, these their tokens), while
+# trainer_state.json's train_batch_size is one process's 8 (transformers' per-device batch).
+TWO_PROCESSES = [331, 350, 347, 390, 367]
+
+
+def _two_processes() -> dict:
+    state = _state([t / 16 for t in TWO_PROCESSES])
+    seen = 0
+    for entry, tokens in zip(state["log_history"], TWO_PROCESSES):  # 16 prompts of 10 tokens a step
+        seen += tokens + 160
+        entry["num_tokens"] = seen
+    return state
+
+
+def test_a_mean_over_more_completions_than_the_batch_is_refused_not_counted_at_one_batchs_tokens(tmp_path):
+    """TRL's completions/mean_length and num_tokens gather every process's completions (trl/trainer/grpo_trainer.py,
+    `agg_completion_lengths`), train_batch_size is one process's: a run on 2 processes logs the mean of 16
+    completions beside a batch of 8. Before, its steps were counted at mean x 8, half what it generated (166, 175,
+    174, 195, 184 for 331, 350, 347, 390, 367), and only the prompt check, a difference accept_differences lets
+    through, said anything: the arm's point B was read at twice the study's budget. A step of two batches (gradient
+    accumulation where training_args.bin cannot be read) logs alike. A mean that x 8 is no whole number proves it."""
+    with pytest.raises(DataError, match=r"checkpoint-5/trainer_state.json: at step\(s\) 1, 3, 5, "
+                                        r"completions/mean_length x train_batch_size is not a whole number of tokens "
+                                        r"\(20.6875 x 8 = 165.5 at step 1\): TRL's mean was over other than "
+                                        r"train_batch_size completions, as in a run on several processes.*allowed: a "
+                                        r"run on one process with gradient_accumulation_steps, steps_per_generation, "
+                                        r"num_iterations 1"):
+        ingest.read(_folder(tmp_path, _two_processes()))
+
+
+def test_a_mean_over_exactly_the_batch_is_a_whole_count_at_any_batch_size(tmp_path):
+    """TRL's mean is a float32 (a sum over the batch, divided by its size): 250 tokens over 12 completions logs
+    20.83333396911621, whose x 12 is 250.0000076; counted as 250, never refused as uneven (a step of 4M tokens
+    included), while the mean of twice the batch is seen for steps of up to 1M tokens."""
+    import numpy as np
+    sums = [250, 263, 301, 277, 289]
+    state = _state([float(np.float32(t / 12)) for t in sums], batch=12, prompt_tokens=120)
+    assert ingest.read(_folder(tmp_path, state)).steps["tokens"].tolist() == sums
+    for total, batch in ((4_000_003, 1024), (1_000_003, 1024), (1_048_575, 96), (7, 3)):
+        assert ingest._whole(float(np.float32(total / batch)), batch)
+        assert total > 2_000_000 or not ingest._whole(float(np.float32(total / (2 * batch))), batch)
+
+
+@pytest.mark.parametrize("key, step, value", [
+    ("completions/mean_length", 2, -22.0),  # before: counted, the run's running total falling
+    ("completions/mean_length", 3, None),  # before: TypeError
+    ("completions/mean_length", 4, float("nan")),
+    ("num_tokens", 2, None),
+    ("num_tokens", 4, float("inf")),
+])
+def test_a_logged_count_that_is_no_count_is_refused_by_step(tmp_path, key, step, value):
+    state = _state()
+    state["log_history"][step - 1][key] = value
+    with pytest.raises(DataError, match=rf"checkpoint-5/trainer_state.json: log_history's '{key}' at step\(s\) "
+                                        rf"{step} is {re.escape(repr(value))} at step {step}; allowed: a finite count "
+                                        rf">= 0"):
+        ingest.read(_folder(tmp_path, state))
+
+
+def test_num_tokens_that_falls_is_refused_as_a_restarted_count(tmp_path):
+    """A TRL that kept num_tokens on the trainer, not in the state it saves, counts again from 0 when a run resumes
+    (TRL 1.16 counts it in TrainerState.num_input_tokens_seen, which transformers restores): the resumed run's
+    log falls at the step it resumed at. Refused by that name (before: as a step that was not one batch)."""
+    state = _state()
+    seen = 0
+    for entry, tokens in zip(state["log_history"][3:5], TOKENS[3:]):  # resumed at step 4 from checkpoint-3
+        seen += tokens + 80
+        entry["num_tokens"] = seen
+    with pytest.raises(DataError, match=r"checkpoint-5/trainer_state.json: num_tokens falls at step\(s\) 4 \(755 at "
+                                        r"step 3, 274 at step 4\): a count restarted .*allowed: TRL's running count, "
+                                        r"which never falls"):
+        ingest.read(_folder(tmp_path, state))
+
+
+def test_a_checkpoint_without_its_own_log_is_refused_not_evaluated_as_the_runs(tmp_path):
+    """checkpoint-2 copied from another run without its trainer_state.json (TRL writes one into every checkpoint):
+    nothing ties its model to the log. Before, it was evaluated as this run's model at step 2 (points 2 and 3)."""
+    folder = _folder(tmp_path, _state())
+    (folder / "checkpoint-2" / "trainer_state.json").unlink()
+    with pytest.raises(DataError, match=r"checkpoint-2/trainer_state.json: file not found; allowed: every checkpoint "
+                                        r"as TRL saves it, with its own trainer_state.json"):
+        ingest.read(folder)
+
+
+def test_evaluations_and_the_summary_in_the_log_leave_the_count_as_it_is(tmp_path):
+    """Not a leak: TRL's own evaluations (eval_strategy 'steps') log entries of their own at a step, with eval_
+    keys (eval_num_tokens, TRL's count, which only training grows), and its summary has train_loss: neither is a
+    step's entry. The steps read are the same with them as without, and a step's entry missing one key is named."""
+    state = _state()
+    plain = ingest.read(_folder(tmp_path / "plain", state)).steps
+    entries = [e for e in state["log_history"] if "loss" in e]
+    evals = [{"step": s, "epoch": 0.1 * s, "eval_loss": 0.2, "eval_num_tokens": entries[s - 1]["num_tokens"],
+              "eval_completions/mean_length": 40.0, "eval_runtime": 3.0} for s in (2, 4)]
+    state["log_history"] = [*entries[:2], evals[0], *entries[2:4], evals[1], *state["log_history"][4:]]
+    pd.testing.assert_frame_equal(ingest.read(_folder(tmp_path / "evals", state)).steps, plain)
+    del entries[2]["num_tokens"]
+    with pytest.raises(DataError, match=r"log_history lacks 'num_tokens' at step\(s\) 3; allowed"):
+        ingest.read(_folder(tmp_path / "one", state))
 
 
 def _arms(folder: Path | str) -> dict:
@@ -340,7 +457,7 @@ def _checkpoints(tmp_path: Path, model, tokenizer, state: dict | None = None, **
             for p in trained.parameters():
                 p.add_(0.05 * step * torch.randn_like(p))
         models.save(trained, tokenizer, folder / f"checkpoint-{step}")
-    (folder / "checkpoint-5" / "trainer_state.json").write_text(json.dumps(state or _state()))
+    write_states(folder, state or _state(), (2, 4, 5))
     _arguments(folder, **arguments)
     return folder
 
@@ -479,6 +596,43 @@ def test_a_real_trl_runs_ingested_count_is_the_protocols_and_its_store_verifies(
     done = subprocess.run([sys.executable, "-m", "mcgrpo", "check-store", "--store", str(store_dir)],
                           env={"PYTHONPATH": str(ROOT / "workflow"), "PATH": ""}, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.slow
+def test_a_real_trl_run_resumed_from_its_checkpoint_is_counted_as_the_run_it_continues(world, tmp_path):
+    """Not a leak: TRL (1.16) counts num_tokens in TrainerState.num_input_tokens_seen, which transformers restores
+    with log_history from the checkpoint's trainer_state.json on resume_from_checkpoint. A run stopped after
+    checkpoint-2 (its later checkpoints gone) and resumed logs steps 3 and 4 after steps 1 and 2 with the count
+    continued, and ingest counts it as the run trained without a stop (on CPU, the same completions)."""
+    pytest.importorskip("trl")
+    import shutil
+
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from mcgrpo.core.trl_config import grpo_arguments
+    from mcgrpo.train.models.tiny import build_model, build_tokenizer
+    tokenizer, run = build_tokenizer(), _run(tmp_path, "trl")
+    prompts = Dataset.from_list([{"prompt": [{"role": "user", "content": run["task"]["prompt"].replace(
+        "{question}", q)}]} for q in world[0]["question"]])
+
+    def trainer(out: Path) -> GRPOTrainer:
+        model = build_model(tokenizer, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64,
+                            max_positions=96, seed=0)
+        args = GRPOConfig(**{**grpo_arguments(run, str(out), 4, False), "save_strategy": "steps", "save_steps": 1})
+        return GRPOTrainer(model=model, reward_funcs=[lambda completions, **_: [len(c[-1]["content"]) % 3 * 1.0
+                                                                                for c in completions]],
+                           args=args, train_dataset=prompts, processing_class=tokenizer)
+    trainer(tmp_path / "whole").train()
+    shutil.copytree(tmp_path / "whole", tmp_path / "resumed")
+    for step in (3, 4):  # stopped after checkpoint-2 was saved
+        shutil.rmtree(tmp_path / "resumed" / f"checkpoint-{step}")
+    trainer(tmp_path / "resumed").train(resume_from_checkpoint=str(tmp_path / "resumed" / "checkpoint-2"))
+    whole, resumed = ingest.read(tmp_path / "whole"), ingest.read(tmp_path / "resumed")
+    columns = ["step", "tokens", "num_tokens", "tokens_total"]
+    assert resumed.steps[columns].equals(whole.steps[columns]) and list(resumed.checkpoints) == [1, 2, 3, 4]
+    assert resumed.steps["num_tokens"].is_monotonic_increasing
+    assert ingest.place(resumed, 600, "tokens", 4, 1.0) == ingest.place(whole, 600, "tokens", 4, 1.0)
 
 
 @pytest.mark.slow

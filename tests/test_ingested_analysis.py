@@ -21,7 +21,7 @@ from conftest import SMALL_STUDY, snakemake
 from mcgrpo import studies
 from mcgrpo.analysis import breakdown
 from mcgrpo.core import config as study_config
-from test_ingest import recipe_arguments
+from test_ingest import recipe_arguments, write_states
 
 NAN = math.nan
 
@@ -50,7 +50,7 @@ def test_a_run_without_groups_prompts_or_stage_times_is_broken_down_as_not_recor
 
 def _trl_folder(folder, tokenizer, model, mean_lengths=(20.5, 22.0, 21.875, 24.25, 23.0), saved=(2, 4, 5),
                 lr: float = 1e-4):
-    """A TRL output folder as GRPOTrainer leaves it: tiny checkpoints and the newest one's trainer_state.json."""
+    """A TRL output folder as GRPOTrainer leaves it: tiny checkpoints, each with its own trainer_state.json."""
     import torch
     from mcgrpo.train import models
     entries, seen = [], 0
@@ -64,8 +64,8 @@ def _trl_folder(folder, tokenizer, model, mean_lengths=(20.5, 22.0, 21.875, 24.2
             for p in trained.parameters():
                 p.add_(0.02 * step * torch.randn_like(p))
         models.save(trained, tokenizer, folder / f"checkpoint-{step}")
-    (folder / f"checkpoint-{max(saved)}" / "trainer_state.json").write_text(json.dumps(
-        {"global_step": len(mean_lengths), "train_batch_size": 8, "logging_steps": 1, "log_history": entries}))
+    write_states(folder, {"global_step": len(mean_lengths), "train_batch_size": 8, "logging_steps": 1,
+                          "log_history": entries}, saved)
 
 
 @pytest.mark.slow

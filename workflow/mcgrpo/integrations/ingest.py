@@ -9,7 +9,8 @@ mcgrpo's protocol would have counted (docs/trl.md, "Runs already made"):
     times the batch's completions. This holds where a logged step is one optimizer step on one generated batch on
     one process (logging_steps 1, gradient_accumulation_steps = steps_per_generation = 1), the protocol's own
     condition; `num_tokens` (TRL's running count of prompt + completion tokens) checks it: what it adds in a step,
-    less the completion tokens, is the step's prompt tokens, at least one per completion;
+    less the completion tokens, is the step's prompt tokens, at least one per completion; and a mean that x
+    train_batch_size is no whole number was over more completions (TRL gathers every process's): refused;
   - the step at which the run would have stopped (the first that reaches horizon x B) and the step at which each
     budget point k B / per_budget was due (the first step at or after it, as the protocol evaluates);
   - the checkpoint that stands for each point: before B, the one saved at that step, else the nearest before it
@@ -53,6 +54,8 @@ UNRECOVERED = (
     "train_cpu_seconds: TRL logs no CPU time",
     "reward_default, reward_strict, groups_*: the study's verifiers on the training batches (TRL logs its reward only)",
     "prompts.parquet: which problems each step trained on (TRL logs no prompt ids)",
+    "processes: how many ran the run (TRL's log does not say); one is assumed, refused only where a step's "
+    "completions/mean_length x train_batch_size is no whole number (a mean over every process's completions)",
 )
 
 
@@ -110,13 +113,17 @@ def _step_entries(state: dict, last: int | None = None) -> dict[int, dict]:
 
 
 def check_checkpoint(step: int, checkpoint: Path, newest: dict) -> None:
-    """Refuses a checkpoint-<step>/ whose own trainer_state.json (where it has one, as TRL saves it) is not the
-    newest log at that step: another global_step (a folder renamed), or other entries for steps 1..step (a
-    checkpoint left by another run in the folder, e.g. the abandoned steps of a run resumed from an earlier one):
-    its model is not the model of the run the log counts."""
+    """Refuses a checkpoint-<step>/ whose own trainer_state.json (which TRL saves into every checkpoint) is missing
+    or not the newest log at that step: another global_step (a folder renamed), or other entries for steps 1..step
+    (a checkpoint left by another run in the folder, e.g. the abandoned steps of a run resumed from an earlier one):
+    its model is not the model of the run the log counts. A run resumed from one of its own checkpoints passes:
+    transformers restores the checkpoint's trainer_state.json (its log_history and num_input_tokens_seen, TRL's
+    num_tokens) on resume, so the resumed run's log continues the one its earlier checkpoints hold."""
     path = checkpoint / "trainer_state.json"
-    if not path.is_file():
-        return
+    if not path.is_file():  # TRL writes one into every checkpoint: without it the model is tied to no log
+        raise DataError(f"{path}: file not found; allowed: every checkpoint as TRL saves it, with its own "
+                        f"trainer_state.json (it ties the checkpoint's model to the newest log: a checkpoint without "
+                        f"one, e.g. copied from another run, would be evaluated as this run's step {step})")
     own = json.loads(path.read_text())
     if own.get("global_step") != step:
         raise DataError(f"{path}: global_step {own.get('global_step')} in checkpoint-{step}; allowed: a checkpoint "
@@ -284,10 +291,32 @@ def steps(state: dict, path: Path | str = "trainer_state.json") -> pd.DataFrame:
             raise DataError(f"{path}: log_history lacks {key!r} at step(s) {_few(lacking)}; allowed: TRL's "
                             f"GRPOTrainer log, which has {' and '.join(TOKEN_KEYS)} every step")
     rows = [logged[s] for s in range(1, last + 1)]
+    for key in TOKEN_KEYS:
+        wrong = [s for s, e in enumerate(rows, start=1) if _count(e[key], 1) is None]
+        if wrong:
+            raise DataError(f"{path}: log_history's {key!r} at step(s) {_few(wrong)} is {rows[wrong[0] - 1][key]!r} at "
+                            f"step {wrong[0]}; allowed: a finite count >= 0")
+    uneven = [s for s, e in enumerate(rows, start=1) if not _whole(e["completions/mean_length"], batch)]
+    if uneven:
+        mean = rows[uneven[0] - 1]["completions/mean_length"]
+        raise DataError(f"{path}: at step(s) {_few(uneven)}, completions/mean_length x train_batch_size is not a whole "
+                        f"number of tokens ({mean!r} x {batch} = {mean * batch:.6g} at step {uneven[0]}): TRL's mean "
+                        f"was over other than train_batch_size completions, as in a run on several processes (its "
+                        f"mean and num_tokens count every process's completions, train_batch_size one process's) or "
+                        f"one whose step is several batches, whose rollout tokens would be undercounted; allowed: a "
+                        f"run on one process with {', '.join(ONE_BATCH)} 1")
+    counts = [_count(e["num_tokens"], 1) for e in rows]
+    fell = [s for s in range(2, last + 1) if counts[s - 1] < counts[s - 2]]
+    if fell:
+        s = fell[0]
+        raise DataError(f"{path}: num_tokens falls at step(s) {_few(fell)} ({counts[s - 2]} at step {s - 1}, "
+                        f"{counts[s - 1]} at step {s}): a count restarted (a run resumed by a TRL that kept num_tokens "
+                        f"outside its saved state, or a log joined from two runs); allowed: TRL's running count, "
+                        f"which never falls (a run resumed by a TRL that keeps it in trainer_state.json)")
     frame = pd.DataFrame({
         "step": range(1, last + 1),
-        "tokens": [round(e["completions/mean_length"] * batch) for e in rows],
-        "num_tokens": [int(e["num_tokens"]) for e in rows],
+        "tokens": [_count(e["completions/mean_length"], batch) for e in rows],
+        "num_tokens": counts,
         "loss": [float(e["loss"]) for e in rows], "grad_norm": [float(e.get("grad_norm", math.nan)) for e in rows],
         "lr": [float(e.get("learning_rate", math.nan)) for e in rows],
         "mean_length": [float(e["completions/mean_length"]) for e in rows],
@@ -302,6 +331,23 @@ def steps(state: dict, path: Path | str = "trainer_state.json") -> pd.DataFrame:
                         f"a step was not one generated batch of train_batch_size completions; allowed: a run with "
                         f"{', '.join(ONE_BATCH)} 1 on one process")
     return frame
+
+
+def _count(value, batch: int) -> int | None:
+    """A logged mean x `batch` as the whole count of tokens it stands for (None where the value is not a finite
+    number >= 0); rounded, since TRL's mean is a float32 sum over the batch divided by its size."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        return None
+    return round(value * batch)
+
+
+def _whole(mean: float, batch: int) -> bool:
+    """Whether `mean` x `batch` is a whole number, as TRL's mean over exactly `batch` completions gives: within
+    float32's rounding of the mean (2^-24 of it, here 8 times that), far below the 1/k a mean over k x batch
+    completions leaves where their sum is not a multiple of k (seen for steps of up to about 2^20 tokens). A sum
+    that is a multiple (each step's, by chance) is not seen: TRL's log says nothing else of the processes."""
+    product = mean * batch
+    return abs(product - round(product)) <= max(1e-6, 2 ** -21 * product)
 
 
 def _few(steps: list[int]) -> str:
