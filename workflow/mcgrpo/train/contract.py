@@ -629,8 +629,14 @@ RECHECKED = 8  # one completion in this many (at least one a batch) is judged tw
 def verdicts(subject: Subject, judge: Callable[[str, str], Any], texts, answers) -> np.ndarray:
     """A verifier's verdict on each (text, reference), as floats 1.0 / 0.0, each checked to be a bool. Every
     RECHECKED-th completion, from an offset the batch's first text picks, is judged a second time at once and refused
-    where the two differ: a verifier that draws at random or drifts would make rewards noise that no one is told of."""
-    texts, out = list(texts), []
+    where the two differ: a verifier that draws at random or drifts would make rewards noise that no one is told of.
+    The batch is one call (`Subject.call`): what it must leave as it found it is read once, not at every verdict
+    (576 reads a 512-completion batch, 10 ms an iteration)."""
+    return subject.call(_judged, subject, judge, list(texts), list(answers))
+
+
+def _judged(subject: Subject, judge: Callable[[str, str], Any], texts: list[str], answers: list) -> np.ndarray:
+    out = []
     offset = zlib.crc32(texts[0].encode()) % min(RECHECKED, len(texts)) if texts else 0
     for r, (text, answer) in enumerate(zip(texts, answers)):
         out.append(_verdict(subject, judge, text, answer, r))
@@ -641,7 +647,7 @@ def verdicts(subject: Subject, judge: Callable[[str, str], Any], texts, answers)
 
 
 def _verdict(subject: Subject, judge: Callable[[str, str], Any], text: str, answer: str, r: int) -> float:
-    verdict = subject.call(judge, text, answer)
+    verdict = judge(text, answer)  # a plugin's exception is named by the batch's call
     if not isinstance(verdict, (bool, np.bool_, int, np.integer)) or verdict not in (0, 1):
         raise subject.broken(f"it returned {verdict!r} for completion {r}, not a bool", VERDICT)
     return float(bool(verdict))
