@@ -60,7 +60,8 @@ def test_an_evaluation_recorded_twice_is_refused(study, tmp_path, capsys):
 @pytest.mark.parametrize("column, value", [("acc_default", 1.7), ("acc_default", -0.25), ("acc_strict", np.nan)])
 def test_an_accuracy_outside_0_1_or_unknown_is_refused(study, column, value):
     """An accuracy no evaluation can give, read as it stands by the readers of evals.parquet alone (1.7 gave a
-    difference of 1.2; a NaN acc_strict reads as no drift)."""
+    difference of 1.2; a NaN acc_strict reads as no drift). An unknown acc_greedy is a reading not defined, which
+    the contrast says (test_uninformative)."""
     rewrite(study, "mc_k2", 2, "evals.parquet", lambda e: e.assign(**{column: e[column].where(e["eval_index"] != 2,
                                                                                                 value)}))
     with pytest.raises(DataError, match=rf"evals.parquet: {column} is {value!r} at evaluation 2 of heldout; allowed: "

@@ -206,17 +206,20 @@ def _one_row_each(evals: pd.DataFrame, path: Path) -> None:
 
 
 def _shares(evals: pd.DataFrame, path: Path) -> None:
-    """Refuse an accuracy column (acc_*) with a value outside [0, 1] or unknown (every evaluation scores every
-    problem): the readers of evals.parquet alone read it as it stands (a NaN acc_strict reads as no drift)."""
+    """Refuse an accuracy column (acc_*) with a value outside [0, 1], or unknown in the contract's (acc_default,
+    acc_strict: every evaluation scores every problem on both): the readers of evals.parquet alone read it as it
+    stands (a NaN acc_strict reads as no drift). Another accuracy unknown (acc_greedy) is a reading not defined,
+    which every contrast and table says (analysis/informative.py), as it does a curve read past its end."""
     for column in (c for c in evals.columns if c.startswith("acc_")):
         values = evals[column].to_numpy()
         values = values.astype(float) if values.dtype.kind in "fiub" else pd.to_numeric(values, errors="coerce")
-        wrong = np.flatnonzero(~((values >= 0) & (values <= 1)))
+        allowed = (values >= 0) & (values <= 1) | (np.isnan(values) & (column not in COLUMNS["evals"]))
+        wrong = np.flatnonzero(~allowed)
         if len(wrong):
             row = evals.iloc[wrong[0]]
+            known = "" if column not in COLUMNS["evals"] else ", at every evaluation"
             raise DataError(f"{path}: {column} is {values[wrong[0]].item()!r} at evaluation {row['eval_index']} of "
-                            f"{row['eval_set']}; allowed: a share of correct samples, in [0, 1], at every "
-                            f"evaluation: {REWRITTEN}")
+                            f"{row['eval_set']}; allowed: a share of correct samples, in [0, 1]{known}: {REWRITTEN}")
 
 
 def _never_falling(evals: pd.DataFrame, path: Path, eval_set: str) -> None:
