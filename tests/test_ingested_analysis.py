@@ -110,8 +110,8 @@ def test_runs_stored_with_recipe_differences_accepted_are_named_in_every_table_a
     from mcgrpo.analysis import prereg, steps
     from mcgrpo.core import config as study_config
     from mcgrpo.core import study_runs
-    from mcgrpo.core.store import COLUMNS, write_json, write_parquet
-    from test_runs import copy_study, linked_run, seal_run, write_run
+    from mcgrpo.core.store import write_json, write_parquet
+    from test_runs import copy_study, linked_run, seal_run, write_iterations, write_run
 
     for seed in (1, 2, 3):  # what validation reads of each seed's folder: its log, one run's own
         folder = tmp_path / "trl" / f"seed{seed}"
@@ -130,9 +130,9 @@ def test_runs_stored_with_recipe_differences_accepted_are_named_in_every_table_a
     keys = {1: ["train_batch_size", "learning_rate"], 2: ["train_batch_size"], 3: []}  # seed 3: the recipe's own
     for arm, seed in study_config.runs(cfg):
         run_dir = linked_run(root, arm, seed)
-        write_run(run_dir, rng.random((4, 6, 2)) < np.linspace(0.3, 0.6, 4)[:, None, None], eval_sets=("heldout",))
-        write_parquet(pd.DataFrame({c: np.arange(1, 9) * (25 if c == "tokens_total" else 1)
-                                    for c in COLUMNS["iterations"]}), run_dir / "iterations.parquet")
+        _, evals = write_run(run_dir, rng.random((4, 6, 2)) < np.linspace(0.3, 0.6, 4)[:, None, None],
+                             eval_sets=("heldout",))
+        write_iterations(run_dir, evals)
         record = {"config": study_config.run_config(cfg, arm, seed)}
         if arm == "mine":  # the block ingest writes (mcgrpo.integrations.ingest.ingest)
             record["ingested"] = {"differences": [f"{k} ... (the log); the recipe's ..." for k in keys[seed]],

@@ -36,6 +36,19 @@ def write_run(folder, correct, eval_sets=("test",), shuffle=True, identity="", *
     return samples, evals
 
 
+def write_iterations(folder, evals, identity=""):
+    """iterations.parquet of a run whose evals.parquet is `evals` (write_run's, of one eval set): an iteration
+    between evaluations, each recording the counts the evaluation after it records, as the trainer does; every
+    other column 1."""
+    after = evals.sort_values("eval_index").iloc[1:]
+    frame = pd.DataFrame({c: np.ones(len(after)) for c in COLUMNS["iterations"]})
+    frame["iteration"] = after["iteration"].to_numpy() - 1
+    for column in ("tokens_total", "updates", "train_seconds"):
+        frame[column] = after[column].to_numpy()
+    write_parquet(frame, folder / "iterations.parquet", identity)
+    seal_run(folder, identity)
+
+
 def linked_run(root, arm, seed, folder=None):
     """The folder a test writes run (arm, seed) of study folder `root` into: its own (or `folder`, a run another
     arm shares), in a store beside the study, linked from runs/<arm>/seed<N> and listed in runs/store.parquet, as
@@ -129,12 +142,11 @@ def test_load_evals_frame_and_iterations(tmp_path):
     for arm in ("a", "b"):
         for seed in (1, 2):
             folder = linked_run(tmp_path, arm, seed)
-            write_run(folder, CORRECT)
-            write_parquet(pd.DataFrame({c: [0, 1, 2] for c in COLUMNS["iterations"]}), folder / "iterations.parquet")
-            seal_run(folder)
+            _, evals = write_run(folder, CORRECT)
+            write_iterations(folder, evals)
     runs = load(tmp_path, ["a", "b"], [1, 2], ["test"])
     assert sorted(runs) == [("a", 1, "test"), ("a", 2, "test"), ("b", 1, "test"), ("b", 2, "test")]
     frame = evals_frame(runs)
     assert len(frame) == 8 and frame.groupby(["arm", "seed"]).size().eq(2).all()
     its = read_iterations(tmp_path / "runs" / "a" / "seed1", ["tokens_total", "t_update"])
-    assert sorted(its) == ["t_update", "tokens_total"] and its["tokens_total"].tolist() == [0, 1, 2]
+    assert sorted(its) == ["t_update", "tokens_total"] and its["tokens_total"].tolist() == [50]

@@ -13,8 +13,8 @@ from mcgrpo import studies
 from mcgrpo.analysis import prereg, steps
 from mcgrpo.cli import main
 from mcgrpo.core.errors import DataError
-from mcgrpo.core.store import COLUMNS, read_contract, read_json, read_parquet, write_json, write_parquet
-from test_runs import copy_study, linked_run, seal_run, write_run
+from mcgrpo.core.store import read_contract, read_json, read_parquet, write_json, write_parquet
+from test_runs import copy_study, linked_run, seal_run, write_iterations, write_run
 
 B = 100
 PLAN = {"primary": [{"id": "T1", "a": "mc_k2", "b": "outcome", "direction": "less", "family": "H"},
@@ -38,9 +38,8 @@ def results(tmp_path_factory):
     for arm, seed in study_config.runs(cfg):
         folder = linked_run(root, arm, seed)
         skill = np.linspace(0.3, 0.7 if arm == "outcome" else 0.5, 4)[:, None, None]
-        write_run(folder, rng.random((4, 6, 2)) < skill, eval_sets=("heldout",))
-        write_parquet(pd.DataFrame({c: np.arange(1, 9) * (25 if c == "tokens_total" else 1)
-                                    for c in COLUMNS["iterations"]}), folder / "iterations.parquet")
+        _, evals = write_run(folder, rng.random((4, 6, 2)) < skill, eval_sets=("heldout",))
+        write_iterations(folder, evals)
         write_json({"started": "2025-01-02T00:00:00+00:00", "config": study_config.run_config(cfg, arm, seed)},
                    folder / "run.json")
         seal_run(folder)
@@ -178,11 +177,13 @@ def _clocked(root, tmp_path, cpu: bool):
     seconds (`cpu`: evaluations record the CPU clock; else they predate it)."""
     copy_ = tmp_path / "clocked"
     copy_study(root, copy_)
-    for path in copy_.glob("runs/*/seed*/evals.parquet"):
-        evals = read_parquet(path)
-        cpu_seconds = evals["train_seconds"]
-        evals["train_seconds"] = cpu_seconds * (3 if path.parts[-3] == "mc_k2" else 1)
-        write_parquet(evals.assign(train_cpu_seconds=cpu_seconds) if cpu else evals, path)
+    for path in copy_.glob("runs/*/seed*/*.parquet"):
+        if path.name not in ("evals.parquet", "iterations.parquet"):  # both record the clock, the same at each
+            continue
+        frame = read_parquet(path)
+        cpu_seconds = frame["train_seconds"]
+        frame["train_seconds"] = cpu_seconds * (3 if path.parts[-3] == "mc_k2" else 1)
+        write_parquet(frame.assign(train_cpu_seconds=cpu_seconds) if cpu else frame, path)
         seal_run(path.parent)
     return copy_
 
