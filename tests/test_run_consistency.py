@@ -57,6 +57,16 @@ def test_an_evaluation_recorded_twice_is_refused(study, tmp_path, capsys):
     assert status == 2 and "evaluation 2 of heldout is recorded in 2 rows" in err
 
 
+@pytest.mark.parametrize("value", [np.nan, 1.5, -1])
+def test_an_evaluation_index_that_is_no_whole_number_is_refused(study, value):
+    """Not one of the trainer's evaluations 0, 1, ... (a NaN ended in int(nan)'s traceback)."""
+    rewrite(study, "mc_k2", 2, "evals.parquet",
+            lambda e: e.assign(eval_index=e["eval_index"].astype(float).where(e["eval_index"] != 2, value)))
+    with pytest.raises(DataError, match=r"evals.parquet: eval_index is .* in row \d+ \(of float64 values\); allowed: "
+                                        r"a whole number >= 0"):
+        evals_only(study)
+
+
 @pytest.mark.parametrize("column, value", [("acc_default", 1.7), ("acc_default", -0.25), ("acc_strict", np.nan)])
 def test_an_accuracy_outside_0_1_or_unknown_is_refused(study, column, value):
     """An accuracy no evaluation can give, read as it stands by the readers of evals.parquet alone (1.7 gave a

@@ -196,8 +196,16 @@ REWRITTEN = ("its files were rewritten after the run (and sealed again), or an o
 
 def _one_row_each(evals: pd.DataFrame, path: Path) -> None:
     """Refuse an evaluation recorded twice on one set: the reader would pair both rows with the same samples, and
-    the readers of evals.parquet alone (curves, drift, the strict check) would read whichever row sorts first."""
-    points = list(zip(evals["eval_set"].tolist(), evals["eval_index"].tolist()))
+    the readers of evals.parquet alone (curves, drift, the strict check) would read whichever row sorts first; and
+    an evaluation that is not one, its index no whole number >= 0 (the trainer writes 0, 1, ...)."""
+    index = evals["eval_index"]
+    if index.dtype.kind not in "iu" or (index < 0).any():
+        values = pd.to_numeric(index, errors="coerce").to_numpy(float)
+        wrong = np.flatnonzero(~((values >= 0) & (values == np.floor(values))))
+        row = int(wrong[0]) if len(wrong) else 0  # else every value whole, but stored as another type
+        raise DataError(f"{path}: eval_index is {index.iloc[row]!r} in row {row} (of {index.dtype} values); allowed: "
+                        f"a whole number >= 0, as the trainer writes it: {REWRITTEN}")
+    points = list(zip(evals["eval_set"].tolist(), index.tolist()))
     if len(set(points)) < len(points):  # a set of a few dozen tuples: cheaper than a frame's duplicated()
         twice = evals.duplicated(["eval_set", "eval_index"], keep=False).to_numpy()
         row = evals[twice].iloc[0]
