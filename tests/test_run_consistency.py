@@ -124,6 +124,14 @@ def test_samples_recorded_twice_or_dropped_are_refused(study, tmp_path, capsys, 
     assert re.search(rf"{file_of(study, 'samples.parquet')}: {said}", err), err
 
 
+def test_the_verifiers_table_refuses_a_sample_recorded_twice(study):
+    """tables/verifiers reads the samples' rows, where one recorded twice counted twice."""
+    rewrite(study, "mc_k2", 2, "samples.parquet", lambda s: pd.concat([s, s.iloc[:1]]))
+    with pytest.raises(DataError, match=rf"{re.escape(str(file_of(study, 'samples.parquet')))}: evaluation 2 of "
+                                        rf"heldout holds 3 sample\(s\) of problem 'heldout-2', where the run holds 2"):
+        steps.verifiers_step(study, layout.study_dir(study))
+
+
 def test_a_count_unknown_at_b_is_refused(study, tmp_path, capsys):
     """tokens_total unknown at mc_k2's B evaluation: the first evaluation known to reach B (the next) was taken for
     B's, and the contrast came out not defined (NaN) with no reason given."""

@@ -385,6 +385,17 @@ def read_runs(run_dir: str | Path, arm: str, seed: int, eval_sets: list[str],
     return out
 
 
+def read_samples(path: str | Path) -> pd.DataFrame:
+    """A run's samples.parquet less its texts, verified against its manifest and held, as `read_runs` holds it, to
+    k samples of every problem at every evaluation, each once: for the steps that read its rows (tables/verifiers),
+    where a sample recorded twice would count twice."""
+    path = checked(path)
+    columns = [c for c in pq.read_schema(path).names if c != "text"] if path.exists() else None
+    table = read_arrow(path, COLUMNS["samples"], columns, dictionary=["eval_set", "problem_id"])
+    _counts(table, [], path)
+    return table.to_pandas().astype({"eval_set": object, "problem_id": object})
+
+
 def load(results_dir: str | Path, arms: list[str], seeds: list[int], eval_sets: list[str],
          samples: bool = True, clock: str = "wall", plan: dict | None = None) -> dict[tuple[str, int, str], Run]:
     """Every (arm, seed) run of a study's results folder, keyed by (arm, seed, eval set), timed by `clock`: read

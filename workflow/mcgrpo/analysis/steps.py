@@ -313,8 +313,7 @@ def verifiers_step(cfg: dict, results: Path) -> None:
     pair disagrees (analysis/verifiers.py), from every run's samples.parquet."""
     results, pieces = Path(results), []
     for (arm, seed), folder in _folders(cfg, results).items():
-        samples = store.read_parquet(manifest.checked(folder / "samples.parquet"))
-        pieces.append(samples.drop(columns=["text"], errors="ignore").assign(arm=arm, seed=seed))
+        pieces.append(runs.read_samples(folder / "samples.parquet").assign(arm=arm, seed=seed))
     samples = pd.concat(pieces, ignore_index=True)
     table = verifiers.disagreements(samples, ["arm", "eval_set", "eval_index"])
     overran = verifiers.overran_note(samples)
