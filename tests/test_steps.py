@@ -251,6 +251,25 @@ def test_a_recipe_changed_after_the_lock_reaches_the_summary(results, tmp_path):
     assert labelled.loc["T1", "label"] == "exploratory"
 
 
+def test_a_math_verify_study_says_in_its_summary_how_many_checks_overran(results, tmp_path):
+    """A study whose verifier is math_verify counts a check that overran its CPU budget as wrong in the accuracies
+    its verdicts read: the summary says so (a study on another rule finds it in the verifiers table only)."""
+    cfg, root = results
+    folder = tmp_path / "overran"
+    copy_study(root, folder)
+    run = folder / "runs" / "mc_k2" / "seed2"
+    samples = read_parquet(run / "samples.parquet")
+    write_parquet(samples.assign(math_verify_overran=np.arange(len(samples)) < 3), run / "samples.parquet", "")
+    seal_run(run)
+    rerun(("contrasts", "robustness", "summary"), cfg, folder)
+    assert "math-verify" not in (folder / "summary.md").read_text()
+    cfg = {**cfg, "verifier": {"rule": "math_verify"}}
+    rerun(("drift", "contrasts", "robustness", "summary"), cfg, folder)
+    assert ("Warning: math-verify overran its CPU budget on 3 sample(s), each counted wrong (samples.parquet "
+            "math_verify_overran; mc_k2 seed 2: 3). The study's verifier is math_verify: its accuracies above count "
+            "each as wrong.") in (folder / "summary.md").read_text()
+
+
 @pytest.mark.parametrize("name, kind", [("contrasts", "contrasts"), ("robustness", None), ("paired", "paired")])
 def test_an_analysis_file_of_another_config_or_rewritten_is_named_never_read(results, tmp_path, name, kind):
     """A step's output read by a later step (the summary's verdicts come from contrasts.parquet and

@@ -277,13 +277,28 @@ def _floors(cfg: dict, results: Path) -> list[str]:
                                        cfg["evaluation"]["sets"])
 
 
+def _overruns(cfg: dict, results: Path) -> list[str]:
+    """Where the study's verifier is math_verify, its accuracies count every check that overran its CPU budget as
+    wrong: the summary says how many (the verifiers table says it for every study, of its math_verify column)."""
+    if (cfg.get("verifier") or {}).get("rule") != "math_verify":
+        return []
+    pieces = []
+    for (arm, seed), folder in _folders(cfg, results).items():
+        path = manifest.checked(folder / "samples.parquet")
+        if "math_verify_overran" in store.parquet_columns(path):  # runs from before it was recorded: not known
+            pieces.append(store.read_parquet(path, columns=["math_verify_overran"]).assign(arm=arm, seed=seed))
+    note = verifiers.overran_note(pd.concat(pieces, ignore_index=True)) if pieces else ""
+    return [f"{note} The study's verifier is math_verify: its accuracies above count each as wrong."] if note else []
+
+
 def summary_step(cfg: dict, results: Path) -> None:
     """summary.md (printed at the end of a run) and summary.rst (the report's first page)."""
     results, read = Path(results), analysis_reader(cfg, results)
     status = _status(cfg, results)
     text = summary.lines(cfg["study"], read("contrasts", "contrasts"), tables.prereg_note(status),
                          str(results), cfg["analysis"]["clock"], read("robustness"),
-                         [*summary.accepted_warnings(_accepted(cfg, results)), *_floors(cfg, results)])
+                         [*summary.accepted_warnings(_accepted(cfg, results)), *_floors(cfg, results),
+                          *_overruns(cfg, results)])
     store.write_text(summary.markdown(text), results / "summary.md")
     store.write_text(summary.rst(text, summary.DESCRIPTION.read_text()), results / "summary.rst")
     print(summary.markdown(text), end="")

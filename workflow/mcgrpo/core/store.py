@@ -202,6 +202,12 @@ def read_arrow(path: str | Path, required: Iterable[str] = (), columns: Iterable
     return _table(Path(path), required, columns, dictionary)
 
 
+def parquet_columns(path: str | Path) -> list[str]:
+    """The column names of a Parquet file, from its footer alone."""
+    with _readable(regular(path)):
+        return pq.read_schema(path).names
+
+
 def parquet_metadata(path: str | Path) -> dict[str, str]:
     """The key-value metadata of a Parquet file, decoded (pandas' own entry left out)."""
     with _readable(regular(path)):
