@@ -132,6 +132,21 @@ def test_the_verifiers_table_refuses_a_sample_recorded_twice(study):
         steps.verifiers_step(study, layout.study_dir(study))
 
 
+def test_check_store_names_a_run_whose_files_disagree_and_repair_sets_it_aside(study, capsys):
+    """Sealed, so its manifest verifies: check-store reads it as the analysis does, and names it to retrain."""
+    from mcgrpo.cli import main
+    rewrite(study, "mc_k2", 2, "evals.parquet", lambda e: pd.concat([e[e["eval_index"] == 2], e]))
+    results, run = study["results_dir"], layout.run_dir(study, "mc_k2", 2)
+    assert main(["check-store", "--results", results]) == 2
+    out, err = capsys.readouterr()
+    assert f"BAD {run.name}:\n  {run / 'evals.parquet'}: evaluation 2 of heldout is recorded in 2 rows" in out
+    assert f"1 run(s) to retrain: {run.name}" in err
+    assert main(["check-store", "--results", results, "--repair"]) == 0 and not run.exists()
+    capsys.readouterr()
+    assert main(["check-store", "--results", results]) == 0  # the workflow retrains it on its next run
+    assert f"its run {run.name} is not in the store (never trained, or set aside to retrain)" in capsys.readouterr().out
+
+
 def test_a_count_unknown_at_b_is_refused(study, tmp_path, capsys):
     """tokens_total unknown at mc_k2's B evaluation: the first evaluation known to reach B (the next) was taken for
     B's, and the contrast came out not defined (NaN) with no reason given."""

@@ -124,6 +124,7 @@ def check_store(args) -> None:
         raise DataError(f"{runs}: no run store here; allowed: --results RESULTS_DIR (holding {layout.SHARED}/runs) "
                         f"or --store RESULTS_DIR/{layout.SHARED}/runs")
     bad, unfinished = manifest.check_store(runs)
+    bad.update(_inconsistent(runs, {*bad, *unfinished}))
     for name in unfinished:
         print(f"unfinished {name}: no results yet (training, its job failed, or resumed by its retry); left alone")
     linked, stale, failed = _check_studies(studies_, set(bad))
@@ -157,6 +158,19 @@ def check_store(args) -> None:
         path.unlink()
         print(f"removed {path}")
     print(f"{len(bad)} run(s) set aside; the workflow retrains them, and relinks each study moved, on its next run")
+
+
+def _inconsistent(runs: Path, skip: set[str]) -> dict[str, list[str]]:
+    """Of the stored runs not in `skip`: {run: why} for each whose files, whole and sealed, disagree with each other
+    (mcgrpo.analysis.runs refuses such a run before any analysis reads a number of it: retrained here instead)."""
+    from mcgrpo.analysis.runs import read_evals, read_runs
+    out = {}
+    for folder in sorted(p for p in runs.iterdir() if p.is_dir() and not p.name.startswith(".") and p.name not in skip):
+        try:
+            read_runs(folder, "", 0, sorted(set(read_evals(folder / "evals.parquet")["eval_set"])))
+        except McgrpoError as e:
+            out[folder.name] = [str(e)]
+    return out
 
 
 def _check_studies(studies_: list[Path], bad: set[str]) -> tuple[dict[str, list[str]], list[Path], dict[str, str]]:
