@@ -144,7 +144,8 @@ def test_the_rich_study_sets_every_kind_of_block():
     assert ("evaluation", "alignment", "controls", "shuffled_mc", "shuffled", "monte_carlo", "k") in LEAVES
 
 
-@pytest.mark.parametrize("path", [p for p in LEAVES if not _allowed(p) and p not in NOT_ALONE], ids=lambda p: ".".join(map(str, p)))
+@pytest.mark.parametrize("path", [p for p in LEAVES if not _allowed(p) and p not in NOT_ALONE],
+                         ids=lambda p: ".".join(map(str, p)))
 def test_every_setting_a_store_job_reads_changes_its_key(path):
     """A leaf of the study changed: the key of each job that reads it changes (the data folder for the task, the
     warm-started model for the model and task, every run for the blocks every run reads whole, the arm's runs for
@@ -211,7 +212,8 @@ def test_evaluation_sets_are_built_in_the_configs_order_under_a_key_of_that_orde
     handed = json.loads(json.dumps(cfg["task"], sort_keys=True))  # what the rule passes
     prepared = data.prepare(study_config.validate_blocks({"task": handed}, ("task",), "--task-json")["task"])
     assert {name: len(s) for name, s in prepared.evals.items()} == {"heldout": 5, "further": 35}
-    other = studies.validate(edited_study(task=_math_task(tmp_path, ("further", "heldout")), evaluation__sets=["heldout"]))
+    other = studies.validate(edited_study(task=_math_task(tmp_path, ("further", "heldout")),
+                                          evaluation__sets=["heldout"]))
     assert layout.data_dir(cfg) != layout.data_dir(other)
     assert set(layout.run_keys(cfg).values()).isdisjoint(layout.run_keys(other).values())
     assert layout.calibration_key(cfg) != layout.calibration_key(other)
@@ -265,7 +267,8 @@ def test_a_verifier_plugin_is_part_of_the_gradient_tests_with_no_arm_listed(tmp_
 
 
 def _digest(cfg: dict) -> str:
-    """The store keys of every file a study's jobs write (runs, calibration, data, model; the gradient tests' config)."""
+    """The store keys of every file a study's jobs write (runs, calibration, data, model), and the gradient tests'
+    config."""
     gradient = study_config.gradient_tests_config(cfg)
     keys = {"runs": {f"{a}/{s}": k for (a, s), k in layout.run_keys(cfg).items()},
             "calibration": layout.calibration_key(cfg), "data": layout.data_dir(cfg).name,

@@ -412,7 +412,8 @@ def run_config(cfg: dict, arm: str, seed: int) -> dict[str, Any]:
         from mcgrpo.core.trl_config import ingested_identity
         run["ingested"] = ingested_identity(spec["trainer"]["ingested"], seed)
     used = plugins.identities(spec, run["recipe"], f"arms.{arm}")  # none for built-ins: their runs keep their hash
-    for name, control in (along.get("controls", {}) if measured else {}).items():  # computed along training, as the arm's
+    # the controls measured along training compute credit in the run, as its arm does: their plugins are part of it
+    for name, control in (along.get("controls", {}) if measured else {}).items():
         key = f"evaluation.alignment.controls.{name}"
         used += [p for p in plugins.identities({"credit": control}, run["recipe"], key) if p not in used]
     if used:
