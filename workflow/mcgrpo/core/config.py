@@ -136,6 +136,7 @@ def validate_schema(cfg: dict) -> dict:
     errors = sorted(_validator().iter_errors(cfg), key=lambda e: [str(p) for p in e.absolute_path])
     if errors:
         raise ConfigError("\n".join(_describe(e) for e in errors))
+    order_eval_sets(cfg["task"])
     return cfg
 
 
@@ -147,7 +148,30 @@ def validate_blocks(value: dict, keys: tuple[str, ...], option: str) -> dict:
     errors = sorted(_validator().evolve(schema=sub).iter_errors(value), key=lambda e: [str(p) for p in e.absolute_path])
     if errors:
         raise ConfigError("\n".join(f"{option}: {_describe(e)}" for e in errors))
+    if "task" in keys:
+        order_eval_sets(value["task"], option)
     return value
+
+
+def order_eval_sets(task: dict, option: str = "") -> dict:
+    """`task` (in place, and returned) with its evaluation sets in the order they are built, each without the problems
+    of the earlier ones: task.eval_set_order where given, else eval_sets' own order, which is then written into
+    eval_set_order where it is not alphabetical. Every job is handed its config as JSON with sorted keys, which
+    would otherwise build the sets alphabetically (as the workflow did, whatever their order, before the order was
+    part of the config), and every hash of the task (the data folder's, each run's) would not tell two orders apart.
+    Alphabetical sets get no eval_set_order: their hashes, and the folders named by them, stay as they were."""
+    names, order = list(task["eval_sets"]), task.get("eval_set_order")
+    if order is not None and sorted(order) != sorted(names):
+        where = f"{option}: " if option else ""
+        raise ConfigError(f"{where}config key task.eval_set_order: {order} does not name each of task.eval_sets once "
+                          f"({', '.join(names)}); allowed: those names, in the order the sets are built")
+    order = list(order or names)
+    task["eval_sets"] = {name: task["eval_sets"][name] for name in order}
+    if order == sorted(order):
+        task.pop("eval_set_order", None)
+    else:
+        task["eval_set_order"] = order
+    return task
 
 
 def check_references(cfg: dict) -> None:
@@ -388,6 +412,10 @@ def run_config(cfg: dict, arm: str, seed: int) -> dict[str, Any]:
         from mcgrpo.core.trl_config import ingested_identity
         run["ingested"] = ingested_identity(spec["trainer"]["ingested"], seed)
     used = plugins.identities(spec, run["recipe"], f"arms.{arm}")  # none for built-ins: their runs keep their hash
+    # the controls measured along training compute credit in the run, as its arm does: their plugins are part of it
+    for name, control in (along.get("controls", {}) if measured else {}).items():
+        key = f"evaluation.alignment.controls.{name}"
+        used += [p for p in plugins.identities({"credit": control}, run["recipe"], key) if p not in used]
     if used:
         run["plugins"] = used
     if cfg.get("verifier"):  # absent where the study sets none: its runs keep their hashes
@@ -474,6 +502,8 @@ def gradient_tests_config(cfg: dict) -> dict[str, Any] | None:
     blocks = {**{f"arms.{name}": arm for name, arm in out["arms"].items()},
               **{f"gradient_tests.controls.{name}": {"credit": c} for name, c in tests["controls"].items()}}
     used = [p for key, block in blocks.items() for p in plugins.identities(block, cfg["recipe"], key)]
+    # outcome-only, always measured, is rewarded by the recipe's verifier: a plugin's, with no arm or control listed
+    used += [p for p in plugins.identities({}, cfg["recipe"], "gradient_tests") if p not in used]
     return {**out, "plugins": used} if used else out
 
 
