@@ -198,7 +198,6 @@ def test_the_equal_bases_table_marks_where_a_was_read_at_the_bases_count():
     assert row["updates"].endswith(" (A read at the base's count)") and "read" not in row["tokens"]
 
 
-@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")  # seeds of one difference: no spread
 def test_each_arms_tokens_at_the_point_read_and_a_warning_where_they_are_a_tenth_of_b_apart():
     """HAND: at equal tokens seed 0 reads A at 105 and the base at 110 (5% of B apart), seed 1 A at 120 against 110
     (10%: not more than a tenth, no warning); at equal updates seed 0's base is read at 8 updates, 60 + 3/5 * 50 =
