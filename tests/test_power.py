@@ -51,7 +51,7 @@ def test_seeds_to_exclude_zero_is_the_fewest_with_80_percent_power():
 @pytest.mark.filterwarnings("error")  # statsmodels' solver: "Failed to converge ... returning nan instead"
 @pytest.mark.parametrize("mean, sd", [(0.08, 0.01), (-0.10, 0.01), (0.149, 0.0145), (0.30, 0.01)])
 def test_a_large_effect_plans_the_fewest_seeds_the_studys_test_needs(mean, sd):
-    """A tight pilot (the paper's -14.9 [-14.0, -15.8] over 12 seeds: SD 1.45 points, effect 10): statsmodels' power
+    """A tight pilot (the paper's -14.9 [-15.8, -14.0] over 12 seeds: SD 1.45 points, effect 10): statsmodels' power
     is NaN at 3 seeds there, its solver stopped at 2 (or returned NaN, read as 2), and 2 seeds have 63% to 73% power
     at effects 8 to 10. The count is the fewest with 80% power on a simulation of the study's own test."""
     n = int(power.seeds_to_exclude_zero(mean, sd))
