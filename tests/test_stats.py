@@ -80,13 +80,14 @@ def test_the_smallest_spread_data_can_show_is_tested():
     assert s["p"] == pytest.approx(stats.ttest_1samp(d, 0.0).pvalue)
     assert np.isfinite(s["tost_p"]) and np.isfinite(s["ni_p"])
 
-def test_holm_matches_statsmodels_and_keeps_nan():
+def test_holm_matches_statsmodels_and_keeps_nan_in_the_family_as_not_rejected():
+    """A NaN (a planned test not made) stays NaN and keeps its place: the family is adjusted for its planned four."""
     p = [0.01, np.nan, 0.04, 0.03]
     out = holm(p)
-    expected = multipletests([0.01, 0.04, 0.03], method="holm")[1]
+    expected = multipletests([0.01, 1.0, 0.04, 0.03], method="holm")[1]
     assert np.isnan(out[1])
-    np.testing.assert_allclose(out[[0, 2, 3]], expected)
-    np.testing.assert_allclose(out[[0, 2, 3]], [0.03, 0.06, 0.06])
+    np.testing.assert_allclose(out[[0, 2, 3]], expected[[0, 2, 3]])
+    np.testing.assert_allclose(out[[0, 2, 3]], [0.04, 0.09, 0.09])
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -71,16 +71,21 @@ def paired_summary(diffs: np.ndarray, margin: float) -> dict:
 
 
 def holm(p: Sequence[float]) -> np.ndarray:
-    """Holm-adjusted p-values; NaNs (untestable contrasts) stay NaN and do not count.
+    """Holm-adjusted p-values over the family `p` as planned; a NaN (a planned test not made: an uninformative
+    contrast) stays NaN and counts as not rejected, p = 1, so the family keeps its planned size.
 
-    The same numbers as statsmodels' multipletests(method="holm") (the tests check it), which
-    runs a full garbage collection on every call: seconds over a few hundred families.
+    The paper adjusts "within each preregistered primary family" and is silent on a member that cannot be tested;
+    dropping it would adjust its siblings by fewer tests than planned, so that a sibling's degenerate data made a
+    verdict easier to reach: the conservative reading keeps it. The same numbers as statsmodels'
+    multipletests(method="holm") with NaN read as 1 (the tests check it), which runs a full garbage collection on
+    every call: seconds over a few hundred families.
     """
     p = np.asarray(p, dtype=float)
     out = np.full(p.shape, np.nan)
     ok = np.flatnonzero(~np.isnan(p))
     order = ok[np.argsort(p[ok], kind="stable")]
-    out[order] = np.minimum(1.0, np.maximum.accumulate(p[order] * np.arange(len(order), 0, -1)))
+    factors = np.arange(len(p), len(p) - len(order), -1)  # untested members rank last (p = 1): never multiply
+    out[order] = np.minimum(1.0, np.maximum.accumulate(p[order] * factors))
     return out
 
 
