@@ -117,3 +117,15 @@ def test_the_power_verb_holds_paired_to_the_studys_config_or_names_the_config(tm
         capsys.readouterr().err
     assert main(["power", "--results", str(results)]) == 0
     assert "paired.parquet: written for config ffffffffffff, not checked against a study" in capsys.readouterr().out
+
+
+def test_a_pilot_with_an_undefined_reading_plans_nothing_and_says_why():
+    """A seed whose reading is not defined (NaN) leaves no mean or SD to plan from: never, with the reason."""
+    diff = np.array([-0.02, np.nan, -0.01, -0.04])
+    paired = pd.DataFrame({"contrast": "a-vs-b", "basis": "tokens", "metric": "acc_default", "eval_set": "test",
+                           "seed": range(4), "value_a": 0.5 + diff, "value_b": 0.5, "diff": diff,
+                           "clamped": [False, True, False, False]})
+    row = power.plan(paired, margin=0.02).iloc[0]
+    assert row["seeds_to_exclude_0"] == row["seeds_for_equivalence"] == np.inf
+    assert row["note"] == ("no SD to plan from: the reading of seed 1 is not defined (it would need a curve beyond "
+                           "its end): no statistic")
