@@ -115,6 +115,28 @@ def test_the_verdict_holds_across_bases_only_where_every_base_reaches_it():
     assert not bool(one_off["holds_across_bases"])
 
 
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # statsmodels divided by a residual variance of 0 here
+def test_a_pooled_fit_with_no_residual_variance_is_uninformative_not_confirmed():
+    """Every seed of a base alike (each base's own contrast uninformative): the within-base residuals are 0 or
+    rounding noise, so the pooled t test divides by ~0. Before, pooled read p = 8.5e-96 with two bases (p = 0 with
+    one) and 'confirmed', holding across bases. One seed per base leaves no residual degrees of freedom: before,
+    p NaN and silently 'not confirmed'. Now both are uninformative, with the reason, and hold nothing."""
+    alike = per_base([-0.05, -0.03])
+    for b, (_, paired) in alike.items():
+        paired["diff"] = -0.05 if b == 0 else -0.03
+    pooled = bases.table(alike, 0.02).iloc[-1]
+    assert pooled["mean"] == pytest.approx(-0.04) and np.isnan(pooled["p"]) and np.isnan(pooled["p_holm"])
+    assert not pooled["confirmed"] and pd.isna(pooled["holds_across_bases"])
+    assert pooled["uninformative"] == ("within every base every seed gave the same difference: no variance is left "
+                                       "to test the pooled mean against")
+    single = {b: (c, p.iloc[:1]) for b, (c, p) in per_base([-0.05, -0.03, -0.04]).items()}
+    pooled = bases.table(single, 0.02).iloc[-1]
+    assert np.isnan(pooled["p"]) and not pooled["confirmed"] and pd.isna(pooled["holds_across_bases"])
+    assert pooled["uninformative"] == ("3 paired seeds over 3 bases leave no residual degrees of freedom: the pooled "
+                                       "t test needs a base with two seeds")
+    assert bases.table(per_base([-0.05, -0.04]), 0.02)["uninformative"].eq("").all()  # seeds that differ: tested
+
 def _job_config(cfg: dict, base: int) -> dict:
     """The config an analysis job of base `base` gets: Snakemake's config made the base's (--config base=N), less
     the switches rules/common.smk leaves out, validated again by the job (mcgrpo.cli.common._config)."""

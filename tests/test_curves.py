@@ -95,3 +95,13 @@ def test_curves_whose_indices_skip_a_point_are_refused():
         differences(runs, "a", "base", "acc_default", "test")
     with pytest.raises(ValueError, match="cannot be paired by index"):
         budget_share(runs, "a", "base", "acc_default", "test", B, "tokens", resamples=50)
+
+
+def test_a_difference_curve_point_where_every_seed_differs_alike_has_no_p():
+    """At evaluation 1 both seeds read A 0.1 above the base: no spread, so no test (before, p = 0 in
+    differences.parquet: a 'significant' point of a curve from two identical differences)."""
+    alike = runs_of(*(make_run(arm, seed, [0, 50], [0, 1], [0, 10], [2, 4 + (arm == "a")])
+                      for arm in ("a", "base") for seed in (0, 1)))
+    out = differences(alike, "a", "base", "acc_default", "test")
+    np.testing.assert_allclose(out["mean"], [0.0, 0.1])
+    assert out["p"].isna().all() and out.loc[1, "ci_low"] == out.loc[1, "ci_high"] == pytest.approx(0.1)

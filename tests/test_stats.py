@@ -58,13 +58,36 @@ def test_paired_summary_too_few_seeds_is_nan_not_crash(diffs, mean):
     assert all(np.isnan(s[k]) for k in ("ci_low", "ci_high", "p", "tost_p", "ni_low", "ni_p"))
 
 
-def test_holm_matches_statsmodels_and_keeps_nan():
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # statsmodels divided by a standard error of 0 here
+@pytest.mark.parametrize("diffs", [[0.03] * 4, [-0.03] * 4, [0.01] * 4, [0.0] * 4, [0.3 - 0.2, 0.1, 0.1, 0.1]],
+                         ids=["+3 points", "-3 points", "+1 point, inside the margin", "all 0", "rounding noise"])
+def test_differences_that_do_not_spread_are_no_test(diffs):
+    """Every seed's difference the same (sd 0, or rounding noise): t = mean / 0 is no test. Before, p was 0 (NaN at
+    mean 0), TOST p 0 inside the margin and 1 outside it, non-inferiority p 0 or 1: numbers any caller (a difference
+    curve, a table) would print as evidence. Now every p is NaN; the interval is the mean, of zero width."""
+    s = paired_summary(np.array(diffs), margin=0.02)
+    assert all(np.isnan(s[k]) for k in ("p", "tost_p", "ni_p"))
+    assert s["ci_low"] == pytest.approx(s["mean"]) and s["ci_high"] == pytest.approx(s["mean"])
+    assert s["ni_low"] == pytest.approx(s["mean"]) and s["n"] == 4
+    assert np.isnan(mean_ci(np.array(diffs))["p"])
+
+
+def test_the_smallest_spread_data_can_show_is_tested():
+    """One seed a sample of 12 apart from the rest is a spread: the t test runs, with scipy's p."""
+    d = np.array([0.25, 0.25, 0.25, 0.25 + 1 / 12])
+    s = paired_summary(d, margin=0.02)
+    assert s["p"] == pytest.approx(stats.ttest_1samp(d, 0.0).pvalue)
+    assert np.isfinite(s["tost_p"]) and np.isfinite(s["ni_p"])
+
+def test_holm_matches_statsmodels_and_keeps_nan_in_the_family_as_not_rejected():
+    """A NaN (a planned test not made) stays NaN and keeps its place: the family is adjusted for its planned four."""
     p = [0.01, np.nan, 0.04, 0.03]
     out = holm(p)
-    expected = multipletests([0.01, 0.04, 0.03], method="holm")[1]
+    expected = multipletests([0.01, 1.0, 0.04, 0.03], method="holm")[1]
     assert np.isnan(out[1])
-    np.testing.assert_allclose(out[[0, 2, 3]], expected)
-    np.testing.assert_allclose(out[[0, 2, 3]], [0.03, 0.06, 0.06])
+    np.testing.assert_allclose(out[[0, 2, 3]], expected[[0, 2, 3]])
+    np.testing.assert_allclose(out[[0, 2, 3]], [0.04, 0.09, 0.09])
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -127,3 +150,13 @@ def test_crossed_bootstrap_is_wider_than_seeds_alone_when_problems_vary():
 
 def test_crossed_bootstrap_needs_two_seeds():
     assert np.isnan(crossed_bootstrap(np.ones((1, 5)))).all()
+
+
+def test_crossed_bootstrap_on_tied_and_constant_tables():
+    """Per-problem differences are few distinct values (multiples of 1/12 here), so resampled means tie: the
+    percentile interval stays finite and brackets the mean. A table of one value gives that value, a point: its
+    contrast is uninformative (every seed alike) before anything reads the interval."""
+    table = np.random.default_rng(2).integers(-1, 2, (4, 30)) / 12
+    low, high = crossed_bootstrap(table, resamples=500, seed=0)
+    assert np.isfinite([low, high]).all() and low < table.mean() < high
+    assert crossed_bootstrap(np.full((4, 30), 1 / 12), resamples=500) == pytest.approx((1 / 12, 1 / 12))

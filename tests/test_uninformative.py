@@ -81,7 +81,7 @@ def random_base(arm, seed, extra=lambda seed: 1):
 def assert_uninformative(out, why):
     row, checks, headline = out["row"], out["checks"], out["headline"]
     assert row["uninformative"].startswith(why) and not row["confirmed"]
-    assert np.isnan(row["p"]) and np.isnan(row["p_holm"])  # no test, so no p, and no place in the Holm family
+    assert np.isnan(row["p"]) and np.isnan(row["p_holm"])  # no test, so no p (in its Holm family: not rejected)
     assert np.isnan(row["tost_p"]) and np.isnan(row["ni_p"]) and not row["noninferior"]
     assert summary.verdict(row) == "uninformative" and summary.result(row) == "mc_k2 cannot be told from outcome"
     assert checks["robustness"] == f"uninformative: {row['uninformative']}" and not checks["robust"]

@@ -11,7 +11,10 @@ is barely estimable (MixedLM often stops at the boundary, a variance of 0, or do
 is about these bases: is the verdict the same on each, and what is it over them. Whether the bases differ beyond
 training-seed noise is the F test of the base effects (`heterogeneity_p`); a generalisation to unseen bases would
 need many more of them. The pooled verdict is the plan's own rule (contrasts.apply_plan: Holm within each primary
-family on the planned test), and it "holds across bases" when every base reaches the same verdict.
+family on the planned test), and it "holds across bases" when every base reaches the same verdict. Where the
+within-base residuals leave nothing to test against (every seed of each base alike, or no residual degrees of
+freedom), the pooled row is uninformative, with the reason, as a contrast is (analysis/informative.py): untested,
+not confirmed, holding nothing.
 """
 
 from __future__ import annotations
@@ -23,10 +26,11 @@ from scipy import stats
 from statsmodels.stats.anova import anova_lm
 
 from mcgrpo.analysis import contrasts as contrast_stats
+from mcgrpo.analysis.stats import spread
 from mcgrpo.core.errors import DataError
 
 COLUMNS = ["id", "contrast", "basis", "metric", "eval_set", "direction", "base", "n", "mean", "ci_low", "ci_high",
-           "p", "p_holm", "confirmed", "heterogeneity_p", "holds_across_bases"]
+           "p", "p_holm", "confirmed", "heterogeneity_p", "holds_across_bases", "uninformative"]
 POOLED = "pooled"
 NOTE = ("base N: that base's study (its own warm-started model, B and runs): mean over paired seeds [95% paired-t CI], "
         "its verdict (Holm within the primary family). pooled: OLS of every base's paired differences on sum-coded "
@@ -37,21 +41,40 @@ NOTE = ("base N: that base's study (its own warm-started model, B and runs): mea
 
 def pooled_fit(pairs: pd.DataFrame, margin: float) -> dict:
     """The stratified paired analysis of `pairs` (columns base, diff): the pooled mean difference, its 95% interval,
-    two-sided p, TOST p at ±margin, non-inferiority p, and the F test's p of differing bases (NaN with one)."""
+    two-sided p, TOST p at ±margin, non-inferiority p, and the F test's p of differing bases (NaN with one); and why
+    there is no test ('' where there is: `untestable`)."""
     data = pairs[["base", "diff"]].astype({"base": str, "diff": float})
     if data["diff"].isna().any():  # a reading past a curve's end: not defined, as in each base's contrasts
         return dict.fromkeys(("mean", "ci_low", "ci_high", "p", "tost_p", "ni_p", "heterogeneity_p"), np.nan) | {
-            "n": len(data)}
+            "n": len(data), "uninformative": "a reading is not defined (NaN) in a base: no statistic"}
     one = data["base"].nunique() == 1
+    residuals = data["diff"] - data.groupby("base")["diff"].transform("mean")
+    why = untestable(len(data), data["base"].nunique(), residuals.to_numpy())
+    if why:  # statsmodels would divide by a residual variance of 0 (p = 0, 'confirmed') or of no degrees of freedom
+        mean = float(data.groupby("base")["diff"].mean().mean())
+        return dict.fromkeys(("ci_low", "ci_high", "p", "tost_p", "ni_p", "heterogeneity_p"), np.nan) | {
+            "n": len(data), "mean": mean, "uninformative": why}
     fit = smf.ols("diff ~ 1" if one else "diff ~ C(base, Sum)", data).fit()
     b, se, df = fit.params["Intercept"], fit.bse["Intercept"], fit.df_resid
     low, high = fit.conf_int(0.05).loc["Intercept"]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ni_p = stats.t.sf((b + margin) / se, df)
-        tost_p = max(ni_p, stats.t.cdf((b - margin) / se, df))
+    ni_p = stats.t.sf((b + margin) / se, df)
+    tost_p = max(ni_p, stats.t.cdf((b - margin) / se, df))
     return {"n": int(fit.nobs), "mean": float(b), "ci_low": float(low), "ci_high": float(high),
             "p": float(fit.pvalues["Intercept"]), "tost_p": float(tost_p), "ni_p": float(ni_p),
-            "heterogeneity_p": np.nan if one else float(anova_lm(fit).loc["C(base, Sum)", "PR(>F)"])}
+            "heterogeneity_p": np.nan if one else float(anova_lm(fit).loc["C(base, Sum)", "PR(>F)"]),
+            "uninformative": ""}
+
+
+def untestable(pairs: int, bases: int, residuals: np.ndarray) -> str:
+    """Why the pooled t test has nothing to test against ('' where it has): no residual degrees of freedom (one seed
+    per base), or within-base residuals that do not spread (every seed of each base alike: stats.spread)."""
+    if pairs <= bases:
+        return (f"{pairs} paired seeds over {bases} bases leave no residual degrees of freedom: the pooled t test "
+                f"needs a base with two seeds")
+    if not spread(residuals):
+        return ("within every base every seed gave the same difference: no variance is left to test the pooled mean "
+                "against")
+    return ""
 
 
 def _plan(contrasts: pd.DataFrame) -> dict[tuple, dict]:
@@ -83,7 +106,8 @@ def table(per_base: dict[int, tuple[pd.DataFrame, pd.DataFrame]], margin: float,
             pairs.append(mine.assign(base=base))
             row = contrasts.set_index(contrast_stats.KEY).loc[key]
             rows.append({"base": str(base), **{c: row[c] for c in ("n", "mean", "ci_low", "ci_high", "p", "p_holm",
-                                                                   "confirmed")}, **_key(key, plan)})
+                                                                   "confirmed")}, **_key(key, plan),
+                         "uninformative": row.get("uninformative", "")})
         both = pd.concat(pairs, ignore_index=True)
         pooled.append({**dict(zip(contrast_stats.KEY, key)), **pooled_fit(both, margin)})
     judged = contrast_stats.apply_plan(pd.DataFrame(pooled), plan, alpha)
@@ -92,10 +116,12 @@ def table(per_base: dict[int, tuple[pd.DataFrame, pd.DataFrame]], margin: float,
     for _, r in judged.iterrows():
         key = tuple(r[contrast_stats.KEY])
         bases = per[(per["id"] == plan[key]["id"])]
-        holds = bool((bases["confirmed"].astype(bool) == bool(r["confirmed"])).all())
+        # an untested pooled verdict holds nothing: its bases agreeing with 'not confirmed' would read as agreement
+        holds = pd.NA if r["uninformative"] else bool((bases["confirmed"].astype(bool) == bool(r["confirmed"])).all())
         out += [*bases.to_dict("records"),
                 {**_key(key, plan), "base": POOLED, **{c: r[c] for c in ("n", "mean", "ci_low", "ci_high", "p",
-                                                                         "p_holm", "confirmed", "heterogeneity_p")},
+                                                                         "p_holm", "confirmed", "heterogeneity_p",
+                                                                         "uninformative")},
                  "holds_across_bases": holds}]
     result = pd.DataFrame(out, columns=COLUMNS)
     result["confirmed"] = pd.array(result["confirmed"].tolist(), dtype="boolean")

@@ -218,7 +218,8 @@ def apply_plan(table: pd.DataFrame, plan: dict[tuple, dict], alpha: float = 0.05
     anything else is exploratory. Holm adjusts primary contrasts only (secondary ones are
     unadjusted, as preregistered); `confirmed` says whether a planned prediction held. A contrast whose data
     cannot tell its arms apart (column uninformative, analysis/informative.py) is not tested: its p are NaN,
-    it is not noninferior, confirms nothing and takes no place in its Holm family.
+    it is not noninferior, confirms nothing and counts as not rejected in its Holm family, which keeps its planned
+    size (stats.holm).
     """
     table = table.reset_index(drop=True)
     entries = [plan.get(k, {}) for k in table[KEY].itertuples(index=False, name=None)]

@@ -8,8 +8,8 @@ confirmed", "matches", "robust") would be read as evidence. The contrast is unin
 - floor: every reading of both arms is 0 (the model solved no held-out problem, or, on a strict metric, boxed no
   right answer: a model that answers unboxed scores 0 there whatever it solves);
 - ceiling: every reading of both arms is 1 (it solved every one);
-- zero variance: every seed gave the same difference (to TOLERANCE), so the paired t test has no noise to test
-  against (its interval has zero width, its p is 0 or undefined).
+- zero variance: every seed gave the same difference (to stats.TOLERANCE, 1e-9), so the paired t test has no noise
+  to test against (its interval has zero width; stats gives it no p).
 Anything else is informative, however small its variance. Metrics are accuracies or pass@k, fractions in [0, 1].
 The paper is silent on degenerate data; this rule is the workflow's (docs/robustness.md#uninformative-verdicts).
 """
@@ -20,10 +20,8 @@ import numpy as np
 import pandas as pd
 
 from mcgrpo.analysis import formats
+from mcgrpo.analysis.stats import spread
 
-# Accuracies are multiples of 1 / (problems x samples): a real spread of differences is far above this, a float
-# rounding error (0.3 - 0.2 against 0.1) far below.
-TOLERANCE = 1e-9
 FLOOR = "the model solved no held-out problem"
 FLOOR_STRICT = ("no held-out answer was both boxed and right (the strict verifier credits a boxed answer only; "
                 "a model that answers unboxed scores 0 here whatever it solves)")
@@ -50,7 +48,7 @@ def check(pairs: pd.DataFrame) -> tuple[str, str]:
     if (values == 1).all():
         return "ceiling", f"every reading of both arms scored 1: {CEILING}"
     diffs = pairs["diff"].to_numpy(dtype=float)
-    if np.ptp(diffs) <= TOLERANCE:
+    if not spread(diffs):
         return "constant", (f"every seed gave the same difference ({formats.points(diffs[0])} points): with no "
                             f"variance across seeds the paired t test has nothing to test against")
     return "", ""

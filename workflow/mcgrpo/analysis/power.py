@@ -14,50 +14,68 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from statsmodels.stats.power import TTestPower
+from scipy import stats
 
 from mcgrpo.analysis import informative
+from mcgrpo.core.errors import DataError
 
-MAX_SEEDS = 10_000
+MAX_SEEDS = 10_000  # equivalence: past this, never
+EXCLUDE_MOST = 10**12  # excluding 0: counts are given as they are up to here (statsmodels' solver gave them so)
 ASSUMPTION = ("Assumes the seed differences are normal with the observed mean and SD as true values; excluding 0: "
               "paired t test, two-sided; equivalence: TOST at ±margin. A small pilot's mean is uncertain: treat the "
               "counts as a plan. note: why there is no plan (both counts never) where the data cannot tell the arms "
               "apart; at the floor or the ceiling no number of seeds helps.")
 
 
+def t_power(effect: float, n: int, alpha: float, two_sided: bool = True) -> float:
+    """Power of the one-sample t test on n paired seeds at standardized effect `effect` (mean / SD, >= 0 to test
+    for two-sided): the noncentral t's upper tail past the critical value (and its tail below minus it), both read
+    as upper tails. statsmodels' TTestPower reads the lower one with nct.cdf, which is NaN at large effects (effect 10,
+    3 seeds: the paper's tightest contrasts), so its power was NaN and its solver stopped at 2 seeds, or returned NaN,
+    which max(2, NaN) read as 2."""
+    df, nc = n - 1, effect * np.sqrt(n)
+    crit = stats.t.isf(alpha / 2 if two_sided else alpha, df)
+    out = stats.nct.sf(crit, df, nc) + (stats.nct.sf(crit, df, -nc) if two_sided else 0.0)
+    if not np.isfinite(out):  # never met in a search (it stops at 2 seeds long before), but never a silent count
+        raise DataError(f"the power of the t test at effect {effect:g} with {n} seeds is not defined (scipy's "
+                        f"noncentral t gave NaN)")
+    return float(out)
+
+
+def fewest(power_at, power: float, most: int = MAX_SEEDS) -> float:
+    """The fewest seeds n >= 2 with power_at(n) >= `power`, for a power that grows with n; inf past `most`."""
+    lo, hi = 2, 2
+    while power_at(hi) < power:  # double, then bisect
+        lo, hi = hi, hi * 2
+        if hi > most:
+            return np.inf
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (mid + 1, hi) if power_at(mid) < power else (lo, mid)
+    return float(lo)
+
+
 def seeds_to_exclude_zero(mean: float, sd: float, alpha: float = 0.05, power: float = 0.8) -> float:
-    """Paired seeds for `power` to reject mean 0 (two-sided t test); inf where the mean is 0; 2 at least."""
-    if not np.isfinite(mean) or not np.isfinite(sd) or mean == 0:
+    """Paired seeds for `power` to reject mean 0 (two-sided t test); 2 at least; inf where the mean is 0, where there
+    is no SD (0: the study's t test makes no test of seeds that do not spread, stats.spread) or past EXCLUDE_MOST."""
+    if not np.isfinite(mean) or not np.isfinite(sd) or mean == 0 or sd <= 0:
         return np.inf
-    if sd == 0:
-        return 2.0
-    n = TTestPower().solve_power(effect_size=abs(mean) / sd, alpha=alpha, power=power, alternative="two-sided")
-    return float(max(2, np.ceil(n)))
+    return fewest(lambda n: t_power(abs(mean) / sd, n, alpha), power, EXCLUDE_MOST)
 
 
 def tost_power(mean: float, sd: float, margin: float, n: int, alpha: float = 0.05) -> float:
     """Power of TOST at ±margin with n paired seeds: both one-sided tests reject (their union bound)."""
-    t = TTestPower()
-    low = t.power(effect_size=(mean + margin) / sd, nobs=n, alpha=alpha, alternative="larger")
-    high = t.power(effect_size=(margin - mean) / sd, nobs=n, alpha=alpha, alternative="larger")
+    low = t_power((mean + margin) / sd, n, alpha, two_sided=False)
+    high = t_power((margin - mean) / sd, n, alpha, two_sided=False)
     return float(max(0.0, low + high - 1))
 
 
 def seeds_for_equivalence(mean: float, sd: float, margin: float, alpha: float = 0.05, power: float = 0.8) -> float:
-    """The fewest paired seeds with TOST power >= `power`; inf where |mean| >= margin (never equivalent)."""
-    if not np.isfinite(mean) or not np.isfinite(sd) or abs(mean) >= margin:
+    """The fewest paired seeds with TOST power >= `power`; inf where |mean| >= margin (never equivalent), where there
+    is no SD (as seeds_to_exclude_zero) or past MAX_SEEDS."""
+    if not np.isfinite(mean) or not np.isfinite(sd) or abs(mean) >= margin or sd <= 0:
         return np.inf
-    if sd == 0:
-        return 2.0
-    lo, hi = 2, 2
-    while tost_power(mean, sd, margin, hi, alpha) < power:  # power grows with n: double, then bisect
-        lo, hi = hi, hi * 2
-        if hi > MAX_SEEDS:
-            return np.inf
-    while lo < hi:
-        mid = (lo + hi) // 2
-        lo, hi = (mid + 1, hi) if tost_power(mean, sd, margin, mid, alpha) < power else (lo, mid)
-    return float(lo)
+    return fewest(lambda n: tost_power(mean, sd, margin, n, alpha), power)
 
 
 COLUMNS = ["contrast", "basis", "metric", "eval_set", "seeds", "mean", "sd", "seeds_to_exclude_0",

@@ -18,10 +18,21 @@ from statsmodels.stats.weightstats import DescrStatsW
 from mcgrpo.core.errors import DataError
 
 RESAMPLES = 10_000
+# Differences that spread by no more than this have no variance to test against (analysis/informative.py): accuracies
+# are multiples of 1 / (problems x samples), far above it; a float rounding error (0.3 - 0.2 against 0.1) far below.
+TOLERANCE = 1e-9
+
+
+def spread(values: np.ndarray) -> bool:
+    """Whether `values` (two or more) differ by more than TOLERANCE: where they do not, a t statistic divides by a
+    standard error of 0 (or of rounding noise) and its p (0, or NaN at a mean of 0) is no test. The paper is silent;
+    the conservative reading, and scipy's own warning there, is that such data test nothing."""
+    return bool(np.ptp(values) > TOLERANCE)
 
 
 def mean_ci(values: np.ndarray, level: float = 0.95) -> dict:
-    """n, mean, t interval at `level` and two-sided p against 0; NaN below two values.
+    """n, mean, t interval at `level` and two-sided p against 0; NaN below two values, and p NaN where they do not
+    spread (`spread`: the interval has zero width, and there is no test).
 
     scipy.stats.ttest_1samp's numbers (the tests check it) in closed form: that call costs
     milliseconds, and curves take thousands of these. The t quantile and tail are the special functions
@@ -33,8 +44,7 @@ def mean_ci(values: np.ndarray, level: float = 0.95) -> dict:
     if d.size >= 2:
         se = d.std(ddof=1) / np.sqrt(d.size)
         half = special.stdtrit(d.size - 1, 0.5 + level / 2) * se
-        with np.errstate(divide="ignore", invalid="ignore"):
-            p = 2 * special.stdtr(d.size - 1, -(abs(out["mean"]) / se))
+        p = 2 * special.stdtr(d.size - 1, -(abs(out["mean"]) / se)) if spread(d) else np.nan
         out.update(ci_low=out["mean"] - half, ci_high=out["mean"] + half, p=float(p))
     return out
 
@@ -44,11 +54,15 @@ def paired_summary(diffs: np.ndarray, margin: float) -> dict:
 
     Non-inferiority (the paper's C.1): the lower bound of the 90% interval exceeds -margin, i.e.
     the one-sided test of mean <= -margin (ni_p) rejects at 5%. Fewer than two seeds leave
-    nothing to test: the mean is reported, the rest is NaN.
+    nothing to test: the mean is reported, the rest is NaN. Differences that do not spread (`spread`) are no test
+    either: every p is NaN (statsmodels would divide by a standard error of 0 and return 0 or 1), the bounds are the
+    mean (an interval of zero width).
     """
     d = np.asarray(diffs, dtype=float)
     out = {**mean_ci(d), "tost_p": np.nan, "ni_low": np.nan, "ni_p": np.nan, "seeds_higher": int((d > 0).sum())}
-    if d.size >= 2:
+    if d.size >= 2 and not spread(d):
+        out.update(ni_low=out["mean"])
+    elif d.size >= 2:
         described = DescrStatsW(d)
         out.update(tost_p=float(described.ttost_mean(-margin, margin)[0]),
                    ni_low=float(described.tconfint_mean(alpha=0.10)[0]),
@@ -57,16 +71,21 @@ def paired_summary(diffs: np.ndarray, margin: float) -> dict:
 
 
 def holm(p: Sequence[float]) -> np.ndarray:
-    """Holm-adjusted p-values; NaNs (untestable contrasts) stay NaN and do not count.
+    """Holm-adjusted p-values over the family `p` as planned; a NaN (a planned test not made: an uninformative
+    contrast) stays NaN and counts as not rejected, p = 1, so the family keeps its planned size.
 
-    The same numbers as statsmodels' multipletests(method="holm") (the tests check it), which
-    runs a full garbage collection on every call: seconds over a few hundred families.
+    The paper adjusts "within each preregistered primary family" and is silent on a member that cannot be tested;
+    dropping it would adjust its siblings by fewer tests than planned, so that a sibling's degenerate data made a
+    verdict easier to reach: the conservative reading keeps it. The same numbers as statsmodels'
+    multipletests(method="holm") with NaN read as 1 (the tests check it), which runs a full garbage collection on
+    every call: seconds over a few hundred families.
     """
     p = np.asarray(p, dtype=float)
     out = np.full(p.shape, np.nan)
     ok = np.flatnonzero(~np.isnan(p))
     order = ok[np.argsort(p[ok], kind="stable")]
-    out[order] = np.minimum(1.0, np.maximum.accumulate(p[order] * np.arange(len(order), 0, -1)))
+    factors = np.arange(len(p), len(p) - len(order), -1)  # untested members rank last (p = 1): never multiply
+    out[order] = np.minimum(1.0, np.maximum.accumulate(p[order] * factors))
     return out
 
 
