@@ -76,11 +76,16 @@ def study_config_for(i: int, arms: int, seeds: int, scale: Scale) -> dict:
 
 def write_run(folder: Path, rng: np.random.Generator, skill: float, started: datetime, scale: Scale,
               config: dict) -> None:
-    """One run's evals, samples, iterations and run.json (`config`: its run config), shaped like the trainer's."""
+    """One run's evals, samples, iterations and run.json (`config`: its run config), shaped like the trainer's: each
+    evaluation after the first iteration to reach its share of B, at that iteration's counts (as the run reader holds
+    a run to: mcgrpo.analysis.runs)."""
     EVALS, PROBLEMS, SAMPLES = scale.evals, scale.problems, scale.samples
-    tokens = np.r_[0, (np.arange(1, EVALS) * B / (EVALS - 1) + rng.integers(0, 20_000, EVALS - 1)).astype(int)]
-    seconds = tokens / 4000.0 * rng.uniform(0.8, 1.2)
-    updates = (tokens / 20_000).astype(int)
+    it_tokens = np.cumsum(rng.integers(B // ITERATIONS, 11 * B // (10 * ITERATIONS), ITERATIONS))  # reaches B
+    stage = rng.uniform(0.5, 2.0, (ITERATIONS, len(STAGES)))
+    it_seconds = stage.sum(axis=1).cumsum()
+    after = np.searchsorted(it_tokens, np.arange(1, EVALS) * B / (EVALS - 1)) + 1  # iterations before each evaluation
+    tokens, seconds, updates = (np.r_[0, values[after - 1]]
+                                for values in (it_tokens, it_seconds, np.arange(1, ITERATIONS + 1)))
     difficulty = rng.normal(0, 1.5, PROBLEMS)
     p = 1 / (1 + np.exp(-(difficulty[None, :] + skill * np.linspace(0, 1, EVALS)[:, None] - 0.5)))
     correct = rng.random((EVALS, PROBLEMS, SAMPLES)) < p[:, :, None]
@@ -95,8 +100,6 @@ def write_run(folder: Path, rng: np.random.Generator, skill: float, started: dat
                           "updates": updates, "train_seconds": seconds, "eval_set": "heldout", "acc_default": acc,
                           "acc_strict": (correct & boxed).mean(axis=(1, 2)), "boxed_share": boxed.mean(axis=(1, 2)),
                           "truncated_share": 0.0, "mean_length": 200.0, "eval_seconds": 30.0})
-    it_tokens = np.linspace(tokens[-1] / ITERATIONS, tokens[-1], ITERATIONS).astype(int)
-    stage = rng.uniform(0.5, 2.0, (ITERATIONS, len(STAGES)))
     groups = rng.multinomial(8, [0.3, 0.2, 0.5], ITERATIONS)
     iterations = pd.DataFrame({
         "iteration": np.arange(ITERATIONS), "tokens_total": it_tokens, "tokens_rollout": it_tokens,
@@ -105,7 +108,7 @@ def write_run(folder: Path, rng: np.random.Generator, skill: float, started: dat
         "groups_all_wrong": groups[:, 0], "groups_all_correct": groups[:, 1], "groups_mixed": groups[:, 2],
         "truncated_share": 0.0, "mean_length": 200.0, "cand_pred_mean": np.nan, "chosen_pred_mean": np.nan,
         "prompts_distinct": np.arange(1, ITERATIONS + 1) * 8,
-        **{f"t_{n}": stage[:, j] for j, n in enumerate(STAGES)}, "train_seconds": stage.sum(axis=1).cumsum()})
+        **{f"t_{n}": stage[:, j] for j, n in enumerate(STAGES)}, "train_seconds": it_seconds})
     store.write_parquet(evals, folder / "evals.parquet")
     store.write_parquet(samples, folder / "samples.parquet")
     store.write_parquet(iterations, folder / "iterations.parquet")
