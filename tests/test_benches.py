@@ -96,11 +96,25 @@ def test_update_profile_sorts_kernels_and_operators_into_kinds(monkeypatch):
     assert kind("aten::_foreach_add_") == "optimizer"
 
 
-def test_gpu_run_floors_are_the_weights_read_per_step_and_six_flop_per_parameter_and_token(monkeypatch):
+def _gpu_run(monkeypatch):
     spec = importlib.util.spec_from_file_location("gpu_run", BENCH / "gpu" / "run.py")
     gpu_run = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, "gpu_run", gpu_run)  # its dataclass looks its module up
     spec.loader.exec_module(gpu_run)
+    return gpu_run
+
+
+def test_gpu_run_stops_a_step_at_its_cap_which_a_dry_run_stretches(monkeypatch, tmp_path):
+    """On the GPU a cap keeps the check inside its device time; a dry run only shows each step runs, on a CPU that
+    may be shared (make test-all at nice 19 took the update step past its 60 s)."""
+    gpu_run = _gpu_run(monkeypatch)
+    step = gpu_run.Step("nap", "a second's sleep", [sys.executable, "-c", "import time; time.sleep(1.5)"], 1, ())
+    assert gpu_run.run_steps([step], tmp_path, 60) == {"nap": "stopped at its 1 s cap"}
+    assert gpu_run.run_steps([step], tmp_path, 60, slack=gpu_run.DRY_RUN_SLACK) == {"nap": "ok"}
+
+
+def test_gpu_run_floors_are_the_weights_read_per_step_and_six_flop_per_parameter_and_token(monkeypatch):
+    gpu_run = _gpu_run(monkeypatch)
     shape = {"parameters": 1.5e9, "limit": 380, "prompt": 120}
     floor = gpu_run.floors(shape, {"copy_tbps": 4.0, "matmul_tflops": 800.0})
     assert floor["generate"] == pytest.approx(3.0e9 * 379 / 4.0e12)
