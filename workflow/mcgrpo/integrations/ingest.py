@@ -32,7 +32,6 @@ from __future__ import annotations
 import json
 import math
 import pickle
-import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -442,7 +441,7 @@ def ingest(log: TRLLog, run: dict, budget: int, model, tokenizer, pool: pd.DataF
         state = {"tokens_total": row["tokens_total"], "iteration": used, "updates": used,
                  "train_seconds": row["train_seconds"], "train_cpu_seconds": math.nan}
         record_evaluation(out, study_evaluator(run, policies[used], tokenizer, eval_sets), [p.index for p in group],
-                          state, lambda line: print(line, file=sys.stderr))
+                          state, None)
     block = {"folder": str(log.folder.resolve()), "trainer_state": str(log.checkpoints[max(log.checkpoints)]
                                                                          / "trainer_state.json"),
              "token_keys": list(TOKEN_KEYS), "steps_logged": len(log.steps), "stop_step": stop,

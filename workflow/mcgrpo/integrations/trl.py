@@ -293,8 +293,7 @@ class Protocol(TrainerCallback):
         if self.evaluator is None:
             return
         training = model.training
-        record_evaluation(self.log, self.evaluator, indices, self.state(), lambda line: print(line, file=sys.stderr),
-                          self.tracker)
+        record_evaluation(self.log, self.evaluator, indices, self.state(), None, self.tracker)
         model.train(training)
 
     def _record(self, logs: dict) -> None:

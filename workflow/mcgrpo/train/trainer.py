@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -335,8 +334,7 @@ class Trainer:
             return
         state = {"tokens_total": self.tokens_total, "iteration": self.next_iteration, "updates": self.updates,
                  "train_seconds": self.train_seconds, "train_cpu_seconds": self.train_cpu_seconds}
-        indices, summaries = record_evaluation(self.log, self.evaluator, indices, state,
-                                               lambda line: progress.note(self.shown, line), self.tracker)
+        indices, summaries = record_evaluation(self.log, self.evaluator, indices, state, self.shown, self.tracker)
         progress.note(self.shown, f"evaluation {', '.join(map(str, indices))} at {self.tokens_total} tokens, "
                       f"{self.updates} updates: "
                       + ", ".join(f"{s['eval_set']} acc_default {s['acc_default']:.3f} ({s['eval_seconds']:.1f} s)"
@@ -406,18 +404,19 @@ def overran_warning(count: int, indices: list[int]) -> str:
             f"budget and were counted wrong (samples.parquet math_verify_overran; docs/verifiers.md)")
 
 
-def record_evaluation(log: RunLog, evaluator: Evaluator, indices: list[int] | None, state: dict,
-                      warn: Callable[[str], None], tracker=None) -> tuple[list[int], list[dict]]:
+def record_evaluation(log: RunLog, evaluator: Evaluator, indices: list[int] | None, state: dict, shown,
+                      tracker=None) -> tuple[list[int], list[dict]]:
     """Evaluate at a boundary whose counts are `state` (tokens_total, iteration, updates, train_seconds,
     train_cpu_seconds) and record it in `log` under every index of `indices` (default: the next index). The sets
     are evaluated once, with the draws of the last index; the earlier copies have no evaluation time of their own.
     Every trainer of a run records its evaluations here (mcgrpo's, and TRL's through mcgrpo.integrations.trl), and
-    `warn`s its job log of the math-verify checks that overran and were counted wrong.
+    tells its job log of the math-verify checks that overran and were counted wrong (above the progress bar `shown`,
+    or on stderr where it is None: progress.note).
     Returns the indices and the summary rows (one per set)."""
     indices = indices or [max((row["eval_index"] for row in log.evals), default=-1) + 1]
     summaries, samples = evaluator(indices[-1])
     if overran := int(samples["math_verify_overran"].sum()):
-        warn(overran_warning(overran, indices))
+        progress.note(shown, overran_warning(overran, indices))
     for index in indices:
         extra = {"eval_index": index} if index == indices[-1] else {"eval_index": index, "eval_seconds": 0.0}
         log.evals += [{**state, **s, **extra} for s in summaries]
