@@ -23,11 +23,10 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from mcgrpo.analysis.stats import pass_at_k
 from mcgrpo.core.manifest import checked
-from mcgrpo.core.store import COLUMNS, not_regular, read_arrow, read_contract
+from mcgrpo.core.store import COLUMNS, not_regular, parquet_columns, read_arrow, read_contract
 from mcgrpo.core.errors import ConfigError, DataError
 from mcgrpo.core.study_runs import folders
 
@@ -308,7 +307,7 @@ def _as_iterations(evals: pd.DataFrame, run_dir: Path) -> None:
     if not path.exists() and not not_regular(path):
         return
     path = checked(path)
-    counted = [*AT_ITERATION, *(c for c in ("train_cpu_seconds",) if c in evals and c in pq.read_schema(path).names)]
+    counted = [*AT_ITERATION, *(c for c in ("train_cpu_seconds",) if c in evals and c in parquet_columns(path))]
     table = read_arrow(path, COLUMNS["iterations"], ["iteration", *counted])
     order = np.argsort(table.column("iteration").to_numpy(zero_copy_only=False), kind="stable")
     its = {c: table.column(c).to_numpy(zero_copy_only=False).astype(float)[order] for c in ["iteration", *counted]}
@@ -351,7 +350,7 @@ def read_runs(run_dir: str | Path, arm: str, seed: int, eval_sets: list[str],
     by_set = {}
     if samples:
         path = checked(run_dir / "samples.parquet")
-        verifiers = [c[len("correct_"):] for c in pq.read_schema(path).names if c.startswith("correct_")] \
+        verifiers = [c[len("correct_"):] for c in parquet_columns(path) if c.startswith("correct_")] \
             if path.exists() else []
         table = read_arrow(path, COLUMNS["samples"], ["eval_set", "eval_index", "problem_id", "sample",
                                                       *(f"correct_{v}" for v in verifiers)],
@@ -390,7 +389,7 @@ def read_samples(path: str | Path) -> pd.DataFrame:
     k samples of every problem at every evaluation, each once: for the steps that read its rows (tables/verifiers),
     where a sample recorded twice would count twice."""
     path = checked(path)
-    columns = [c for c in pq.read_schema(path).names if c != "text"] if path.exists() else None
+    columns = [c for c in parquet_columns(path) if c != "text"] if path.exists() else None
     table = read_arrow(path, COLUMNS["samples"], columns, dictionary=["eval_set", "problem_id"])
     _counts(table, [], path)
     return table.to_pandas().astype({"eval_set": object, "problem_id": object})

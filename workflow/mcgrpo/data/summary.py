@@ -2,9 +2,8 @@
 
 Counts by level, what the numeric-answer filter keeps and why it drops the rest, the problems the file repeats
 (an evaluation set keeps the first of each, a pool samples it more often), what deduplication would remove
-against given evaluation files, and how many gold solutions each
-verifier marks correct against their own answers (a verifier that fails gold solutions would
-train on a wrong reward).
+against given evaluation files, and how many gold solutions each verifier marks correct against their own answers
+(a verifier that fails gold solutions would train on a wrong reward).
 """
 
 from __future__ import annotations
@@ -68,6 +67,7 @@ def gold_correct_math_verify(problems: pd.DataFrame) -> int:
 
 
 def by_reason(removed: pd.DataFrame) -> dict[str, int]:
+    """How many of deduplication's `removed` rows matched exactly, and how many near."""
     return {reason: int((removed["reason"] == reason).sum()) for reason in ("exact", "near")}
 
 
