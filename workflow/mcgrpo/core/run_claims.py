@@ -59,15 +59,19 @@ def describe(claim: dict) -> str:
     return f"{who}{claim.get('owner')}@{claim.get('host')} pid {claim.get('pid')} since {claim.get('since')}{job}"
 
 
-def _content(fd: int) -> dict | None:
+def content(fd: int) -> dict | None:
+    """Who a lock file (a run's claim, a study's turn: mcgrpo.core.study_turns) names: None where it is empty, an
+    owner of '?' where it holds no JSON object."""
     os.lseek(fd, 0, os.SEEK_SET)
     raw = b""
     while chunk := os.read(fd, 65536):
         raw += chunk
     try:
-        return json.loads(raw) if raw.strip() else None
+        found = json.loads(raw) if raw.strip() else None
     except ValueError:
-        return {"owner": "?", "host": "?", "pid": "?", "since": "? (an unreadable claim)"}
+        found = []
+    return found if found is None or isinstance(found, dict) else \
+        {"owner": "?", "host": "?", "pid": "?", "since": "? (an unreadable file)"}
 
 
 def finished(folder: Path) -> bool:
@@ -114,7 +118,7 @@ def acquire(folder: str | Path, wait: bool = True) -> Claim:
                 if not wait:
                     raise
                 if time.monotonic() - said >= LOG_EVERY:
-                    other = _content(fd)
+                    other = content(fd)
                     _say(f"{folder.name} is claimed by {describe(other) if other else 'another process'} "
                          f"({folder / CLAIM}); waiting for it")
                     said = time.monotonic()
@@ -125,7 +129,7 @@ def acquire(folder: str | Path, wait: bool = True) -> Claim:
                  f"not trained again")
             os.close(fd)
             return Claim(folder, None, True)
-        stale = _content(fd)
+        stale = content(fd)
         if stale and not stale.get("reserved"):  # a Snakemake's reservation (`reserve`) is no trainer's claim
             _say(f"taking over the stale claim of {describe(stale)} on {folder.name}: its holder is gone")
         mine = holder()
@@ -173,8 +177,8 @@ def reserve(folder: str | Path) -> dict | None:
         try:
             fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except (BlockingIOError, PermissionError):
-            return _content(fd) or {}
-        other = _content(fd)
+            return content(fd) or {}
+        other = content(fd)
         if _live_reservation(other):
             return other
         os.ftruncate(fd, 0)

@@ -29,20 +29,10 @@ import sys
 import time
 from pathlib import Path
 
-from mcgrpo.core.run_claims import describe, holder
+from mcgrpo.core.run_claims import content, describe, holder
 
 TURN = ".turn"
 SESSION = "MCGRPO_SESSION"  # exported by each Snakemake (rules/common.smk); a job without it is a session alone
-
-
-def _content(fd: int) -> dict:
-    os.lseek(fd, 0, os.SEEK_SET)
-    raw = os.read(fd, 65536)
-    try:
-        found = json.loads(raw) if raw.strip() else {}
-    except ValueError:
-        return {}
-    return found if isinstance(found, dict) else {}
 
 
 def take(folder: Path, session: str) -> tuple[int, str]:
@@ -54,7 +44,7 @@ def take(folder: Path, session: str) -> tuple[int, str]:
     try:
         while True:
             fcntl.lockf(fd, fcntl.LOCK_SH)  # waits only while another session's job takes the turn
-            if _content(fd).get("session") == session:  # it changes only under LOCK_EX, so not while held
+            if (content(fd) or {}).get("session") == session:  # it changes only under LOCK_EX, so not while held
                 break
             fcntl.lockf(fd, fcntl.LOCK_UN)
             _wait_for_others(fd, folder)
@@ -74,7 +64,7 @@ def _wait_for_others(fd: int, folder: Path) -> None:
     try:
         fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except (BlockingIOError, PermissionError):
-        other = _content(fd)
+        other = content(fd)
         print(f"mcgrpo: {folder} is being written by the jobs of {describe(other) if other else 'another process'}"
               f" ({folder / TURN}); waiting for them", file=sys.stderr, flush=True)
         fcntl.lockf(fd, fcntl.LOCK_EX)
