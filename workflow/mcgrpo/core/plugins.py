@@ -8,8 +8,9 @@ of mcgrpo's own distribution, so that they never depend on how (or whether) mcgr
 
 A plugin's options are its declaration's typed parameters (a dataclass's fields): each is checked with
 pydantic in strict mode before any job. A plugin's identity (name, distribution version, sha256 of its
-module's source) joins the effective config of every run that uses it (mcgrpo.core.config.run_config), so
-that editing the plugin retrains instead of reusing stale runs. Kept free of heavy imports: validation
+module's source, and of the user's other code that source imports: mcgrpo.core.user_code) joins the effective
+config of every run that uses it (mcgrpo.core.config.run_config), so that editing the plugin retrains instead of
+reusing stale runs. Kept free of heavy imports: validation
 imports the plugin's module, not torch.
 """
 
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from mcgrpo.core import user_code
 from mcgrpo.core.errors import ConfigError
 
 GROUPS = {"credit": "mcgrpo.credit", "selection": "mcgrpo.selection", "verifier": "mcgrpo.verifier"}
@@ -59,11 +61,13 @@ class Plugin:
     distribution: str | None  # the installed distribution that provides it (None: a bare module)
     version: str | None
     source_sha256: str | None  # of the module that defines the factory
+    user_code: dict[str, str] = dataclasses.field(default_factory=dict)  # what that source imports of the user's
 
     def identity(self) -> dict:
-        """What a run's config hash includes: editing the plugin or upgrading its package makes a new run."""
+        """What a run's config hash includes: editing the plugin or the user's code it imports, or upgrading its
+        package, makes a new run. The imported code only where there is any: every other run keeps its key."""
         return {"kind": self.kind, "name": self.name, "distribution": self.distribution, "version": self.version,
-                "source_sha256": self.source_sha256}
+                "source_sha256": self.source_sha256, **({"user_code": self.user_code} if self.user_code else {})}
 
 
 @functools.cache
@@ -128,19 +132,23 @@ def _distributions() -> dict[str, list[str]]:
     return importlib.metadata.packages_distributions()
 
 
-def _source_sha256(factory: Any) -> str | None:
-    """sha256 of the source the plugin runs, read now (an edit shows at once): every .py file, by its relative path
-    and bytes, of the top-level package whose module defines `factory` (a helper module it imports is part of the
-    plugin as much as the module that names it), or that module's own file where it is in no package."""
+def _source(factory: Any) -> tuple[str, list[tuple[str, Path]]] | None:
+    """The source the plugin runs: its top-level name and files, every .py file of the top-level package whose
+    module defines `factory` (a helper module it imports is part of the plugin as much as the module that names it),
+    or that module's own file where it is in no package. None where it has no source on disk."""
     module = inspect.getmodule(factory)
     try:
         source = Path(inspect.getsourcefile(module))
     except TypeError:  # no source on disk (a compiled or interactive module)
         return None
-    roots = [Path(r) for r in getattr(sys.modules.get(module.__name__.partition(".")[0]), "__path__", None) or []]
+    top = module.__name__.partition(".")[0]
+    roots = [Path(r) for r in getattr(sys.modules.get(top), "__path__", None) or []]
     # a package's folders (several: a namespace package), else the module's own file
-    files = (sorted((str(f.relative_to(root.parent)), f) for root in roots for f in root.rglob("*.py")) if roots
-             else [(source.name, source)])
+    return top, user_code.package_files(roots) if roots else [(source.name, source)]
+
+
+def _source_sha256(files: list[tuple[str, Path]]) -> str | None:
+    """sha256 of the plugin's files, by their relative paths and bytes, read now (an edit shows at once)."""
     digest = hashlib.sha256()
     try:
         for name, path in files:
@@ -148,6 +156,19 @@ def _source_sha256(factory: Any) -> str | None:
     except OSError:
         return None
     return digest.hexdigest()
+
+
+def _identified(kind: str, name: str, factory: Any, dist: str | None) -> Plugin:
+    """A plugin that is not built in, with what identifies it: its version, its source's sha256 and the user's
+    other code that source reaches (beyond its own package, hashed whole already)."""
+    version = importlib.metadata.version(dist) if dist else None
+    source = _source(factory)
+    if source is None:
+        return Plugin(kind, name, factory, False, dist, version, None)
+    top, files = source
+    digest = _source_sha256(files)
+    reached = user_code.reached([path for _, path in files], skip=[top]) if digest else {}
+    return Plugin(kind, name, factory, False, dist, version, digest, reached)
 
 
 def load(kind: str, name: str, key: str) -> Plugin:
@@ -173,8 +194,7 @@ def load(kind: str, name: str, key: str) -> Plugin:
         factory = _import(ep.value, f"the {kind} plugin {name!r} (entry point of {ep.dist.name if ep.dist else '?'})",
                           key, kind)
         dist = ep.dist.name if ep.dist else None
-    version = importlib.metadata.version(dist) if dist else None
-    return Plugin(kind, name, factory, False, dist, version, _source_sha256(factory))
+    return _identified(kind, name, factory, dist)
 
 
 def options(plugin: Plugin) -> dict[str, tuple[Any, bool]]:

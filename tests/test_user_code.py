@@ -1,0 +1,109 @@
+"""The user's code a plugin or TRL script imports is part of its runs' identity (mcgrpo.core.user_code): editing a
+helper module beside it, or a second package of the user's, makes new runs; the standard library, installed packages
+and mcgrpo add nothing, so every existing key stays."""
+
+import os
+import sys
+
+import pytest
+
+from conftest import ROOT, edited_study
+from mcgrpo import studies
+from mcgrpo.core import config as study_config, plugins, user_code
+
+RULE = "class Flat:\n    def __call__(self, rollouts, ctx):\n        return None\n"
+TEMPLATE = ROOT / "examples" / "my-intervention"
+
+
+@pytest.fixture
+def code(tmp_path, monkeypatch):
+    """Write modules into a folder on sys.path (outside site-packages: the user's code), as `write(path, text)`;
+    every module imported from it is forgotten afterwards."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    before = set(sys.modules)
+
+    def write(path: str, text: str):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+    yield write
+    for name in set(sys.modules) - before:
+        del sys.modules[name]
+
+
+def _identity(target: str) -> dict:
+    return plugins.load("credit", target, "k").identity()
+
+
+def test_a_bare_module_plugins_helper_beside_it_is_part_of_its_identity(code):
+    code("my_credit.py", "import numpy\nfrom my_helpers import CAP\n" + RULE)
+    code("my_helpers.py", "CAP = 1.0\n")
+    cfg = studies.validate(edited_study(arms={"outcome": {}, "mine": {"credit": {"my_credit:Flat": {}}}}))
+    before, key = _identity("my_credit:Flat"), study_config.config_hash(study_config.run_config(cfg, "mine", 1))
+    assert set(before["user_code"]) == {"my_helpers"}
+    code("my_helpers.py", "CAP = 2.0  # edited\n")
+    after = _identity("my_credit:Flat")
+    assert after["user_code"] != before["user_code"] and after["source_sha256"] == before["source_sha256"]
+    assert study_config.config_hash(study_config.run_config(cfg, "mine", 1)) != key  # another run in the store
+
+
+def test_a_second_package_is_followed_transitively(code):
+    """The plugin's package imports the user's package a, which imports b, which imports c: editing c changes the
+    plugin's identity; the plugin's own package is not listed (its source_sha256 holds it)."""
+    code("my_rules/__init__.py", "")
+    code("my_rules/flat.py", "import a.tools\n" + RULE)
+    code("a/__init__.py", "")
+    code("a/tools.py", "from b import helper\n")
+    code("b/__init__.py", "from . import inner\n")  # relative: within b, hashed whole
+    code("b/inner.py", "")
+    code("b/helper.py", "import c\n")
+    code("c.py", "X = 1\n")
+    before = _identity("my_rules.flat:Flat")
+    assert list(before["user_code"]) == ["a", "b", "c"]
+    code("c.py", "X = 2  # edited\n")
+    after = _identity("my_rules.flat:Flat")
+    assert after["user_code"]["c"] != before["user_code"]["c"]
+    assert {k: after["user_code"][k] for k in "ab"} == {k: before["user_code"][k] for k in "ab"}
+
+
+def test_an_import_inside_a_function_counts(code):
+    code("my_lazy.py", "def helper():\n    from my_lazy_helpers import CAP\n    return CAP\n" + RULE)
+    code("my_lazy_helpers.py", "CAP = 1.0\n")
+    assert set(_identity("my_lazy:Flat")["user_code"]) == {"my_lazy_helpers"}
+
+
+def test_the_standard_library_installed_packages_mcgrpo_and_unknown_names_add_nothing(code):
+    """The identity is today's dict exactly: the key of every existing study stays. A name that does not resolve
+    is left out (its import fails at run time by itself), as is a dynamic import, which no parse can see."""
+    code("my_plain.py", "import os, json\nimport numpy as np\nfrom dataclasses import dataclass\n"
+         "from mcgrpo.api import Credit\nimport importlib\n"
+         "def later():\n    import not_a_module_anywhere\n    return importlib.import_module('my_plain_dynamic')\n"
+         + RULE)
+    code("my_plain_dynamic.py", "")
+    identity = _identity("my_plain:Flat")
+    assert set(identity) == {"kind", "name", "distribution", "version", "source_sha256"}
+
+
+def test_the_template_plugins_identity_is_unchanged(monkeypatch):
+    """examples/my-intervention imports numpy, dataclasses and mcgrpo.api only: its runs keep their keys."""
+    monkeypatch.syspath_prepend(str(TEMPLATE / "src"))
+    try:
+        identity = _identity("my_intervention.credit:BoxedBonus")
+    finally:
+        for name in [m for m in sys.modules if m.startswith("my_intervention")]:
+            del sys.modules[name]
+    assert set(identity) == {"kind", "name", "distribution", "version", "source_sha256"}
+
+
+def test_an_edited_file_is_read_again(tmp_path):
+    """The per-process cache is keyed by (path, size, mtime_ns): an edit of another size, or of the same size at
+    another mtime, is hashed anew."""
+    path = tmp_path / "m.py"
+    path.write_text("import a\n")
+    first = user_code.file_sha256(path)
+    path.write_text("import a, b\n")
+    assert user_code.file_sha256(path) != first
+    second = user_code.file_sha256(path)
+    stat = path.stat()
+    path.write_text("import a, c\n")  # the same size
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    assert user_code.file_sha256(path) not in (first, second)
