@@ -146,15 +146,21 @@ def test_a_script_without_a_trainer_function_is_named(tmp_path):
         _script_trainer(str(script))
 
 
-def test_a_script_edited_after_the_run_was_planned_is_refused(world, tiny, tmp_path):
+@pytest.mark.parametrize("edit, named", [("mine.py", "the script"), ("my_trl_helper.py", "module my_trl_helper")])
+def test_a_script_or_its_helper_edited_after_the_run_was_planned_is_refused(world, tiny, tmp_path, monkeypatch,
+                                                                           edit, named):
+    """The script imports a helper module of the user's (on the Python path): an edit of either after planning stops
+    the job, naming what changed, rather than training with code its run's identity does not name."""
     pytest.importorskip("trl")
     from mcgrpo.core.errors import ConfigError
     from mcgrpo.integrations.trl import TRLRun
+    monkeypatch.syspath_prepend(str(tmp_path))
     script = tmp_path / "mine.py"
-    script.write_text("def trainer(setup):\n    return None\n")
+    script.write_text("from my_trl_helper import VALUE\n\ndef trainer(setup):\n    return None\n")
+    (tmp_path / "my_trl_helper.py").write_text("VALUE = 1\n")
     run = study_config.run_config(_study(mine={"trainer": {"trl": {"script": str(script)}}}), "mine", 1)
-    script.write_text("def trainer(setup):\n    return 1\n")
-    with pytest.raises(ConfigError, match="edited since the workflow planned this run"):
+    (tmp_path / edit).write_text((tmp_path / edit).read_text() + "# edited\n")
+    with pytest.raises(ConfigError, match=f"edited since the workflow planned this run: {named} \\(sha256 "):
         TRLRun(run, *tiny, *world, 600, tmp_path).build(None)
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import ROOT, edited_study
 from mcgrpo import studies
-from mcgrpo.core import config as study_config, plugins, user_code
+from mcgrpo.core import config as study_config, plugins, trl_config, user_code
 
 RULE = "class Flat:\n    def __call__(self, rollouts, ctx):\n        return None\n"
 TEMPLATE = ROOT / "examples" / "my-intervention"
@@ -92,6 +92,26 @@ def test_the_template_plugins_identity_is_unchanged(monkeypatch):
         for name in [m for m in sys.modules if m.startswith("my_intervention")]:
             del sys.modules[name]
     assert set(identity) == {"kind", "name", "distribution", "version", "source_sha256"}
+
+
+def test_a_trl_scripts_helper_is_part_of_its_identity_and_named_when_edited(code, tmp_path):
+    code("my_script.py", "from trl import GRPOTrainer\nfrom my_rewards_lib import dense\n"
+         "def trainer(setup):\n    return GRPOTrainer\n")
+    code("my_rewards_lib/__init__.py", "def dense(texts):\n    return [1.0 for _ in texts]\n")
+    block = {"script": str(tmp_path / "my_script.py")}
+    planned = trl_config.identity(block)
+    assert set(planned["user_code"]) == {"my_rewards_lib"}
+    code("my_rewards_lib/__init__.py", "def dense(texts):\n    return [0.5 for _ in texts]\n")
+    now = trl_config.identity(block)
+    assert now["script_sha256"] == planned["script_sha256"] and now != planned
+    (changed,) = trl_config.edited(planned, now)
+    assert changed.startswith("module my_rewards_lib (sha256 ") and planned["user_code"]["my_rewards_lib"] in changed
+
+
+def test_a_trl_script_importing_no_user_code_keeps_its_identity():
+    """examples/trl-dense-reward imports torch, trl and mcgrpo.api only: its runs keep their keys."""
+    script = ROOT / "examples" / "trl-dense-reward" / "dense_reward.py"
+    assert set(trl_config.identity({"script": str(script)})) == {"version", "script_sha256"}
 
 
 def test_an_edited_file_is_read_again(tmp_path):

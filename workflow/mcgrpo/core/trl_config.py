@@ -1,5 +1,6 @@
 """An arm that TRL trains (`arms.<arm>.trainer.trl`): its GRPOConfig from the study's recipe, what cannot map
-refused by name before any job, and what the run's identity adds (TRL's version, the user script's hash).
+refused by name before any job, and what the run's identity adds (TRL's version, the user script's hash and
+that of the user's code it imports).
 
 Light (no trl, transformers or torch): a study naming a TRL arm validates where TRL is not installed; the train
 job then needs the `mcgrpo[trl]` extra (mcgrpo.integrations.trl). docs/trl.md gives the mapping in words.
@@ -11,6 +12,8 @@ import hashlib
 import json
 import re
 from pathlib import Path
+
+from mcgrpo.core import user_code
 
 TRL_VERSION = "1.16.0"  # the version of the `trl` extra (pyproject.toml) and of bench/requirements-trl.txt
 
@@ -129,11 +132,31 @@ def trajectory(folder: Path) -> str | None:
 
 
 def identity(block: dict) -> dict:
-    """What a TRL arm adds to its run's effective config: TRL's version and the script's sha256 (None: mcgrpo's
-    default trainer), so that another TRL or an edited script makes another run."""
-    script = block.get("script")
-    digest = hashlib.sha256(Path(script).read_bytes()).hexdigest() if script and Path(script).is_file() else None
-    return {"version": TRL_VERSION, "script_sha256": digest}
+    """What a TRL arm adds to its run's effective config: TRL's version, the script's sha256 (None: mcgrpo's default
+    trainer) and, where it imports any, the user's other code it reaches (mcgrpo.core.user_code), so that another TRL,
+    an edited script or an edited helper of it makes another run. A script that imports none keeps its runs' keys."""
+    script = Path(block["script"]) if block.get("script") else None
+    if script is None or not script.is_file():
+        return {"version": TRL_VERSION, "script_sha256": None}
+    # The train job loads the script from its file (spec_from_file_location), in `python -m mcgrpo train` run in
+    # the workflow's working directory: the script's imports resolve on that process's sys.path, its working
+    # directory first. They are resolved here on the planning process's, where Snakemake puts the Snakefile's folder
+    # first instead: the same folder unless --directory moves the working directory. The script's own folder is on
+    # neither by itself, so a sibling module it imports fails at run time as it goes unseen here.
+    reached = user_code.reached([script])
+    return {"version": TRL_VERSION, "script_sha256": user_code.file_sha256(script),
+            **({"user_code": reached} if reached else {})}
+
+
+def edited(planned: dict, now: dict) -> list[str]:
+    """What of a TRL arm's code differs from what its run was planned with (two identity() dicts): TRL's version,
+    the script, or a module it imports (added, removed or edited), each named with both values."""
+    def parts(ident: dict) -> dict[str, str]:
+        return {"trl": f"version {ident.get('version')}", "the script": f"sha256 {ident.get('script_sha256')}",
+                **{f"module {name}": f"sha256 {digest}" for name, digest in (ident.get("user_code") or {}).items()}}
+    was, now = parts(planned), parts(now)
+    return [f"{what} ({now.get(what, 'not imported')}, the run's {was.get(what, 'not imported')})"
+            for what in {**was, **now} if was.get(what) != now.get(what)]
 
 
 def output_folder(block: dict, seed: int) -> Path:

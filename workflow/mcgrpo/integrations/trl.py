@@ -47,7 +47,7 @@ from mcgrpo.core.budget import unit as budget_unit
 from mcgrpo.core.clock import STAGES, StageClock
 from mcgrpo.core.errors import ConfigError, Interrupted, McgrpoError
 from mcgrpo.core.ledger import Ledger, counting
-from mcgrpo.core.trl_config import NOT_SETTINGS, SAMPLING, TRL_VERSION, grpo_arguments, identity
+from mcgrpo.core.trl_config import NOT_SETTINGS, SAMPLING, TRL_VERSION, edited, grpo_arguments, identity
 from mcgrpo.train import engines
 from mcgrpo.train.evaluation import Evaluator
 from mcgrpo.train.rollout import reward as training_reward, score, study_prompter, study_rule
@@ -609,10 +609,10 @@ class TRLRun:
     def build(self, setup: Setup):
         """The arm's GRPOTrainer: its script's (the script the run's identity names) or the default one."""
         block = self.cfg["arm_config"]["trainer"]["trl"]
-        if block.get("script") and identity(block) != self.cfg["trl"]:
-            raise ConfigError(f"trainer.trl.script {block['script']}: edited since the workflow planned this run "
-                              f"(sha256 {identity(block)['script_sha256']}, the run's {self.cfg['trl']['script_sha256']}); "
-                              f"allowed: rerun the workflow, which plans the edited script as another run")
+        if block.get("script") and (now := identity(block)) != self.cfg["trl"]:
+            raise ConfigError(f"trainer.trl.script {block['script']}: edited since the workflow planned this run: "
+                              f"{'; '.join(edited(self.cfg['trl'], now))}; allowed: rerun the workflow, which plans "
+                              f"the edited script or module as another run")
         if not block.get("script"):
             return default_trainer(setup)
         build = _script_trainer(block["script"])
