@@ -2,6 +2,8 @@
 helper module beside it, or a second package of the user's, makes new runs; the standard library, installed packages
 and mcgrpo add nothing, so every existing key stays."""
 
+import importlib.abc
+import importlib.util
 import os
 import sys
 
@@ -47,12 +49,11 @@ def test_a_bare_module_plugins_helper_beside_it_is_part_of_its_identity(code):
 
 
 def test_a_second_package_is_followed_transitively(code):
-    """The plugin's package imports the user's package a, which imports b, which imports c: editing c changes the
-    plugin's identity; the plugin's own package is not listed (its source_sha256 holds it)."""
+    """The plugin's package imports the user's namespace package a, which imports b, which imports c: editing c
+    changes the plugin's identity; the plugin's own package is not listed (its source_sha256 holds it)."""
     code("my_rules/__init__.py", "")
     code("my_rules/flat.py", "import a.tools\n" + RULE)
-    code("a/__init__.py", "")
-    code("a/tools.py", "from b import helper\n")
+    code("a/tools.py", "from b import helper\n")  # a: a namespace package (no __init__.py)
     code("b/__init__.py", "from . import inner\n")  # relative: within b, hashed whole
     code("b/inner.py", "")
     code("b/helper.py", "import c\n")
@@ -63,6 +64,33 @@ def test_a_second_package_is_followed_transitively(code):
     after = _identity("my_rules.flat:Flat")
     assert after["user_code"]["c"] != before["user_code"]["c"]
     assert {k: after["user_code"][k] for k in "ab"} == {k: before["user_code"][k] for k in "ab"}
+
+
+class _EditableFinder(importlib.abc.MetaPathFinder):
+    """What setuptools' editable install puts on sys.meta_path: a package found by name at its source folder,
+    which is on no sys.path entry."""
+
+    def __init__(self, name: str, folder):
+        self.name, self.folder = name, folder
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != self.name:
+            return None
+        return importlib.util.spec_from_file_location(fullname, self.folder / "__init__.py",
+                                                      submodule_search_locations=[str(self.folder)])
+
+
+def test_a_package_installed_editable_through_a_finder_hook_is_followed(code, tmp_path, monkeypatch):
+    elsewhere = tmp_path / "checkout" / "src" / "my_editable"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "__init__.py").write_text("from my_editable.core import dense\n")
+    (elsewhere / "core.py").write_text("def dense():\n    return 1.0\n")
+    monkeypatch.setattr(sys, "meta_path", [*sys.meta_path, _EditableFinder("my_editable", elsewhere)])
+    code("my_uses_editable.py", "import my_editable\n" + RULE)
+    before = _identity("my_uses_editable:Flat")["user_code"]
+    (elsewhere / "core.py").write_text("def dense():\n    return 0.5  # edited\n")
+    after = _identity("my_uses_editable:Flat")["user_code"]
+    assert list(before) == ["my_editable"] and after != before
 
 
 def test_an_import_inside_a_function_counts(code):
