@@ -3,6 +3,7 @@ helper module beside it, or a second package of the user's, makes new runs; the 
 and mcgrpo add nothing, so every existing key stays."""
 
 import importlib.abc
+import json
 import importlib.util
 import os
 import sys
@@ -10,7 +11,7 @@ import sys
 import pytest
 
 from conftest import ROOT, edited_study
-from mcgrpo import studies
+from mcgrpo import cli, studies
 from mcgrpo.core import config as study_config, plugins, trl_config, user_code
 
 RULE = "class Flat:\n    def __call__(self, rollouts, ctx):\n        return None\n"
@@ -155,3 +156,30 @@ def test_an_edited_file_is_read_again(tmp_path):
     path.write_text("import a, c\n")  # the same size
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
     assert user_code.file_sha256(path) not in (first, second)
+
+
+@pytest.mark.parametrize("verb", ["train", "calibrate", "gradient-tests"])
+def test_a_job_whose_plugin_was_edited_after_planning_is_refused_naming_what_changed(code, tmp_path, capsys, verb):
+    """A job queued for hours must not store an edited plugin's numbers under the identity it was planned with: the
+    run's key would name the unedited plugin, beside whose runs it sits."""
+    code("my_credit.py", "from my_helpers import CAP\n" + RULE)
+    code("my_helpers.py", "CAP = 1.0\n")
+    cfg = studies.validate(edited_study(arms={"outcome": {}, "mine": {"credit": {"my_credit:Flat": {}}}},
+                                        gradient_tests={"enabled": True, "arms": ["mine"]}))
+    planned = (study_config.gradient_tests_config(cfg) if verb == "gradient-tests"
+               else study_config.run_config(cfg, "mine", 1))
+    code("my_helpers.py", "CAP = 2.0  # edited while the job waited\n")
+    files = ["--model", str(tmp_path / "m"), "--data", str(tmp_path / "d"), "--out", str(tmp_path / "o")]
+    files += ["--budget", str(tmp_path / "b.parquet")] if verb == "train" else []
+    assert cli.main([verb, "--run-json", json.dumps(planned), *files]) == 2
+    err = capsys.readouterr().err
+    assert "edited since the workflow planned this job: credit plugin 'my_credit:Flat': module my_helpers " in err
+    assert f"(planned: {planned['plugins'][0]['user_code']['my_helpers']})" in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_job_whose_plugins_are_as_planned_is_not_held_up(code):
+    code("my_credit.py", "from my_helpers import CAP\n" + RULE)
+    code("my_helpers.py", "CAP = 1.0\n")
+    cfg = studies.validate(edited_study(arms={"outcome": {}, "mine": {"credit": {"my_credit:Flat": {}}}}))
+    assert plugins.changed_since(study_config.run_config(cfg, "mine", 1)["plugins"]) == []

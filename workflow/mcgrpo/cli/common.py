@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from mcgrpo import studies
-from mcgrpo.core import config as study_config, layout
+from mcgrpo.core import config as study_config, layout, plugins
 from mcgrpo.core.errors import ConfigError
 
 
@@ -71,8 +71,18 @@ RUN_BLOCKS = ("task", "model", "engine", "budget", "recipe")
 
 def _run(args) -> dict:
     """The run's effective config a rule passes (--run-json), its blocks checked against the schema."""
-    return study_config.validate_blocks(_json(args.run_json, "--run-json", study_config.RUN_KEYS), RUN_BLOCKS,
-                                        "--run-json")
+    return _as_planned(study_config.validate_blocks(_json(args.run_json, "--run-json", study_config.RUN_KEYS),
+                                                    RUN_BLOCKS, "--run-json"), "--run-json")
+
+
+def _as_planned(run: dict, option: str) -> dict:
+    """`run` (what a rule passes), refused where a plugin it names changed since the workflow planned the job."""
+    changed = plugins.changed_since(run.get("plugins", []))
+    if changed:
+        raise ConfigError(f"{option}: edited since the workflow planned this job: {'; '.join(changed)}; allowed: "
+                          f"rerun the workflow, which plans the edited plugin's runs as other runs (its identity "
+                          f"is part of their key)")
+    return run
 
 
 def _training_run(args) -> tuple[dict, dict[str, str], tuple[str, str]]:
@@ -91,7 +101,8 @@ def _training_run(args) -> tuple[dict, dict[str, str], tuple[str, str]]:
             problems.append(f"train --run-json also needs {', '.join(missing)}")
         if problems:
             raise ConfigError("\n".join(problems))
-        return study_config.validate_blocks(run, RUN_BLOCKS, "--run-json"), given, _names(args.label)
+        return _as_planned(study_config.validate_blocks(run, RUN_BLOCKS, "--run-json"), "--run-json"), given, \
+            _names(args.label)
     if args.arm is None or args.seed is None:
         raise ConfigError("train --config names the run with --arm A --seed N")
     cfg = study_config.select_base(_study(args.config))

@@ -7,8 +7,8 @@ import argparse
 import json
 import sys
 
-from mcgrpo.cli.common import (_config, _files, _format, _json, _positive, _run, _seed, _stage, _study_source,
-                               _threads, _tracking, _training_run, _typed)
+from mcgrpo.cli.common import (_as_planned, _config, _files, _format, _json, _positive, _run, _seed, _stage,
+                               _study_source, _threads, _tracking, _training_run, _typed)
 from mcgrpo.cli.integrations import _train_run
 from mcgrpo.core import config as study_config, store
 
@@ -178,7 +178,8 @@ def gradient_tests(args) -> None:
     import torch
     from mcgrpo import data
     from mcgrpo.train import gradients, models
-    run = study_config.validate_blocks(_json(args.run_json, "--run-json"), GRADIENT_BLOCKS, "--run-json")
+    run = _as_planned(study_config.validate_blocks(_json(args.run_json, "--run-json"), GRADIENT_BLOCKS, "--run-json"),
+                      "--run-json")
     torch.set_num_threads(run["recipe"]["threads"])
     pool, _ = data.read(args.data, [])
     model, tokenizer = models.load(args.model)

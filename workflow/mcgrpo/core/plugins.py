@@ -305,3 +305,25 @@ def identities(arm: dict, recipe: dict, key: str = "arm") -> list[dict]:
     arm's config key, which a plugin that does not load is named by."""
     return [load(kind, name, where).identity() for kind, name, _, where in uses(arm, recipe, key)
             if name not in BUILTIN[kind]]
+
+
+
+def changed_since(planned: list[dict]) -> list[str]:
+    """What differs now of each plugin a job was planned with (run["plugins"]: their identities when the workflow
+    planned it), in words. A job can wait in a queue for hours while its author edits the plugin: run as it is now,
+    it would store the edited plugin's numbers under the unedited one's identity, beside that one's runs."""
+    changed = []
+    for was in planned:
+        now = _flat(load(was["kind"], was["name"], f"the planned {was['kind']} plugin {was['name']!r}").identity())
+        before = _flat(was)
+        differ = [f"{k} {now.get(k, 'not imported')} (planned: {before.get(k, 'not imported')})"
+                  for k in {**before, **now} if now.get(k) != before.get(k)]
+        if differ:
+            changed.append(f"{was['kind']} plugin {was['name']!r}: {', '.join(differ)}")
+    return changed
+
+
+def _flat(identity: dict) -> dict:
+    """An identity with each module of its user code a key of its own ('module my_helpers'), to name what changed."""
+    return {**{k: v for k, v in identity.items() if k != "user_code"},
+            **{f"module {m}": d for m, d in (identity.get("user_code") or {}).items()}}
