@@ -33,10 +33,12 @@ run: env
 tiny-model: env
 	$(BIN)/python -m mcgrpo.tiny_model
 
-# The fast tier: units, contracts, small integrations (tests marked `slow` left out).
+# The fast tier: units, contracts, small integrations (tests marked `slow` left out), spread over one pytest worker
+# per core (pytest-xdist; TEST_WORKERS=0 runs them in this process, as a debugger needs).
 TEST_ARGS ?=  # more pytest arguments, e.g. --slurm (CI), -x, a file
+TEST_WORKERS ?= auto
 test: env
-	$(BIN)/python -m pytest -q -m "not slow" $(TEST_ARGS)
+	$(BIN)/python -m pytest -q -m "not slow" -n $(TEST_WORKERS) $(TEST_ARGS)
 
 # Everything: the slow tier too (Snakemake end to end, benches, long property tests with more examples), the opt-in
 # tests whose optional packages are installed, and the SLURM tests where this checkout's cluster is up.
