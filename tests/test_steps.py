@@ -229,6 +229,27 @@ def test_robustness_reads_equal_time_on_the_other_clock_beside_the_studys(result
     assert checks.loc["T1", "other_clock"] == "" and np.isnan(checks.loc["T1", "clock_mean"])
 
 
+def test_the_robustness_step_reads_each_runs_json_for_the_alike_check(results, tmp_path):
+    """mc_k2's seed-2 run made under another torch and timed on a GPU: every contrast pairing it is fragile on the
+    stack (the first key that differs), the other seeds' pairs alike; the headline names it."""
+    cfg, root = results
+    folder = tmp_path / "alike"
+    copy_study(root, folder)
+    for path in folder.glob("runs/*/seed*/run.json"):
+        record, other = read_json(path), path.parts[-3:-1] == ("mc_k2", "seed2")
+        record["versions"] = {"mcgrpo": "0.9.0", "torch": "2.11.0+cu130" if other else "2.13.0+cpu",
+                              "transformers": "5.24.0", "python": "3.11.7"}
+        record["hardware"] = {"device": "cuda:0" if other else "cpu", "gpu": "NVIDIA A100" if other else None,
+                              "cpu": "AMD EPYC", "threads": 1}
+        write_json(record, path)
+        seal_run(path.parent)
+    steps.robustness_step(cfg, folder)
+    checks = read_parquet(folder / "analysis" / "robustness.parquet").set_index("id")
+    words = "seed 2's runs were made under different stacks (mc_k2: torch 2.11.0+cu130; outcome: torch 2.13.0+cpu)"
+    assert checks["alike_unlike"].tolist() == [words] * 3 and checks["alike_compared"].tolist() == [3] * 3
+    assert checks["alike_holds"].tolist() == [False] * 3 and all(words in label for label in checks["robustness"])
+
+
 def test_the_cpu_clock_refuses_runs_that_never_recorded_it(results, tmp_path):
     cfg, root = results
     folder = _clocked(root, tmp_path, cpu=False)
