@@ -23,9 +23,9 @@ reaches the same verdict (confirmed or not confirmed) as the contrast. A check c
   end > -margin.
 Drift and alike are no verdicts: drift holds when neither arm drifted in any evaluation; it applies to contrasts
 on a verifier other than the strict one (whose readings drift cannot inflate); alike holds when every pair read is
-alike. Checks use unadjusted tests (Holm adjusts the primary verdict only). A check that cannot be read (no per-problem scores, a metric already strict, a run without
-the other clock, a reading past a curve's end, runs whose run.json records no versions or hardware) is not
-applied, and its columns are NaN.
+alike. Checks use unadjusted tests (Holm adjusts the primary verdict only). A check that cannot be read (no
+per-problem scores, a metric already strict, a run without the other clock, a reading past a curve's end, runs
+whose run.json records no versions or hardware) is not applied, and its columns are NaN.
 The label is "robust" when the verdict holds on every applied check, else "fragile: <the failed checks, in words>";
 an inconclusive contrast (its interval includes 0 and reaches past the margin: analysis/summary.py) that no check
 overturns is "inconclusive: ...", never robust: a reading that shows nothing cannot be robustly shown;
