@@ -17,13 +17,16 @@ use rule drift as contrasts with:
         f"{R}/logs/contrasts.log",
 
 
-# Beside every planned contrast: the crossed interval, the strict verifier, each arm's drift, the other clock.
+# Beside every planned contrast: the crossed interval, the strict verifier, each arm's drift, the other clock, and
+# whether each seed's runs were made alike (their run.json's versions and hardware).
 use rule drift as robustness with:
     input:
         rules.contrasts.output.contrasts,
         rules.drift.output,
         run_files("evals.parquet"),
+        run_files("manifest.json"),  # what vouches for them (mcgrpo.core.manifest)
         run_files("samples.parquet"),
+        run_files("run.json"),
         store=STORE,
     output:
         f"{R}/analysis/robustness.parquet",

@@ -154,11 +154,12 @@ def test_headline_table_has_one_readable_line_per_planned_contrast(results):
     csv = pd.read_csv(root / "tables" / "headline.csv")
     assert csv["id"].tolist() == ["T1", "T2", "S1"]
     assert list(csv.columns) == ["id", "label", "contrast", "basis", "n", "tokens_a", "tokens_b", "difference", "p",
-                                 "p_holm", "verdict", "crossed", "strict", "drift", "other_clock", "robustness",
+                                 "p_holm", "verdict", "crossed", "strict", "drift", "other_clock", "alike", "robustness",
                                  "warning"]
     checks = read_parquet(root / "analysis" / "robustness.parquet").set_index("id")
     assert csv["robustness"].tolist() == checks.loc[["T1", "T2", "S1"], "robustness"].tolist()
     assert csv["other_clock"].fillna("").tolist() == ["", "not recorded", ""]  # these runs predate the CPU clock
+    assert csv["alike"].tolist() == ["not recorded"] * 3  # and versions and hardware in run.json
     assert csv["contrast"].iloc[0] == "mc_k2 minus outcome" and csv["basis"].tolist()[:2] == ["equal tokens", "equal time (T*)"]
     assert set(csv["verdict"]) <= {"confirmed", "not confirmed", "exploratory"}
     md = (root / "tables" / "headline.md").read_text()
@@ -226,6 +227,27 @@ def test_robustness_reads_equal_time_on_the_other_clock_beside_the_studys(result
     assert checks.loc["T2", "clock_mean"] == pytest.approx(contrasts.loc["T1", "mean"])  # T1: equal tokens
     assert contrasts.loc["T2", "mean"] != pytest.approx(contrasts.loc["T1", "mean"])
     assert checks.loc["T1", "other_clock"] == "" and np.isnan(checks.loc["T1", "clock_mean"])
+
+
+def test_the_robustness_step_reads_each_runs_json_for_the_alike_check(results, tmp_path):
+    """mc_k2's seed-2 run made under another torch and timed on a GPU: every contrast pairing it is fragile on the
+    stack (the first key that differs), the other seeds' pairs alike; the headline names it."""
+    cfg, root = results
+    folder = tmp_path / "alike"
+    copy_study(root, folder)
+    for path in folder.glob("runs/*/seed*/run.json"):
+        record, other = read_json(path), path.parts[-3:-1] == ("mc_k2", "seed2")
+        record["versions"] = {"mcgrpo": "0.9.0", "torch": "2.11.0+cu130" if other else "2.13.0+cpu",
+                              "transformers": "5.24.0", "python": "3.11.7"}
+        record["hardware"] = {"device": "cuda:0" if other else "cpu", "gpu": "NVIDIA A100" if other else None,
+                              "cpu": "AMD EPYC", "threads": 1}
+        write_json(record, path)
+        seal_run(path.parent)
+    steps.robustness_step(cfg, folder)
+    checks = read_parquet(folder / "analysis" / "robustness.parquet").set_index("id")
+    words = "seed 2's runs were made under different stacks (mc_k2: torch 2.11.0+cu130; outcome: torch 2.13.0+cpu)"
+    assert checks["alike_unlike"].tolist() == [words] * 3 and checks["alike_compared"].tolist() == [3] * 3
+    assert checks["alike_holds"].tolist() == [False] * 3 and all(words in label for label in checks["robustness"])
 
 
 def test_the_cpu_clock_refuses_runs_that_never_recorded_it(results, tmp_path):

@@ -129,15 +129,19 @@ def _clocked(run: Run, end: int) -> np.ndarray:
     return clock
 
 
+def paired_seeds(runs: dict[tuple[str, int, str], Run], a: str, b: str, eval_set: str) -> list[int]:
+    """The seeds that ran both arms on `eval_set`: every basis pairs these (the robustness checks read them too)."""
+    return sorted({s for arm, s, e in runs if arm == a and e == eval_set}
+                  & {s for arm, s, e in runs if arm == b and e == eval_set})
+
+
 def paired(runs: dict[tuple[str, int, str], Run], a: str, b: str, basis: str, metric: str,
            eval_set: str, B: int) -> tuple[pd.DataFrame, np.ndarray | None]:
     """Per seed run by both arms: A's and the base's `metric` on `basis`; and the per-problem
     differences (seeds x problems), or None where the metric has no per-problem scores.
     """
-    seeds = sorted({s for arm, s, e in runs if arm == a and e == eval_set}
-                   & {s for arm, s, e in runs if arm == b and e == eval_set})
     rows, tables, first = [], [], None
-    for seed in seeds:
+    for seed in paired_seeds(runs, a, b, eval_set):
         run_a, run_b = runs[a, seed, eval_set], runs[b, seed, eval_set]
         column, at_a, end_a, at_b, end_b, moved = positions(basis, run_a, run_b, B)
         (score_a, per_problem), (score_b, _) = run_a.scores(metric), run_b.scores(metric)

@@ -1,4 +1,4 @@
-"""Does each preregistered verdict survive the checks a careful reader would make? Four checks, one label.
+"""Does each preregistered verdict survive the checks a careful reader would make? Five checks, one label.
 
 A verdict from the paired-t test over seeds can hang on one choice of the analysis. Beside every planned
 contrast this reads, from the same stored runs:
@@ -8,7 +8,10 @@ contrast this reads, from the same stored runs:
 - drift: per arm, the evaluations on the contrast's eval set where the default verifier's accuracy exceeds the
   strict one's by more than analysis.drift_gap (an arm learning the lenient grader's parsing);
 - clock (bases time and time_c only): the same contrast with training time read on the other clock (process
-  CPU seconds beside wall seconds, or the reverse): a neighbour's load slows the wall clock only.
+  CPU seconds beside wall seconds, or the reverse): a neighbour's load slows the wall clock only;
+- alike: for every seed the contrast pairs, its two runs were made under one stack (torch, transformers, trl,
+  vllm, math_verify) and, on the time bases, timed on one machine (mcgrpo.analysis.alike): the run store is keyed
+  without either, so a pair may compare stacks or machines rather than arms.
 
 What "the verdict holds on a check" means: the check, judged by the contrast's own rule at the same alpha,
 reaches the same verdict (confirmed or not confirmed) as the contrast. A check confirms
@@ -18,10 +21,11 @@ reaches the same verdict (confirmed or not confirmed) as the contrast. A check c
 - equivalent: strict and clock: the TOST p < alpha; crossed: the interval within (-margin, +margin);
 - noninferior: strict and clock: the non-inferiority p < alpha (lower 90% bound > -margin); crossed: its lower
   end > -margin.
-Drift is no verdict: it holds when neither arm drifted in any evaluation; it applies to contrasts on a verifier
-other than the strict one (whose readings drift cannot inflate). Checks use unadjusted tests (Holm adjusts the
-primary verdict only). A check that cannot be read (no per-problem scores, a metric already strict, a run without
-the other clock, a reading past a curve's end) is not applied, and its columns are NaN.
+Drift and alike are no verdicts: drift holds when neither arm drifted in any evaluation; it applies to contrasts
+on a verifier other than the strict one (whose readings drift cannot inflate); alike holds when every pair read is
+alike. Checks use unadjusted tests (Holm adjusts the primary verdict only). A check that cannot be read (no
+per-problem scores, a metric already strict, a run without the other clock, a reading past a curve's end, runs
+whose run.json records no versions or hardware) is not applied, and its columns are NaN.
 The label is "robust" when the verdict holds on every applied check, else "fragile: <the failed checks, in words>";
 an inconclusive contrast (its interval includes 0 and reaches past the margin: analysis/summary.py) that no check
 overturns is "inconclusive: ...", never robust: a reading that shows nothing cannot be robustly shown;
@@ -39,7 +43,7 @@ import numpy as np
 import pandas as pd
 
 from mcgrpo.analysis import contrasts as contrast_stats
-from mcgrpo.analysis import formats, informative, summary
+from mcgrpo.analysis import alike, formats, informative, summary
 from mcgrpo.analysis.runs import CLOCKS, Run, parse_metric
 from mcgrpo.core.errors import DataError
 
@@ -51,8 +55,9 @@ COLUMNS = [*contrast_stats.KEY, "id", "a", "b", "direction", "confirmed", "margi
            "strict_metric", "strict_mean", "strict_low", "strict_high", "strict_p", "strict_holds", "strict_uninformative",
            "drifted_a", "evaluations_a", "drifted_b", "evaluations_b", "drift_holds",
            "other_clock", "clock_recorded", "clock_mean", "clock_low", "clock_high", "clock_p", "clock_holds",
-           "clock_uninformative",
+           "clock_uninformative", "alike_compared", "alike_holds", "alike_unlike",
            "robust", "robustness"]
+HOLDS = ("crossed_holds", "strict_holds", "drift_holds", "clock_holds", "alike_holds")
 
 
 def confirms(direction: str, mean: float, low: float, high: float, test_p: float, margin: float,
@@ -121,8 +126,10 @@ def _holds(reading: dict, confirmed: bool, direction: str, margin: float, alpha:
     return None if check is None else check == confirmed
 
 
-def row_checks(row, runs: dict, other: dict | None, drift: pd.DataFrame, B, clock: str, alpha: float) -> dict:
-    """Every check of one planned contrast (a contrasts.parquet row), its label included."""
+def row_checks(row, runs: dict, other: dict | None, drift: pd.DataFrame, B, clock: str, alpha: float,
+               records: dict | None = None) -> dict:
+    """Every check of one planned contrast (a contrasts.parquet row), its label included; `records`: {(arm, seed):
+    run.json} of the study's runs, None where they were not read (the alike check is then not applied)."""
     confirmed, direction, margin = bool(row["confirmed"]), row["direction"], row["margin"]
     sign = float(np.sign(row["mean"])) if confirmed and np.isfinite(row["mean"]) else 0.0
     out = {c: row[c] for c in (*contrast_stats.KEY, "id", "a", "b", "direction", "margin",
@@ -143,6 +150,9 @@ def row_checks(row, runs: dict, other: dict | None, drift: pd.DataFrame, B, cloc
     out.update(other_clock=OTHER_CLOCK[clock] if row["basis"] in TIME_BASES else "", clock_recorded=other is not None,
                clock_mean=c["mean"], clock_low=c["low"], clock_high=c["high"], clock_p=c["p"],
                clock_holds=_holds(c, confirmed, direction, margin, alpha, sign), clock_uninformative=c["why"])
+    out.update(alike.check(records, row["a"], row["b"], contrast_stats.paired_seeds(runs, row["a"], row["b"],
+                                                                                    row["eval_set"]),
+                           row["basis"] in TIME_BASES))
     failed, why, silent = failures(out), summary.uninformative(row), summary.found(row) == "inconclusive"
     out["robust"] = not failed and not why and not silent
     out["robustness"] = (f"uninformative: {why}" if why else "fragile: " + "; ".join(failed) if failed
@@ -187,18 +197,22 @@ def failures(checks: dict) -> list[str]:
     if checks["drift_holds"] is False:
         out += [f"{checks[side]} drifted in {checks[f'drifted_{side}']} of {checks[f'evaluations_{side}']} evaluations"
                 for side in ("a", "b") if checks[f"drifted_{side}"]]
+    if checks["alike_holds"] is False:
+        out.append(checks["alike_unlike"])
     return out
 
 
 def table(contrasts: pd.DataFrame, runs: dict[tuple[str, int, str], Run], drift: pd.DataFrame, B,
-          clock: str = "wall", alpha: float = 0.05) -> pd.DataFrame:
-    """One row of checks per planned contrast (not exploratory ones) of contrasts.parquet, in its order."""
+          clock: str = "wall", alpha: float = 0.05, records: dict[tuple[str, int], dict] | None = None
+          ) -> pd.DataFrame:
+    """One row of checks per planned contrast (not exploratory ones) of contrasts.parquet, in its order; `records`:
+    {(arm, seed): run.json} of the runs (mcgrpo.core.study_runs.records), which the alike check compares."""
     planned = summary.planned(contrasts)
     planned = planned[planned["confirmed"].notna()]
     other = _on_clock(runs, OTHER_CLOCK[clock]) if planned["basis"].isin(TIME_BASES).any() else None
-    rows = [row_checks(r, runs, other, drift, B, clock, alpha) for _, r in planned.iterrows()]
+    rows = [row_checks(r, runs, other, drift, B, clock, alpha, records) for _, r in planned.iterrows()]
     out = pd.DataFrame(rows, columns=COLUMNS)
-    for column in ("crossed_holds", "strict_holds", "drift_holds", "clock_holds"):
+    for column in HOLDS:
         out[column] = pd.array(out[column].tolist(), dtype="boolean")
     return out
 
@@ -207,3 +221,11 @@ def drift_cell(row) -> str:
     """'outcome 6/36, mc_k4 0/36': each arm's drifted evaluations (A first)."""
     return ", ".join(f"{row[side]} {int(row[f'drifted_{side}'])}/{int(row[f'evaluations_{side}'])}"
                      for side in ("a", "b"))
+
+
+def alike_cell(row) -> str:
+    """'4 pairs alike', the words of the pairs that are not, or 'not recorded' (no run.json records them)."""
+    pairs = int(row["alike_compared"])
+    if not pairs:
+        return "not recorded"
+    return row["alike_unlike"] or f"{pairs} pair{'s' if pairs != 1 else ''} alike"

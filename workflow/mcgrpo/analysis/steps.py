@@ -11,8 +11,8 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from mcgrpo.analysis import (along, bases, breakdown, contrasts, curves, drift, efficiency, figures, informative,
-                             power, prereg, robustness, runs, summary, tables, verifiers)
+from mcgrpo.analysis import (alike, along, bases, breakdown, contrasts, curves, drift, efficiency, figures,
+                             informative, power, prereg, robustness, runs, summary, tables, verifiers)
 from mcgrpo.core import manifest, store, study_runs
 from mcgrpo.core import config as study_config
 from mcgrpo.core.errors import ConfigError, DataError, IntegrityError
@@ -31,6 +31,11 @@ def _runs(cfg: dict, results: Path, samples: bool = True) -> dict:
 def _folders(cfg: dict, results: Path) -> dict[tuple[str, int], Path]:
     """Every run's folder of the plan (arms x seeds), checked by the one reader of a study's runs."""
     return study_runs.folders(results, list(cfg["arms"]), cfg["seeds"], cfg["arms"])
+
+
+def _records(cfg: dict, results: Path) -> dict[tuple[str, int], dict]:
+    """{(arm, seed): run.json} of the plan's runs, through the one reader of a study's runs."""
+    return study_runs.records(results, list(cfg["arms"]), cfg["seeds"], cfg["arms"])
 
 
 def _accepted(cfg: dict, results: Path) -> dict[str, dict[int, list[str]]]:
@@ -109,12 +114,14 @@ def contrasts_step(cfg: dict, results: Path) -> None:
 
 
 def robustness_step(cfg: dict, results: Path) -> None:
-    """Beside every planned contrast: the crossed interval, the strict verifier, each arm's drift, the other clock."""
+    """Beside every planned contrast: the crossed interval, the strict verifier, each arm's drift, the other clock,
+    and whether each seed's runs were made alike (their run.json, each read once)."""
     a, read = cfg["analysis"], analysis_reader(cfg, results)
     table = read("contrasts", "contrasts")
     metrics = {robustness.strict_metric(m) for m in table.loc[table["id"] != "", "metric"]} - {None}
     loaded = _runs(cfg, results, samples=not metrics <= runs.EVAL_METRICS)
-    checks = robustness.table(table, loaded, read("drift", "drift"), budget(results), a["clock"], a["alpha"])
+    checks = robustness.table(table, loaded, read("drift", "drift"), budget(results), a["clock"], a["alpha"],
+                              _records(cfg, results))
     _write(checks, results, "robustness", cfg)
 
 
@@ -214,12 +221,7 @@ def _headline(cfg: dict) -> tuple[str, str]:
 def hardware(cfg: dict, results: Path) -> str | None:
     """Where the runs were timed, from their run.json: 'NVIDIA H100' or 'CPU (x86_64), 2 threads' (every
     distinct one, in run order); None where no run records it."""
-    seen = []
-    for run in study_runs.records(results, list(cfg["arms"]), cfg["seeds"], cfg["arms"]).values():
-        h = run.get("hardware")
-        if h:
-            threads = f"{h['threads']} thread{'s' if h['threads'] != 1 else ''}"
-            seen.append(h["gpu"] or f"CPU ({h['cpu']}), {threads}")
+    seen = [alike.machine_words(run["hardware"]) for run in _records(cfg, results).values() if run.get("hardware")]
     return "; ".join(dict.fromkeys(seen)) or None
 
 

@@ -186,8 +186,9 @@ def lines(study: str, contrasts: pd.DataFrame, prereg_note: str, results: str, c
         out += [f"- {sentence(r, robust.get(r['id']))}" for _, r in rows.iterrows()] + [""]
         if any(not label.startswith(("uninformative", "inconclusive")) for label in robust.values()):
             out += ["robust: the verdict holds on the crossed seed-by-problem interval, the strict verifier, the "
-                    "other clock (equal time) and no drift of either arm; fragile: the checks it fails "
-                    "(tables/robustness.md).", ""]
+                    "other clock (equal time), no drift of either arm, and each seed's two runs made under one "
+                    "stack (and, on equal time, one machine); fragile: the checks it fails (tables/robustness.md).",
+                    ""]
         if any(uninformative(r) for _, r in rows.iterrows()):
             out += [UNINFORMATIVE_NOTE, ""]
         if rows["basis"].isin(["time", "time_c"]).any():

@@ -272,7 +272,7 @@ def _prereg(contrasts: pd.DataFrame, status: dict) -> pd.DataFrame:
 
 
 HEADLINE_COLUMNS = ["id", "label", "contrast", "basis", "n", "tokens_a", "tokens_b", "difference", "p", "p_holm",
-                    "verdict", "crossed", "strict", "drift", "other_clock", "robustness", "warning"]
+                    "verdict", "crossed", "strict", "drift", "other_clock", "alike", "robustness", "warning"]
 
 
 def _headline(contrasts: pd.DataFrame, checks: pd.DataFrame | None = None, accepted: dict | None = None
@@ -300,6 +300,7 @@ def _headline(contrasts: pd.DataFrame, checks: pd.DataFrame | None = None, accep
         "drift": cells(robustness.drift_cell),
         "other_clock": cells(lambda r: "" if not r["other_clock"] else "not recorded" if not r["clock_recorded"]
                              else interval(r["clock_mean"], r["clock_low"], r["clock_high"])),
+        "alike": cells(robustness.alike_cell),
         "robustness": labelled, "warning": _warnings(rows, accepted)},
         columns=HEADLINE_COLUMNS)
 
@@ -309,7 +310,7 @@ def _robustness(checks: pd.DataFrame | None) -> pd.DataFrame:
     columns = ["id", "contrast", "basis", "metric", "eval_set", "confirmed", "crossed_low", "crossed_high",
                "crossed_holds", "strict_metric", "strict_mean", "strict_low", "strict_high", "strict_p", "strict_holds",
                "drift", "drift_holds", "other_clock", "clock_mean", "clock_low", "clock_high", "clock_p",
-               "clock_holds", "robustness"]
+               "clock_holds", "alike_compared", "alike_holds", "alike_unlike", "robustness"]
     if checks is None or checks.empty:
         return pd.DataFrame(columns=columns)
     return checks.assign(drift=[robustness.drift_cell(r) for _, r in checks.iterrows()])[columns]
@@ -321,7 +322,10 @@ ROBUSTNESS_NOTE = ("A verdict holds on a check when the check, judged by the con
                    "noninferior: the non-inferiority test (crossed: the lower end above -margin). crossed: 95% "
                    "seed-by-problem bootstrap; strict: the contrast on the strict verifier; drift: per arm, "
                    "evaluations with acc_default - acc_strict > {gap:g} (A first; holds when none drifted); "
-                   "other_clock: equal time read on the {other} (time bases only). robust: the verdict holds on "
+                   "other_clock: equal time read on the {other} (time bases only); alike: each seed's two runs "
+                   "made under one stack (torch, transformers, trl, vllm, math_verify) and, on the time bases, "
+                   "timed on one machine (alike_compared: the pairs whose run.json records them). robust: the "
+                   "verdict holds on "
                    "every check that applies; an empty holds cell: the check does not apply. "
                    + summary.UNINFORMATIVE_NOTE)
 
@@ -354,7 +358,8 @@ def _study_tables(contrasts, paired, status, drift, stages, groups, shares, extr
                      f"p: the planned test; p_holm: Holm within the primary family. Every contrast: the contrasts "
                      f"table.\ncrossed: mean [95% seed-by-problem bootstrap]; strict: the same contrast on the strict "
                      f"verifier; drift: evaluations where acc_default - acc_strict > {gap:g}, per arm (A first); "
-                     f"other_clock: equal time on the {other}; robustness: robust, or the checks the verdict "
+                     f"other_clock: equal time on the {other}; alike: each seed's two runs made under one stack "
+                     f"(and, on the time bases, timed on one machine); robustness: robust, or the checks the verdict "
                      f"fails (tables/robustness.md).\n{TOKENS_NOTE}\n{summary.UNINFORMATIVE_NOTE}"),
         "robustness": (_robustness(checks), "Robustness of each preregistered verdict",
                        ROBUSTNESS_NOTE.format(gap=gap, other=other)),

@@ -129,23 +129,40 @@ def mcgrpo_trainer(run, model, tokenizer, pool, evals, B, checkpoint_dir, tracke
 def write_run(out: Path, run: dict, B: int, log, model, extra: dict) -> None:
     """A finished run's files in its folder `out`: its Parquet, run.json (the config, identity, versions, hardware,
     clocks and `extra`), and last its manifest. A run trained here, or one TRL made (mcgrpo.integrations.ingest)."""
-    import torch
-    import transformers
     cfg_hash, identity = study_config.config_hash(run), study_config.run_identity(run, B)
-    for name, frame in log.frames().items():
+    frames = log.frames()
+    for name, frame in frames.items():
         store.write_parquet(frame, out / f"{name}.parquet", identity)
     store.write_json({
         "config": run, "config_hash": cfg_hash, "identity": identity, "B": B, "finished": True,
-        "versions": {"mcgrpo": __version__, "torch": torch.__version__,
-                     "transformers": transformers.__version__, "python": platform.python_version(),
-                     **({"trl": run["trl"]["version"]} if "trl" in run else {})},
+        "versions": versions(run, frames["samples"]),
         "hardware": hardware(model),
         "git_sha": store.git_sha(),
         # Both clocks of the training stages: wall time far above CPU time (x threads) means a shared machine.
         "clock": _clocks(log.iterations), **extra,
     }, out / "run.json")
     # Last: the manifest vouches for every file above (mcgrpo.core.manifest); a run without one never finished.
-    manifest.seal(out, [f"{name}.parquet" for name in log.frames()] + ["run.json"], identity, cfg_hash)
+    manifest.seal(out, [f"{name}.parquet" for name in frames] + ["run.json"], identity, cfg_hash)
+
+
+def versions(run: dict, samples) -> dict:
+    """The software whose versions decide run `run`'s numbers, as its run.json records them (the one place that
+    decides them; mcgrpo.analysis.alike compares them): mcgrpo, torch, transformers, python, TRL's for a TRL arm,
+    vLLM's where the run's engine is vllm, and math-verify's where it scored the run's evaluations (its column of
+    `samples` holds verdicts; null where the package was not installed). A run that used neither gets no key for
+    them: its run.json reads as one written before they were recorded, which CI's image-vs-host comparison and
+    every stored run's readers expect."""
+    import torch
+    import transformers
+    out = {"mcgrpo": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
+           "python": platform.python_version(), **({"trl": run["trl"]["version"]} if "trl" in run else {})}
+    if (run.get("engine") or {}).get("name") == "vllm":
+        import vllm  # imported already: the engine generated with it
+        out["vllm"] = vllm.__version__
+    if "correct_math_verify" in samples and samples["correct_math_verify"].notna().any():
+        from importlib.metadata import version  # the worker imports math_verify, never this process
+        out["math_verify"] = version("math-verify")
+    return out
 
 
 def hardware(model) -> dict:

@@ -1,0 +1,157 @@
+"""The alike check: each seed's two paired runs made under one stack and, at equal time, timed on one machine; and
+run.json recording the versions that decide a run's numbers (vLLM's, math-verify's) only where the run used them.
+The runs are test_robustness's constructed ones (a trails the base at B in every seed); their run.json records are
+given beside them as study_runs.records gives them."""
+
+import copy
+import sys
+import types
+
+import pandas as pd
+import pytest
+
+from mcgrpo import studies
+from mcgrpo.analysis import alike, robustness, summary
+from mcgrpo.analysis.contrasts import build, name
+from mcgrpo.analysis.drift import drift_table
+from mcgrpo.analysis.runs import evals_frame
+from mcgrpo.core import config as study_config, store
+from test_robustness import B, SEEDS, a_trails, study
+
+STACK = {"mcgrpo": "0.9.0", "torch": "2.13.0+cpu", "transformers": "5.24.0", "python": "3.11.7"}
+CPU = {"device": "cpu", "gpu": None, "cpu": "AMD EPYC", "threads": 1}
+H100 = {"device": "cuda:0", "gpu": "NVIDIA H100 80GB HBM3", "cpu": "Intel Xeon", "threads": 8}
+
+
+def made(versions=None, hardware=None, **changes) -> dict:
+    """A run.json as write_run writes it, less what the check does not read; a key given None is left out."""
+    record = {"versions": {**STACK, **(versions or {})}, "hardware": hardware or CPU, **changes}
+    return {k: v for k, v in record.items() if v is not None}
+
+
+def records(**different) -> dict:
+    """{(arm, seed): run.json} of every run, alike but for `different`: {'a<seed>' or 'base<seed>': run.json}."""
+    return {(arm, seed): different.get(f"{arm}{seed}", made()) for arm in ("a", "base") for seed in SEEDS}
+
+
+def checked(made_by, basis="tokens", direction="less"):
+    runs = study(a_trails)
+    plan = {(name("a", "base"), basis, "acc_default", "test"): {"id": "T1", "label": "secondary",
+                                                                 "direction": direction}}
+    contrasts, _ = build(runs, [("a", "base", basis, "acc_default", "test")], B, 0.02, plan, resamples=500)
+    row = robustness.table(contrasts, runs, drift_table(evals_frame(runs)), B, records=made_by).iloc[0]
+    assert bool(contrasts["confirmed"].iloc[0])  # every test below reads a confirmed verdict
+    return contrasts.iloc[0], row
+
+
+def test_a_pair_made_under_different_torch_versions_makes_a_confirmed_verdict_fragile():
+    contrast, row = checked(records(a3=made({"torch": "2.11.0+cu130"})))
+    assert row["alike_holds"] == False and row["alike_compared"] == 4  # noqa: E712 (pandas' boolean NA)
+    words = "seed 3's runs were made under different stacks (a: torch 2.11.0+cu130; base: torch 2.13.0+cpu)"
+    assert row["alike_unlike"] == words and row["robustness"] == f"fragile: {words}"
+    assert summary.judged(contrast, row["robustness"]) == f"confirmed, but fragile: {words}"
+    assert robustness.alike_cell(row) == words
+
+
+def test_stacks_and_machines_that_differ_between_seeds_but_not_within_a_pair_keep_the_verdict_robust():
+    old = made({"torch": "2.11.0+cu130", "transformers": "5.17.0"}, H100)
+    _, row = checked(records(a0=old, base0=old, a1=old, base1=old), basis="time")
+    assert row["alike_holds"] == True and row["robustness"] == "robust"  # noqa: E712
+    assert robustness.alike_cell(row) == "4 pairs alike"
+
+
+def test_a_machine_difference_fails_an_equal_time_contrast_and_not_an_equal_token_one():
+    on_a_gpu = records(a1=made(hardware=H100))
+    _, timed = checked(on_a_gpu, basis="time")
+    assert timed["robustness"] == ("fragile: seed 1's runs were timed on different machines "
+                                   "(a: NVIDIA H100 80GB HBM3; base: CPU (AMD EPYC), 1 thread)")
+    _, counted = checked(on_a_gpu, basis="tokens")
+    assert counted["alike_holds"] == True and counted["robustness"] == "robust"  # noqa: E712
+
+
+def test_many_seeds_that_differ_are_named_with_one_example_and_each_kind_once():
+    differ = {f"a{seed}": made({"transformers": "5.17.0"}) for seed in (0, 2, 3)}
+    _, row = checked(records(**differ, base1=made(hardware={**CPU, "threads": 2})), basis="time")
+    assert row["robustness"] == (
+        "fragile: the runs of seeds 0, 2, 3 were made under different stacks (seed 0: a: transformers 5.17.0; "
+        "base: transformers 5.24.0); seed 1's runs were timed on different machines (a: CPU (AMD EPYC), 1 thread; "
+        "base: CPU (AMD EPYC), 2 threads)")
+
+
+def test_the_same_gpu_on_another_host_names_the_key_that_differs():
+    assert alike.unlike(made(hardware=H100), made(hardware={**H100, "cpu": "AMD EPYC"}), timed=True) == (
+        True, ("machine", "NVIDIA H100 80GB HBM3 (cpu Intel Xeon)", "NVIDIA H100 80GB HBM3 (cpu AMD EPYC)"))
+
+
+def test_runs_that_record_no_versions_or_hardware_leave_the_check_unapplied_never_failed():
+    older = {"config": {"seed": 3}}  # a run.json from before versions and hardware were recorded
+    _, row = checked(records(a3=older), basis="time")
+    assert row["alike_compared"] == 3 and row["alike_holds"] == True  # noqa: E712 (the other seeds are read)
+    _, row = checked({run: older for run in records()}, basis="time")
+    assert row["alike_compared"] == 0 and pd.isna(row["alike_holds"]) and row["robustness"] == "robust"
+    assert robustness.alike_cell(row) == "not recorded"
+    _, row = checked(None)  # run.json not read at all
+    assert pd.isna(row["alike_holds"]) and row["alike_unlike"] == "" and row["robustness"] == "robust"
+
+
+def test_a_version_only_one_run_records_is_the_arm_not_the_stack():
+    """vLLM's version on the vllm arm's run only (its base ran the hf engine): the engine is the intervention."""
+    assert alike.unlike(made({"vllm": "0.11.0"}), made(), timed=False) == (True, None)
+    assert alike.unlike(made({"vllm": "0.11.0"}), made({"vllm": "0.10.2"}), timed=False) == (
+        True, ("stack", "vllm 0.11.0", "vllm 0.10.2"))
+
+
+def test_pythons_and_mcgrpos_own_versions_are_not_compared():
+    assert alike.unlike(made({"python": "3.12.1", "mcgrpo": "1.0.0"}), made(), timed=False) == (True, None)
+
+
+def test_an_ingested_runs_machine_is_unknown_its_times_are_trls_on_another():
+    ingested = made(hardware=H100, ingested={"folder": "trl-out"})
+    assert alike.unlike(ingested, made(), timed=True) == (True, None)
+
+
+# -- what run.json records ---------------------------------------------------------------------------------------------
+
+BASE_KEYS = {"mcgrpo", "torch", "transformers", "python"}  # what every run.json has recorded since versions were
+
+
+def _written(tmp_path, tiny, engine="hf", math_verify=None) -> dict:
+    """run.json of a run written by the train job's writer, its one evaluation's samples scored by math-verify
+    (`math_verify`: the verdicts) or not (null, as without the package)."""
+    from mcgrpo.train.job import write_run
+    from mcgrpo.train.trainer import RunLog
+    from conftest import SMALL_STUDY
+    cfg = studies.validate({**copy.deepcopy(SMALL_STUDY), "engine": {"name": engine}})
+    samples = pd.DataFrame({"eval_index": [0, 0], "correct_math_verify": pd.array(math_verify or [None, None],
+                                                                                  dtype="boolean")})
+    log = RunLog(iterations=[{"iteration": 0, "train_seconds": 1.0, "train_cpu_seconds": 1.0}], samples=[samples])
+    write_run(tmp_path / "run", study_config.run_config(cfg, "outcome", 1), 100, log, tiny[0], {})
+    return store.read_json(tmp_path / "run" / "run.json")
+
+
+def test_a_run_that_used_neither_vllm_nor_math_verify_keeps_exactly_its_keys(tmp_path, tiny):
+    assert set(_written(tmp_path, tiny)["versions"]) == BASE_KEYS
+
+
+def test_a_vllm_engine_runs_json_names_vllms_version(tmp_path, tiny, monkeypatch):
+    vllm = types.ModuleType("vllm")  # vLLM does not install here: the module as the engine left it imported
+    vllm.__version__ = "0.11.0"
+    monkeypatch.setitem(sys.modules, "vllm", vllm)  # and gone after the test, for tests that look for vLLM
+    versions = _written(tmp_path, tiny, engine="vllm")["versions"]
+    assert versions["vllm"] == "0.11.0" and set(versions) == BASE_KEYS | {"vllm"}
+
+
+def test_math_verifys_version_is_recorded_where_it_scored_the_evaluations(tmp_path, tiny, monkeypatch):
+    info = tmp_path / "site" / "math_verify-0.8.0.dist-info"  # the package's metadata, as pip installs it
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: math-verify\nVersion: 0.8.0\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    versions = _written(tmp_path, tiny, math_verify=[True, False])["versions"]
+    assert versions["math_verify"] == "0.8.0" and set(versions) == BASE_KEYS | {"math_verify"}
+    # installed but not scoring (its column null): no key
+    assert set(_written(tmp_path / "again", tiny)["versions"]) == BASE_KEYS
+
+
+@pytest.mark.parametrize("hardware, words", [(CPU, "CPU (AMD EPYC), 1 thread"), (H100, "NVIDIA H100 80GB HBM3")])
+def test_machine_words_are_the_figures(hardware, words):
+    assert alike.machine_words(hardware) == words
