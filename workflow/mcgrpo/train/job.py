@@ -160,8 +160,11 @@ def versions(run: dict, samples) -> dict:
         import vllm  # imported already: the engine generated with it
         out["vllm"] = vllm.__version__
     if "correct_math_verify" in samples and samples["correct_math_verify"].notna().any():
-        from importlib.metadata import version  # the worker imports math_verify, never this process
-        out["math_verify"] = version("math-verify")
+        from importlib.metadata import PackageNotFoundError, version  # the worker imports it, never this process
+        try:
+            out["math_verify"] = version("math-verify")
+        except PackageNotFoundError:  # importable without its metadata (a copied folder): known to have scored
+            out["math_verify"] = "unknown"
     return out
 
 
