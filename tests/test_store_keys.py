@@ -289,6 +289,7 @@ SHIPPED = {
     "config/studies/smollm2-gsm8k-cpu.yaml": "4fc279ffa236",
     "config/studies/smollm2-gsm8k.yaml": "f11d364204c4",
     "config/studies/trl-dense.yaml": "2cb08b59e826",
+    "config/studies/trl-vs-mcgrpo-2pt.yaml": "c3f463698298",
     "config/studies/trl-vs-mcgrpo-noclip.yaml": "73caa9271823",
     "config/studies/trl-vs-mcgrpo.yaml": "89cbf83cfbde",
     "config/studies/paper/g01_equal_iteration_qwen2.5-1.5b.yaml": "32f78efb0232",
