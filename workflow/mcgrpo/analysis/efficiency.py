@@ -32,10 +32,12 @@ def _matrix(tests: pd.DataFrame, measure: str, arms: list[str]) -> np.ndarray:
 
 def _ratios(inner: np.ndarray, sq: np.ndarray, tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per-update and per-token efficiency relative to row 0 (the base), over the last axis (batches);
-    leading axes (bootstrap resamples) are kept."""
-    eff = inner.mean(-1) ** 2 / sq.mean(-1)
-    per_update = eff / eff[..., :1]
-    per_token = per_update * tokens.mean(-1)[..., :1] / tokens.mean(-1)
+    leading axes (bootstrap resamples) are kept. An arm whose update is zero on every batch (no group with two
+    outcomes) has no efficiency, NaN, and nothing is relative to a base without one: the prediction step names why."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        eff = inner.mean(-1) ** 2 / sq.mean(-1)
+        per_update = eff / eff[..., :1]
+        per_token = per_update * tokens.mean(-1)[..., :1] / tokens.mean(-1)
     return per_update, per_token
 
 
