@@ -101,6 +101,24 @@ def test_a_version_only_one_run_records_is_the_arm_not_the_stack():
         True, ("stack", "vllm 0.11.0", "vllm 0.10.2"))
 
 
+def test_a_pair_made_by_different_mcgrpo_code_is_unlike():
+    """The store key holds the config, not the code that trained it: a run kept from before an upgrade of mcgrpo,
+    paired with one made after it, compares two trainers."""
+    assert alike.unlike(made({"mcgrpo_code": "1a2b3c4d5e6f"}), made({"mcgrpo_code": "9f8e7d6c5b4a"}), timed=False) == (
+        True, ("stack", "mcgrpo_code 1a2b3c4d5e6f", "mcgrpo_code 9f8e7d6c5b4a"))
+
+
+def test_mcgrpos_code_hash_moves_with_its_training_code_not_its_analysis(tmp_path):
+    for path, text in {"__init__.py": "", "train/loss.py": "SCALE = 1\n", "analysis/tables.py": "WIDTH = 1\n"}.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+    before = store.package_sha256(tmp_path)
+    (tmp_path / "analysis" / "tables.py").write_text("WIDTH = 2\n")  # reads stored runs, trains none
+    assert store.package_sha256(tmp_path) == before
+    (tmp_path / "train" / "loss.py").write_text("SCALE = 2\n")
+    assert store.package_sha256(tmp_path) != before and len(before) == 12
+
+
 def test_pythons_and_mcgrpos_own_versions_are_not_compared():
     assert alike.unlike(made({"python": "3.12.1", "mcgrpo": "1.0.0"}), made(), timed=False) == (True, None)
 
@@ -112,7 +130,7 @@ def test_an_ingested_runs_machine_is_unknown_its_times_are_trls_on_another():
 
 # -- what run.json records ---------------------------------------------------------------------------------------------
 
-BASE_KEYS = {"mcgrpo", "torch", "transformers", "python"}  # what every run.json has recorded since versions were
+BASE_KEYS = {"mcgrpo", "mcgrpo_code", "torch", "transformers", "python"}  # what every run.json records
 
 
 def _written(tmp_path, tiny, engine="hf", math_verify=None) -> dict:

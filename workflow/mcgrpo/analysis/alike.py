@@ -4,8 +4,8 @@ The run store is keyed by a run's effective config, not by the software that ran
 (docs/store-integrity.md): a study may pair a run made months ago under another torch with one made today, or a
 run timed on an H100 node with one timed on a CPU node, and the paired difference then measures the stacks or the
 machines beside the intervention. For every seed a contrast pairs, this compares the two runs' run.json:
-- the stack, on every basis: the versions of STACK (mcgrpo.train.job.versions records them), as full strings
-  ("2.13.0+cpu" and "2.13.0+cu130" are different builds);
+- the stack, on every basis: mcgrpo's own code and the versions of STACK (mcgrpo.train.job.versions records
+  them), as full strings ("2.13.0+cpu" and "2.13.0+cu130" are different builds);
 - the machine, on the time bases only: run.json's hardware, MACHINE. A count basis (tokens, updates, iterations)
   reads no clock; another machine's rounding moves a run as another seed does, which the test counts as noise
   (the paper is silent on mixed machines: this rule is the workflow's).
@@ -23,10 +23,11 @@ from __future__ import annotations
 
 from mcgrpo.analysis import formats
 
-# Compared: what computes a run's numbers. Not python's version (the arithmetic is torch's; the patch version moves
-# with every image rebuild, and CI already sets it aside) nor mcgrpo's own: it names a release, not the code that
-# ran, and what mcgrpo computes is in the run's config and identity, which the store key holds.
-STACK = ("torch", "transformers", "trl", "vllm", "math_verify")
+# Compared: what computes a run's numbers, mcgrpo's own code included (mcgrpo_code: the sha256 of its source, but the
+# analysis; the store key holds the config, not the code that trained it). Not python's version (the arithmetic is
+# torch's; the patch version moves with every image rebuild, and CI already sets it aside) nor mcgrpo's version
+# string: it names a release, which mcgrpo_code tells apart where it matters.
+STACK = ("mcgrpo_code", "torch", "transformers", "trl", "vllm", "math_verify")
 MACHINE = ("device", "gpu", "cpu", "threads")
 KINDS = {"stack": "made under different stacks", "machine": "timed on different machines"}
 

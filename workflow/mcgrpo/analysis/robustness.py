@@ -9,9 +9,9 @@ contrast this reads, from the same stored runs:
   strict one's by more than analysis.drift_gap (an arm learning the lenient grader's parsing);
 - clock (bases time and time_c only): the same contrast with training time read on the other clock (process
   CPU seconds beside wall seconds, or the reverse): a neighbour's load slows the wall clock only;
-- alike: for every seed the contrast pairs, its two runs were made under one stack (torch, transformers, trl,
-  vllm, math_verify) and, on the time bases, timed on one machine (mcgrpo.analysis.alike): the run store is keyed
-  without either, so a pair may compare stacks or machines rather than arms.
+- alike: for every seed the contrast pairs, its two runs were made under one stack (mcgrpo's code, torch,
+  transformers, trl, vllm, math_verify) and, on the time bases, timed on one machine (mcgrpo.analysis.alike): the
+  run store is keyed without either, so a pair may compare stacks or machines rather than arms.
 
 What "the verdict holds on a check" means: the check, judged by the contrast's own rule at the same alpha,
 reaches the same verdict (confirmed or not confirmed) as the contrast. A check confirms

@@ -323,7 +323,7 @@ ROBUSTNESS_NOTE = ("A verdict holds on a check when the check, judged by the con
                    "seed-by-problem bootstrap; strict: the contrast on the strict verifier; drift: per arm, "
                    "evaluations with acc_default - acc_strict > {gap:g} (A first; holds when none drifted); "
                    "other_clock: equal time read on the {other} (time bases only); alike: each seed's two runs "
-                   "made under one stack (torch, transformers, trl, vllm, math_verify) and, on the time bases, "
+                   "made under one stack (mcgrpo's code, torch, transformers, trl, vllm, math_verify) and, on the time bases, "
                    "timed on one machine (alike_compared: the pairs whose run.json records them). robust: the "
                    "verdict holds on "
                    "every check that applies; an empty holds cell: the check does not apply. "

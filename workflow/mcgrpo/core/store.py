@@ -7,6 +7,7 @@ without retraining; a killed job must never leave a half-written file behind.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -43,6 +44,23 @@ def git_sha() -> str:
     except (OSError, subprocess.SubprocessError):
         pass
     return os.environ.get("MCGRPO_GIT_SHA", "")
+
+
+@lru_cache(maxsize=1)
+def code_sha256() -> str:
+    """mcgrpo's own code as a run's job runs it (asked once per process): see package_sha256."""
+    return package_sha256(Path(__file__).parents[1])
+
+
+def package_sha256(package: Path) -> str:
+    """The first 12 hex digits of the sha256 of a package's .py files, by their paths and bytes, but its analysis/
+    (which reads stored runs and trains none): what each run's versions record as mcgrpo_code, so that two runs
+    made by different code are told apart (mcgrpo.analysis.alike) where git_sha cannot: an installed copy has
+    none, and a commit that changes only the docs or the analysis moves it."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in package.rglob("*.py") if "analysis" not in p.relative_to(package).parts[:1]):
+        digest.update(f"{path.relative_to(package).as_posix()}\0{len(data := path.read_bytes())}\0".encode() + data)
+    return digest.hexdigest()[:12]
 
 
 def _umask() -> int:

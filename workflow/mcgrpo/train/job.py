@@ -147,15 +147,17 @@ def write_run(out: Path, run: dict, B: int, log, model, extra: dict) -> None:
 
 def versions(run: dict, samples) -> dict:
     """The software whose versions decide run `run`'s numbers, as its run.json records them (the one place that
-    decides them; mcgrpo.analysis.alike compares them): mcgrpo, torch, transformers, python, TRL's for a TRL arm,
+    decides them; mcgrpo.analysis.alike compares them): mcgrpo and its code's sha256 (store.code_sha256), torch,
+    transformers, python, TRL's for a TRL arm,
     vLLM's where the run's engine is vllm, and math-verify's where it scored the run's evaluations (its column of
     `samples` holds verdicts; null where the package was not installed). A run that used neither gets no key for
     them: its run.json reads as one written before they were recorded, which CI's image-vs-host comparison and
     every stored run's readers expect."""
     import torch
     import transformers
-    out = {"mcgrpo": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
-           "python": platform.python_version(), **({"trl": run["trl"]["version"]} if "trl" in run else {})}
+    out = {"mcgrpo": __version__, "mcgrpo_code": store.code_sha256(), "torch": torch.__version__,
+           "transformers": transformers.__version__, "python": platform.python_version(),
+           **({"trl": run["trl"]["version"]} if "trl" in run else {})}
     if (run.get("engine") or {}).get("name") == "vllm":
         import vllm  # imported already: the engine generated with it
         out["vllm"] = vllm.__version__
