@@ -183,3 +183,35 @@ def test_a_job_whose_plugins_are_as_planned_is_not_held_up(code):
     code("my_helpers.py", "CAP = 1.0\n")
     cfg = studies.validate(edited_study(arms={"outcome": {}, "mine": {"credit": {"my_credit:Flat": {}}}}))
     assert plugins.changed_since(study_config.run_config(cfg, "mine", 1)["plugins"]) == []
+
+
+def _installed(site, name: str, direct_url: str | None) -> None:
+    """A package installed into `site` as pip leaves it: its files and dist-info, with PEP 610's direct_url.json
+    where it came from a folder or a wheel file, without where it came from an index."""
+    (site / name).mkdir(parents=True)
+    (site / name / "__init__.py").write_text("def dense():\n    return 1.0\n")
+    info = site / f"{name}-0.1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1.0\n")
+    (info / "top_level.txt").write_text(f"{name}\n")
+    if direct_url:
+        (info / "direct_url.json").write_text(direct_url)
+
+
+def test_the_users_package_is_followed_wherever_it_is_installed_and_an_index_package_is_not(code, tmp_path,
+                                                                                               monkeypatch):
+    """The same package editable on the submitting machine and built into an image as a wheel (installed into its
+    site-packages) is followed in both, so the run's identity is the same in either; one from an index is the
+    environment's, identified by its version as torch is."""
+    site = tmp_path / "site-packages"
+    _installed(site, "my_wheel_rewards", '{"url": "file:///opt/plugins/my_wheel_rewards-0.1.0-py3-none-any.whl", '
+                                         '"archive_info": {}}')
+    _installed(site, "some_index_lib", None)
+    monkeypatch.syspath_prepend(str(site))
+    code("my_uses_installed.py", "import my_wheel_rewards\nimport some_index_lib\n" + RULE)
+    in_image = user_code.reached([tmp_path / "my_uses_installed.py"])  # parsed, nothing imported
+    assert list(in_image) == ["my_wheel_rewards"]
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(site)])
+    code("checkout/src/my_wheel_rewards/__init__.py", (site / "my_wheel_rewards" / "__init__.py").read_text())
+    monkeypatch.syspath_prepend(str(tmp_path / "checkout" / "src"))  # the same package, editable on the host
+    assert user_code.reached([tmp_path / "my_uses_installed.py"]) == in_image

@@ -7,9 +7,13 @@ run computes as much, so it is part of the identity too (mcgrpo.core.plugins, mc
 Found statically: each file is parsed (never imported: planning must not run the user's code, nor import TRL), every
 `import x` / `from x import y` in it (at module level or inside a function) gives its top-level name, resolved with
 `importlib.util.find_spec`, which for a top-level name runs the finders without importing (an editable install's
-finder hook and a .pth path resolve alike). A name is user code where it lies outside the interpreter's library
-folders: the standard library and installed non-editable packages are not followed (a package's version says what
-it is). User code is hashed whole (a package's every .py file, a module's file) and its own imports followed in turn.
+finder hook and a .pth path resolve alike). A name is user code unless it is the standard library's, a built-in, or
+a package installed from an index (its version says what it is, as torch's does). So a module on the Python path
+that no distribution installed is user code, and so is a distribution installed from a folder, a VCS or a wheel
+file (PEP 610's direct_url.json: `pip install -e .`, `pip install my_rewards-0.1.0-py3-none-any.whl`), wherever it
+lies: the same package editable on the submitting machine and built into an image as a wheel is followed in both,
+so a run's identity is the same in either (docs/plugins.md, "On the cluster and in the images"). User code is hashed
+whole (a package's every .py file, a module's file) and its own imports followed in turn.
 Not seen: a dynamic import (`importlib.import_module(name)`, `__import__`), data files the code reads, and a name
 that does not resolve here (its import fails at run time by itself). Relative imports stay within their own package,
 which is hashed whole already.
@@ -20,9 +24,10 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
+import importlib.metadata
 import importlib.util
 import os
-import site
+import sys
 import sysconfig
 from pathlib import Path
 from typing import Iterable
@@ -74,8 +79,9 @@ def _digest(entries: list[tuple[str, Path]]) -> str:
 
 
 def _user_locations(top: str) -> list[Path]:
-    """Where top-level module `top` lies, if it is user code: its package's folders outside the library folders, or
-    its file; [] for the standard library, an installed package, a built-in or frozen module, or no module at all."""
+    """Where top-level module `top` lies, if it is user code: its package's folders (but any in the standard
+    library), or its file; [] for the standard library, a built-in or frozen module, a package installed from an
+    index, or no module at all."""
     try:
         spec = importlib.util.find_spec(top)
     except (ImportError, ValueError):  # ValueError: a module in sys.modules without a spec (__main__ of some runs)
@@ -88,22 +94,43 @@ def _user_locations(top: str) -> list[Path]:
         places = [Path(spec.origin)]
     else:  # built in, frozen
         return []
-    return [p for p in places if not _in_library(p)]
+    places = [p for p in places if not _in_stdlib(p)]
+    return [] if not places or _from_an_index(top) else places
+
+
+def _from_an_index(top: str) -> bool:
+    """Whether every distribution that installs `top` came from an index: none has a direct_url.json (PEP 610),
+    which pip writes for an install from a folder (editable or not), a VCS or an archive file."""
+    dists = _distributions(tuple(sys.path)).get(top, [])
+    return bool(dists) and all(_direct_url(d) is None for d in dists)
+
+
+@functools.lru_cache(maxsize=4)
+def _distributions(path: tuple[str, ...]) -> dict[str, list[str]]:
+    """Top-level name -> the distributions that install it, on `path` (sys.path: read again where it changed);
+    a quarter of a second to read, so once per process."""
+    return importlib.metadata.packages_distributions()
+
+
+@functools.lru_cache(maxsize=None)
+def _direct_url(dist: str) -> str | None:
+    try:
+        return importlib.metadata.distribution(dist).read_text("direct_url.json")
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 @functools.cache
-def _library() -> tuple[Path, ...]:
-    """The interpreter's library folders: the standard library's and those pip installs into (a user install's
-    too)."""
+def _stdlib() -> tuple[Path, ...]:
+    """The standard library's folders (its site-packages are not in them)."""
     paths = sysconfig.get_paths()
-    folders = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
-    folders |= set(site.getsitepackages()) | ({site.getusersitepackages()} if site.ENABLE_USER_SITE else set())
-    return tuple(Path(os.path.realpath(f)) for f in folders)
+    return tuple(Path(os.path.realpath(paths[k])) for k in ("stdlib", "platstdlib") if k in paths)
 
 
-def _in_library(path: Path) -> bool:
+def _in_stdlib(path: Path) -> bool:
     real = Path(os.path.realpath(path))
-    return any(real.is_relative_to(folder) for folder in _library())
+    return any(real.is_relative_to(folder) and "site-packages" not in real.relative_to(folder).parts[:1]
+               and "dist-packages" not in real.relative_to(folder).parts[:1] for folder in _stdlib())
 
 
 def _read(path: Path) -> tuple[str, frozenset[str]]:
