@@ -32,8 +32,8 @@ import sysconfig
 from pathlib import Path
 from typing import Iterable
 
-# mcgrpo's own code is no user code: run.json records it by git sha, and a run's identity leaves it out so that an
-# edit of the workflow does not retrain every run
+# mcgrpo's own code is no user code: run.json records it (git_sha, versions.mcgrpo_code, which the alike check
+# compares), and a run's identity leaves it out so that an edit of the workflow does not retrain every run
 NOT_USER_CODE = frozenset({"mcgrpo"})
 
 
