@@ -159,6 +159,17 @@ def test_a_vllm_engine_runs_json_names_vllms_version(tmp_path, tiny, monkeypatch
     assert versions["vllm"] == "0.11.0" and set(versions) == BASE_KEYS | {"vllm"}
 
 
+def test_a_trl_arm_that_generated_with_vllm_names_vllms_version(tmp_path, tiny, monkeypatch):
+    """A TRL arm whose GRPOConfig says use_vllm: TRL imported vLLM to generate, on mcgrpo's hf engine setting."""
+    from mcgrpo.train.job import stack
+    vllm = types.ModuleType("vllm")
+    vllm.__version__ = "0.11.0"
+    run = {"engine": {"name": "hf"}, "trl": {"version": "1.16.0"}}
+    assert "vllm" not in stack(run)
+    monkeypatch.setitem(sys.modules, "vllm", vllm)
+    assert stack(run)["vllm"] == "0.11.0" and "vllm" not in stack({"engine": {"name": "hf"}})
+
+
 def test_math_verifys_version_is_recorded_where_it_scored_the_evaluations(tmp_path, tiny, monkeypatch):
     info = tmp_path / "site" / "math_verify-0.8.0.dist-info"  # the package's metadata, as pip installs it
     info.mkdir(parents=True)
@@ -173,3 +184,59 @@ def test_math_verifys_version_is_recorded_where_it_scored_the_evaluations(tmp_pa
 @pytest.mark.parametrize("hardware, words", [(CPU, "CPU (AMD EPYC), 1 thread"), (H100, "NVIDIA H100 80GB HBM3")])
 def test_machine_words_are_the_figures(hardware, words):
     assert alike.machine_words(hardware) == words
+
+
+# -- a run resumed under another stack or on another machine -----------------------------------------------------------
+
+def attempt(number, resumed_at=None, iterations=10, stack=None, machine=None) -> dict:
+    """An attempts.json entry as the train job records it: what it trained with, where it resumed and stopped."""
+    return {"attempt": number, "resumed_at": resumed_at, "iterations": iterations,
+            "stack": {**STACK, **(stack or {})}, "machine": machine or CPU}
+
+
+def test_a_run_resumed_under_another_torch_makes_its_pair_unlike_though_its_run_json_names_one():
+    """run.json's versions are the last attempt's: a run preempted and resumed after an image rebuild trained under
+    two stacks, and its pair (made under the last one) read alike."""
+    resumed = made(attempts=[attempt(1, None, 6, {"torch": "2.11.0+cu130"}), attempt(2, 6, 18)])
+    contrast, row = checked(records(a2=resumed))
+    words = ("seed 2's runs were made under different stacks (a: torch 2.11.0+cu130 in attempt 1, torch 2.13.0+cpu "
+             "in attempt 2; base: torch 2.13.0+cpu)")
+    assert row["alike_unlike"] == words and row["robustness"] == f"fragile: {words}"
+    flipped = alike.unlike(made(), resumed, timed=False)  # the base's run resumed: the words keep the arms' order
+    assert flipped == (True, ("stack", "torch 2.13.0+cpu",
+                              "torch 2.11.0+cu130 in attempt 1, torch 2.13.0+cpu in attempt 2"))
+
+
+def test_a_run_resumed_on_another_gpu_fails_equal_time_only():
+    resumed = made(hardware=H100, attempts=[attempt(1, None, 6), attempt(2, 6, 18, machine=H100)])
+    _, timed = checked(records(a1=resumed), basis="time")
+    assert timed["robustness"] == ("fragile: seed 1's runs were timed on different machines (a: CPU (AMD EPYC), 1 "
+                                   "thread in attempt 1, NVIDIA H100 80GB HBM3 in attempt 2; base: CPU (AMD EPYC), "
+                                   "1 thread)")
+    _, counted = checked(records(a1=resumed), basis="tokens")
+    assert counted["robustness"] == "robust"
+
+
+def test_attempts_that_trained_nothing_the_run_kept_are_not_its_stack():
+    """An attempt stopped before its first checkpoint, and one that wrote a finished run again from its last
+    checkpoint, computed none of the run's numbers: another stack there changes nothing."""
+    other = {"torch": "2.11.0+cu130"}
+    lost = made(attempts=[attempt(1, None, None, other), attempt(2, None, 18)])
+    rewritten = made(versions=other, attempts=[attempt(1, None, 18), attempt(2, 18, 18, other)])
+    for run in (lost, rewritten):
+        assert alike.unlike(run, made(), timed=True) == (True, None)
+    assert alike.unlike(rewritten, made(other), timed=False) == (  # the stack that trained it, not run.json's
+        True, ("stack", "torch 2.13.0+cpu", "torch 2.11.0+cu130"))
+
+
+@pytest.mark.parametrize("starts, ends, kept", [
+    ([None], [18], [1]),
+    ([None, 6], [6, 18], [1, 2]),            # resumed from attempt 1's checkpoint
+    ([None, 6, 6], [9, 6, 18], [1, 3]),      # attempt 2 stopped before its first checkpoint
+    ([None, None], [5, 18], [2]),            # a TRL run: every attempt starts again from step 0
+    ([None, 18], [18, 18], [1]),             # a finished run written again from its last checkpoint
+    ([None, 6], [6, None], [1, 2]),          # the last attempt's end unrecorded (killed): kept
+])
+def test_the_attempts_a_run_kept(starts, ends, kept):
+    attempts = [{"attempt": n + 1, "resumed_at": s, "iterations": e} for n, (s, e) in enumerate(zip(starts, ends))]
+    assert [a["attempt"] for a in alike.kept(attempts)] == kept

@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from conftest import ROOT
+from mcgrpo.analysis import alike
 from mcgrpo.train import checkpoint, models
 from mcgrpo.core import config as study_config, layout, manifest as run_manifest, run_data, store
 from mcgrpo import studies
@@ -106,6 +107,10 @@ def test_interrupted_run_resumes_to_the_same_parquet(inputs, tmp_path, sig, stat
         assert first["outcome"] == "interrupted" and first["signal"] == "SIGTERM"
         assert f"interrupted by SIGTERM after {first['iterations']} iterations" in resumed.stderr
     assert second["outcome"] == "finished" and second["resumed_at"] > 0
+    # each attempt (the killed one too) recorded what it trained with, and both trained what the run kept
+    assert first["stack"] == second["stack"] and first["stack"].items() <= json.loads(
+        (out / "run.json").read_text())["versions"].items()
+    assert first["machine"]["device"] == "cpu" and alike.kept([first, second]) == [first, second]
     assert run_manifest.problems(out) == []  # sealed last, over every file the resumed run wrote
 
 
@@ -127,6 +132,7 @@ def test_a_finished_run_ended_by_its_job_is_written_again_not_trained_again(inpu
     attempts = json.loads((out / "run.json").read_text())["attempts"]
     assert [a["outcome"] for a in attempts] == ["finished", "finished"]
     assert attempts[1]["resumed_at"] == attempts[1]["iterations"] == attempts[0]["iterations"]
+    assert alike.kept(attempts) == attempts[:1]  # the second trained nothing: its stack is no part of the run
 
 
 @pytest.mark.slow

@@ -9,6 +9,10 @@ machines beside the intervention. For every seed a contrast pairs, this compares
 - the machine, on the time bases only: run.json's hardware, MACHINE. A count basis (tokens, updates, iterations)
   reads no clock; another machine's rounding moves a run as another seed does, which the test counts as noise
   (the paper is silent on mixed machines: this rule is the workflow's).
+A run is first held to itself: each attempt records what it trained with (mcgrpo.train.job, attempts.json), and a
+run resumed under another stack or on another machine (a preempted job requeued onto another node, or after its
+image was rebuilt) is unlike its pair whatever run.json's versions, the last attempt's, say. Only the attempts whose
+training the run kept are read (kept()).
 Pairing is what the paired test needs: seeds on different machines pass where each seed's two runs are alike.
 A key only one run records is not compared: an arm on the vllm engine or a TRL arm records vLLM's or TRL's
 version and its base does not, which is the intervention, not a stack. A run whose run.json lacks versions or
@@ -38,35 +42,78 @@ def machine_words(hardware: dict) -> str:
     return hardware.get("gpu") or f"CPU ({hardware.get('cpu')}), {threads} thread{'s' if threads != 1 else ''}"
 
 
-def _stack(record: dict | None) -> dict | None:
-    versions = record.get("versions") if isinstance(record, dict) else None
-    return {k: versions[k] for k in STACK if versions.get(k) is not None} if isinstance(versions, dict) else None
+def kept(attempts: list[dict]) -> list[dict]:
+    """The attempts whose training a run kept: one that the next resumed from beyond where it started (an attempt
+    stopped before its first checkpoint, or any attempt of a TRL run but the last, trained nothing the run kept), and
+    the last where it trained past its start (a finished run written again from its checkpoint trained nothing)."""
+    starts = [attempt.get("resumed_at") or 0 for attempt in attempts]
+    out = [attempt for attempt, start, after in zip(attempts, starts, starts[1:]) if after > start]
+    if attempts and (attempts[-1].get("iterations") is None or attempts[-1]["iterations"] > starts[-1]):
+        out.append(attempts[-1])
+    return out
 
 
-def _machine(record: dict | None) -> dict | None:
-    hardware = record.get("hardware") if isinstance(record, dict) else None
-    if not isinstance(hardware, dict) or record.get("ingested"):  # an ingested run was timed elsewhere
+def _recorded(record: dict | None, part: str, keys: tuple[str, ...]) -> list[tuple[int | None, dict]] | None:
+    """[(attempt, {key: value})] of a run's kept attempts that recorded `part` (mcgrpo.train.job: 'stack' or
+    'machine'); [(None, run.json's)] where none did (runs from before attempts recorded it, TRL's ingested runs);
+    None where neither is recorded. run.json's own (the last attempt's) fills the keys attempts never record."""
+    if not isinstance(record, dict):
         return None
-    return hardware
+    whole = record.get({"stack": "versions", "machine": "hardware"}[part])
+    whole = {k: whole[k] for k in keys if whole.get(k) is not None} if isinstance(whole, dict) else None
+    attempts = record.get("attempts") if isinstance(record.get("attempts"), list) else []
+    found = [(a.get("attempt"), {**(whole or {}), **{k: v for k, v in a[part].items() if k in keys}})
+             for a in kept([a for a in attempts if isinstance(a, dict)]) if isinstance(a.get(part), dict)]
+    return found or (None if whole is None else [(None, whole)])
+
+
+def _words(part: str, key: str, values: dict) -> str:
+    return machine_words(values) if part == "machine" else f"{key} {values.get(key)}"
+
+
+def _across(found: list[tuple[int | None, dict]], part: str, keys: tuple[str, ...]) -> tuple[str, str] | None:
+    """(the key, the run's words) where its kept attempts differ on `keys`: 'torch 2.11.0+cu130 in attempt 1,
+    torch 2.13.0+cpu in attempt 2'."""
+    for key in (k for k in keys if len({repr(values.get(k)) for _, values in found}) > 1):
+        named = [_words(part, key, values) for _, values in found]
+        if part == "machine" and len(set(named)) == 1:  # the same GPU on another host CPU: name the key
+            named = [f"{words} ({key} {values.get(key)})" for words, (_, values) in zip(named, found)]
+        return key, ", ".join(f"{words} in attempt {attempt}" for words, (attempt, _) in zip(named, found))
+    return None
+
+
+def _differ(a: list, b: list, part: str, keys: tuple[str, ...]) -> tuple[str, str, str] | None:
+    """(part, A's words, B's words) of the first key on which runs `a` and `b` (_recorded's) differ: within a run,
+    across the attempts it kept, or between the two; a key only one run records is not compared (the arm)."""
+    for mine, other, flip in ((a, b, False), (b, a, True)):
+        if across := _across(mine, part, keys):
+            key, words = across
+            theirs = _words(part, key, other[-1][1])
+            return (part, theirs, words) if flip else (part, words, theirs)
+    (_, last_a), (_, last_b) = a[-1], b[-1]
+    for key in (k for k in keys if k in last_a and k in last_b and last_a[k] != last_b[k]):
+        words_a, words_b = _words(part, key, last_a), _words(part, key, last_b)
+        if words_a == words_b:  # the same GPU on another host CPU, or other threads: name the key
+            words_a, words_b = f"{words_a} ({key} {last_a.get(key)})", f"{words_b} ({key} {last_b.get(key)})"
+        return part, words_a, words_b
+    return None
 
 
 def unlike(a: dict | None, b: dict | None, timed: bool) -> tuple[bool, tuple[str, str, str] | None]:
     """(whether anything of runs `a` and `b` (their run.json) could be compared, (kind, A's words, B's words) of the
-    first key on which they differ, None where they are alike); the machine only where `timed`."""
-    stack_a, stack_b = _stack(a), _stack(b)
-    read = stack_a is not None and stack_b is not None
-    if read:
-        for key in (k for k in STACK if k in stack_a and k in stack_b and stack_a[k] != stack_b[k]):
-            return True, ("stack", f"{key} {stack_a[key]}", f"{key} {stack_b[key]}")
-    machine_a, machine_b = (_machine(a), _machine(b)) if timed else (None, None)
-    if machine_a is None or machine_b is None:
-        return read, None
-    for key in (k for k in MACHINE if machine_a.get(k) != machine_b.get(k)):
-        words_a, words_b = machine_words(machine_a), machine_words(machine_b)
-        if words_a == words_b:  # the same GPU on another host CPU, or other threads: name the key
-            words_a, words_b = f"{words_a} ({key} {machine_a.get(key)})", f"{words_b} ({key} {machine_b.get(key)})"
-        return True, ("machine", words_a, words_b)
-    return True, None
+    first key on which they differ, None where they are alike); the machine only where `timed`, and never an
+    ingested run's (its times are TRL's, on whatever machine trained it)."""
+    read = False
+    for part, keys in (("stack", STACK), ("machine", MACHINE)):
+        if part == "machine" and (not timed or any(isinstance(r, dict) and r.get("ingested") for r in (a, b))):
+            continue
+        found_a, found_b = _recorded(a, part, keys), _recorded(b, part, keys)
+        if found_a is None or found_b is None:
+            continue
+        read = True
+        if differ := _differ(found_a, found_b, part, keys):
+            return True, differ
+    return read, None
 
 
 def check(records: dict[tuple[str, int], dict] | None, a: str, b: str, seeds: list[int], timed: bool) -> dict:

@@ -53,6 +53,12 @@ def restarts(environ=os.environ, run=subprocess.run) -> int:
     return int(found.group(1)) if found else 0
 
 
+def note(directory: str | Path, history: list[dict], **fields) -> None:
+    """Add `fields` to this attempt's record (written at once: an attempt killed later kept its checkpoints)."""
+    history[-1].update(fields)
+    write_json({"attempts": history}, Path(directory) / FILE)
+
+
 def end(directory: str | Path, history: list[dict], outcome: str, **fields) -> None:
     """Record how this attempt ended: `finished` or `interrupted` (with the signal), the iterations done, the
     longest checkpoint's seconds and, when interrupted, whether its SLURM job was requeued (mcgrpo.train.requeue)."""

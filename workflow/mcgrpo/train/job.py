@@ -89,6 +89,9 @@ def train(run: dict, files: dict[str, str], names: tuple[str, str], backend: str
     trainer = (runner or mcgrpo_trainer)(run, model, tokenizer, pool, evals, B, out / "checkpoints", tracker, arm,
                                          checkpoint_identity(identity, trained_on, started_from))
     trainer.stop_requested = bool(signals)
+    # what this attempt trains with (its engine built): a run resumed under another stack or on another machine is
+    # told by the alike check (mcgrpo.analysis.alike), which run.json's versions and hardware, the last attempt's, hide
+    attempts.note(out / "checkpoints", history, stack=stack(run), machine=hardware(model))
     try:
         log = trainer.run()
     except Interrupted:
@@ -153,20 +156,28 @@ def versions(run: dict, samples) -> dict:
     `samples` holds verdicts; null where the package was not installed). A run that used neither gets no key for
     them: its run.json reads as one written before they were recorded, which CI's image-vs-host comparison and
     every stored run's readers expect."""
-    import torch
-    import transformers
-    out = {"mcgrpo": __version__, "mcgrpo_code": store.code_sha256(), "torch": torch.__version__,
-           "transformers": transformers.__version__, "python": platform.python_version(),
-           **({"trl": run["trl"]["version"]} if "trl" in run else {})}
-    if (run.get("engine") or {}).get("name") == "vllm":
-        import vllm  # imported already: the engine generated with it
-        out["vllm"] = vllm.__version__
+    out = stack(run)
     if "correct_math_verify" in samples and samples["correct_math_verify"].notna().any():
         from importlib.metadata import PackageNotFoundError, version  # the worker imports it, never this process
         try:
             out["math_verify"] = version("math-verify")
         except PackageNotFoundError:  # importable without its metadata (a copied folder): known to have scored
             out["math_verify"] = "unknown"
+    return out
+
+
+def stack(run: dict) -> dict:
+    """versions() but math-verify's, known once a run's engine is built: what each attempt records (a TRL run's
+    vLLM, imported when its trainer starts generating, is run.json's only)."""
+    import torch
+    import transformers
+    out = {"mcgrpo": __version__, "mcgrpo_code": store.code_sha256(), "torch": torch.__version__,
+           "transformers": transformers.__version__, "python": platform.python_version(),
+           **({"trl": run["trl"]["version"]} if "trl" in run else {})}
+    # vLLM generated where the engine is vllm, and where a TRL arm's GRPOConfig says use_vllm (TRL imports it then)
+    if (run.get("engine") or {}).get("name") == "vllm" or ("trl" in run and "vllm" in sys.modules):
+        import vllm  # imported already: the engine generates with it
+        out["vllm"] = vllm.__version__
     return out
 
 
