@@ -231,6 +231,7 @@ def test_a_trl_run_stops_at_B_evaluated_at_every_point_and_stored_as_mcgrpo_stor
     assert (frames["prompts"].groupby("iteration").size() == cfg["recipe"]["prompts_per_iteration"]).all()
     record = store.read_json(runs[arm] / "run.json")
     assert record["versions"]["trl"] == "1.16.0" and record["config"]["trl"]["version"] == "1.16.0"
+    assert [attempt["stack"]["trl"] for attempt in record["attempts"]] == ["1.16.0"]  # what it trained with
     assert record["clock"]["train_seconds"] == pytest.approx(it["train_seconds"].iloc[-1])
     assert manifest.problems(runs[arm]) == []
     if arm == "dense":
