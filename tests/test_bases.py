@@ -116,6 +116,27 @@ def test_the_verdict_holds_across_bases_only_where_every_base_reaches_it():
 
 
 
+def test_a_base_whose_contrast_is_exploratory_leaves_the_pooled_one_exploratory_and_says_which():
+    """Each base is a study with its own lock: one whose plan changed since (or was locked late) reports the contrast
+    exploratory (confirmed NA). Before, pooling crashed on the NA (TypeError: boolean value of NA is ambiguous); a
+    pooled verdict under the first base's label would claim a preregistration one base does not have. Now the pooled
+    row is exploratory, confirms nothing, holds nothing, and its note names the base and why."""
+    why = "demoted: recipe.lr changed after the lock (2026-03-01) without a dated amendment"
+    for demoted in (1, 0):
+        split = per_base([-0.05, -0.04, -0.06])
+        contrasts, paired = split[demoted]
+        split[demoted] = (contrasts.assign(label="exploratory", note=why,
+                                           confirmed=pd.array([pd.NA], dtype="boolean")), paired)
+        table = bases.table(split, 0.02)
+        pooled = table.iloc[-1]
+        assert pooled["label"] == "exploratory" and pd.isna(pooled["confirmed"])
+        assert pd.isna(pooled["holds_across_bases"]) and np.isnan(pooled["p_holm"])
+        assert pooled["note"] == f"base {demoted} reports T1 as exploratory ({why})"
+        assert table["label"].tolist()[:3] == ["exploratory" if b == demoted else "primary" for b in range(3)]
+    alike = bases.table(per_base([-0.05, -0.04, -0.06]), 0.02)
+    assert alike["label"].eq("primary").all() and alike["note"].eq("").all()
+
+
 @pytest.mark.filterwarnings("error::RuntimeWarning")  # statsmodels divided by a residual variance of 0 here
 def test_a_pooled_fit_with_no_residual_variance_is_uninformative_not_confirmed():
     """Every seed of a base alike (each base's own contrast uninformative): the within-base residuals are 0 or
