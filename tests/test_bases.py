@@ -116,6 +116,27 @@ def test_the_verdict_holds_across_bases_only_where_every_base_reaches_it():
 
 
 
+def test_a_base_whose_contrast_is_exploratory_leaves_the_pooled_one_exploratory_and_says_which():
+    """Each base is a study with its own lock: one whose plan changed since (or was locked late) reports the contrast
+    exploratory (confirmed NA). Before, pooling crashed on the NA (TypeError: boolean value of NA is ambiguous); a
+    pooled verdict under the first base's label would claim a preregistration one base does not have. Now the pooled
+    row is exploratory, confirms nothing, holds nothing, and its note names the base and why."""
+    why = "demoted: recipe.lr changed after the lock (2026-03-01) without a dated amendment"
+    for demoted in (1, 0):
+        split = per_base([-0.05, -0.04, -0.06])
+        contrasts, paired = split[demoted]
+        split[demoted] = (contrasts.assign(label="exploratory", note=why,
+                                           confirmed=pd.array([pd.NA], dtype="boolean")), paired)
+        table = bases.table(split, 0.02)
+        pooled = table.iloc[-1]
+        assert pooled["label"] == "exploratory" and pd.isna(pooled["confirmed"])
+        assert pd.isna(pooled["holds_across_bases"]) and np.isnan(pooled["p_holm"])
+        assert pooled["note"] == f"base {demoted} reports T1 as exploratory ({why})"
+        assert table["label"].tolist()[:3] == ["exploratory" if b == demoted else "primary" for b in range(3)]
+    alike = bases.table(per_base([-0.05, -0.04, -0.06]), 0.02)
+    assert alike["label"].eq("primary").all() and alike["note"].eq("").all()
+
+
 @pytest.mark.filterwarnings("error::RuntimeWarning")  # statsmodels divided by a residual variance of 0 here
 def test_a_pooled_fit_with_no_residual_variance_is_uninformative_not_confirmed():
     """Every seed of a base alike (each base's own contrast uninformative): the within-base residuals are 0 or
@@ -147,16 +168,32 @@ def _job_config(cfg: dict, base: int) -> dict:
                                                              if k not in study_config.SWITCHES})))
 
 
+def _analysed(cfg: dict, means: list[float]) -> None:
+    """Each base of `cfg` as its own analysis leaves it: its runs stored and linked (synthetic, B = 100) and its
+    contrasts.parquet and paired.parquet, written for the config its analysis jobs ran with."""
+    from test_store_reader import relink, write_budget
+    from test_runs import seal_run, write_run
+    for b, (contrasts, paired) in per_base(means).items():
+        own = study_config.base_study(cfg, b)
+        for arm, seed in study_config.runs(own):
+            folder = layout.run_dir(own, arm, seed)
+            write_run(folder, np.random.default_rng(seed).random((4, 6, 2)) < 0.5, eval_sets=("heldout",))
+            (folder / "run.json").write_text(json.dumps({"config": study_config.run_config(own, arm, seed), "B": 100}))
+            seal_run(folder)
+        write_budget(own, 100)
+        relink(own)
+        written_for = study_config.config_hash(_job_config(cfg, b))
+        analysis = layout.study_dir(own) / "analysis"
+        write_parquet(contrasts, analysis / "contrasts.parquet", written_for)
+        write_parquet(paired.assign(value_a=0.5, value_b=0.5, at=100.0), analysis / "paired.parquet", written_for)
+
+
 def test_pool_bases_verb_reads_every_base_and_writes_the_table(tmp_path, capsys):
     """Each base's files are held to the config its own analysis jobs ran with (before, read unchecked: a file left
     from an earlier config of a base, or copied from another study, was pooled)."""
     cfg = studies.validate({**copy.deepcopy(studies.load("config/studies/bases.yaml")),
                             "results_dir": str(tmp_path)})
-    for b, (contrasts, paired) in per_base([-0.05, -0.04, -0.06]).items():
-        folder = layout.study_dir(study_config.base_study(cfg, b)) / "analysis"
-        written_for = study_config.config_hash(_job_config(cfg, b))
-        write_parquet(contrasts, folder / "contrasts.parquet", written_for)
-        write_parquet(paired.assign(value_a=0.5, value_b=0.5, at=100.0), folder / "paired.parquet", written_for)
+    _analysed(cfg, [-0.05, -0.04, -0.06])
     assert main(["pool-bases", "--config-json", json.dumps(cfg)]) == 0
     assert "| T1 | a-vs-o | tokens | acc_default | heldout | less | pooled |" in capsys.readouterr().out
     assert len(read_parquet(tmp_path / "bases" / "analysis" / "bases.parquet")) == 4
@@ -176,3 +213,27 @@ def test_by_hand_verbs_read_the_first_base_as_snakemake_does_and_pool_bases_read
     args = Namespace(config="config/studies/bases.yaml", config_json=None)
     assert common._config(args)["study"] == "bases-base0"
     assert common._config(args, every_base=True)["bases"] == [0, 1, 2]
+
+
+def test_pool_bases_refuses_a_base_whose_runs_are_no_longer_the_ones_it_analysed(tmp_path, capsys):
+    """pool-bases reads each base's analysis files, not its runs. Before, a run set aside since (check-store
+    --repair, to retrain it) or a B changed since left the base's paired.parquet pooled without a word, though the
+    base's own analysis would now refuse its runs; now every base's runs are read through the one reader of a
+    study's runs first, which names the run and its repair."""
+    import shutil
+    from conftest import SMALL_STUDY
+    from test_store_reader import write_budget
+    cfg = studies.validate({**copy.deepcopy(SMALL_STUDY), "seeds": [1, 2], "bases": [0, 1],
+                            "results_dir": str(tmp_path)})
+    _analysed(cfg, [-0.05, -0.04])
+    assert main(["pool-bases", "--config-json", json.dumps(cfg)]) == 0
+    capsys.readouterr()
+    own = study_config.base_study(cfg, 1)
+    shutil.move(layout.run_dir(own, "outcome", 2), tmp_path / "set-aside")
+    assert main(["pool-bases", "--config-json", json.dumps(cfg)]) == 2
+    assert re.search(r"mini-base1/runs/outcome/seed2: its run \w+ is not in the store \(never trained, or set aside "
+                     r"to retrain\)", capsys.readouterr().err)
+    shutil.move(tmp_path / "set-aside", layout.run_dir(own, "outcome", 2))
+    write_budget(study_config.base_study(cfg, 0), 50)
+    assert main(["pool-bases", "--config-json", json.dumps(cfg)]) == 2
+    assert "mini-base0/calibration/budget.parquet: B = 50 tokens, but" in capsys.readouterr().err

@@ -75,6 +75,17 @@ def test_the_tokens_of_each_step_are_trls_mean_length_times_its_batch(tmp_path):
     assert [r["train_seconds"] for r in rows] == [2.0, 4.0, 6.0, 8.0] and rows[0]["tokens_continuation"] == 0
 
 
+def test_a_step_without_step_time_leaves_the_clock_unknown_from_it_on_not_a_step_shorter(tmp_path):
+    """A step whose log entry has no step_time: its time is unknown, and so is every later running total. Before,
+    the sum skipped it (pandas' cumsum), so every later evaluation recorded a clock short by that step's time, which
+    the time bases read without a word; now unknown (NaN), which they refuse by name (contrasts._clocked)."""
+    state = _state()
+    del state["log_history"][1]["step_time"]
+    rows = ingest.iteration_rows(ingest.read(_folder(tmp_path, state)), 5)
+    assert rows[0]["train_seconds"] == 2.0
+    assert all(r["train_seconds"] != r["train_seconds"] for r in rows[1:])  # NaN from step 2 on
+
+
 def test_budget_points_fall_due_at_the_first_step_past_them_and_use_the_checkpoint_at_or_before_it(tmp_path):
     """B = 600, 4 points per B: 150, 300, 450 and 600 tokens fall due at steps 1, 2, 3 and 4 (164, 340, 515, 709);
     the run stops at step 4. Checkpoints at steps 2, 4, 5: point 1 is read on the initial model (164 tokens before

@@ -216,6 +216,8 @@ def test_a_recipe_changed_after_the_lock_demotes_the_planned_contrasts_with_a_da
     (lambda c: c["analysis"].update(alpha=0.1), "analysis.alpha"),
     (lambda c: c["analysis"].update(clock="cpu"), "analysis.clock"),
     (lambda c: c["analysis"].update(bootstrap_seed=7), "analysis.bootstrap_seed"),
+    # the drift check's threshold (the paper's 10 points): raised after the results, a fragile verdict read robust
+    (lambda c: c["analysis"].update(drift_gap=0.5), "analysis.drift_gap"),
 ])
 def test_every_part_of_the_experiment_is_covered(planned, edit, path):
     status = prereg.compare(changed(planned, edit), prereg.make_lock(planned, LOCKED_AT))
@@ -277,7 +279,21 @@ def test_a_lock_from_before_the_verifier_and_analysis_were_covered_reads_and_say
     status = prereg.compare(changed(planned, lambda c: c["analysis"].update(alpha=0.1)), old)
     assert status["state"] == "matches" and reported(status)["T1"] == "primary"
     assert status["uncovered"] == ("its lock predates locks covering verifier, analysis.alpha, analysis.clock, "
-                                   "analysis.resamples, analysis.bootstrap_seed, the ingested arms' folders: changes "
-                                   "to them since cannot be told")
+                                   "analysis.resamples, analysis.bootstrap_seed, the ingested arms' folders, "
+                                   "analysis.drift_gap: changes to them since cannot be told")
     assert prereg.compare(planned, lock)["uncovered"] == ""
     assert prereg.compare(prereg.locked_config(lock), lock)["state"] == "matches"  # the contrast verb's reading
+
+
+def test_a_lock_from_before_the_drift_gap_was_covered_demotes_nothing_and_says_what_it_cannot_tell(planned):
+    """analysis.drift_gap moves a verdict's robustness label (drift holds where no evaluation's gap exceeds it): raised
+    after the lock, a fragile verdict read robust with every label kept. Now the lock holds it; a lock written before
+    it did still matches the same study, and says it cannot tell that key."""
+    old = copy.deepcopy(prereg.make_lock(planned, LOCKED_AT))
+    del old["material"]["experiment"][prereg.DRIFT_GAP]
+    for cfg in (planned, changed(planned, lambda c: c["analysis"].update(drift_gap=0.5))):
+        status = prereg.compare(cfg, old)
+        assert status["state"] == "matches" and not status["demoted"]
+        assert status["uncovered"] == "its lock predates locks covering analysis.drift_gap: changes to them since " \
+                                      "cannot be told"
+    assert prereg.compare(prereg.locked_config(old), old)["state"] == "matches"

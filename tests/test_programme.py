@@ -145,6 +145,20 @@ def test_a_programme_trains_each_shared_run_once_with_the_contrasts_of_its_studi
 
 
 @pytest.mark.slow
+def test_the_programme_summary_keeps_each_verdicts_warning(tmp_path):
+    """A study's headline warns beside a verdict where its arms were read far apart in tokens, or its runs were
+    stored with recipe differences accepted. Before, the programme's table took every column but that one, so the
+    verdicts it prints at the end of a programme read as plain confirmations; now the warning is its last column."""
+    warned = "arms read up to 30% of B apart in tokens (seed 2; more than 10% of B): not equal tokens there"
+    headline = pd.DataFrame([{"id": "T1", "label": "primary", "contrast": "a minus b", "basis": "equal tokens",
+                              "n": 2, "difference": "-4.0 [-8.0, -0.1]", "p": "0.04", "p_holm": "0.04",
+                              "verdict": "confirmed", "robustness": "robust", "warning": warned}])
+    headline.to_csv(tmp_path / "headline.csv", index=False)
+    programme.write_summary("p", {"a": tmp_path / "headline.csv"}, tmp_path / "v.parquet", tmp_path / "v.md")
+    assert pd.read_parquet(tmp_path / "v.parquet")["warning"].tolist() == [warned]
+    assert warned in (tmp_path / "v.md").read_text()
+
+
 def test_two_snakemake_processes_on_one_store_train_each_run_once(tmp_path):
     """Two working folders, one run store (an absolute results_dir): the second Snakemake starts while the first
     trains; each run is claimed once, the second waits for the runs the first holds instead of training them."""

@@ -146,15 +146,18 @@ def _study(path: Path, overrides: dict) -> dict:
 
 
 # The programme summary: every study's preregistered verdicts (its headline table) in one table.
-COLUMNS = ["study", "id", "label", "contrast", "basis", "n", "difference", "p", "p_holm", "verdict", "robustness"]
+# warning: the headline's words beside a verdict (arms read far apart in tokens, recipe differences accepted)
+COLUMNS = ["study", "id", "label", "contrast", "basis", "n", "difference", "p", "p_holm", "verdict", "robustness",
+           "warning"]
 
 
 UNTESTED = "n/a (uninformative)"  # the p of a contrast whose data cannot tell its arms apart: no test was made
 
 
 def verdicts(headlines: dict[str, Path]):
-    """One table of every study's headline (tables/headline.csv): its preregistered contrasts and verdicts. An
-    uninformative contrast's p says there was no test; its robustness cell says why."""
+    """One table of every study's headline (tables/headline.csv): its preregistered contrasts and verdicts, each
+    with its warning, without which a verdict the study words with one would read plain. An uninformative
+    contrast's p says there was no test; its robustness cell says why."""
     import pandas as pd
     frames = []
     for study, path in headlines.items():

@@ -11,10 +11,11 @@ is barely estimable (MixedLM often stops at the boundary, a variance of 0, or do
 is about these bases: is the verdict the same on each, and what is it over them. Whether the bases differ beyond
 training-seed noise is the F test of the base effects (`heterogeneity_p`); a generalisation to unseen bases would
 need many more of them. The pooled verdict is the plan's own rule (contrasts.apply_plan: Holm within each primary
-family on the planned test), and it "holds across bases" when every base reaches the same verdict. Where the
-within-base residuals leave nothing to test against (every seed of each base alike, or no residual degrees of
-freedom), the pooled row is uninformative, with the reason, as a contrast is (analysis/informative.py): untested,
-not confirmed, holding nothing.
+family on the planned test), and it "holds across bases" when every base reaches the same verdict. Each base has
+its own lock: where one base's study reports a contrast exploratory (its lock late, or its plan changed since), so
+is the pooled row, its note naming the base. Where the within-base residuals leave nothing to test against (every
+seed of each base alike, or no residual degrees of freedom), the pooled row is uninformative, with the reason, as a
+contrast is (analysis/informative.py): untested, not confirmed, holding nothing.
 """
 
 from __future__ import annotations
@@ -30,13 +31,14 @@ from mcgrpo.analysis.stats import spread
 from mcgrpo.core.errors import DataError
 
 COLUMNS = ["id", "contrast", "basis", "metric", "eval_set", "direction", "base", "n", "mean", "ci_low", "ci_high",
-           "p", "p_holm", "confirmed", "heterogeneity_p", "holds_across_bases", "uninformative"]
+           "p", "p_holm", "confirmed", "heterogeneity_p", "holds_across_bases", "uninformative", "label", "note"]
 POOLED = "pooled"
 NOTE = ("base N: that base's study (its own warm-started model, B and runs): mean over paired seeds [95% paired-t CI], "
         "its verdict (Holm within the primary family). pooled: OLS of every base's paired differences on sum-coded "
         "base fixed effects (statsmodels), the intercept = the mean over bases, 95% t interval; confirmed by the "
         "plan's rule; heterogeneity_p: F test of differing bases; holds_across_bases: every base reaches the pooled "
-        "verdict.")
+        "verdict; label, note: the pooled row is exploratory where a base's study reports the contrast so (its "
+        "lock late, or its plan changed since), naming the base.")
 
 
 def pooled_fit(pairs: pd.DataFrame, margin: float) -> dict:
@@ -95,9 +97,9 @@ def table(per_base: dict[int, tuple[pd.DataFrame, pd.DataFrame]], margin: float,
         return pd.DataFrame(columns=COLUMNS)
     first = per_base[min(per_base)][0]
     plan = _plan(first)
-    rows, pooled = [], []
+    rows, pooled, judged_by = [], [], {}
     for key in plan:
-        pairs = []
+        pairs, reported = [], {}
         for base, (contrasts, paired) in sorted(per_base.items()):
             mine = paired[(paired[contrast_stats.KEY] == pd.Series(key, index=contrast_stats.KEY)).all(axis=1)]
             if mine.empty:
@@ -106,27 +108,41 @@ def table(per_base: dict[int, tuple[pd.DataFrame, pd.DataFrame]], margin: float,
             pairs.append(mine.assign(base=base))
             row = contrasts.set_index(contrast_stats.KEY).loc[key]
             rows.append({"base": str(base), **{c: row[c] for c in ("n", "mean", "ci_low", "ci_high", "p", "p_holm",
-                                                                   "confirmed")}, **_key(key, plan),
+                                                                   "confirmed", "label", "note")}, **_key(key, plan),
                          "uninformative": row.get("uninformative", "")})
+            reported[base] = (row["label"], row["note"])
+        judged_by[key] = _pooled_label(plan[key], reported)
         both = pd.concat(pairs, ignore_index=True)
         pooled.append({**dict(zip(contrast_stats.KEY, key)), **pooled_fit(both, margin)})
-    judged = contrast_stats.apply_plan(pd.DataFrame(pooled), plan, alpha)
+    judged = contrast_stats.apply_plan(pd.DataFrame(pooled), judged_by, alpha)
     per = pd.DataFrame(rows)
     out = []
     for _, r in judged.iterrows():
         key = tuple(r[contrast_stats.KEY])
         bases = per[(per["id"] == plan[key]["id"])]
         # an untested pooled verdict holds nothing: its bases agreeing with 'not confirmed' would read as agreement
-        holds = pd.NA if r["uninformative"] else bool((bases["confirmed"].astype(bool) == bool(r["confirmed"])).all())
+        holds = pd.NA if r["uninformative"] or pd.isna(r["confirmed"]) else all(
+            pd.notna(c) and bool(c) == bool(r["confirmed"]) for c in bases["confirmed"])
         out += [*bases.to_dict("records"),
                 {**_key(key, plan), "base": POOLED, **{c: r[c] for c in ("n", "mean", "ci_low", "ci_high", "p",
                                                                          "p_holm", "confirmed", "heterogeneity_p",
-                                                                         "uninformative")},
+                                                                         "uninformative", "label", "note")},
                  "holds_across_bases": holds}]
     result = pd.DataFrame(out, columns=COLUMNS)
     result["confirmed"] = pd.array(result["confirmed"].tolist(), dtype="boolean")
     result["holds_across_bases"] = pd.array(result["holds_across_bases"].tolist(), dtype="boolean")
     return result
+
+
+def _pooled_label(entry: dict, reported: dict[int, tuple[str, str]]) -> dict:
+    """The plan entry the pooled row is judged by: the plan's label where every base's study reports it, else
+    exploratory, its note naming each base reporting the contrast exploratory (its lock late, or its plan changed
+    since): a pooled verdict would claim a preregistration that base's verdict does not have."""
+    if len({label for label, _ in reported.values()}) == 1:
+        return {**entry, "label": next(iter(reported.values()))[0]}
+    why = "; ".join(f"base {base} reports {entry['id']} as {label}" + (f" ({note})" if note else "")
+                    for base, (label, note) in sorted(reported.items()) if label == "exploratory")
+    return {**entry, "label": "exploratory", "note": why}
 
 
 def _key(key: tuple, plan: dict) -> dict:

@@ -32,7 +32,10 @@ UNCOVERED = ("its lock predates locks covering the task, model, recipe, evaluati
 # the analysis settings that move a verdict or its interval (the significance level, the clock of equal time, the
 # bootstrap), besides the margin and bases
 READING = ("alpha", "clock", "resamples", "bootstrap_seed")
-LATER = ("verifier", "analysis", "ingested")  # experiment keys added since its first locks: compared where locked
+# the drift check's threshold, which moves a verdict's robustness label: a key of its own, so that a lock written
+# before it was covered (whose `analysis` lacks it) reads as not covering it rather than as changed
+DRIFT_GAP = "analysis.drift_gap"
+LATER = ("verifier", "analysis", "ingested", DRIFT_GAP)  # experiment keys added since its first locks: compared where locked
 
 
 def material(cfg: dict) -> dict:
@@ -52,7 +55,7 @@ def experiment(cfg: dict) -> dict:
             "evaluation": {k: v for k, v in cfg["evaluation"].items() if k != "sets"},
             "bases": cfg["analysis"].get("bases"),  # .get: a config rebuilt from an older lock (locked_config)
             "verifier": cfg.get("verifier"), "analysis": {k: cfg["analysis"].get(k) for k in READING},
-            "ingested": ingested_runs(cfg)}
+            "ingested": ingested_runs(cfg), DRIFT_GAP: cfg["analysis"].get("drift_gap")}
 
 
 def ingested_runs(cfg: dict) -> dict:
@@ -85,7 +88,8 @@ def locked_config(lock: dict) -> dict:
     m = lock["material"]
     e = m.get("experiment", {})  # none in locks from before they covered the experiment
     return {"study": m["study"], "plan": m["plan"],
-            "analysis": {**e.get("analysis", {}), "margin": m["margin"], "bases": e.get("bases")},
+            "analysis": {**e.get("analysis", {}), "margin": m["margin"], "bases": e.get("bases"),
+                         **({"drift_gap": e[DRIFT_GAP]} if DRIFT_GAP in e else {})},
             "evaluation": {**e.get("evaluation", {}), "sets": m["eval_sets"]}, "arms": m["arms"], "seeds": m["seeds"],
             "budget": m["budget"], **{k: e[k] for k in ("task", "model", "recipe", "verifier") if k in e}}
 
@@ -186,7 +190,7 @@ def uncovered(lock: dict | None) -> str:
         return UNCOVERED
     missing = [k for k in LATER if k not in lock["material"]["experiment"]]
     names = {"verifier": "verifier", "analysis": f"analysis.{', analysis.'.join(READING)}",
-             "ingested": "the ingested arms' folders"}
+             "ingested": "the ingested arms' folders", DRIFT_GAP: DRIFT_GAP}
     return (f"its lock predates locks covering {', '.join(names[k] for k in missing)}: changes to them since "
             f"cannot be told") if missing else ""
 

@@ -347,7 +347,9 @@ def verifiers_step(cfg: dict, results: Path) -> None:
 
 def pool_bases(cfg: dict) -> str:
     """A study over `bases`: every base's planned contrasts and the pooled ones, written to
-    results/<study>/analysis/bases.parquet and tables/bases.*; returns the markdown table."""
+    results/<study>/analysis/bases.parquet and tables/bases.*; returns the markdown table. Each base's runs are
+    checked first (the one reader of a study's runs): its analysis files are held to its config, not to its runs,
+    so a run set aside or a B changed since the base was analysed would otherwise be pooled unseen."""
     if not cfg.get("bases"):
         raise ConfigError(f"study {cfg['study']}: no bases to pool; allowed: a study with bases (a list of "
                           f"warm-start seeds), e.g. config/studies/bases.yaml")
@@ -358,6 +360,7 @@ def pool_bases(cfg: dict) -> str:
         if not (folder / "analysis" / "paired.parquet").exists():
             raise DataError(f"{folder}/analysis/paired.parquet: base {base} not analysed yet; run "
                             f"snakemake --configfile <this study> --config base={base}")
+        _folders(own, folder)
         read = analysis_reader(own, folder)
         per_base[base] = (read("contrasts", "contrasts"), read("paired", "paired"))
     a, out = cfg["analysis"], study_dir(cfg)

@@ -397,8 +397,9 @@ def unrecovered(log: TRLLog, points: list[Point]) -> list[str]:
 
 
 def iteration_rows(log: TRLLog, stop: int) -> list[dict]:
-    """iterations.parquet's rows of steps 1..stop, NaN where TRL logs nothing (UNRECOVERED)."""
-    nan, seconds = math.nan, log.steps["seconds"].cumsum()
+    """iterations.parquet's rows of steps 1..stop, NaN where TRL logs nothing (UNRECOVERED). The clock is unknown
+    from a step without step_time on: a sum that skipped it would time every later step short, unseen."""
+    nan, seconds = math.nan, log.steps["seconds"].cumsum(skipna=False)
     return [{"iteration": i, "tokens_total": int(row.tokens_total), "tokens_rollout": int(row.tokens_total),
              "tokens_continuation": 0, "tokens_discarded": 0, "updates": i + 1, "lr": row.lr, "loss": row.loss,
              "grad_norm": row.grad_norm, "reward_default": nan, "reward_strict": nan, "groups_all_wrong": nan,
