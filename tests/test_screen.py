@@ -154,3 +154,54 @@ def test_an_undefined_efficiency_interval_is_called_undefined_not_outside_the_cu
     low, high, note = screen.predicted_interval(np.nan, np.nan, curve)
     assert np.isnan(low) and np.isnan(high) and note.startswith("the efficiency's interval is not defined")
     assert screen.predicted_interval(1.5, 2.0, curve)[2] == "the efficiency's interval lies outside the base's curve (e 0.05 to 1)"
+
+
+def _trained_base(tmp_path, **changes):
+    """A study folder, where the workflow puts it, whose outcome and mc_k2 runs are trained and linked under the
+    keys of its config (rising from 0.2 to 0.6 at B = 100 tokens, or 2 iterations where the study's budget counts
+    iterations): (config, study folder)."""
+    from mcgrpo.core import config as study_config
+    from mcgrpo.core import layout
+    from mcgrpo.core.budget import budget_table
+    from mcgrpo.core.store import write_json, write_parquet
+    from test_runs import linked_run, seal_run, write_iterations, write_run
+    cfg = studies.validate(edited_study(results_dir=str(tmp_path / "results"), **changes))
+    root, keys = layout.study_dir(cfg), layout.run_keys(cfg)
+    iterations = cfg["budget"].get("iterations") is not None
+    write_parquet(budget_table("tiny", [] if iterations else [10], 2 if iterations else 100, "config",
+                               "iterations" if iterations else "tokens"), root / "calibration" / "budget.parquet")
+    skill = np.linspace(0.2, 0.6, 3)[:, None, None]
+    for arm, seed in study_config.runs(cfg):
+        folder = linked_run(root, arm, seed, tmp_path / "store" / keys[arm, seed])
+        _, evals = write_run(folder, np.random.default_rng(seed).random((3, 6, 2)) < skill, eval_sets=("heldout",))
+        write_iterations(folder, evals)
+        write_json({"started": "2025-01-02T00:00:00+00:00", "config": study_config.run_config(cfg, arm, seed)},
+                   folder / "run.json")
+        seal_run(folder)
+    return cfg, root
+
+
+def test_the_base_curve_is_read_only_from_runs_of_this_config(tmp_path):
+    """The screen measures the arm under the config it is given, but read the prediction off whatever base runs
+    the study's index linked: runs trained before recipe.lr was edited (or a --config override) were taken for this
+    config's base without a word. Now no prediction is read from them, and the words say why."""
+    cfg, _ = _trained_base(tmp_path)
+    assert screen.base_curve(cfg, None, None).seeds == 2
+    edited = studies.validate(edited_study(results_dir=cfg["results_dir"], recipe__lr=2e-6))
+    assert screen.base_curve(edited, None, None) is None
+    assert screen.trained_elsewhere(cfg) == ""
+    why = screen.trained_elsewhere(edited)
+    assert why.startswith("the study's trained outcome runs (seed 1, 2, ") and "another config than this one" in why
+    # an arm added on the command line (docs/plugins.md's way to screen one) leaves the base's keys as they were
+    added = studies.validate(edited_study(results_dir=cfg["results_dir"], arms={
+        **edited_study()["arms"], "mine": {"credit": {"monte_carlo": {"k": 4}}}}))
+    assert screen.trained_elsewhere(added) == ""
+
+
+def test_a_base_whose_b_counts_iterations_gives_no_curve_in_tokens(tmp_path):
+    """In an equal-iteration study B is an iteration count (here 2), which the screen read as 2 tokens on the
+    base's token curve: acc(e B) - acc(B) about 0 for every e, a prediction of no difference that nothing measured."""
+    cfg, _ = _trained_base(tmp_path, budget={"iterations": 4})
+    assert screen.base_curve(cfg, None, None) is None
+    assert screen.base_unread(cfg).startswith("the study's B counts iterations (budget.iterations")
+

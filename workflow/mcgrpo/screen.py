@@ -95,14 +95,29 @@ def base_curve(cfg: dict, curve: str | None, budget: float | None) -> Curve | No
     if curve is not None:
         return _curve_file(Path(curve), budget)
     from mcgrpo.analysis import steps
+    if base_unread(cfg):
+        return None
     results, a = layout.study_dir(cfg), cfg["analysis"]
     metric = a["metrics"][0]
     try:
-        B = float(steps.budget(results))
+        B = steps.budget(results)
         mine = steps.base_evals(cfg, results, a["base"] or "outcome", cfg["evaluation"]["sets"][0])
     except (DataError, FileNotFoundError):
         return None  # the base is not trained yet: no curve to read the prediction from
-    return None if mine.empty or metric not in mine else seed_curve(mine, metric, B)
+    if B.unit != "tokens":
+        return None  # B in iterations (base_unread says so): no token budget to read acc(e B) at
+    return None if mine.empty or metric not in mine else seed_curve(mine, metric, float(B))
+
+
+def base_unread(cfg: dict) -> str:
+    """Why the study's trained base gives no curve for this config ('' where it may): its runs are another
+    config's (trained_elsewhere), or its B counts iterations, which read as tokens would put B near the curve's
+    start (acc(e B) - acc(B) about 0 for every e: an equal-iteration study has no token budget)."""
+    if cfg["budget"].get("iterations") is not None:
+        return ("the study's B counts iterations (budget.iterations: an equal-iteration study), not generated "
+                "tokens, so its base has no B in tokens to read acc(e B) at; give --curve FILE and --budget B in "
+                "tokens")
+    return trained_elsewhere(cfg)
 
 
 def _curve_file(path: Path, budget: float | None) -> Curve:
@@ -119,6 +134,28 @@ def _curve_file(path: Path, budget: float | None) -> Curve:
     inside = GRID * B >= tokens[0]
     diff = np.where(inside, np.interp(GRID * B, tokens, accuracy) - np.interp(B, tokens, accuracy), np.nan)
     return Curve(GRID, diff, np.full_like(diff, np.nan), np.full_like(diff, np.nan), B, 0)
+
+
+def trained_elsewhere(cfg: dict) -> str:
+    """Why the study's trained base runs are not this config's base ('' where they are, or there are none): the
+    study's index links runs whose keys differ from the ones this config trains (a key of the task, model, recipe,
+    budget or base arm edited since they trained, or overridden on the command line). The screen measures the
+    arm under this config, so reading the prediction off that base's curve would mix two configs without a word."""
+    from mcgrpo.core import study_runs
+    results, base = layout.study_dir(cfg), cfg["analysis"]["base"] or "outcome"
+    try:
+        linked = study_runs.index(results)
+    except DataError:
+        return ""  # no index: no trained base to read (base_curve says so)
+    planned = layout.run_keys(cfg)
+    seeds = sorted(seed for (arm, seed), key in linked.items() if arm == base and planned.get((arm, seed), key) != key)
+    if not seeds:
+        return ""
+    return (f"the study's trained {base} runs (seed {', '.join(map(str, seeds))}, {study_runs.index_path(results)}) "
+            f"were trained under another config than this one (their run keys are not this config's: a key of the "
+            f"task, model, recipe, budget or the {base} arm changed since, or a --config override), so their curve "
+            f"is not this config's base and no prediction is read from it; give --curve FILE, or train the base "
+            f"under this config (rerun the workflow)")
 
 
 def seed_curve(evals: pd.DataFrame, metric: str, B: float) -> Curve:
@@ -239,7 +276,7 @@ def screen(cfg: dict, arm: str, batches: int | None = None, out: str | Path | No
     curve_from = (f"curve {curve}" if curve else
                   f"the study's trained {cfg['analysis']['base'] or 'outcome'} runs, {line.seeds} "
                   f"seed{'' if line.seeds == 1 else 's'}" if line is not None
-                  else "no trained base in the study's results and no --curve given")
+                  else base_unread(cfg) or "no trained base in the study's results and no --curve given")
     table = summarize(tests, cfg, line)
     folder = Path(out) if out else layout.study_dir(cfg) / "screen" / arm
     store.write_parquet(tests, folder / "gradient_tests.parquet")
