@@ -1,5 +1,7 @@
 """`mcgrpo screen`: the one-arm gradient-test config, the predicted equal-tokens difference, the verb's errors."""
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -156,6 +158,28 @@ def test_an_undefined_efficiency_interval_is_called_undefined_not_outside_the_cu
     assert screen.predicted_interval(1.5, 2.0, curve)[2] == "the efficiency's interval lies outside the base's curve (e 0.05 to 1)"
 
 
+def test_a_budget_past_the_curve_file_is_refused_not_read_as_no_difference(tmp_path):
+    """--budget 4000 on a curve ending at 1000 tokens read acc(B) and acc(e B) off the curve's last point held
+    flat: a predicted difference of 0.0 points that nothing measured (a B given in other units than the file's)."""
+    pd.DataFrame({"tokens": [0.0, 1000.0], "accuracy": [0.2, 0.6]}).to_csv(tmp_path / "curve.csv", index=False)
+    with pytest.raises(DataError, match=r"--budget 4000: beyond the last point of --curve .*curve.csv \(tokens "
+                                        r"1000\).*allowed: a B the curve reaches \(at most 1000 generated tokens"):
+        screen.base_curve({}, str(tmp_path / "curve.csv"), 4000)
+
+
+@pytest.mark.parametrize("tokens, accuracy, named", [
+    ([0.0, 1000.0], [20.0, 60.0], "column accuracy holds 20; allowed: a share of correct samples in [0, 1]"),
+    ([0.0, 500.0, np.nan], [0.2, 0.4, 0.6], "column tokens holds nan; allowed: finite counts"),
+    ([0.0, 1000.0], [0.2, np.nan], "column accuracy holds nan"),
+])
+def test_a_curve_file_the_prediction_would_misread_is_named(tmp_path, tokens, accuracy, named):
+    """An accuracy in percent printed a difference a hundred times too large in points; an unknown token count,
+    sorted last, was taken for B (every prediction not defined, called outside the curve)."""
+    pd.DataFrame({"tokens": tokens, "accuracy": accuracy}).to_csv(tmp_path / "curve.csv", index=False)
+    with pytest.raises(DataError, match=re.escape(named)):
+        screen.base_curve({}, str(tmp_path / "curve.csv"), None)
+
+
 def _trained_base(tmp_path, **changes):
     """A study folder, where the workflow puts it, whose outcome and mc_k2 runs are trained and linked under the
     keys of its config (rising from 0.2 to 0.6 at B = 100 tokens, or 2 iterations where the study's budget counts
@@ -205,3 +229,9 @@ def test_a_base_whose_b_counts_iterations_gives_no_curve_in_tokens(tmp_path):
     assert screen.base_curve(cfg, None, None) is None
     assert screen.base_unread(cfg).startswith("the study's B counts iterations (budget.iterations")
 
+
+def test_a_budget_without_a_curve_file_is_refused_not_ignored(tmp_path):
+    cfg, _ = _trained_base(tmp_path)
+    with pytest.raises(ConfigError, match="--budget 5000: given without --curve, but the study's trained base is "
+                                          "read at the B its runs trained to"):
+        screen.base_curve(cfg, None, 5000.0)

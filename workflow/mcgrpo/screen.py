@@ -94,6 +94,9 @@ def base_curve(cfg: dict, curve: str | None, budget: float | None) -> Curve | No
     neither is there."""
     if curve is not None:
         return _curve_file(Path(curve), budget)
+    if budget is not None:
+        raise ConfigError(f"--budget {budget:g}: given without --curve, but the study's trained base is read at the "
+                          f"B its runs trained to, never at another; allowed: --budget with --curve FILE, or neither")
     from mcgrpo.analysis import steps
     if base_unread(cfg):
         return None
@@ -130,10 +133,30 @@ def _curve_file(path: Path, budget: float | None) -> Curve:
                         f"columns tokens (generated tokens) and accuracy (the base's mean accuracy there)")
     frame = frame.sort_values("tokens")
     tokens, accuracy = frame["tokens"].to_numpy(float), frame["accuracy"].to_numpy(float)
+    _check_curve(path, tokens, accuracy)
     B = float(budget if budget is not None else tokens[-1])
+    if B > tokens[-1]:
+        raise DataError(f"--budget {budget:g}: beyond the last point of --curve {path} (tokens {tokens[-1]:g}), so "
+                        f"acc(B) and every acc(e B) past it would be the curve's last accuracy held flat, a predicted "
+                        f"difference of 0 that no point measured; allowed: a B the curve reaches (at most "
+                        f"{tokens[-1]:g} generated tokens; B counts tokens, not thousands), or no --budget (its "
+                        f"last point)")
     inside = GRID * B >= tokens[0]
     diff = np.where(inside, np.interp(GRID * B, tokens, accuracy) - np.interp(B, tokens, accuracy), np.nan)
     return Curve(GRID, diff, np.full_like(diff, np.nan), np.full_like(diff, np.nan), B, 0)
+
+
+def _check_curve(path: Path, tokens: np.ndarray, accuracy: np.ndarray) -> None:
+    """Refuses a curve file the prediction would misread without a word: an unknown or negative count of tokens
+    (sorted last, it would be taken for B), or an accuracy outside [0, 1] (a percentage, read as a fraction, would
+    print a difference a hundred times too large in points)."""
+    bad_tokens = ~np.isfinite(tokens) | (tokens < 0)
+    bad_accuracy = ~np.isfinite(accuracy) | (accuracy < 0) | (accuracy > 1)
+    for column, bad, values, allowed in (("tokens", bad_tokens, tokens, "finite counts of generated tokens, >= 0"),
+                                         ("accuracy", bad_accuracy, accuracy, "a share of correct samples in [0, 1], "
+                                                                              "not a percentage")):
+        if bad.any():
+            raise DataError(f"--curve {path}: column {column} holds {values[bad][0]:g}; allowed: {allowed}")
 
 
 def trained_elsewhere(cfg: dict) -> str:
@@ -271,8 +294,8 @@ def screen(cfg: dict, arm: str, batches: int | None = None, out: str | Path | No
            budget: float | None = None, log: Callable[[str], None] = print) -> tuple[pd.DataFrame, Path, str]:
     """Measure, summarize and write: (the summary table, the folder written, where the curve came from)."""
     start = time.perf_counter()
+    line = base_curve(cfg, curve, budget)  # first: a curve file it refuses is named before minutes of measuring
     tests = measure(cfg, arm, batches, lambda line: log(f"[{time.perf_counter() - start:6.1f} s] {line}"))
-    line = base_curve(cfg, curve, budget)
     curve_from = (f"curve {curve}" if curve else
                   f"the study's trained {cfg['analysis']['base'] or 'outcome'} runs, {line.seeds} "
                   f"seed{'' if line.seeds == 1 else 's'}" if line is not None
