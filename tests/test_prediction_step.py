@@ -131,3 +131,18 @@ def test_no_extrapolation_line_where_b_counts_iterations(tmp_path):
     e, line = steps.extrapolation_line(cfg, layout.study_dir(cfg), "outcome", "acc_default", "heldout")
     assert line[-1] == 0 and line[0] < 0  # tokens: read at e x B on the rising curve
 
+
+def test_an_arm_whose_update_falls_against_the_reference_gets_no_measured_extrapolation(measured):
+    """Efficiency squares E<u, h>: mc_k2's update lowering expected accuracy in every batch was extrapolated as an
+    arm learning 0.25 times as much per token as outcome-only, and observed minus extrapolated read against a curve
+    it does not climb. Its efficiency row still shows the sign (inner_se); a value the config gives still applies."""
+    cfg, folder = measured
+    path = folder / "analysis" / "gradient_tests.parquet"
+    tests = read_parquet(path)
+    falling = (tests["arm"] == "mc_k2") & (tests["measure"] == "inner")
+    write_parquet(tests.assign(value=tests["value"].where(~falling, -tests["value"])), path, measured_hash(cfg))
+    run("curves", cfg, folder)
+    assert len(read_parquet(folder / "analysis" / "extrapolation.parquet")) == 0  # mc_k2, its one arm: no line
+    cfg["analysis"]["efficiency"] = {"mc_k2": 0.5}
+    run("curves", cfg, folder)
+    np.testing.assert_allclose(read_parquet(folder / "analysis" / "extrapolation.parquet")["efficiency"], 0.5)

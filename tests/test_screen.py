@@ -222,6 +222,24 @@ def test_the_base_curve_is_read_only_from_runs_of_this_config(tmp_path):
     assert screen.trained_elsewhere(added) == ""
 
 
+def test_an_update_against_the_reference_gradient_predicts_nothing(tmp_path):
+    """Efficiency squares E<u, h>: an arm whose update lowered expected accuracy in every batch (inner -2) read as
+    efficient as one raising it, and the screen printed a predicted difference as for an arm that learns, without
+    saying the sign (the study's table has inner_se; the screen's lines did not). Now it is not defined, and why."""
+    pd.DataFrame({"tokens": [0.0, 1000.0], "accuracy": [0.2, 0.6]}).to_csv(tmp_path / "curve.csv", index=False)
+    curve = screen.base_curve({}, str(tmp_path / "curve.csv"), None)
+    tests = _tests([1.0, 1.5])
+    climbing = screen.summarize(tests, {}, curve).set_index("arm").loc["mc"]
+    assert np.isfinite(climbing["predicted_diff"]) and "E<u, h>" not in climbing["predicted_note"]
+    falling = tests.assign(value=np.where((tests["arm"] == "mc") & (tests["measure"] == "inner"), -2.0, tests["value"]))
+    row = screen.summarize(falling, {}, curve).set_index("arm").loc["mc"]
+    assert row["per_update"] == climbing["per_update"]  # the squared efficiency cannot tell the two apart
+    assert np.isnan(row["predicted_diff"]) and np.isnan(row["predicted_diff_low"])
+    assert row["predicted_note"].startswith("not defined: E<u, h> of mc is -2, not positive")
+    line = screen.render(screen.summarize(falling, {}, curve), "mc", "curve c.csv")[-1]
+    assert "not defined [not defined] points (not defined: E<u, h> of mc is -2" in line
+
+
 def test_a_base_whose_b_counts_iterations_gives_no_curve_in_tokens(tmp_path):
     """In an equal-iteration study B is an iteration count (here 2), which the screen read as 2 tokens on the
     base's token curve: acc(e B) - acc(B) about 0 for every e, a prediction of no difference that nothing measured."""

@@ -245,6 +245,21 @@ def base_without_gradient(tests: pd.DataFrame) -> str:
             f"groups it learns from")
 
 
+def against_reference(tests: pd.DataFrame, arm: str) -> str:
+    """Why `arm`'s efficiency predicts nothing where its update, or outcome-only's, does not climb the reference
+    gradient on average (E<u, h> <= 0); '' otherwise. Efficiency squares E<u, h>, so an update that lowers expected
+    accuracy reads as efficient as one that raises it as much, and the prediction (an arm that learns e times as
+    much per token) would read a curve the arm does not climb."""
+    from mcgrpo.analysis.efficiency import BASE
+    inner = tests[tests["measure"] == "inner"].groupby("arm")["value"].mean()
+    falling = [who for who in dict.fromkeys([BASE, arm]) if who in inner and not inner[who] > 0]
+    if not falling:
+        return ""
+    return (f"not defined: E<u, h> of {' and '.join(falling)} is {', '.join(f'{inner[w]:.3g}' for w in falling)}, "
+            f"not positive: its update does not climb the reference gradient on average, and efficiency squares "
+            f"that sign away (see inner_se)")
+
+
 def summarize(tests: pd.DataFrame, cfg: dict, curve: Curve | None) -> pd.DataFrame:
     """One row per measured rule (outcome-only first): the efficiency table, and the predicted equal-tokens
     difference at its per-token efficiency with its interval (accuracy fractions, as contrasts.parquet) and a note
@@ -258,9 +273,12 @@ def summarize(tests: pd.DataFrame, cfg: dict, curve: Curve | None) -> pd.DataFra
     point = predicted_difference(table["per_token"].to_numpy(), curve)
     intervals = [predicted_interval(lo, hi, curve) for lo, hi in zip(table["per_token_low"], table["per_token_high"])]
     silent = base_without_gradient(tests)
-    notes = [note if np.isfinite(p) else silent or "; ".join(filter(None, [
-        f"per-token efficiency {e:.3g} lies outside the base's curve (e {curve.e[0]:g} to {curve.e[-1]:g})", note]))
-        for p, e, (_, _, note) in zip(point, table["per_token"], intervals)]
+    backwards = [against_reference(tests, arm) if not silent else "" for arm in table["arm"]]
+    point = np.where([bool(b) for b in backwards], np.nan, point)
+    intervals = [(np.nan, np.nan, "") if b else i for b, i in zip(backwards, intervals)]
+    notes = [b or (note if np.isfinite(p) else silent or "; ".join(filter(None, [
+        f"per-token efficiency {e:.3g} lies outside the base's curve (e {curve.e[0]:g} to {curve.e[-1]:g})", note])))
+        for b, p, e, (_, _, note) in zip(backwards, point, table["per_token"], intervals)]
     return table.assign(predicted_diff=point, predicted_diff_low=[i[0] for i in intervals],
                         predicted_diff_high=[i[1] for i in intervals], predicted_note=notes, budget=curve.budget)
 
