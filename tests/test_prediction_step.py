@@ -119,19 +119,6 @@ def test_gradient_tests_of_another_config_are_refused(measured, step, stamp, cap
     assert f"{path}: measured for gradient tests" in err and "this study's gradient tests' config hashes to" in err
 
 
-def test_no_extrapolation_line_where_b_counts_iterations(tmp_path):
-    """An equal-iteration study's B (2 iterations) was read as 2 tokens on the base's token curve: the prediction
-    figure drew acc(e B) - acc(B), about 0 for every e, as the line the efficiencies are judged against."""
-    from mcgrpo.analysis import steps
-    from mcgrpo.core import layout
-    from test_screen import _trained_base
-    cfg, root = _trained_base(tmp_path, budget={"iterations": 4})
-    assert steps.extrapolation_line(cfg, root, "outcome", "acc_default", "heldout") is None
-    cfg, root = _trained_base(tmp_path / "tokens")
-    e, line = steps.extrapolation_line(cfg, layout.study_dir(cfg), "outcome", "acc_default", "heldout")
-    assert line[-1] == 0 and line[0] < 0  # tokens: read at e x B on the rising curve
-
-
 def test_an_arm_whose_update_falls_against_the_reference_gets_no_measured_extrapolation(measured):
     """Efficiency squares E<u, h>: mc_k2's update lowering expected accuracy in every batch was extrapolated as an
     arm learning 0.25 times as much per token as outcome-only, and observed minus extrapolated read against a curve

@@ -180,20 +180,17 @@ def test_a_curve_file_the_prediction_would_misread_is_named(tmp_path, tokens, ac
         screen.base_curve({}, str(tmp_path / "curve.csv"), None)
 
 
-def _trained_base(tmp_path, **changes):
+def _trained_base(tmp_path):
     """A study folder, where the workflow puts it, whose outcome and mc_k2 runs are trained and linked under the
-    keys of its config (rising from 0.2 to 0.6 at B = 100 tokens, or 2 iterations where the study's budget counts
-    iterations): (config, study folder)."""
+    keys of its config (rising from 0.2 to 0.6 at B = 100 tokens): (config, study folder)."""
     from mcgrpo.core import config as study_config
     from mcgrpo.core import layout
     from mcgrpo.core.budget import budget_table
     from mcgrpo.core.store import write_json, write_parquet
     from test_runs import linked_run, seal_run, write_iterations, write_run
-    cfg = studies.validate(edited_study(results_dir=str(tmp_path / "results"), **changes))
+    cfg = studies.validate(edited_study(results_dir=str(tmp_path / "results")))
     root, keys = layout.study_dir(cfg), layout.run_keys(cfg)
-    iterations = cfg["budget"].get("iterations") is not None
-    write_parquet(budget_table("tiny", [] if iterations else [10], 2 if iterations else 100, "config",
-                               "iterations" if iterations else "tokens"), root / "calibration" / "budget.parquet")
+    write_parquet(budget_table("tiny", [10], 100, "config"), root / "calibration" / "budget.parquet")
     skill = np.linspace(0.2, 0.6, 3)[:, None, None]
     for arm, seed in study_config.runs(cfg):
         folder = linked_run(root, arm, seed, tmp_path / "store" / keys[arm, seed])
@@ -238,14 +235,6 @@ def test_an_update_against_the_reference_gradient_predicts_nothing(tmp_path):
     assert row["predicted_note"].startswith("not defined: E<u, h> of mc is -2, not positive")
     line = screen.render(screen.summarize(falling, {}, curve), "mc", "curve c.csv")[-1]
     assert "not defined [not defined] points (not defined: E<u, h> of mc is -2" in line
-
-
-def test_a_base_whose_b_counts_iterations_gives_no_curve_in_tokens(tmp_path):
-    """In an equal-iteration study B is an iteration count (here 2), which the screen read as 2 tokens on the
-    base's token curve: acc(e B) - acc(B) about 0 for every e, a prediction of no difference that nothing measured."""
-    cfg, _ = _trained_base(tmp_path, budget={"iterations": 4})
-    assert screen.base_curve(cfg, None, None) is None
-    assert screen.base_unread(cfg).startswith("the study's B counts iterations (budget.iterations")
 
 
 def test_a_budget_without_a_curve_file_is_refused_not_ignored(tmp_path):

@@ -98,29 +98,16 @@ def base_curve(cfg: dict, curve: str | None, budget: float | None) -> Curve | No
         raise ConfigError(f"--budget {budget:g}: given without --curve, but the study's trained base is read at the "
                           f"B its runs trained to, never at another; allowed: --budget with --curve FILE, or neither")
     from mcgrpo.analysis import steps
-    if base_unread(cfg):
+    if trained_elsewhere(cfg):
         return None
     results, a = layout.study_dir(cfg), cfg["analysis"]
     metric = a["metrics"][0]
     try:
-        B = steps.budget(results)
+        B = float(steps.budget(results))
         mine = steps.base_evals(cfg, results, a["base"] or "outcome", cfg["evaluation"]["sets"][0])
     except (DataError, FileNotFoundError):
         return None  # the base is not trained yet: no curve to read the prediction from
-    if B.unit != "tokens":
-        return None  # B in iterations (base_unread says so): no token budget to read acc(e B) at
-    return None if mine.empty or metric not in mine else seed_curve(mine, metric, float(B))
-
-
-def base_unread(cfg: dict) -> str:
-    """Why the study's trained base gives no curve for this config ('' where it may): its runs are another
-    config's (trained_elsewhere), or its B counts iterations, which read as tokens would put B near the curve's
-    start (acc(e B) - acc(B) about 0 for every e: an equal-iteration study has no token budget)."""
-    if cfg["budget"].get("iterations") is not None:
-        return ("the study's B counts iterations (budget.iterations: an equal-iteration study), not generated "
-                "tokens, so its base has no B in tokens to read acc(e B) at; give --curve FILE and --budget B in "
-                "tokens")
-    return trained_elsewhere(cfg)
+    return None if mine.empty or metric not in mine else seed_curve(mine, metric, B)
 
 
 def _curve_file(path: Path, budget: float | None) -> Curve:
@@ -317,7 +304,7 @@ def screen(cfg: dict, arm: str, batches: int | None = None, out: str | Path | No
     curve_from = (f"curve {curve}" if curve else
                   f"the study's trained {cfg['analysis']['base'] or 'outcome'} runs, {line.seeds} "
                   f"seed{'' if line.seeds == 1 else 's'}" if line is not None
-                  else base_unread(cfg) or "no trained base in the study's results and no --curve given")
+                  else trained_elsewhere(cfg) or "no trained base in the study's results and no --curve given")
     table = summarize(tests, cfg, line)
     folder = Path(out) if out else layout.study_dir(cfg) / "screen" / arm
     store.write_parquet(tests, folder / "gradient_tests.parquet")

@@ -201,11 +201,8 @@ def prediction_step(cfg: dict, results: Path) -> None:
 
 def extrapolation_line(cfg: dict, results: Path, base: str, metric: str, eval_set: str):
     """Efficiency e -> the base's mean accuracy at e x B minus at B (what a reward of efficiency e is supposed
-    to reach at B), on e in [0.05, 1] where the base's runs reach; None where B counts iterations (an equal-iteration
-    study): read as tokens, e x B would fall near the curve's start and draw a line of about 0 that nothing measured."""
+    to reach at B), on e in [0.05, 1] where the base's runs reach."""
     B = budget(results)
-    if B.unit != "tokens":
-        return None
     evals = runs.evals_frame(_runs(cfg, results, samples=False))
     mine = evals[(evals["arm"] == base) & (evals["eval_set"] == eval_set)]
     if mine.empty or metric not in mine:
