@@ -9,6 +9,8 @@ import pytest
 
 from mcgrpo import studies
 from mcgrpo.cli import main
+from mcgrpo.cli.common import _as_planned
+from mcgrpo.core import config as study_config
 from mcgrpo.core.store import read_parquet, write_parquet
 from test_runs import copy_study
 from test_steps import results  # noqa: F401  (the module-scoped fixture)
@@ -37,8 +39,14 @@ def measured(results, tmp_path):  # noqa: F811
     cfg["analysis"]["efficiency"] = {}
     cfg["gradient_tests"] = {"batches": 6, "arms": ["mc_k2"]}
     cfg = studies.validate(cfg)
-    write_parquet(gradient_table(per_update=1.5, token_ratio=6.0), folder / "analysis" / "gradient_tests.parquet")
+    write_parquet(gradient_table(per_update=1.5, token_ratio=6.0), folder / "analysis" / "gradient_tests.parquet",
+                  measured_hash(cfg))
     return cfg, folder
+
+
+def measured_hash(cfg: dict) -> str:
+    """The config_hash the gradient_tests stage stamps its file with: its --run-json's, as the rule passes it."""
+    return study_config.config_hash(study_config.gradient_tests_config(cfg))
 
 
 def run(step, cfg, folder):
@@ -73,3 +81,55 @@ def test_prediction_step_writes_the_table_and_figure(measured):
     assert "Spearman" in (folder / "tables" / "prediction.md").read_text()
     for name in ("efficiency", "prediction"):
         assert (folder / "tables" / f"{name}.csv").stat().st_size > 0
+
+
+@pytest.mark.parametrize("study", ["measured", "default"])
+def test_the_stage_and_its_readers_hash_the_gradient_tests_alike(measured, study):
+    """The stage hashes its --run-json, the rule's gradient_tests_config passed as JSON and validated again; the
+    readers hash the gradient_tests_config of the analysis job's config (the study less its switches, passed as JSON
+    and validated again): the two must agree, or every study's file would be refused."""
+    import yaml
+    from conftest import ROOT
+    cfg = measured[0] if study == "measured" else studies.validate(yaml.safe_load((ROOT / "config" / "config.yaml")
+                                                                                  .read_text()))
+    passed = json.loads(json.dumps(study_config.gradient_tests_config(cfg), sort_keys=True))
+    run = _as_planned(study_config.validate_blocks(passed, ("task", "model", "engine", "recipe", "gradient_tests",
+                                                             "arms"), "--run-json"), "--run-json")
+    job = studies.validate(json.loads(json.dumps({k: v for k, v in cfg.items() if k not in study_config.SWITCHES},
+                                                 sort_keys=True)))
+    assert study_config.config_hash(run) == measured_hash(job)
+
+
+@pytest.mark.parametrize("step", ["curves", "prediction"])
+@pytest.mark.parametrize("stamp", ["earlier config", "none"])
+def test_gradient_tests_of_another_config_are_refused(measured, step, stamp, capsys):
+    """A gradient_tests.parquet measured under an earlier config (here other batches: analysis_only never reruns
+    the stage) or written without the stage's hash was read as this study's efficiencies, prediction and
+    extrapolation without a word; now it is named."""
+    cfg, folder = measured
+    for before in ("contrasts", "curves"):  # what the prediction step reads besides, from the study's own file
+        run(before, cfg, folder)
+    earlier = copy.deepcopy(cfg)
+    earlier["gradient_tests"]["batches"] = 3
+    path = folder / "analysis" / "gradient_tests.parquet"
+    write_parquet(gradient_table(per_update=1.5, token_ratio=6.0), path,
+                  measured_hash(studies.validate(earlier)) if stamp == "earlier config" else "")
+    assert main([step, "--config-json", json.dumps(cfg), "--results", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: measured for gradient tests" in err and "this study's gradient tests' config hashes to" in err
+
+
+def test_an_arm_whose_update_falls_against_the_reference_gets_no_measured_extrapolation(measured):
+    """Efficiency squares E<u, h>: mc_k2's update lowering expected accuracy in every batch was extrapolated as an
+    arm learning 0.25 times as much per token as outcome-only, and observed minus extrapolated read against a curve
+    it does not climb. Its efficiency row still shows the sign (inner_se); a value the config gives still applies."""
+    cfg, folder = measured
+    path = folder / "analysis" / "gradient_tests.parquet"
+    tests = read_parquet(path)
+    falling = (tests["arm"] == "mc_k2") & (tests["measure"] == "inner")
+    write_parquet(tests.assign(value=tests["value"].where(~falling, -tests["value"])), path, measured_hash(cfg))
+    run("curves", cfg, folder)
+    assert len(read_parquet(folder / "analysis" / "extrapolation.parquet")) == 0  # mc_k2, its one arm: no line
+    cfg["analysis"]["efficiency"] = {"mc_k2": 0.5}
+    run("curves", cfg, folder)
+    np.testing.assert_allclose(read_parquet(folder / "analysis" / "extrapolation.parquet")["efficiency"], 0.5)

@@ -1,5 +1,7 @@
 """`mcgrpo screen`: the one-arm gradient-test config, the predicted equal-tokens difference, the verb's errors."""
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -154,3 +156,89 @@ def test_an_undefined_efficiency_interval_is_called_undefined_not_outside_the_cu
     low, high, note = screen.predicted_interval(np.nan, np.nan, curve)
     assert np.isnan(low) and np.isnan(high) and note.startswith("the efficiency's interval is not defined")
     assert screen.predicted_interval(1.5, 2.0, curve)[2] == "the efficiency's interval lies outside the base's curve (e 0.05 to 1)"
+
+
+def test_a_budget_past_the_curve_file_is_refused_not_read_as_no_difference(tmp_path):
+    """--budget 4000 on a curve ending at 1000 tokens read acc(B) and acc(e B) off the curve's last point held
+    flat: a predicted difference of 0.0 points that nothing measured (a B given in other units than the file's)."""
+    pd.DataFrame({"tokens": [0.0, 1000.0], "accuracy": [0.2, 0.6]}).to_csv(tmp_path / "curve.csv", index=False)
+    with pytest.raises(DataError, match=r"--budget 4000: beyond the last point of --curve .*curve.csv \(tokens "
+                                        r"1000\).*allowed: a B the curve reaches \(at most 1000 generated tokens"):
+        screen.base_curve({}, str(tmp_path / "curve.csv"), 4000)
+
+
+@pytest.mark.parametrize("tokens, accuracy, named", [
+    ([0.0, 1000.0], [20.0, 60.0], "column accuracy holds 20; allowed: a share of correct samples in [0, 1]"),
+    ([0.0, 500.0, np.nan], [0.2, 0.4, 0.6], "column tokens holds nan; allowed: finite counts"),
+    ([0.0, 1000.0], [0.2, np.nan], "column accuracy holds nan"),
+])
+def test_a_curve_file_the_prediction_would_misread_is_named(tmp_path, tokens, accuracy, named):
+    """An accuracy in percent printed a difference a hundred times too large in points; an unknown token count,
+    sorted last, was taken for B (every prediction not defined, called outside the curve)."""
+    pd.DataFrame({"tokens": tokens, "accuracy": accuracy}).to_csv(tmp_path / "curve.csv", index=False)
+    with pytest.raises(DataError, match=re.escape(named)):
+        screen.base_curve({}, str(tmp_path / "curve.csv"), None)
+
+
+def _trained_base(tmp_path):
+    """A study folder, where the workflow puts it, whose outcome and mc_k2 runs are trained and linked under the
+    keys of its config (rising from 0.2 to 0.6 at B = 100 tokens): (config, study folder)."""
+    from mcgrpo.core import config as study_config
+    from mcgrpo.core import layout
+    from mcgrpo.core.budget import budget_table
+    from mcgrpo.core.store import write_json, write_parquet
+    from test_runs import linked_run, seal_run, write_iterations, write_run
+    cfg = studies.validate(edited_study(results_dir=str(tmp_path / "results")))
+    root, keys = layout.study_dir(cfg), layout.run_keys(cfg)
+    write_parquet(budget_table("tiny", [10], 100, "config"), root / "calibration" / "budget.parquet")
+    skill = np.linspace(0.2, 0.6, 3)[:, None, None]
+    for arm, seed in study_config.runs(cfg):
+        folder = linked_run(root, arm, seed, tmp_path / "store" / keys[arm, seed])
+        _, evals = write_run(folder, np.random.default_rng(seed).random((3, 6, 2)) < skill, eval_sets=("heldout",))
+        write_iterations(folder, evals)
+        write_json({"started": "2025-01-02T00:00:00+00:00", "config": study_config.run_config(cfg, arm, seed)},
+                   folder / "run.json")
+        seal_run(folder)
+    return cfg, root
+
+
+def test_the_base_curve_is_read_only_from_runs_of_this_config(tmp_path):
+    """The screen measures the arm under the config it is given, but read the prediction off whatever base runs
+    the study's index linked: runs trained before recipe.lr was edited (or a --config override) were taken for this
+    config's base without a word. Now no prediction is read from them, and the words say why."""
+    cfg, _ = _trained_base(tmp_path)
+    assert screen.base_curve(cfg, None, None).seeds == 2
+    edited = studies.validate(edited_study(results_dir=cfg["results_dir"], recipe__lr=2e-6))
+    assert screen.base_curve(edited, None, None) is None
+    assert screen.trained_elsewhere(cfg) == ""
+    why = screen.trained_elsewhere(edited)
+    assert why.startswith("the study's trained outcome runs (seed 1, 2, ") and "another config than this one" in why
+    # an arm added on the command line (docs/plugins.md's way to screen one) leaves the base's keys as they were
+    added = studies.validate(edited_study(results_dir=cfg["results_dir"], arms={
+        **edited_study()["arms"], "mine": {"credit": {"monte_carlo": {"k": 4}}}}))
+    assert screen.trained_elsewhere(added) == ""
+
+
+def test_an_update_against_the_reference_gradient_predicts_nothing(tmp_path):
+    """Efficiency squares E<u, h>: an arm whose update lowered expected accuracy in every batch (inner -2) read as
+    efficient as one raising it, and the screen printed a predicted difference as for an arm that learns, without
+    saying the sign (the study's table has inner_se; the screen's lines did not). Now it is not defined, and why."""
+    pd.DataFrame({"tokens": [0.0, 1000.0], "accuracy": [0.2, 0.6]}).to_csv(tmp_path / "curve.csv", index=False)
+    curve = screen.base_curve({}, str(tmp_path / "curve.csv"), None)
+    tests = _tests([1.0, 1.5])
+    climbing = screen.summarize(tests, {}, curve).set_index("arm").loc["mc"]
+    assert np.isfinite(climbing["predicted_diff"]) and "E<u, h>" not in climbing["predicted_note"]
+    falling = tests.assign(value=np.where((tests["arm"] == "mc") & (tests["measure"] == "inner"), -2.0, tests["value"]))
+    row = screen.summarize(falling, {}, curve).set_index("arm").loc["mc"]
+    assert row["per_update"] == climbing["per_update"]  # the squared efficiency cannot tell the two apart
+    assert np.isnan(row["predicted_diff"]) and np.isnan(row["predicted_diff_low"])
+    assert row["predicted_note"].startswith("not defined: E<u, h> of mc is -2, not positive")
+    line = screen.render(screen.summarize(falling, {}, curve), "mc", "curve c.csv")[-1]
+    assert "not defined [not defined] points (not defined: E<u, h> of mc is -2" in line
+
+
+def test_a_budget_without_a_curve_file_is_refused_not_ignored(tmp_path):
+    cfg, _ = _trained_base(tmp_path)
+    with pytest.raises(ConfigError, match="--budget 5000: given without --curve, but the study's trained base is "
+                                          "read at the B its runs trained to"):
+        screen.base_curve(cfg, None, 5000.0)

@@ -94,7 +94,12 @@ def base_curve(cfg: dict, curve: str | None, budget: float | None) -> Curve | No
     neither is there."""
     if curve is not None:
         return _curve_file(Path(curve), budget)
+    if budget is not None:
+        raise ConfigError(f"--budget {budget:g}: given without --curve, but the study's trained base is read at the "
+                          f"B its runs trained to, never at another; allowed: --budget with --curve FILE, or neither")
     from mcgrpo.analysis import steps
+    if trained_elsewhere(cfg):
+        return None
     results, a = layout.study_dir(cfg), cfg["analysis"]
     metric = a["metrics"][0]
     try:
@@ -115,10 +120,52 @@ def _curve_file(path: Path, budget: float | None) -> Curve:
                         f"columns tokens (generated tokens) and accuracy (the base's mean accuracy there)")
     frame = frame.sort_values("tokens")
     tokens, accuracy = frame["tokens"].to_numpy(float), frame["accuracy"].to_numpy(float)
+    _check_curve(path, tokens, accuracy)
     B = float(budget if budget is not None else tokens[-1])
+    if B > tokens[-1]:
+        raise DataError(f"--budget {budget:g}: beyond the last point of --curve {path} (tokens {tokens[-1]:g}), so "
+                        f"acc(B) and every acc(e B) past it would be the curve's last accuracy held flat, a predicted "
+                        f"difference of 0 that no point measured; allowed: a B the curve reaches (at most "
+                        f"{tokens[-1]:g} generated tokens; B counts tokens, not thousands), or no --budget (its "
+                        f"last point)")
     inside = GRID * B >= tokens[0]
     diff = np.where(inside, np.interp(GRID * B, tokens, accuracy) - np.interp(B, tokens, accuracy), np.nan)
     return Curve(GRID, diff, np.full_like(diff, np.nan), np.full_like(diff, np.nan), B, 0)
+
+
+def _check_curve(path: Path, tokens: np.ndarray, accuracy: np.ndarray) -> None:
+    """Refuses a curve file the prediction would misread without a word: an unknown or negative count of tokens
+    (sorted last, it would be taken for B), or an accuracy outside [0, 1] (a percentage, read as a fraction, would
+    print a difference a hundred times too large in points)."""
+    bad_tokens = ~np.isfinite(tokens) | (tokens < 0)
+    bad_accuracy = ~np.isfinite(accuracy) | (accuracy < 0) | (accuracy > 1)
+    for column, bad, values, allowed in (("tokens", bad_tokens, tokens, "finite counts of generated tokens, >= 0"),
+                                         ("accuracy", bad_accuracy, accuracy, "a share of correct samples in [0, 1], "
+                                                                              "not a percentage")):
+        if bad.any():
+            raise DataError(f"--curve {path}: column {column} holds {values[bad][0]:g}; allowed: {allowed}")
+
+
+def trained_elsewhere(cfg: dict) -> str:
+    """Why the study's trained base runs are not this config's base ('' where they are, or there are none): the
+    study's index links runs whose keys differ from the ones this config trains (a key of the task, model, recipe,
+    budget or base arm edited since they trained, or overridden on the command line). The screen measures the
+    arm under this config, so reading the prediction off that base's curve would mix two configs without a word."""
+    from mcgrpo.core import study_runs
+    results, base = layout.study_dir(cfg), cfg["analysis"]["base"] or "outcome"
+    try:
+        linked = study_runs.index(results)
+    except DataError:
+        return ""  # no index: no trained base to read (base_curve says so)
+    planned = layout.run_keys(cfg)
+    seeds = sorted(seed for (arm, seed), key in linked.items() if arm == base and planned.get((arm, seed), key) != key)
+    if not seeds:
+        return ""
+    return (f"the study's trained {base} runs (seed {', '.join(map(str, seeds))}, {study_runs.index_path(results)}) "
+            f"were trained under another config than this one (their run keys are not this config's: a key of the "
+            f"task, model, recipe, budget or the {base} arm changed since, or a --config override), so their curve "
+            f"is not this config's base and no prediction is read from it; give --curve FILE, or train the base "
+            f"under this config (rerun the workflow)")
 
 
 def seed_curve(evals: pd.DataFrame, metric: str, B: float) -> Curve:
@@ -185,6 +232,21 @@ def base_without_gradient(tests: pd.DataFrame) -> str:
             f"groups it learns from")
 
 
+def against_reference(tests: pd.DataFrame, arm: str) -> str:
+    """Why `arm`'s efficiency predicts nothing where its update, or outcome-only's, does not climb the reference
+    gradient on average (E<u, h> <= 0); '' otherwise. Efficiency squares E<u, h>, so an update that lowers expected
+    accuracy reads as efficient as one that raises it as much, and the prediction (an arm that learns e times as
+    much per token) would read a curve the arm does not climb."""
+    from mcgrpo.analysis.efficiency import BASE
+    inner = tests[tests["measure"] == "inner"].groupby("arm")["value"].mean()
+    falling = [who for who in dict.fromkeys([BASE, arm]) if who in inner and not inner[who] > 0]
+    if not falling:
+        return ""
+    return (f"not defined: E<u, h> of {' and '.join(falling)} is {', '.join(f'{inner[w]:.3g}' for w in falling)}, "
+            f"not positive: its update does not climb the reference gradient on average, and efficiency squares "
+            f"that sign away (see inner_se)")
+
+
 def summarize(tests: pd.DataFrame, cfg: dict, curve: Curve | None) -> pd.DataFrame:
     """One row per measured rule (outcome-only first): the efficiency table, and the predicted equal-tokens
     difference at its per-token efficiency with its interval (accuracy fractions, as contrasts.parquet) and a note
@@ -198,9 +260,12 @@ def summarize(tests: pd.DataFrame, cfg: dict, curve: Curve | None) -> pd.DataFra
     point = predicted_difference(table["per_token"].to_numpy(), curve)
     intervals = [predicted_interval(lo, hi, curve) for lo, hi in zip(table["per_token_low"], table["per_token_high"])]
     silent = base_without_gradient(tests)
-    notes = [note if np.isfinite(p) else silent or "; ".join(filter(None, [
-        f"per-token efficiency {e:.3g} lies outside the base's curve (e {curve.e[0]:g} to {curve.e[-1]:g})", note]))
-        for p, e, (_, _, note) in zip(point, table["per_token"], intervals)]
+    backwards = [against_reference(tests, arm) if not silent else "" for arm in table["arm"]]
+    point = np.where([bool(b) for b in backwards], np.nan, point)
+    intervals = [(np.nan, np.nan, "") if b else i for b, i in zip(backwards, intervals)]
+    notes = [b or (note if np.isfinite(p) else silent or "; ".join(filter(None, [
+        f"per-token efficiency {e:.3g} lies outside the base's curve (e {curve.e[0]:g} to {curve.e[-1]:g})", note])))
+        for b, p, e, (_, _, note) in zip(backwards, point, table["per_token"], intervals)]
     return table.assign(predicted_diff=point, predicted_diff_low=[i[0] for i in intervals],
                         predicted_diff_high=[i[1] for i in intervals], predicted_note=notes, budget=curve.budget)
 
@@ -234,12 +299,12 @@ def screen(cfg: dict, arm: str, batches: int | None = None, out: str | Path | No
            budget: float | None = None, log: Callable[[str], None] = print) -> tuple[pd.DataFrame, Path, str]:
     """Measure, summarize and write: (the summary table, the folder written, where the curve came from)."""
     start = time.perf_counter()
+    line = base_curve(cfg, curve, budget)  # first: a curve file it refuses is named before minutes of measuring
     tests = measure(cfg, arm, batches, lambda line: log(f"[{time.perf_counter() - start:6.1f} s] {line}"))
-    line = base_curve(cfg, curve, budget)
     curve_from = (f"curve {curve}" if curve else
                   f"the study's trained {cfg['analysis']['base'] or 'outcome'} runs, {line.seeds} "
                   f"seed{'' if line.seeds == 1 else 's'}" if line is not None
-                  else "no trained base in the study's results and no --curve given")
+                  else trained_elsewhere(cfg) or "no trained base in the study's results and no --curve given")
     table = summarize(tests, cfg, line)
     folder = Path(out) if out else layout.study_dir(cfg) / "screen" / arm
     store.write_parquet(tests, folder / "gradient_tests.parquet")

@@ -101,8 +101,16 @@ def second_moment_fit(tests: pd.DataFrame, resamples: int = 2000, seed: int = 0)
 
 
 def measured_per_token(efficiency: pd.DataFrame) -> dict[str, float]:
-    """arm -> measured per-token efficiency (what the extrapolation reads unless the config overrides it)."""
-    return {row.arm: float(row.per_token) for row in efficiency.itertuples() if row.arm != BASE}
+    """arm -> measured per-token efficiency (what the extrapolation reads unless the config overrides it), of the
+    arms whose update climbs the reference gradient on average (E<u, h> > 0, read from inner_se's sign), relative to
+    an outcome-only that does too: efficiency squares E<u, h>, so an update that lowers expected accuracy reads as
+    efficient as one that raises it, and extrapolating it as an arm that learns e times as much per token would
+    compare training against a curve it does not climb. Such an arm gets no extrapolation (its efficiency table
+    row still shows inner_se)."""
+    climbing = {row.arm for row in efficiency.itertuples() if row.inner_se > 0}
+    if BASE not in climbing:
+        return {}
+    return {row.arm: float(row.per_token) for row in efficiency.itertuples() if row.arm != BASE and row.arm in climbing}
 
 
 PREDICTION_PAIRS = (("per_update", "updates"), ("per_token", "tokens"))

@@ -145,13 +145,27 @@ def curves_step(cfg: dict, results: Path) -> None:
     _write(pd.DataFrame(extra, columns=curves.EXTRAPOLATION_COLUMNS), results, "extrapolation", cfg)
 
 
+def _gradient_tests(cfg: dict, results: Path) -> pd.DataFrame | None:
+    """analysis/gradient_tests.parquet, when the study has gradient tests, held to the hash its stage writes (that of
+    gradient_tests_config): `--config analysis_only=True` never reruns the stage, nor does a step run by hand, so a
+    file measured under an earlier config (other arms, batches, recipe or model) or copied from another study would
+    otherwise be read as this study's efficiencies, its prediction and its extrapolation, without a word."""
+    planned, path = study_config.gradient_tests_config(cfg), Path(results) / "analysis" / "gradient_tests.parquet"
+    if not planned or not path.exists():
+        return None
+    frame = store.read_parquet(path)
+    found = store.parquet_metadata(path).get("config_hash", "")
+    _held_to(path, f"measured for gradient tests {found[:12] or '(none)'}", found, "gradient tests' config",
+             study_config.config_hash(planned))
+    return frame
+
+
 def _efficiency(cfg: dict, results: Path) -> pd.DataFrame | None:
     """The gradient tests' efficiencies, when the study has them (analysis/gradient_tests.parquet)."""
-    path = Path(results) / "analysis" / "gradient_tests.parquet"
-    if not study_config.gradient_tests_config(cfg) or not path.exists():
+    tests = _gradient_tests(cfg, results)
+    if tests is None:
         return None
-    return efficiency.efficiency_table(store.read_parquet(path), cfg["gradient_tests"]["resamples"],
-                                       cfg["gradient_tests"]["seed"])
+    return efficiency.efficiency_table(tests, cfg["gradient_tests"]["resamples"], cfg["gradient_tests"]["seed"])
 
 
 def prediction_step(cfg: dict, results: Path) -> None:
@@ -176,8 +190,8 @@ def prediction_step(cfg: dict, results: Path) -> None:
                                                  f"equal-updates difference, per-token beside the equal-tokens "
                                                  f"difference, observed minus extrapolated accuracy; Spearman over "
                                                  f"the trained arms."))
-    fit = efficiency.second_moment_fit(store.read_parquet(results / "analysis" / "gradient_tests.parquet"),
-                                       cfg["gradient_tests"]["resamples"], cfg["gradient_tests"]["seed"])
+    fit = efficiency.second_moment_fit(_gradient_tests(cfg, results), cfg["gradient_tests"]["resamples"],
+                                       cfg["gradient_tests"]["seed"])
     if len(fit):
         tables.write_table(fit, results / "tables" / "second_moment", title="The update's second moment as a + b/k "
                            "(k sweep) and the share due to continuation sampling at each k (95% bootstrap CI)")
