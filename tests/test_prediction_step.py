@@ -133,3 +133,11 @@ def test_an_arm_whose_update_falls_against_the_reference_gets_no_measured_extrap
     cfg["analysis"]["efficiency"] = {"mc_k2": 0.5}
     run("curves", cfg, folder)
     np.testing.assert_allclose(read_parquet(folder / "analysis" / "extrapolation.parquet")["efficiency"], 0.5)
+
+
+def test_an_undefined_inner_se_keeps_the_arms_measured_efficiency():
+    """One batch (or no spread) leaves inner_se undefined: nothing says the update falls, so it is extrapolated."""
+    from mcgrpo.analysis.efficiency import measured_per_token
+    table = pd.DataFrame({"arm": ["outcome", "mc_k2", "mc_k4"], "per_token": [1.0, 0.25, 0.5],
+                          "inner_se": [np.nan, np.nan, -2.0]})
+    assert measured_per_token(table) == {"mc_k2": 0.25}

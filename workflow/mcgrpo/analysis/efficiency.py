@@ -106,8 +106,8 @@ def measured_per_token(efficiency: pd.DataFrame) -> dict[str, float]:
     an outcome-only that does too: efficiency squares E<u, h>, so an update that lowers expected accuracy reads as
     efficient as one that raises it, and extrapolating it as an arm that learns e times as much per token would
     compare training against a curve it does not climb. Such an arm gets no extrapolation (its efficiency table
-    row still shows inner_se)."""
-    climbing = {row.arm for row in efficiency.itertuples() if row.inner_se > 0}
+    row still shows inner_se). An undefined inner_se (one batch, or no spread) says nothing of the sign: kept."""
+    climbing = {row.arm for row in efficiency.itertuples() if not row.inner_se <= 0}
     if BASE not in climbing:
         return {}
     return {row.arm: float(row.per_token) for row in efficiency.itertuples() if row.arm != BASE and row.arm in climbing}
