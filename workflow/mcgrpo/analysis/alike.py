@@ -71,13 +71,18 @@ def _words(part: str, key: str, values: dict) -> str:
     return machine_words(values) if part == "machine" else f"{key} {values.get(key)}"
 
 
+def _named(part: str, key: str, records: list[dict]) -> list[str]:
+    """Each record's words for `key`, the key itself added where they would read alike though the key differs (the
+    same GPU on another host CPU, or other threads)."""
+    words = [_words(part, key, values) for values in records]
+    return [f"{w} ({key} {values.get(key)})" for w, values in zip(words, records)] if len(set(words)) == 1 else words
+
+
 def _across(found: list[tuple[int | None, dict]], part: str, keys: tuple[str, ...]) -> tuple[str, str] | None:
     """(the key, the run's words) where its kept attempts differ on `keys`: 'torch 2.11.0+cu130 in attempt 1,
     torch 2.13.0+cpu in attempt 2'."""
     for key in (k for k in keys if len({repr(values.get(k)) for _, values in found}) > 1):
-        named = [_words(part, key, values) for _, values in found]
-        if part == "machine" and len(set(named)) == 1:  # the same GPU on another host CPU: name the key
-            named = [f"{words} ({key} {values.get(key)})" for words, (_, values) in zip(named, found)]
+        named = _named(part, key, [values for _, values in found])
         return key, ", ".join(f"{words} in attempt {attempt}" for words, (attempt, _) in zip(named, found))
     return None
 
@@ -92,10 +97,7 @@ def _differ(a: list, b: list, part: str, keys: tuple[str, ...]) -> tuple[str, st
             return (part, theirs, words) if flip else (part, words, theirs)
     (_, last_a), (_, last_b) = a[-1], b[-1]
     for key in (k for k in keys if k in last_a and k in last_b and last_a[k] != last_b[k]):
-        words_a, words_b = _words(part, key, last_a), _words(part, key, last_b)
-        if words_a == words_b:  # the same GPU on another host CPU, or other threads: name the key
-            words_a, words_b = f"{words_a} ({key} {last_a.get(key)})", f"{words_b} ({key} {last_b.get(key)})"
-        return part, words_a, words_b
+        return part, *_named(part, key, [last_a, last_b])
     return None
 
 

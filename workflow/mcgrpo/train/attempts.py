@@ -62,9 +62,8 @@ def note(directory: str | Path, history: list[dict], **fields) -> None:
 def end(directory: str | Path, history: list[dict], outcome: str, **fields) -> None:
     """Record how this attempt ended: `finished` or `interrupted` (with the signal), the iterations done, the
     longest checkpoint's seconds and, when interrupted, whether its SLURM job was requeued (mcgrpo.train.requeue)."""
-    history[-1].update(ended=_now(), outcome=outcome, **fields)
     Path(directory).mkdir(parents=True, exist_ok=True)
-    write_json({"attempts": history}, Path(directory) / FILE)
+    note(directory, history, ended=_now(), outcome=outcome, **fields)
 
 
 def describe(entry: dict) -> str:
