@@ -70,12 +70,18 @@ def analysis_reader(cfg: dict, results: Path) -> Callable[..., pd.DataFrame]:
     expected = analysis_hash(cfg)
 
     def read(name: str, kind: str | None = None) -> pd.DataFrame:
-        path = Path(results) / "analysis" / f"{name}.parquet"
-        frame = store.read_contract(path, kind) if kind else store.read_parquet(path)
-        found = store.parquet_metadata(path).get("config_hash", "")
-        _held_to(path, f"written for config {found[:12] or '(none)'}", found, "config", expected)
-        return frame
+        return _read_held(Path(results) / "analysis" / f"{name}.parquet", "written for config", "config", expected,
+                          kind)
     return read
+
+
+def _read_held(path: Path, said: str, what: str, expected: str, kind: str | None = None) -> pd.DataFrame:
+    """`path` (of contract `kind`, if given), refused where the config_hash it was written with is not `expected`,
+    the study's `what` hash (_held_to)."""
+    frame = store.read_contract(path, kind) if kind else store.read_parquet(path)
+    found = store.parquet_metadata(path).get("config_hash", "")
+    _held_to(path, f"{said} {found[:12] or '(none)'}", found, what, expected)
+    return frame
 
 
 def _held_to(path: Path, said: str, found: str, what: str, expected: str) -> None:
@@ -136,7 +142,7 @@ def curves_step(cfg: dict, results: Path) -> None:
     tokens = B.unit == "tokens"
     shares = [curves.budget_share(loaded, x, y, m, s, B, axis, a["resamples"], a["bootstrap_seed"])
               for x, y, m, s in grid for axis in curves.AXES if tokens or axis == "time"]
-    measured = _efficiency(cfg, results)
+    measured = _efficiency(cfg, _gradient_tests(cfg, results))
     rates = {**(efficiency.measured_per_token(measured) if measured is not None else {}), **a["efficiency"]}
     rates = rates if tokens else {}
     extra = [curves.extrapolation(loaded, x, y, m, s, B, rates[x]) for x, y, m, s in grid if x in rates]
@@ -153,16 +159,11 @@ def _gradient_tests(cfg: dict, results: Path) -> pd.DataFrame | None:
     planned, path = study_config.gradient_tests_config(cfg), Path(results) / "analysis" / "gradient_tests.parquet"
     if not planned or not path.exists():
         return None
-    frame = store.read_parquet(path)
-    found = store.parquet_metadata(path).get("config_hash", "")
-    _held_to(path, f"measured for gradient tests {found[:12] or '(none)'}", found, "gradient tests' config",
-             study_config.config_hash(planned))
-    return frame
+    return _read_held(path, "measured for gradient tests", "gradient tests' config", study_config.config_hash(planned))
 
 
-def _efficiency(cfg: dict, results: Path) -> pd.DataFrame | None:
-    """The gradient tests' efficiencies, when the study has them (analysis/gradient_tests.parquet)."""
-    tests = _gradient_tests(cfg, results)
+def _efficiency(cfg: dict, tests: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The efficiencies of the gradient tests `tests` (_gradient_tests), where the study has them."""
     if tests is None:
         return None
     return efficiency.efficiency_table(tests, cfg["gradient_tests"]["resamples"], cfg["gradient_tests"]["seed"])
@@ -171,7 +172,8 @@ def _efficiency(cfg: dict, results: Path) -> pd.DataFrame | None:
 def prediction_step(cfg: dict, results: Path) -> None:
     """Efficiencies with intervals, and whether they predict training (the paper's Figure 2): table and figure."""
     results, a = Path(results), cfg["analysis"]
-    measured = _efficiency(cfg, results)
+    tests = _gradient_tests(cfg, results)
+    measured = _efficiency(cfg, tests)
     metric, eval_set, base = a["metrics"][0], cfg["evaluation"]["sets"][0], a["base"] or "outcome"
     trained, read = measured[measured["arm"].isin([efficiency.BASE, *cfg["arms"]])], analysis_reader(cfg, results)
     table = efficiency.prediction_table(trained, read("contrasts", "contrasts"), base, metric, eval_set,
@@ -190,8 +192,7 @@ def prediction_step(cfg: dict, results: Path) -> None:
                                                  f"equal-updates difference, per-token beside the equal-tokens "
                                                  f"difference, observed minus extrapolated accuracy; Spearman over "
                                                  f"the trained arms."))
-    fit = efficiency.second_moment_fit(_gradient_tests(cfg, results), cfg["gradient_tests"]["resamples"],
-                                       cfg["gradient_tests"]["seed"])
+    fit = efficiency.second_moment_fit(tests, cfg["gradient_tests"]["resamples"], cfg["gradient_tests"]["seed"])
     if len(fit):
         tables.write_table(fit, results / "tables" / "second_moment", title="The update's second moment as a + b/k "
                            "(k sweep) and the share due to continuation sampling at each k (95% bootstrap CI)")
