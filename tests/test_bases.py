@@ -11,7 +11,7 @@ import pytest
 import statsmodels.formula.api as smf
 
 from mcgrpo import studies
-from mcgrpo.analysis import bases
+from mcgrpo.analysis import bases, steps
 from mcgrpo.cli import main
 from mcgrpo.core import config as study_config
 from mcgrpo.core import layout
@@ -169,23 +169,28 @@ def _job_config(cfg: dict, base: int) -> dict:
 
 
 def _analysed(cfg: dict, means: list[float]) -> None:
-    """Each base of `cfg` as its own analysis leaves it: its runs stored and linked (synthetic, B = 100) and its
-    contrasts.parquet and paired.parquet, written for the config its analysis jobs ran with."""
+    """Each base of `cfg` as its own analysis leaves it (analysed_study), its files written for the config its
+    analysis jobs ran with."""
+    for b, (contrasts, paired) in per_base(means).items():
+        analysed_study(study_config.base_study(cfg, b), contrasts, paired, study_config.config_hash(_job_config(cfg, b)))
+
+
+def analysed_study(own: dict, contrasts: pd.DataFrame, paired: pd.DataFrame, written_for: str) -> None:
+    """Study `own` as its analysis leaves it: its runs stored and linked (synthetic, B = 100) and its
+    contrasts.parquet and paired.parquet, written for config hash `written_for` from those runs."""
     from test_store_reader import relink, write_budget
     from test_runs import seal_run, write_run
-    for b, (contrasts, paired) in per_base(means).items():
-        own = study_config.base_study(cfg, b)
-        for arm, seed in study_config.runs(own):
-            folder = layout.run_dir(own, arm, seed)
-            write_run(folder, np.random.default_rng(seed).random((4, 6, 2)) < 0.5, eval_sets=("heldout",))
-            (folder / "run.json").write_text(json.dumps({"config": study_config.run_config(own, arm, seed), "B": 100}))
-            seal_run(folder)
-        write_budget(own, 100)
-        relink(own)
-        written_for = study_config.config_hash(_job_config(cfg, b))
-        analysis = layout.study_dir(own) / "analysis"
-        write_parquet(contrasts, analysis / "contrasts.parquet", written_for)
-        write_parquet(paired.assign(value_a=0.5, value_b=0.5, at=100.0), analysis / "paired.parquet", written_for)
+    for arm, seed in study_config.runs(own):
+        folder = layout.run_dir(own, arm, seed)
+        write_run(folder, np.random.default_rng(seed).random((4, 6, 2)) < 0.5, eval_sets=("heldout",))
+        (folder / "run.json").write_text(json.dumps({"config": study_config.run_config(own, arm, seed), "B": 100}))
+        seal_run(folder)
+    write_budget(own, 100)
+    relink(own)
+    analysis, runs = layout.study_dir(own) / "analysis", {steps.COMPUTED_FROM: json.dumps(
+        steps.computed_from(own, layout.study_dir(own)))}
+    write_parquet(contrasts, analysis / "contrasts.parquet", written_for, runs)
+    write_parquet(paired.assign(value_a=0.5, value_b=0.5, at=100.0), analysis / "paired.parquet", written_for, runs)
 
 
 def test_pool_bases_verb_reads_every_base_and_writes_the_table(tmp_path, capsys):
@@ -219,10 +224,12 @@ def test_pool_bases_refuses_a_base_whose_runs_are_no_longer_the_ones_it_analysed
     """pool-bases reads each base's analysis files, not its runs. Before, a run set aside since (check-store
     --repair, to retrain it) or a B changed since left the base's paired.parquet pooled without a word, though the
     base's own analysis would now refuse its runs; now every base's runs are read through the one reader of a
-    study's runs first, which names the run and its repair."""
+    study's runs first, which names the run and its repair; and a base retrained since its analysis (its runs valid,
+    sealed, another training's) is named by the runs its analysis files record they were computed from."""
     import shutil
     from conftest import SMALL_STUDY
     from test_store_reader import write_budget
+    from test_runs import seal_run, write_run
     cfg = studies.validate({**copy.deepcopy(SMALL_STUDY), "seeds": [1, 2], "bases": [0, 1],
                             "results_dir": str(tmp_path)})
     _analysed(cfg, [-0.05, -0.04])
@@ -237,3 +244,11 @@ def test_pool_bases_refuses_a_base_whose_runs_are_no_longer_the_ones_it_analysed
     write_budget(study_config.base_study(cfg, 0), 50)
     assert main(["pool-bases", "--config-json", json.dumps(cfg)]) == 2
     assert "mini-base0/calibration/budget.parquet: B = 50 tokens, but" in capsys.readouterr().err
+    write_budget(study_config.base_study(cfg, 0), 100)
+    assert main(["pool-bases", "--config-json", json.dumps(cfg)]) == 0
+    retrained = layout.run_dir(own, "outcome", 2)  # base 1's run trained again, the base not analysed again
+    write_run(retrained, np.random.default_rng(9).random((4, 6, 2)) < 0.9, eval_sets=("heldout",))
+    seal_run(retrained)
+    assert main(["pool-bases", "--config-json", json.dumps(cfg)]) == 2
+    assert re.search(r"mini-base1/analysis/contrasts.parquet: computed from runs that have changed since: "
+                     r"outcome/seed2 \(retrained", capsys.readouterr().err)

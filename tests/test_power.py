@@ -97,18 +97,18 @@ def test_the_power_verb_holds_paired_to_the_studys_config_or_names_the_config(tm
 
     import yaml
     from conftest import SMALL_STUDY
-    from test_bases import per_base
+    from test_bases import analysed_study, per_base
     from mcgrpo import studies
     from mcgrpo.analysis import steps
     from mcgrpo.cli import main
     from mcgrpo.core import config as study_config, layout
-    from mcgrpo.core.store import write_parquet
+    from mcgrpo.core.store import read_parquet, write_parquet
     study = tmp_path / "study.yaml"
     study.write_text(yaml.safe_dump({**copy.deepcopy(SMALL_STUDY), "results_dir": str(tmp_path / "results")}))
     cfg = studies.load(study)
-    results, paired = layout.study_dir(cfg), per_base([-0.05])[0][1].assign(value_a=0.5, value_b=0.5, at=100.0)
-    own = study_config.config_hash(steps.analysed(cfg))
-    write_parquet(paired, results / "analysis" / "paired.parquet", own)
+    results, own = layout.study_dir(cfg), study_config.config_hash(steps.analysed(cfg))
+    analysed_study(cfg, *per_base([-0.05])[0], own)
+    paired = read_parquet(results / "analysis" / "paired.parquet")
     assert main(["power", "--results", str(results), "--config", str(study)]) == 0
     assert "| a-vs-o | tokens | acc_default |" in capsys.readouterr().out
     write_parquet(paired, results / "analysis" / "paired.parquet", "f" * 64)  # another study's, or an earlier one

@@ -13,7 +13,7 @@ from mcgrpo import studies
 from mcgrpo.analysis import prereg, steps
 from mcgrpo.cli import main
 from mcgrpo.core.errors import DataError
-from mcgrpo.core.store import read_contract, read_json, read_parquet, write_json, write_parquet
+from mcgrpo.core.store import parquet_metadata, read_contract, read_json, read_parquet, write_json, write_parquet
 from test_runs import copy_study, linked_run, seal_run, write_iterations, write_run
 
 B = 100
@@ -219,6 +219,7 @@ def test_robustness_reads_equal_time_on_the_other_clock_beside_the_studys(result
     clock, which reads mc_k2 at B as equal tokens does."""
     cfg, root = results
     folder = _clocked(root, tmp_path, cpu=True)
+    steps.drift_step(cfg, folder)
     steps.contrasts_step(cfg, folder)
     steps.robustness_step(cfg, folder)
     checks = read_parquet(folder / "analysis" / "robustness.parquet").set_index("id")
@@ -243,6 +244,8 @@ def test_the_robustness_step_reads_each_runs_json_for_the_alike_check(results, t
                               "cpu": "AMD EPYC", "threads": 1}
         write_json(record, path)
         seal_run(path.parent)
+    steps.drift_step(cfg, folder)  # computed from the runs as they are now, as Snakemake reruns them
+    steps.contrasts_step(cfg, folder)
     steps.robustness_step(cfg, folder)
     checks = read_parquet(folder / "analysis" / "robustness.parquet").set_index("id")
     words = "seed 2's runs were made under different stacks (mc_k2: torch 2.11.0+cu130; outcome: torch 2.13.0+cpu)"
@@ -283,7 +286,7 @@ def test_a_math_verify_study_says_in_its_summary_how_many_checks_overran(results
     samples = read_parquet(run / "samples.parquet")
     write_parquet(samples.assign(math_verify_overran=np.arange(len(samples)) < 3), run / "samples.parquet", "")
     seal_run(run)
-    rerun(("contrasts", "robustness", "summary"), cfg, folder)
+    rerun(("drift", "contrasts", "robustness", "summary"), cfg, folder)
     assert "math-verify" not in (folder / "summary.md").read_text()
     cfg = {**cfg, "verifier": {"rule": "math_verify"}}
     rerun(("drift", "contrasts", "robustness", "summary"), cfg, folder)
@@ -313,8 +316,35 @@ def test_an_analysis_file_of_another_config_or_rewritten_is_named_never_read(res
     write_parquet(frame, path, study_config.config_hash(other))  # another study's
     with pytest.raises(IntegrityError, match="left from an earlier config or another study"):
         step(cfg, folder)
-    write_parquet(frame, path, study_config.config_hash(cfg))
+    computed_from = {steps.COMPUTED_FROM: parquet_metadata(root / "analysis" / f"{name}.parquet")[steps.COMPUTED_FROM]}
+    write_parquet(frame, path, study_config.config_hash(cfg))  # the config's hash, but no word of its runs
+    with pytest.raises(IntegrityError, match=rf"{path}: records no runs it was computed from"):
+        step(cfg, folder)
+    write_parquet(frame, path, study_config.config_hash(cfg), computed_from)
     step(cfg, folder)
+
+
+def test_an_analysis_file_computed_from_runs_since_retrained_is_named_never_read(results, tmp_path):
+    """Under the same config, a run retrained since the analysis (set aside by check-store --repair and trained
+    again, or a pooled study's base retrained) leaves every analysis file of the study with the old run's numbers,
+    its config_hash still the study's: a later step run by hand, `mcgrpo power --config` or pool-bases read them
+    without a word. Each file records the runs it was computed from (their manifests' digests); a step reads it only
+    where they are the study's runs now, and names the runs that changed."""
+    from mcgrpo.core.errors import IntegrityError
+    cfg, root = results
+    folder = tmp_path / "retrained"
+    copy_study(root, folder)
+    steps.tables_step(cfg, folder)  # the copy's runs are the ones its files were computed from
+    run = folder / "runs" / "mc_k2" / "seed2"
+    _, evals = write_run(run, np.random.default_rng(7).random((4, 6, 2)) < 0.9, eval_sets=("heldout",))
+    write_iterations(run, evals)
+    seal_run(run)  # trained again: a valid run, sealed, not a damaged file
+    with pytest.raises(IntegrityError, match=rf"{folder}/analysis/contrasts.parquet: computed from runs that have "
+                                             rf"changed since: mc_k2/seed2 \(retrained, set aside or replaced\)"):
+        steps.tables_step(cfg, folder)
+    rerun(("drift", "contrasts", "robustness", "curves", "breakdown", "tables"), cfg, folder)
+    assert read_contract(folder / "analysis" / "contrasts.parquet", "contrasts")["mean"].tolist() != \
+        read_contract(root / "analysis" / "contrasts.parquet", "contrasts")["mean"].tolist()
 
 
 def test_a_prereg_status_of_another_plan_is_named_never_worded(results, tmp_path):

@@ -4,6 +4,7 @@ its outputs there, so any of them can be rerun from the stored runs alone.
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Callable
@@ -44,8 +45,22 @@ def _accepted(cfg: dict, results: Path) -> dict[str, dict[int, list[str]]]:
     return study_runs.accepted_differences(results, list(cfg["arms"]), cfg["seeds"], cfg["arms"])
 
 
-def _write(df: pd.DataFrame, results: Path, name: str, cfg: dict) -> Path:
-    return store.write_parquet(df, Path(results) / "analysis" / f"{name}.parquet", analysis_hash(cfg))
+# An analysis file's metadata key: {arm/seedN: mcgrpo.core.manifest.digest} of the runs it was computed from. Its
+# config_hash holds it to the study's config; this holds it to the runs, which a retraining (a run set aside by
+# check-store --repair, or a base of a pooled study retrained) changes under the same config.
+COMPUTED_FROM = "computed_from"
+
+
+def _write(df: pd.DataFrame, results: Path, name: str, cfg: dict, runs: dict[str, str] | None = None) -> Path:
+    """analysis/<name>.parquet, with the hash of `cfg` and the runs it was computed from (default: the plan's)."""
+    runs = computed_from(cfg, results) if runs is None else runs
+    return store.write_parquet(df, Path(results) / "analysis" / f"{name}.parquet", analysis_hash(cfg),
+                               {COMPUTED_FROM: json.dumps(runs, sort_keys=True)})
+
+
+def computed_from(cfg: dict, results: Path) -> dict[str, str]:
+    """{arm/seedN: digest} of the plan's runs as they are now, through the one reader of a study's runs."""
+    return {f"{arm}/seed{seed}": manifest.digest(folder) for (arm, seed), folder in _folders(cfg, results).items()}
 
 
 def analysis_hash(cfg: dict) -> str:
@@ -65,13 +80,16 @@ def analysed(cfg: dict) -> dict:
 
 def analysis_reader(cfg: dict, results: Path) -> Callable[..., pd.DataFrame]:
     """`read(name, kind=None)`: analysis/<name>.parquet, an earlier step's output, checked to be written for `cfg`
-    (its config_hash, computed once per reader): one left from an earlier config, copied from another study or
-    rewritten by hand (written without the hash) is named, never read."""
-    expected = analysis_hash(cfg)
+    (its config_hash) and computed from the study's runs as they are now (both computed once per reader): one left
+    from an earlier config or from runs since retrained, copied from another study or rewritten by hand (written
+    without them) is named, never read."""
+    expected, now = analysis_hash(cfg), functools.cache(lambda: computed_from(cfg, results))
 
     def read(name: str, kind: str | None = None) -> pd.DataFrame:
-        return _read_held(Path(results) / "analysis" / f"{name}.parquet", "written for config", "config", expected,
-                          kind)
+        path = Path(results) / "analysis" / f"{name}.parquet"
+        frame = _read_held(path, "written for config", "config", expected, kind)
+        _held_to_runs(path, now())
+        return frame
     return read
 
 
@@ -82,6 +100,25 @@ def _read_held(path: Path, said: str, what: str, expected: str, kind: str | None
     found = store.parquet_metadata(path).get("config_hash", "")
     _held_to(path, f"{said} {found[:12] or '(none)'}", found, what, expected)
     return frame
+
+
+def _held_to_runs(path: Path, now: dict[str, str]) -> None:
+    """Refuse `path` where the runs it records it was computed from (COMPUTED_FROM) are not the study's `now`:
+    its numbers would be another training's, under the same config."""
+    try:
+        then = json.loads(store.parquet_metadata(path)[COMPUTED_FROM])
+    except (KeyError, ValueError):
+        then = None
+    if not isinstance(then, dict):
+        raise IntegrityError(f"{path}: records no runs it was computed from (written before analysis files recorded "
+                             f"them, or by hand); allowed: the file this study's analysis writes from its runs "
+                             f"(snakemake --configfile STUDY --forcerun {path})")
+    changed = [run for run in now if then.get(run) != now[run]] + [run for run in then if run not in now]
+    if changed:
+        more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
+        raise IntegrityError(f"{path}: computed from runs that have changed since: {', '.join(changed[:3])}{more} "
+                             f"(retrained, set aside or replaced); allowed: the file this study's analysis writes "
+                             f"from its runs now (snakemake --configfile STUDY --forcerun {path})")
 
 
 def _held_to(path: Path, said: str, found: str, what: str, expected: str) -> None:
@@ -362,25 +399,25 @@ def verifiers_step(cfg: dict, results: Path) -> None:
 
 def pool_bases(cfg: dict) -> str:
     """A study over `bases`: every base's planned contrasts and the pooled ones, written to
-    results/<study>/analysis/bases.parquet and tables/bases.*; returns the markdown table. Each base's runs are
-    checked first (the one reader of a study's runs): its analysis files are held to its config, not to its runs,
-    so a run set aside or a B changed since the base was analysed would otherwise be pooled unseen."""
+    results/<study>/analysis/bases.parquet and tables/bases.*; returns the markdown table. Each base's analysis
+    files are read held to its config and to its runs as they are now (analysis_reader): a base retrained, or a run
+    of it set aside, since it was analysed is named, never pooled."""
     if not cfg.get("bases"):
         raise ConfigError(f"study {cfg['study']}: no bases to pool; allowed: a study with bases (a list of "
                           f"warm-start seeds), e.g. config/studies/bases.yaml")
-    per_base = {}
+    per_base, runs_read = {}, {}
     for base in cfg["bases"]:
         own = study_config.base_study(cfg, base)  # the base study its analysis jobs ran (less the switches)
         folder = study_dir(own)
         if not (folder / "analysis" / "paired.parquet").exists():
             raise DataError(f"{folder}/analysis/paired.parquet: base {base} not analysed yet; run "
                             f"snakemake --configfile <this study> --config base={base}")
-        _folders(own, folder)
         read = analysis_reader(own, folder)
         per_base[base] = (read("contrasts", "contrasts"), read("paired", "paired"))
+        runs_read.update({f"base {base}: {run}": digest for run, digest in computed_from(own, folder).items()})
     a, out = cfg["analysis"], study_dir(cfg)
     table = bases.table(per_base, a["margin"], a["alpha"])
-    _write(table, out, "bases", cfg)
+    _write(table, out, "bases", cfg, runs_read)
     tables.write_table(table, out / "tables" / "bases", title="Each planned contrast per warm-start base and pooled",
                        note=bases.NOTE)
     return (out / "tables" / "bases.md").read_text()

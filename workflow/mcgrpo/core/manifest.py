@@ -199,11 +199,23 @@ def fingerprint(folders: list[str | Path]) -> str:
         try:
             manifest = read(folder)
             state = [problem(folder / name, manifest) or name for name in sorted(manifest["files"])]
-            sealed = {name: entry["sha256"] for name, entry in manifest["files"].items()}
-            digest.update(json.dumps([str(folder), manifest["run"], sealed, state]).encode())
+            digest.update(json.dumps([str(folder), manifest["run"], _sealed(manifest), state]).encode())
         except (IntegrityError, MissingFile) as e:
             digest.update(str(e).encode())
     return digest.hexdigest()
+
+
+def digest(folder: str | Path) -> str:
+    """The run in `folder` as one value: its name and the sha256 its manifest sealed for each file. What an analysis
+    file records of each run it was computed from (mcgrpo.analysis.steps), so that a run retrained, set aside or
+    replaced since is told from the one it read: the files themselves are checked against the manifest by every
+    reader, so the manifest's word stands for them."""
+    manifest = read(folder)
+    return hashlib.sha256(json.dumps([manifest["run"], _sealed(manifest)], sort_keys=True).encode()).hexdigest()
+
+
+def _sealed(manifest: dict) -> dict[str, str]:
+    return {name: entry["sha256"] for name, entry in manifest["files"].items()}
 
 
 def check_store(runs: str | Path) -> tuple[dict[str, list[str]], list[str]]:

@@ -120,10 +120,13 @@ def write_text(text: str, path: str | Path) -> Path:
     return Path(path)
 
 
-def write_parquet(df: pd.DataFrame, path: str | Path, config_hash: str = "") -> Path:
-    """Write `df` to `path` via a temporary file and rename, with the contract's metadata."""
+def write_parquet(df: pd.DataFrame, path: str | Path, config_hash: str = "",
+                  metadata: dict[str, str] | None = None) -> Path:
+    """Write `df` to `path` via a temporary file and rename, with the contract's metadata (and `metadata`, more
+    key-value pairs that parquet_metadata reads back)."""
     table = pa.Table.from_pandas(df, preserve_index=False)
     meta = dict(table.schema.metadata or {})
+    meta.update({k.encode(): v.encode() for k, v in (metadata or {}).items()})
     meta.update({b"schema_version": SCHEMA_VERSION.encode(),
                  b"mcgrpo_version": __version__.encode(),
                  b"git_sha": git_sha().encode(),
