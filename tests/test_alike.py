@@ -148,7 +148,8 @@ def test_an_ingested_run_trained_under_another_torch_than_its_pairs_is_unlike_th
     though TRL's card in its folder says it trained under torch 2.11. The words name the file the version is from."""
     old = ingested({"torch": "2.11.0+cu130", "transformers": "5.17.0"}, **{"checkpoint-2": "5.17.0"})
     contrast, row = checked(records(a3=old))
-    words = "seed 3's runs were made under different stacks (a: torch 2.11.0+cu130 in README.md; base: torch 2.13.0+cpu)"
+    words = ("seed 3's runs were made under different stacks (a: torch 2.11.0+cu130 in README.md; base: torch "
+             "2.13.0+cpu)")
     assert row["alike_unlike"] == words and row["robustness"] == f"fragile: {words}"
     assert alike.unlike(made(), ingested(card=False, **{"checkpoint-2": "5.17.0"}), timed=False) == (
         True, ("stack", "transformers 5.24.0", "transformers 5.17.0 in checkpoint-2/config.json"))

@@ -294,8 +294,9 @@ def trl_card(name: str = "trl-out", trl: str = "1.16.0", transformers: str = "5.
                                                 f"- Pytorch: {torch}", "- Datasets: 5.2.0", "- Tokenizers: 0.23.3")
     return "\n".join(["---", "library_name: transformers", f"model_name: {name}", "tags:",
                       "- generated_from_trainer", "- trl", "- grpo", "licence: license", "---", "",
-                      f"# Model Card for {name}", "", "It has been trained using [TRL](https://github.com/huggingface/trl).",
-                      "", "## Training procedure", "", "This model was trained with GRPO.", "",
+                      f"# Model Card for {name}", "",
+                      "It has been trained using [TRL](https://github.com/huggingface/trl).", "",
+                      "## Training procedure", "", "This model was trained with GRPO.", "",
                       "### Framework versions", "", *versions, "", "## Citations", "", "Cite TRL as:", ""])
 
 

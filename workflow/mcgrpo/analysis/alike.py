@@ -21,8 +21,9 @@ an ingested run's machine: its times are TRL's step times on whatever machine tr
 the machine that evaluated its checkpoints. Its versions are the stack that evaluated it, which sampled and scored
 its evaluations, and are compared as any run's; the stack that trained it is compared too, where its TRL folder
 records it (ingested.trained_with, _trained): checkpoints saved under different transformers, or a model card
-that disagrees with them, make it unlike as attempts under different stacks do. Every basis of mcgrpo.analysis.contrasts pairs runs by seed, equal iterations included;
-the pooled bases (mcgrpo.analysis.bases) pool per-base contrasts, each checked in its own study.
+that disagrees with them, make it unlike as attempts under different stacks do. Every basis of
+mcgrpo.analysis.contrasts pairs runs by seed, equal iterations included; the pooled bases (mcgrpo.analysis.bases)
+pool per-base contrasts, each checked in its own study.
 """
 
 from __future__ import annotations
