@@ -128,6 +128,81 @@ def test_an_ingested_runs_machine_is_unknown_its_times_are_trls_on_another():
     assert alike.unlike(ingested, made(), timed=True) == (True, None)
 
 
+# -- an ingested run: the stack its TRL folder records as having trained it --------------------------------------------
+
+CARD = {"trl": "1.16.0", "transformers": "5.24.0", "torch": "2.13.0+cpu"}  # as ingest reads TRL 1.16's model card
+
+
+def ingested(card=None, **checkpoints) -> dict:
+    """run.json of an ingested run evaluated under STACK (its versions), its folder recording `checkpoints`
+    ({'checkpoint-2': transformers_version of its config.json}) and its model card's versions (`card`, CARD's
+    changed; False: no card), as ingest records them (ingested.trained_with)."""
+    files = {f"{name}/config.json": {"transformers": version} for name, version in checkpoints.items()}
+    if card is not False:
+        files["README.md"] = {**CARD, **(card or {})}
+    return made(ingested={"folder": "trl-out", "trained_with": files})
+
+
+def test_an_ingested_run_trained_under_another_torch_than_its_pairs_is_unlike_though_evaluated_under_its():
+    """Its run.json's versions are the stack that evaluated its checkpoints, its pair's: before, the pair read alike
+    though TRL's card in its folder says it trained under torch 2.11. The words name the file the version is from."""
+    old = ingested({"torch": "2.11.0+cu130", "transformers": "5.17.0"}, **{"checkpoint-2": "5.17.0"})
+    contrast, row = checked(records(a3=old))
+    words = ("seed 3's runs were made under different stacks (a: torch 2.11.0+cu130 in README.md; base: torch "
+             "2.13.0+cpu)")
+    assert row["alike_unlike"] == words and row["robustness"] == f"fragile: {words}"
+    assert alike.unlike(made(), ingested(card=False, **{"checkpoint-2": "5.17.0"}), timed=False) == (
+        True, ("stack", "transformers 5.24.0", "transformers 5.17.0 in checkpoint-2/config.json"))
+
+
+def test_two_ingested_runs_trained_under_different_trl_are_unlike():
+    assert alike.unlike(ingested(), ingested({"trl": "1.14.0"}), timed=False) == (
+        True, ("stack", "trl 1.16.0 in README.md", "trl 1.14.0 in README.md"))
+    assert alike.unlike(ingested(), ingested(), timed=True) == (True, None)
+
+
+def test_an_ingested_run_whose_checkpoints_were_saved_under_different_transformers_is_unlike_its_pair():
+    """A run resumed under another stack: its earlier checkpoint's config.json names the transformers that saved it.
+    Unlike even beside a pair that disagrees the same way, as a run resumed under another torch is."""
+    resumed = ingested(**{"checkpoint-2": "5.17.0", "checkpoint-4": "5.24.0"})
+    words = ("transformers 5.17.0 in checkpoint-2/config.json, transformers 5.24.0 in checkpoint-4/config.json, "
+             "transformers 5.24.0 in README.md")
+    assert alike.unlike(resumed, made(), timed=False) == (True, ("stack", words, "transformers 5.24.0"))
+    assert alike.unlike(made(), resumed, timed=False) == (True, ("stack", "transformers 5.24.0", words))
+    assert alike.unlike(resumed, resumed, timed=False) == (True, ("stack", words, "transformers 5.24.0 in README.md"))
+    card_says_other = ingested({"transformers": "5.25.0"}, **{"checkpoint-2": "5.24.0"})  # the last save's stack
+    assert alike.unlike(card_says_other, made(), timed=False)[1] == (
+        "stack", "transformers 5.24.0 in checkpoint-2/config.json, transformers 5.25.0 in README.md",
+        "transformers 5.24.0")
+
+
+def test_an_ingested_run_whose_folder_records_nothing_reads_as_before_its_evaluating_stack_compared():
+    for silent in (made(ingested={"folder": "trl-out"}), made(ingested={"folder": "trl-out", "trained_with": {}})):
+        assert alike.unlike(silent, made(), timed=False) == (True, None)
+        evaluated_elsewhere = {**silent, "versions": {**STACK, "torch": "2.11.0+cu130"}}
+        assert alike.unlike(evaluated_elsewhere, made(), timed=False) == (
+            True, ("stack", "torch 2.11.0+cu130", "torch 2.13.0+cpu"))
+
+
+def test_the_evaluating_stack_is_still_compared_where_the_folder_records_the_training_one():
+    """Its evaluations were sampled and scored under run.json's versions: another torch there is another stack."""
+    evaluated_elsewhere = {**ingested(), "versions": {**STACK, "torch": "2.11.0+cu130"}}
+    assert alike.unlike(evaluated_elsewhere, made(), timed=False) == (
+        True, ("stack", "torch 2.11.0+cu130", "torch 2.13.0+cpu"))
+
+
+@pytest.mark.parametrize("card, pair, alike_", [
+    ("2.13.0", "2.13.0+cu130", True),        # a PyPI CUDA wheel: TRL's card gives its distribution's version
+    ("2.13.0", "2.11.0+cu130", False),
+    ("2.13.0+cpu", "2.13.0+cu130", False),   # both name their build: the full strings
+])
+def test_a_card_that_names_no_torch_build_is_compared_by_its_release(card, pair, alike_):
+    """Evaluated under the pair's torch: only the card's differs."""
+    found = alike.unlike({**ingested({"torch": card}), "versions": {**STACK, "torch": pair}}, made({"torch": pair}),
+                         timed=False)
+    assert found == (True, None if alike_ else ("stack", f"torch {card} in README.md", f"torch {pair}"))
+
+
 # -- what run.json records ---------------------------------------------------------------------------------------------
 
 BASE_KEYS = {"mcgrpo", "mcgrpo_code", "torch", "transformers", "python"}  # what every run.json records

@@ -283,6 +283,127 @@ def test_evaluations_and_the_summary_in_the_log_leave_the_count_as_it_is(tmp_pat
         ingest.read(_folder(tmp_path / "one", state))
 
 
+# -- the stack that trained the run, as its folder records it ---------------------------------------------------------
+
+def trl_card(name: str = "trl-out", trl: str = "1.16.0", transformers: str = "5.24.0", torch: str = "2.13.0+cpu",
+             lines: tuple[str, ...] | None = None) -> str:
+    """README.md as TRL 1.16's GRPOTrainer writes it into its output folder (trl/templates/lm_model_card.md, seen in a
+    real run: test_a_real_trl_runs_ingested_count_is_the_protocols_and_its_store_verifies), its quick start, paper
+    and citations cut; `lines`: the Framework versions section's lines instead of TRL's."""
+    versions = lines if lines is not None else (f"- TRL: {trl}", f"- Transformers: {transformers}",
+                                                f"- Pytorch: {torch}", "- Datasets: 5.2.0", "- Tokenizers: 0.23.3")
+    return "\n".join(["---", "library_name: transformers", f"model_name: {name}", "tags:",
+                      "- generated_from_trainer", "- trl", "- grpo", "licence: license", "---", "",
+                      f"# Model Card for {name}", "",
+                      "It has been trained using [TRL](https://github.com/huggingface/trl).", "",
+                      "## Training procedure", "", "This model was trained with GRPO.", "",
+                      "### Framework versions", "", *versions, "", "## Citations", "", "Cite TRL as:", ""])
+
+
+def saved_with(folder: Path, **versions) -> None:
+    """Each checkpoint's config.json as transformers saves it, its transformers_version {'checkpoint-2': ...}."""
+    for name, version in versions.items():
+        (folder / name / "config.json").write_text(json.dumps({"model_type": "llama", "transformers_version": version},
+                                                              indent=2))
+
+
+def _stacked(tmp_path: Path, card: str | None = None, **versions) -> Path:
+    """The hand-written log's folder (checkpoints 2, 4, 5) with config.json in each (5.24.0 unless `versions` says)
+    and TRL's card (`card`; None: trl_card())."""
+    folder = _folder(tmp_path, _state())
+    saved_with(folder, **{**{f"checkpoint-{s}": "5.24.0" for s in (2, 4, 5)}, **versions})
+    (folder / "README.md").write_text(card if card is not None else trl_card())
+    return folder
+
+
+def test_the_stack_that_trained_the_run_is_what_its_kept_checkpoints_and_trls_card_record(tmp_path):
+    """Steps 1..4 kept: checkpoint-5's config.json is training the run does not keep, not read."""
+    folder = _stacked(tmp_path, **{"checkpoint-5": "5.25.0"})
+    assert ingest.training_stack(ingest.read(folder), 4) == ({
+        "checkpoint-2/config.json": {"transformers": "5.24.0"}, "checkpoint-4/config.json": {"transformers": "5.24.0"},
+        "README.md": {"trl": "1.16.0", "transformers": "5.24.0", "torch": "2.13.0+cpu"}}, [])
+
+
+@pytest.mark.parametrize("case, recorded, said", [
+    ("no card", {}, "README.md: file not found (TRL's model card); the stack of the folder's last save is not "
+                    "recorded"),
+    ("another card", {}, "README.md: no '### Framework versions' section (TRL's model card lists its stack there); "
+                         "the stack of the folder's last save is not recorded"),
+    ("no torch", {"trl": "1.16.0", "transformers": "5.24.0"},
+     "README.md: no single '- <name>: <version>' line under '### Framework versions' for Pytorch; the torch of the "
+     "folder's last save not recorded"),
+    ("two trl", {"transformers": "5.24.0", "torch": "2.13.0+cpu"},
+     "README.md: no single '- <name>: <version>' line under '### Framework versions' for TRL; the trl of the "
+     "folder's last save not recorded"),
+    ("blank torch", {"trl": "1.16.0", "transformers": "5.24.0"}, "for Pytorch; the torch of the folder's last save"),
+    ("not text", {}, "README.md: not read (UnicodeDecodeError: "),
+])
+def test_a_card_that_does_not_say_records_nothing_of_what_it_lacks_and_says_so(tmp_path, case, recorded, said):
+    """Never a crash, never a guess: what the card lacks is not recorded, and the line names the file and the key."""
+    card = {"another card": "# my model\n\n- Pytorch: 2.11.0\n",
+            "no torch": trl_card(lines=("- TRL: 1.16.0", "- Transformers: 5.24.0")),
+            "two trl": trl_card(lines=("- TRL: 1.16.0", "- TRL: 1.14.0", "- Transformers: 5.24.0",
+                                       "- Pytorch: 2.13.0+cpu")),
+            "blank torch": trl_card(torch="")}.get(case, trl_card())
+    folder = _stacked(tmp_path, card)
+    if case == "no card":
+        (folder / "README.md").unlink()
+    if case == "not text":
+        (folder / "README.md").write_bytes(b"\xff\xfe### Framework versions\n- Pytorch: \x80")
+    found, silent = ingest.training_stack(ingest.read(folder), 4)
+    assert found.get("README.md", {}) == recorded and found["checkpoint-4/config.json"] == {"transformers": "5.24.0"}
+    assert len(silent) == 1 and silent[0].startswith(str(folder)) and said in silent[0], silent
+
+
+@pytest.mark.parametrize("text, said", [
+    ('{"model_type": "llama"}', "checkpoint-2/config.json: transformers_version None, not a version; the "
+                                "transformers that saved checkpoint-2 is not recorded"),
+    ('{"transformers_version": 5}', "checkpoint-2/config.json: transformers_version 5, not a version"),
+    ("{", "checkpoint-2/config.json: not read (JSONDecodeError: "),
+    (None, "checkpoint-2/config.json: file not found; the transformers that saved checkpoint-2 is not recorded"),
+])
+def test_a_checkpoint_whose_config_does_not_name_its_transformers_records_none(tmp_path, text, said):
+    folder = _stacked(tmp_path)
+    path = folder / "checkpoint-2" / "config.json"
+    path.unlink() if text is None else path.write_text(text)
+    found, silent = ingest.training_stack(ingest.read(folder), 4)
+    assert "checkpoint-2/config.json" not in found and found["checkpoint-4/config.json"] == {"transformers": "5.24.0"}
+    assert len(silent) == 1 and silent[0].startswith(f"{folder}/{said}"), silent
+
+
+def _alike_record(folder: Path, stop: int = 4) -> dict:
+    """run.json of the folder's run ingested under STACK, as alike reads it."""
+    return {"versions": STACK, "ingested": {"folder": str(folder),
+                                            "trained_with": ingest.training_stack(ingest.read(folder), stop)[0]}}
+
+
+STACK = {"torch": "2.13.0+cpu", "transformers": "5.24.0"}  # the evaluating stack, its pair's
+
+
+def test_a_folder_whose_checkpoints_were_saved_by_different_transformers_makes_its_run_unlike(tmp_path):
+    """A run resumed from checkpoint-2 under another transformers; before, its run.json held only the stack that
+    evaluated it, its pair's, and the pair read alike."""
+    from mcgrpo.analysis import alike
+    record = _alike_record(_stacked(tmp_path, **{"checkpoint-2": "5.17.0"}))
+    assert alike.unlike(record, {"versions": STACK}, timed=False) == (True, (
+        "stack", "transformers 5.17.0 in checkpoint-2/config.json, transformers 5.24.0 in checkpoint-4/config.json, "
+                 "transformers 5.24.0 in README.md", "transformers 5.24.0"))
+
+
+def test_a_folder_trained_under_another_torch_makes_its_run_unlike_and_one_that_says_nothing_does_not(tmp_path):
+    from mcgrpo.analysis import alike
+    record = _alike_record(_stacked(tmp_path / "old", trl_card(torch="2.11.0+cu130")))
+    assert alike.unlike(record, {"versions": STACK}, timed=False) == (
+        True, ("stack", "torch 2.11.0+cu130 in README.md", "torch 2.13.0+cpu"))
+    silent = _stacked(tmp_path / "silent")
+    for name in ("checkpoint-2", "checkpoint-4", "checkpoint-5"):
+        (silent / name / "config.json").unlink()
+    (silent / "README.md").unlink()
+    record = _alike_record(silent)
+    assert record["ingested"]["trained_with"] == {}
+    assert alike.unlike(record, {"versions": STACK}, timed=False) == (True, None)  # as before: evaluating stack only
+
+
 def _arms(folder: Path | str) -> dict:
     return {"outcome": {}, "trl": {"trainer": {"trl": {}}}, "mine": {"trainer": {"ingested": {"trl_output": str(folder)}}}}
 
@@ -560,9 +681,15 @@ def test_tiny_checkpoints_are_evaluated_at_the_points_and_stored_as_a_run_that_v
     initial = study_evaluator(run, model, tokenizer, world[1])(2)[1]["text"].tolist()
     assert at[2] != initial  # point 2 is checkpoint-2's weights, not the initial model's
     assert block["stop_step"] == 4 and len(frames["iterations"]) == 4
+    import transformers  # the checkpoints were saved here; no model card (TRL did not write the folder): said
+    assert block["trained_with"] == {f"checkpoint-{s}/config.json": {"transformers": transformers.__version__}
+                                     for s in (2, 4)}
+    assert f"{folder / 'README.md'}: file not found (TRL's model card); the stack of the folder's last save is not " \
+           f"recorded" in block["unrecovered"]
     out = tmp_path / "run"
     write_run(out, run, 600, log, model, {"ingested": block, "attempts": []})
     assert manifest.problems(out) == []
+    assert store.read_json(out / "run.json")["ingested"]["trained_with"] == block["trained_with"]
     assert store.read_json(out / "run.json")["ingested"]["points"][3] == {
         "index": 3, "due": 3, "checkpoint": 2, "steps_off": -1, "tokens_off": -175}
     assert store.read_contract(out / "iterations.parquet", "iterations")["tokens_total"].tolist() == TOTALS[:4]
@@ -576,7 +703,7 @@ def test_a_real_trl_runs_ingested_count_is_the_protocols_and_its_store_verifies(
     the rollout tokens the protocol counted live (the hand check of completions/mean_length x train_batch_size), the
     same stopping step, and a run folder that check-store verifies."""
     pytest.importorskip("trl")
-    from mcgrpo.core import layout, manifest
+    from mcgrpo.core import layout, manifest, store
     from mcgrpo.integrations.trl import TRLRun
     from mcgrpo.train.job import write_run
     model, tokenizer = tiny
@@ -607,6 +734,37 @@ def test_a_real_trl_runs_ingested_count_is_the_protocols_and_its_store_verifies(
     done = subprocess.run([sys.executable, "-m", "mcgrpo", "check-store", "--store", str(store_dir)],
                           env={"PYTHONPATH": str(ROOT / "workflow"), "PATH": ""}, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
+    held_to_its_training_stack(folder, block, store.read_json(store_dir / layout.run_key(_study(folder), "mine", 1)
+                                                              / "run.json"), tmp_path)
+
+
+def held_to_its_training_stack(folder: Path, block: dict, record: dict, tmp_path: Path) -> None:
+    """A real TRL folder records the stack that trained it (TRL's card: its Framework versions; each checkpoint's
+    config.json: transformers_version), read as this process's (which trained it) and alike to a run made here; the
+    same folder with checkpoint-1 saved by another transformers (a run resumed under it) reads unlike."""
+    import shutil
+    from importlib.metadata import version
+
+    import transformers
+    import trl
+    from mcgrpo.analysis import alike
+    from mcgrpo.train.job import stack
+    kept = [s for s in ingest.read(folder).checkpoints if s <= block["stop_step"]]
+    assert block["trained_with"] == {
+        **{f"checkpoint-{s}/config.json": {"transformers": transformers.__version__} for s in kept},
+        "README.md": {"trl": trl.__version__, "transformers": transformers.__version__, "torch": version("torch")}}
+    assert not any("README.md" in line or "config.json" in line for line in block["unrecovered"])
+    made_here = {"versions": stack(record["config"])}
+    assert alike.unlike(record, made_here, timed=False) == (True, None)
+    resumed = tmp_path / "resumed"
+    shutil.copytree(folder, resumed)
+    config = json.loads((resumed / "checkpoint-1" / "config.json").read_text())
+    (resumed / "checkpoint-1" / "config.json").write_text(json.dumps({**config, "transformers_version": "5.17.0"}))
+    trained_with, _ = ingest.training_stack(ingest.read(resumed), block["stop_step"])
+    record = {**record, "ingested": {**record["ingested"], "trained_with": trained_with}}
+    differ = alike.unlike(record, made_here, timed=False)[1]
+    assert differ[0] == "stack" and differ[1].startswith("transformers 5.17.0 in checkpoint-1/config.json, "
+                                                         f"transformers {transformers.__version__} in checkpoint-2")
 
 
 @pytest.mark.slow

@@ -18,9 +18,12 @@ A key only one run records is not compared: an arm on the vllm engine or a TRL a
 version and its base does not, which is the intervention, not a stack. A run whose run.json lacks versions or
 hardware (made before they were recorded, or a test's) leaves that part unread for its pair, never failed; so does
 an ingested run's machine: its times are TRL's step times on whatever machine trained it, while its hardware names
-the machine that evaluated its checkpoints. (Its versions are the stack that evaluated it; the one that trained it
-is not in TRL's folder.) Every basis of mcgrpo.analysis.contrasts pairs runs by seed, equal iterations included;
-the pooled bases (mcgrpo.analysis.bases) pool per-base contrasts, each checked in its own study.
+the machine that evaluated its checkpoints. Its versions are the stack that evaluated it, which sampled and scored
+its evaluations, and are compared as any run's; the stack that trained it is compared too, where its TRL folder
+records it (ingested.trained_with, _trained): checkpoints saved under different transformers, or a model card
+that disagrees with them, make it unlike as attempts under different stacks do. Every basis of
+mcgrpo.analysis.contrasts pairs runs by seed, equal iterations included; the pooled bases (mcgrpo.analysis.bases)
+pool per-base contrasts, each checked in its own study.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ from mcgrpo.analysis import formats
 # string: it names a release, which mcgrpo_code tells apart where it matters.
 STACK = ("mcgrpo_code", "torch", "transformers", "trl", "vllm", "math_verify")
 MACHINE = ("device", "gpu", "cpu", "threads")
+# What an ingested run's TRL folder can record of the stack that trained it (mcgrpo.integrations.ingest.training_stack)
+TRAINED = ("torch", "transformers", "trl")
 KINDS = {"stack": "made under different stacks", "machine": "timed on different machines"}
 
 
@@ -67,8 +72,54 @@ def _recorded(record: dict | None, part: str, keys: tuple[str, ...]) -> list[tup
     return found or (None if whole is None else [(None, whole)])
 
 
+def _trained(record: dict | None, part: str, keys: tuple[str, ...]) -> list[tuple[str, dict]] | None:
+    """[(file, {key: value})] of the stack that trained an ingested run, as its TRL folder records it (ingest's
+    ingested.trained_with: each kept checkpoint's config.json, TRL's model card), None where it records none (a run
+    ingested before it was read, or a folder that says nothing); any other run's is the stack it trained and was
+    evaluated with (_recorded)."""
+    block = record.get("ingested") if isinstance(record, dict) else None
+    if not isinstance(block, dict):
+        return _recorded(record, part, keys)
+    files = block.get("trained_with") if isinstance(block.get("trained_with"), dict) else {}
+    found = [(name, {k: v for k, v in versions.items() if k in keys and isinstance(v, str)})
+             for name, versions in files.items() if isinstance(versions, dict)]
+    return [(name, versions) for name, versions in found if versions] or None
+
+
+def _exact(x, y) -> bool:
+    return x == y
+
+
+def _release(x, y) -> bool:
+    """Versions alike where equal, or of one release where one names no build: TRL's model card gives torch's
+    distribution version, which for a PyPI CUDA wheel is '2.13.0' where torch.__version__ says '2.13.0+cu130'."""
+    if isinstance(x, str) and isinstance(y, str) and ("+" in x) != ("+" in y):
+        return x.split("+")[0] == y.split("+")[0]
+    return x == y
+
+
 def _words(part: str, key: str, values: dict) -> str:
-    return machine_words(values) if part == "machine" else f"{key} {values.get(key)}"
+    return machine_words(values) if part == "machine" else f"{key} {values.get(key, 'not recorded')}"
+
+
+def _where(label: int | str | None) -> str:
+    """An attempt by its number; a file of an ingested run's TRL folder by its name."""
+    return label if isinstance(label, str) else f"attempt {label}"
+
+
+def _stack(found: list[tuple[int | str | None, dict]]) -> dict:
+    """A run's values by key, the last record of each (its kept attempts, its folder's files) standing for it."""
+    return {k: v for _, values in found for k, v in values.items()}
+
+
+def _said(part: str, key: str, found: list[tuple[int | str | None, dict]]) -> str:
+    """A run's words for `key`, naming the file of its TRL folder the value was read from (not run.json's)."""
+    return _words(part, key, _stack(found)) + _source(found, key)
+
+
+def _source(found: list[tuple[int | str | None, dict]], key: str) -> str:
+    label = next((label for label, values in reversed(found) if key in values), None)
+    return f" in {label}" if isinstance(label, str) else ""
 
 
 def _named(part: str, key: str, records: list[dict]) -> list[str]:
@@ -78,42 +129,51 @@ def _named(part: str, key: str, records: list[dict]) -> list[str]:
     return [f"{w} ({key} {values.get(key)})" for w, values in zip(words, records)] if len(set(words)) == 1 else words
 
 
-def _across(found: list[tuple[int | None, dict]], part: str, keys: tuple[str, ...]) -> tuple[str, str] | None:
-    """(the key, the run's words) where its kept attempts differ on `keys`: 'torch 2.11.0+cu130 in attempt 1,
-    torch 2.13.0+cpu in attempt 2'."""
-    for key in (k for k in keys if len({repr(values.get(k)) for _, values in found}) > 1):
-        named = _named(part, key, [values for _, values in found])
-        return key, ", ".join(f"{words} in attempt {attempt}" for words, (attempt, _) in zip(named, found))
+def _across(found: list[tuple[int | str | None, dict]], part: str, keys: tuple[str, ...],
+            same=_exact) -> tuple[str, str] | None:
+    """(the key, the run's words) where the records of a run that record a key differ on it (its kept attempts,
+    its TRL folder's files): 'torch 2.11.0+cu130 in attempt 1, torch 2.13.0+cpu in attempt 2', 'transformers
+    5.17.0 in checkpoint-2/config.json, transformers 5.24.0 in README.md'."""
+    for key in keys:
+        have = [(label, values) for label, values in found if key in values]
+        if any(not same(x[key], y[key]) for i, (_, x) in enumerate(have) for _, y in have[i + 1:]):
+            named = _named(part, key, [values for _, values in have])
+            return key, ", ".join(f"{words} in {_where(label)}" for words, (label, _) in zip(named, have))
     return None
 
 
-def _differ(a: list, b: list, part: str, keys: tuple[str, ...]) -> tuple[str, str, str] | None:
-    """(part, A's words, B's words) of the first key on which runs `a` and `b` (_recorded's) differ: within a run,
-    across the attempts it kept, or between the two; a key only one run records is not compared (the arm)."""
+def _differ(a: list, b: list, part: str, keys: tuple[str, ...], same=_exact) -> tuple[str, str, str] | None:
+    """(part, A's words, B's words) of the first key on which runs `a` and `b` (_recorded's or _trained's) differ:
+    within a run, across its records, or between the two; a key only one run records is not compared (the arm)."""
     for mine, other, flip in ((a, b, False), (b, a, True)):
-        if across := _across(mine, part, keys):
+        if across := _across(mine, part, keys, same):
             key, words = across
-            theirs = _words(part, key, other[-1][1])
+            theirs = _said(part, key, other)
             return (part, theirs, words) if flip else (part, words, theirs)
-    (_, last_a), (_, last_b) = a[-1], b[-1]
-    for key in (k for k in keys if k in last_a and k in last_b and last_a[k] != last_b[k]):
-        return part, *_named(part, key, [last_a, last_b])
+    stack_a, stack_b = _stack(a), _stack(b)
+    for key in (k for k in keys if k in stack_a and k in stack_b and not same(stack_a[k], stack_b[k])):
+        named = _named(part, key, [stack_a, stack_b])
+        return part, *(words + _source(found, key) for words, found in zip(named, (a, b)))
     return None
 
 
 def unlike(a: dict | None, b: dict | None, timed: bool) -> tuple[bool, tuple[str, str, str] | None]:
     """(whether anything of runs `a` and `b` (their run.json) could be compared, (kind, A's words, B's words) of the
-    first key on which they differ, None where they are alike); the machine only where `timed`, and never an
-    ingested run's (its times are TRL's, on whatever machine trained it)."""
+    first key on which they differ, None where they are alike): the stack that evaluated them (that trained them too,
+    but for an ingested run), then the one that trained them, where an ingested run's folder records it (for any
+    other run this reads its stack again, found alike already; torch's release only where TRL's card names no
+    build); the machine only where `timed`, and never an ingested run's (its times are TRL's, on whatever machine
+    trained it)."""
     read = False
-    for part, keys in (("stack", STACK), ("machine", MACHINE)):
+    for part, keys, reader, same in (("stack", STACK, _recorded, _exact), ("stack", TRAINED, _trained, _release),
+                                     ("machine", MACHINE, _recorded, _exact)):
         if part == "machine" and (not timed or any(isinstance(r, dict) and r.get("ingested") for r in (a, b))):
             continue
-        found_a, found_b = _recorded(a, part, keys), _recorded(b, part, keys)
+        found_a, found_b = reader(a, part, keys), reader(b, part, keys)
         if found_a is None or found_b is None:
             continue
         read = True
-        if differ := _differ(found_a, found_b, part, keys):
+        if differ := _differ(found_a, found_b, part, keys, same):
             return True, differ
     return read, None
 

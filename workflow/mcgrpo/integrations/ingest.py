@@ -443,13 +443,91 @@ def ingest(log: TRLLog, run: dict, budget: int, model, tokenizer, pool: pd.DataF
                  "train_seconds": row["train_seconds"], "train_cpu_seconds": math.nan}
         record_evaluation(out, study_evaluator(run, policies[used], tokenizer, eval_sets), [p.index for p in group],
                           state, None)
+    trained_with, silent = training_stack(log, stop)
     block = {"folder": str(log.folder.resolve()), "trainer_state": str(log.checkpoints[max(log.checkpoints)]
                                                                          / "trainer_state.json"),
              "token_keys": list(TOKEN_KEYS), "steps_logged": len(log.steps), "stop_step": stop,
-             "points": [vars(p) for p in points], "unrecovered": unrecovered(log, points),
+             "points": [vars(p) for p in points], "unrecovered": [*unrecovered(log, points), *silent],
              "differences": differ, "differing_keys": list(dict.fromkeys(key for key, _ in found)),
-             "accepted_differences": bool(differ), "saved_by": saved_by(log)}
+             "accepted_differences": bool(differ), "saved_by": saved_by(log),
+             # the stack that trained it, where the folder says; run.json's versions stay the evaluating stack's
+             # (mcgrpo.train.job.versions, this process's): its evaluations were sampled and scored under it
+             "trained_with": trained_with}
     return out, block
+
+
+# TRL's model card (GRPOTrainer._save_checkpoint writes it into the output folder, not the checkpoint, before each
+# checkpoint save; TRL 1.16): its "### Framework versions" lines "- TRL: 1.16.0", "- Transformers: 5.24.0",
+# "- Pytorch: 2.13.0+cpu" (also Datasets and Tokenizers, which no run.json records), by run.json's names.
+CARD, CARD_SECTION = "README.md", "### Framework versions"
+CARD_NAMES = {"TRL": "trl", "Transformers": "transformers", "Pytorch": "torch"}
+
+
+def training_stack(log: TRLLog, stop: int) -> tuple[dict[str, dict[str, str]], list[str]]:
+    """({file: {name: version}}, lines on what is not recorded): the stack that trained the run, as its folder
+    records it, for the alike check (mcgrpo.analysis.alike), since run.json's versions are the evaluating stack's.
+    Read: each checkpoint the run keeps (steps 1..`stop`) through its config.json's transformers_version (written by
+    the transformers that saved it: a run resumed under another differs there), and TRL's model card, the stack of
+    the folder's last save. TRL is silent on the torch and TRL of every save but the last, and on which steps the
+    card's stack trained: the alike check holds the files to each other where they record one key. A file missing
+    or unreadable records nothing, said in a line: never a guess."""
+    found, silent = {}, []
+    files = [(f"checkpoint-{step}/config.json", _saved_with) for step in sorted(log.checkpoints) if step <= stop]
+    for name, reader in [*files, (CARD, _card_versions)]:
+        versions, problem = reader(log.folder / name)
+        if versions:
+            found[name] = versions
+        if problem:
+            silent.append(problem)
+    return found, silent
+
+
+def _saved_with(path: Path) -> tuple[dict[str, str], str | None]:
+    """({'transformers': version}, None) of a checkpoint's config.json; ({}, the line why) where it does not say."""
+    why = f"the transformers that saved {path.parent.name} is not recorded"
+    try:
+        config = json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}, f"{path}: file not found; {why}"
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        return {}, f"{path}: not read ({type(e).__name__}: {e}); {why}"
+    value = config.get("transformers_version") if isinstance(config, dict) else None
+    if not _version(value):
+        return {}, f"{path}: transformers_version {value!r}, not a version; {why}"
+    return {"transformers": value}, None
+
+
+def _card_versions(path: Path) -> tuple[dict[str, str], str | None]:
+    """({name: version}, None) of TRL's model card's Framework versions; what it lacks is said in a line (a card
+    of another writer, edited, or none: a folder copied without it)."""
+    why = "the stack of the folder's last save is not recorded"
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        return {}, f"{path}: file not found (TRL's model card); {why}"
+    except (OSError, UnicodeDecodeError) as e:
+        return {}, f"{path}: not read ({type(e).__name__}: {e}); {why}"
+    if CARD_SECTION not in (line.strip() for line in lines):
+        return {}, f"{path}: no '{CARD_SECTION}' section (TRL's model card lists its stack there); {why}"
+    section = lines[[line.strip() for line in lines].index(CARD_SECTION) + 1:]
+    section = section[:next((i for i, line in enumerate(section) if line.startswith("#")), len(section))]
+    said = {}
+    for line in section:
+        label, _, value = line.strip().removeprefix("- ").partition(": ")
+        if label in CARD_NAMES:
+            said.setdefault(CARD_NAMES[label], set()).add(value.strip())
+    versions = {name: min(values) for name, values in said.items() if len(values) == 1 and _version(*values)}
+    lacking = [label for label, name in CARD_NAMES.items() if name not in versions]  # none, or two that disagree
+    if not lacking:
+        return versions, None
+    return versions, (f"{path}: no single '- <name>: <version>' line under '{CARD_SECTION}' for "
+                      f"{', '.join(lacking)}; the {', '.join(CARD_NAMES[label] for label in lacking)} of the "
+                      f"folder's last save not recorded")
+
+
+def _version(value) -> bool:
+    """A version string as packages give theirs (no space: never a sentence or an empty line)."""
+    return isinstance(value, str) and bool(value) and not any(c.isspace() for c in value)
 
 
 def saved_by(log: TRLLog) -> str:
