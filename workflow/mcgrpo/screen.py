@@ -317,7 +317,8 @@ def screen(cfg: dict, arm: str, batches: int | None = None, out: str | Path | No
            budget: float | None = None, log: Callable[[str], None] = print) -> tuple[pd.DataFrame, Path, str]:
     """Measure, summarize and write: (the summary table, the folder written, where the curve came from)."""
     start = time.perf_counter()
-    line, curve_from = base_curve(cfg, curve, budget)  # first: a curve file it refuses is named before minutes
+    # first: a curve file it refuses is named before minutes of measuring
+    line, curve_from = base_curve(cfg, curve, budget)
     tests = measure(cfg, arm, batches, lambda line: log(f"[{time.perf_counter() - start:6.1f} s] {line}"))
     table = summarize(tests, cfg, line)
     folder = Path(out) if out else layout.study_dir(cfg) / "screen" / arm
