@@ -90,6 +90,33 @@ def test_read_at_exact_first_of_ties_interpolated_and_clamped():
         assert undefined and np.isnan(row).all()
 
 
+# A clock flat between two evaluations (an ingested run's summed step_time, a coarse clock): seed 0's A reaches B
+# at 10 s, the second evaluation at 10 s; seed 1's A is at 16 s at two evaluations, where the base reaches B.
+FLAT = runs_of(
+    make_run("a", 0, [0, 50, 105], [0, 4, 8], [0, 10, 10], [1, 3, 5]),
+    make_run("base", 0, [0, 60, 110], [0, 5, 10], [0, 8, 16], [2, 4, 6]),
+    make_run("a", 1, [0, 40, 70, 90, 120], [0, 3, 6, 9, 12], [0, 10, 16, 16, 30], [1, 2, 3, 4, 7]),
+    make_run("base", 1, [0, 60, 110], [0, 5, 10], [0, 8, 16], [2, 4, 6]),
+)
+
+
+def test_a_flat_clock_is_read_at_the_last_evaluation_of_that_time_on_the_time_bases():
+    """Where a run's clock is equal at two evaluations, the time bases read the first: seed 0's A, said to be read
+    "at its own B" (at 10 s), was read at the evaluation before B (0.3, 50 tokens). The last evaluation at that
+    time is what the run had done by then on its clock, and B's at its own B."""
+    time, _ = paired(FLAT, "a", "base", "time", "acc_default", "test", B)
+    np.testing.assert_allclose(time["at"], [10, 16])
+    np.testing.assert_allclose(time["value_a"], [0.5, 0.4])  # seed 1: the second evaluation at 16 s (90 tokens)
+    np.testing.assert_allclose(time["tokens_a"], [105, 90])
+    np.testing.assert_allclose(time["value_b"], [0.4 + 2 / 8 * 0.2, 0.6])
+    assert time["moved"].tolist() == ["b", "a"]
+    seed1 = {key: run for key, run in FLAT.items() if key[1] == 1}  # seed 0's A ends before T_c
+    tc, _ = paired(seed1, "a", "base", "time_c", "acc_default", "test", B)
+    np.testing.assert_allclose([tc["value_a"].iloc[0], tc["tokens_a"].iloc[0]], [0.4, 90])
+    updates, _ = paired(FLAT, "a", "base", "updates", "acc_default", "test", B)  # counts: untouched
+    np.testing.assert_allclose(updates["value_a"], [0.5, 0.4 + 1 / 3 * 0.3])
+
+
 def test_equal_updates_say_which_arm_was_read_where():
     table, _ = build(HAND, [("a", "base", "updates", "acc_default", "test")], B, 0.02, resamples=200)
     assert table["read"].iloc[0] == "A at the base's position (seed 1); base at A's position (seed 0)"

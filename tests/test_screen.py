@@ -34,12 +34,12 @@ def test_an_arm_that_selects_prompts_or_is_missing_is_refused():
 def test_the_prediction_reads_the_base_curve_at_e_times_B(tmp_path):
     # accuracy 0.2 at 0 tokens rising linearly to 0.6 at B = 1000: acc(e B) - acc(B) = -0.4 (1 - e)
     pd.DataFrame({"tokens": [0.0, 1000.0], "accuracy": [0.2, 0.6]}).to_csv(tmp_path / "curve.csv", index=False)
-    curve = screen.base_curve({}, str(tmp_path / "curve.csv"), None)
+    curve = screen.base_curve({}, str(tmp_path / "curve.csv"), None)[0]
     assert curve.budget == 1000.0 and curve.seeds == 0
     predicted = screen.predicted_difference(np.array([0.5, 0.25, 1.0, 2.0]), curve)
     assert predicted[:3] == pytest.approx([-0.2, -0.3, 0.0]) and np.isnan(predicted[3])  # e > 1: off the curve
     # B given: the difference is read at e x B against B on the same curve
-    at_500 = screen.predicted_difference(np.array([0.5]), screen.base_curve({}, str(tmp_path / "curve.csv"), 500))
+    at_500 = screen.predicted_difference(np.array([0.5]), screen.base_curve({}, str(tmp_path / "curve.csv"), 500)[0])
     assert at_500 == pytest.approx([-0.1])
 
 
@@ -101,7 +101,7 @@ def test_the_prediction_carries_the_base_curves_spread_over_seeds():
 
 def test_the_prediction_is_printed_in_points_low_to_high_with_notes_only_where_they_apply(tmp_path):
     pd.DataFrame({"tokens": [0.0, 1000.0], "accuracy": [0.2, 0.6]}).to_csv(tmp_path / "curve.csv", index=False)
-    curve = screen.base_curve({}, str(tmp_path / "curve.csv"), None)
+    curve = screen.base_curve({}, str(tmp_path / "curve.csv"), None)[0]
     row = {"per_update": 1.2, "per_update_low": 1.1, "per_update_high": 1.4, "alignment": 0.5, "share_outside_v": 0.1,
            "tokens": 9000.0}
     table = pd.DataFrame([{**row, "arm": "mc", "per_token": 0.5, "per_token_low": 0.4, "per_token_high": 0.6}])
@@ -141,7 +141,7 @@ def _tests(base_inner):
 def test_a_base_without_gradient_in_every_batch_is_why_no_prediction_is_defined(tmp_path):
     """SmolLM2 on arith: outcome-only's update was 0 in both batches, and the note blamed the base's curve."""
     pd.DataFrame({"tokens": [0.0, 1000.0], "accuracy": [0.2, 0.6]}).to_csv(tmp_path / "curve.csv", index=False)
-    curve = screen.base_curve({}, str(tmp_path / "curve.csv"), None)
+    curve = screen.base_curve({}, str(tmp_path / "curve.csv"), None)[0]
     silent = screen.summarize(_tests([0.0, 0.0]), {}, curve).set_index("arm").loc["mc"]
     assert np.isnan(silent["predicted_diff"])
     assert silent["predicted_note"].startswith("not defined: outcome's update was exactly 0 in all 2 batches")
@@ -152,7 +152,7 @@ def test_a_base_without_gradient_in_every_batch_is_why_no_prediction_is_defined(
 
 def test_an_undefined_efficiency_interval_is_called_undefined_not_outside_the_curve(tmp_path):
     pd.DataFrame({"tokens": [0.0, 1000.0], "accuracy": [0.2, 0.6]}).to_csv(tmp_path / "curve.csv", index=False)
-    curve = screen.base_curve({}, str(tmp_path / "curve.csv"), None)
+    curve = screen.base_curve({}, str(tmp_path / "curve.csv"), None)[0]
     low, high, note = screen.predicted_interval(np.nan, np.nan, curve)
     assert np.isnan(low) and np.isnan(high) and note.startswith("the efficiency's interval is not defined")
     assert screen.predicted_interval(1.5, 2.0, curve)[2] == "the efficiency's interval lies outside the base's curve (e 0.05 to 1)"
@@ -207,9 +207,9 @@ def test_the_base_curve_is_read_only_from_runs_of_this_config(tmp_path):
     the study's index linked: runs trained before recipe.lr was edited (or a --config override) were taken for this
     config's base without a word. Now no prediction is read from them, and the words say why."""
     cfg, _ = _trained_base(tmp_path)
-    assert screen.base_curve(cfg, None, None).seeds == 2
+    assert screen.base_curve(cfg, None, None)[0].seeds == 2
     edited = studies.validate(edited_study(results_dir=cfg["results_dir"], recipe__lr=2e-6))
-    assert screen.base_curve(edited, None, None) is None
+    assert screen.base_curve(edited, None, None) == (None, screen.trained_elsewhere(edited))
     assert screen.trained_elsewhere(cfg) == ""
     why = screen.trained_elsewhere(edited)
     assert why.startswith("the study's trained outcome runs (seed 1, 2, ") and "another config than this one" in why
@@ -224,7 +224,7 @@ def test_an_update_against_the_reference_gradient_predicts_nothing(tmp_path):
     efficient as one raising it, and the screen printed a predicted difference as for an arm that learns, without
     saying the sign (the study's table has inner_se; the screen's lines did not). Now it is not defined, and why."""
     pd.DataFrame({"tokens": [0.0, 1000.0], "accuracy": [0.2, 0.6]}).to_csv(tmp_path / "curve.csv", index=False)
-    curve = screen.base_curve({}, str(tmp_path / "curve.csv"), None)
+    curve = screen.base_curve({}, str(tmp_path / "curve.csv"), None)[0]
     tests = _tests([1.0, 1.5])
     climbing = screen.summarize(tests, {}, curve).set_index("arm").loc["mc"]
     assert np.isfinite(climbing["predicted_diff"]) and "E<u, h>" not in climbing["predicted_note"]
@@ -242,3 +242,45 @@ def test_a_budget_without_a_curve_file_is_refused_not_ignored(tmp_path):
     with pytest.raises(ConfigError, match="--budget 5000: given without --curve, but the study's trained base is "
                                           "read at the B its runs trained to"):
         screen.base_curve(cfg, None, 5000.0)
+
+
+NO_BASE = "no trained base in the study's results and no --curve given"
+
+
+def test_a_base_that_cannot_be_read_is_named_not_called_absent(tmp_path):
+    """A base run edited after sealing, or one that never finished, was "no trained base": false, there is one, it
+    cannot be read. Now the screen says the reader's own words (which file, the remedy); "no trained base" is kept
+    for a study with none linked."""
+    cfg, root = _trained_base(tmp_path)
+    curve, source = screen.base_curve(cfg, None, None)
+    assert curve.seeds == 2 and source == "the study's trained outcome runs, 2 seeds"
+    evals = root / "runs" / "outcome" / "seed1" / "evals.parquet"
+    evals.write_bytes(evals.read_bytes() + b"\0")  # edited after the run sealed it
+    curve, source = screen.base_curve(cfg, None, None)
+    assert curve is None and NO_BASE not in source
+    assert source.startswith("no curve is read from the study's trained outcome runs: the study's runs cannot be "
+                             "read: ") and "seed1/evals.parquet: sha256 differs" in source
+    assert "check-store --repair" in source
+    (root / "runs" / "outcome" / "seed1" / "manifest.json").unlink()  # as a run that never finished
+    for p in (root / "runs" / "outcome" / "seed1").resolve().iterdir():
+        p.unlink()
+    curve, source = screen.base_curve(cfg, None, None)
+    assert curve is None and "outcome/seed1: its run" in source and "never finished" in source
+
+
+def test_no_trained_base_is_said_only_where_there_is_none(tmp_path):
+    cfg = studies.validate(edited_study(results_dir=str(tmp_path / "results")))
+    assert screen.base_curve(cfg, None, None) == (None, NO_BASE)
+    pd.DataFrame({"tokens": [0.0, 1000.0], "accuracy": [0.2, 0.6]}).to_csv(tmp_path / "curve.csv", index=False)
+    curve, source = screen.base_curve(cfg, str(tmp_path / "curve.csv"), None)
+    assert curve.budget == 1000 and source == f"curve {tmp_path / 'curve.csv'}"
+
+
+def test_a_metric_the_base_runs_do_not_record_is_named(tmp_path):
+    """The screen reads the curve from evals.parquet; a study whose first metric is pass@k (read from samples) had
+    "no trained base" said of a base that is there."""
+    cfg, _ = _trained_base(tmp_path)
+    cfg = {**cfg, "analysis": {**cfg["analysis"], "metrics": ["pass@2_default"]}}
+    curve, source = screen.base_curve(cfg, None, None)
+    assert curve is None and NO_BASE not in source
+    assert "pass@2_default" in source and "acc_default" in source

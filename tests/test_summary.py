@@ -120,3 +120,60 @@ def test_an_accepted_difference_is_said_of_what_it_differs_in():
     assert "prompts differ from the study's training prompts, so" in said[("prompts",)]
     assert "learning_rate, prompts differ from the study's recipe and training prompts, so" in said[
         ("learning_rate", "prompts")]
+
+
+def _study(**status):
+    """The default study's four planned contrasts (README) as contrasts.parquet rows, and a plan status."""
+    rows = []
+    for plan_id, (direction, basis, a, b, mean, low, high, p, confirmed) in README.items():
+        r = row(id=plan_id, label="primary" if plan_id == "T1" else "secondary", direction=direction, basis=basis,
+                a=a, b=b, p=p, p_holm=p, confirmed=confirmed, **_from_interval(mean, low, high, 4))
+        rows.append({**r.to_dict(), "contrast": f"{a}-vs-{b}", "seeds_higher": 3, "crossed_low": low - 0.01,
+                     "crossed_high": high + 0.01, "uninformative": "", "noninferior": False, "read": "each at its own B", "tokens_a": 1e5,
+                     "tokens_b": 1.01e5, "warning": "", "note": ""})
+    return pd.DataFrame(rows), {"state": "matches", "locked_at": "2025-01-01T00:00:00+00:00", "changes": [],
+                                "demoted": [], "labels": {}, "stale_runs": [], **status}
+
+
+def _tables(contrasts, status, accepted):
+    from mcgrpo.analysis import tables
+    empty = pd.DataFrame()
+    drift = pd.DataFrame({"arm": [], "eval_set": [], "seed": [], "drifted": pd.Series([], dtype=bool), "gap": []})
+    paired = contrasts[["contrast", "basis", "metric", "eval_set"]].assign(value_a=0.5, value_b=0.4)
+    return tables.study_tables(contrasts, paired, status, drift, empty, empty, pd.DataFrame(), empty, 0.05,
+                               accepted=accepted)
+
+
+def test_a_verdict_on_stale_or_accepted_runs_says_so_beside_it_and_only_there():
+    """Runs trained under another config than the current one were named only in the plan note, above every verdict
+    alike; now each verdict whose arms include such runs carries it, in summary.md and in the headline, and the
+    verdicts on other arms read as before."""
+    from mcgrpo.analysis import tables
+    contrasts, status = _study(stale_runs=["random/seed2", "outcome_x/seed1"])
+    accepted = {"filter": {1: ["learning_rate"]}}
+    text = summary.lines("default", contrasts, tables.prereg_note(status), "results/default",
+                         stale=status["stale_runs"], accepted=accepted)
+    plain = summary.lines("default", contrasts, tables.prereg_note(status), "results/default")
+    verdicts = {line[2:4]: line for line in text if line.startswith("- ") and line[2:4] in README}
+    before = {line[2:4]: line for line in plain if line.startswith("- ") and line[2:4] in README}
+    assert verdicts["S3"] == before["S3"] + (" (warning: filter: recipe differences accepted (learning_rate); runs "
+                                             "trained with a config other than the current one: random/seed2)")
+    assert [verdicts[i] for i in ("T1", "S1", "S2")] == [before[i] for i in ("T1", "S1", "S2")]
+    headline = _tables(contrasts, status, accepted)["headline"][0].set_index("id")["warning"]
+    assert headline.to_dict() == {"T1": "", "S1": "", "S2": "", "S3": verdicts["S3"].rpartition("(warning: ")[2][:-1]}
+    assert _tables(contrasts, status, accepted)["contrasts"][0].set_index("id")["warning"]["S3"] == headline["S3"]
+
+
+def test_without_stale_or_accepted_runs_the_summary_and_tables_are_as_before():
+    """The default study, no run trained under another config and none with accepted differences: every verdict's
+    line and every table byte for byte what it was."""
+    from mcgrpo.analysis import tables
+    contrasts, status = _study()
+    note = tables.prereg_note(status)
+    assert summary.lines("default", contrasts, note, "r", stale=[], accepted={}) == summary.lines(
+        "default", contrasts, note, "r")
+    assert summary.sentence(contrasts.iloc[0], None, "") == summary.sentence(contrasts.iloc[0])
+    written = _tables(contrasts, status, {})
+    assert written["headline"][0]["warning"].tolist() == [""] * 4 and note == (
+        "The plan matches its lock of 2025-01-01T00:00:00+00:00.")
+    assert written["contrasts"][0]["warning"].tolist() == [""] * 4

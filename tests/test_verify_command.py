@@ -70,4 +70,44 @@ def test_a_bad_line_is_named(tmp_path, capsys):
     path = tmp_path / "c.jsonl"
     path.write_text('{"text": "1", "reference": "1"}\n{"text": 5}\nnot json\n')
     code, _, err = run(capsys, "--file", str(path))
-    assert code == 2 and f"{path} line 2: needs an object with string 'text' and 'reference'" in err
+    assert code == 2 and f"{path} line 2: 'text' is a number; allowed: a string (the completion)" in err
+
+
+@pytest.mark.parametrize("reference, held", [
+    ("true", "true (a JSON boolean)"), ("false", "false (a JSON boolean)"), ("null", "null"),
+    ("[5]", "a list"), ('{"a": 5}', "an object"), ("NaN", "NaN"), ("-Infinity", "-Infinity"),
+    ("1" * 5000, "a number of 5000 digits"), ("1e999999999", "a number of 1000000000 digits"),
+])
+def test_a_reference_neither_string_nor_number_is_refused_not_stringified(tmp_path, capsys, reference, held):
+    """A JSON `true` was checked as the reference 'True', NaN as 'nan'; a 5000-digit number ended in a traceback."""
+    path = tmp_path / "c.jsonl"
+    path.write_text('{"text": "1", "reference": "1"}\n' + f'{{"text": "True", "reference": {reference}}}\n')
+    code, out, err = run(capsys, "--file", str(path), "--json")
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert f"{path} line 2: 'reference' is {held}; allowed: a string, or a finite JSON number" in err
+
+
+@pytest.mark.parametrize("reference, read", [
+    ("1e16", "10000000000000000"), ("0.0000672", "0.0000672"), ("6.72E-5", "0.0000672"), ("7", "7"),
+    ("2.50", "2.50"), ("-3", "-3"), ('"1e16"', "1e16"),
+])
+def test_a_number_reference_is_read_as_written_in_plain_digits(tmp_path, capsys, reference, read):
+    """A JSON number was str() of a Python float: 1e16 became '1e+16', which no verifier reads as a number, so
+    \\boxed{10000000000000000} was judged wrong against it."""
+    path = tmp_path / "c.jsonl"
+    path.write_text(f'{{"text": "\\\\boxed{{{read}}}", "reference": {reference}}}\n')
+    code, out, _ = run(capsys, "--file", str(path))
+    assert code == 0 and f"{path} line 1: reference {read!r}\n  default (whole_box): answer {read!r} -> correct" in out
+
+
+@pytest.mark.parametrize("line, message", [
+    ('{"text": 5, "reference": "5"}', "'text' is a number; allowed: a string (the completion)"),
+    ('{"reference": "5"}', "no 'text'; allowed: an object with 'text' (a string, the completion) and 'reference'"),
+    ('["x", "5"]', "a list; allowed: an object with 'text' (a string, the completion) and 'reference'"),
+    ('{"text": "5", "reference": "5", "reference": "6"}', "'reference' is given twice; allowed: each key once"),
+])
+def test_a_line_that_is_not_text_and_reference_is_named(tmp_path, capsys, line, message):
+    path = tmp_path / "c.jsonl"
+    path.write_text(line + "\n")
+    code, _, err = run(capsys, "--file", str(path))
+    assert code == 2 and f"{path} line 1: {message}" in err

@@ -88,26 +88,44 @@ class Curve:
 GRID = np.geomspace(0.05, 1.0, 40)
 
 
-def base_curve(cfg: dict, curve: str | None, budget: float | None) -> Curve | None:
-    """The base's curve: from a file with columns tokens and accuracy (B: `budget`, else its last tokens), else from
-    the study's trained base runs and its B (the prediction step's line, with its spread over seeds); None when
-    neither is there."""
+NO_BASE = "no trained base in the study's results and no --curve given"
+
+
+def base_curve(cfg: dict, curve: str | None, budget: float | None) -> tuple[Curve | None, str]:
+    """(the base's curve, where it comes from; or None, why there is none): from a file with columns tokens and
+    accuracy (B: `budget`, else its last tokens), else from the study's trained base runs and its B (the
+    prediction step's line, with its spread over seeds)."""
     if curve is not None:
-        return _curve_file(Path(curve), budget)
+        return _curve_file(Path(curve), budget), f"curve {curve}"
     if budget is not None:
         raise ConfigError(f"--budget {budget:g}: given without --curve, but the study's trained base is read at the "
                           f"B its runs trained to, never at another; allowed: --budget with --curve FILE, or neither")
+    return study_curve(cfg)
+
+
+def study_curve(cfg: dict) -> tuple[Curve | None, str]:
+    """The study's trained base's curve and where it comes from, or None and why not: NO_BASE only where the study
+    has no runs linked; runs that are there but cannot be read (a file edited after sealing, a run that never
+    finished) are named in the words of the reader that refuses them, which say the remedy."""
     from mcgrpo.analysis import steps
-    if trained_elsewhere(cfg):
-        return None
+    from mcgrpo.core import study_runs
+    elsewhere = trained_elsewhere(cfg)
     results, a = layout.study_dir(cfg), cfg["analysis"]
-    metric = a["metrics"][0]
+    base, metric = a["base"] or "outcome", a["metrics"][0]
+    if elsewhere or not study_runs.index_path(results).exists():
+        return None, elsewhere or NO_BASE
+    unread = f"no curve is read from the study's trained {base} runs: "
     try:
         B = float(steps.budget(results))
-        mine = steps.base_evals(cfg, results, a["base"] or "outcome", cfg["evaluation"]["sets"][0])
-    except (DataError, FileNotFoundError):
-        return None  # the base is not trained yet: no curve to read the prediction from
-    return None if mine.empty or metric not in mine else seed_curve(mine, metric, B)
+        mine = steps.base_evals(cfg, results, base, cfg["evaluation"]["sets"][0])
+    except (DataError, FileNotFoundError) as e:  # the screen reads the base as every step reads the study's runs
+        return None, f"{unread}the study's runs cannot be read: {e}"
+    if metric not in mine:
+        recorded = ", ".join(c for c in mine.columns if c.startswith("acc_"))
+        return None, (f"{unread}the study's first metric {metric} is not in their evals.parquet, which the screen "
+                      f"reads (it records {recorded}); give --curve FILE")
+    curve = seed_curve(mine, metric, B)
+    return curve, f"the study's trained {base} runs, {curve.seeds} seed{'' if curve.seeds == 1 else 's'}"
 
 
 def _curve_file(path: Path, budget: float | None) -> Curve:
@@ -156,7 +174,7 @@ def trained_elsewhere(cfg: dict) -> str:
     try:
         linked = study_runs.index(results)
     except DataError:
-        return ""  # no index: no trained base to read (base_curve says so)
+        return ""  # no index: no trained base to read (study_curve says so)
     planned = layout.run_keys(cfg)
     seeds = sorted(seed for (arm, seed), key in linked.items() if arm == base and planned.get((arm, seed), key) != key)
     if not seeds:
@@ -299,12 +317,9 @@ def screen(cfg: dict, arm: str, batches: int | None = None, out: str | Path | No
            budget: float | None = None, log: Callable[[str], None] = print) -> tuple[pd.DataFrame, Path, str]:
     """Measure, summarize and write: (the summary table, the folder written, where the curve came from)."""
     start = time.perf_counter()
-    line = base_curve(cfg, curve, budget)  # first: a curve file it refuses is named before minutes of measuring
+    # first: a curve file it refuses is named before minutes of measuring
+    line, curve_from = base_curve(cfg, curve, budget)
     tests = measure(cfg, arm, batches, lambda line: log(f"[{time.perf_counter() - start:6.1f} s] {line}"))
-    curve_from = (f"curve {curve}" if curve else
-                  f"the study's trained {cfg['analysis']['base'] or 'outcome'} runs, {line.seeds} "
-                  f"seed{'' if line.seeds == 1 else 's'}" if line is not None
-                  else trained_elsewhere(cfg) or "no trained base in the study's results and no --curve given")
     table = summarize(tests, cfg, line)
     folder = Path(out) if out else layout.study_dir(cfg) / "screen" / arm
     store.write_parquet(tests, folder / "gradient_tests.parquet")

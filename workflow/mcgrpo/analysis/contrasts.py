@@ -68,19 +68,27 @@ def budget_row(run: Run, B: int) -> int:
     return int(reached[0])
 
 
-def read_at(x: np.ndarray, table: np.ndarray, at: float) -> tuple[np.ndarray, bool]:
+def read_at(x: np.ndarray, table: np.ndarray, at: float, last: bool = False) -> tuple[np.ndarray, bool]:
     """The row of `table` at position `at` along non-decreasing `x`, and whether it is undefined.
 
-    The first row exactly at `at` if there is one, else linear between its neighbours; outside
-    the range, NaN (undefined: the run was never evaluated there).
+    The first row exactly at `at` if there is one (the last, with `last`: see FLAT), else linear between its
+    neighbours; outside the range, NaN (undefined: the run was never evaluated there).
     """
     i = int(np.searchsorted(x, at, side="left"))
     if i < len(x) and x[i] == at:
-        return table[i], False
+        return table[int(np.searchsorted(x, at, side="right")) - 1 if last else i], False
     if i == 0 or i == len(x):
         return np.full(np.shape(table[0]), np.nan), True
     w = (at - x[i - 1]) / (x[i] - x[i - 1])
     return (1 - w) * table[i - 1] + w * table[i], False
+
+
+# A clock equal at two or more evaluations (an ingested TRL run's clock sums step_time; a coarse clock): the paper
+# interpolates accuracy on the time axis and is silent on a flat clock, where time alone cannot tell the evaluations
+# apart. The time bases read the last evaluation at that time, what the run had done by then on its clock, so a run
+# read at its own B (T* is its time at B) is read at its B evaluation, as `read` says, never at one before it;
+# between two times the reading is linear, as elsewhere. The count bases keep the first evaluation at a count.
+FLAT = ("time", "time_c")
 
 
 def positions(basis: str, a: Run, b: Run, B: int) -> tuple[str, float, int, float, int, str]:
@@ -153,13 +161,15 @@ def paired(runs: dict[tuple[str, int, str], Run], a: str, b: str, basis: str, me
                                 f"evaluation set prepared again between them); allowed: runs evaluated on one set "
                                 f"of problems: retrain those evaluated on another (move their stored run folders "
                                 f"into results/_shared/quarantine/ and rerun the workflow)")
-        va, clamped_a = read_at(run_a.coords(column)[:end_a], score_a[:end_a], at_a)
-        vb, clamped_b = read_at(run_b.coords(column)[:end_b], score_b[:end_b], at_b)
+        last = basis in FLAT
+        va, clamped_a = read_at(run_a.coords(column)[:end_a], score_a[:end_a], at_a, last)
+        vb, clamped_b = read_at(run_b.coords(column)[:end_b], score_b[:end_b], at_b, last)
         rows.append({"contrast": name(a, b), "basis": basis, "metric": metric, "eval_set": eval_set,
                      "seed": int(seed), "value_a": va.mean(), "value_b": vb.mean(),
                      "diff": va.mean() - vb.mean(), "at": float(at_a), "at_b": float(at_b),
                      "moved": moved, "clamped": clamped_a or clamped_b,
-                     "tokens_a": tokens_at(run_a, column, end_a, at_a), "tokens_b": tokens_at(run_b, column, end_b, at_b)})
+                     "tokens_a": tokens_at(run_a, column, end_a, at_a, last),
+                     "tokens_b": tokens_at(run_b, column, end_b, at_b, last)})
         tables.append(va - vb if per_problem else None)
     table = np.vstack(tables) if tables and all(t is not None for t in tables) else None
     if table is not None and len({t.shape for t in tables}) != 1:
@@ -170,9 +180,10 @@ def paired(runs: dict[tuple[str, int, str], Run], a: str, b: str, basis: str, me
     return frame, table
 
 
-def tokens_at(run: Run, column: str, end: int, at: float) -> float:
-    """The generated tokens `run` had spent at position `at` along `column` (its first `end` evaluations)."""
-    return float(read_at(run.coords(column)[:end], run.coords("tokens_total")[:end], at)[0])
+def tokens_at(run: Run, column: str, end: int, at: float, last: bool = False) -> float:
+    """The generated tokens `run` had spent at position `at` along `column` (its first `end` evaluations), read
+    where its score is (`last`: read_at's)."""
+    return float(read_at(run.coords(column)[:end], run.coords("tokens_total")[:end], at, last)[0])
 
 
 def warning(pairs: pd.DataFrame, basis: str, B: int) -> str:

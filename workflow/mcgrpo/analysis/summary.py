@@ -101,9 +101,10 @@ def judged(row, robustness: str | None = None) -> str:
     return f"{said}, {'but' if said == 'confirmed' else 'and'} {robustness}"
 
 
-def sentence(row, robustness: str | None = None) -> str:
+def sentence(row, robustness: str | None = None, warning: str = "") -> str:
     """'T1 (primary, family H1; predicted: mc_k4 trails outcome): mc_k4 trails outcome at equal tokens:
-    -3.9 [-7.2, -0.6] points, p = 0.032 (Holm 0.032), 4 seeds: confirmed, but fragile: ...'."""
+    -3.9 [-7.2, -0.6] points, p = 0.032 (Holm 0.032), 4 seeds: confirmed, but fragile: ...', and `warning` (the
+    contrast's `runs_warning`) in brackets where there is one."""
     claim = PREDICTIONS.get(row["direction"], PREDICTIONS["two-sided"]).format(
         a=row["a"], b=row["b"], margin=f"{100 * row['margin']:g}")
     family = f", family {row['family']}" if row["label"] == "primary" and row["family"] else ""
@@ -112,7 +113,7 @@ def sentence(row, robustness: str | None = None) -> str:
             f"{formats.BASIS_WORDS.get(row['basis'], row['basis'])}: "
             f"{formats.interval(row['mean'], row['ci_low'], row['ci_high'])} points, "
             f"p = {p_words(planned_p(row), row)}{holm}, {int(row['n'])} seed{'' if row['n'] == 1 else 's'}: "
-            f"{judged(row, robustness)}")
+            f"{judged(row, robustness)}" + (f" (warning: {warning})" if warning else ""))
 
 
 def planned(contrasts: pd.DataFrame) -> pd.DataFrame:
@@ -171,10 +172,29 @@ def accepted_cell(a: str, b: str, accepted: dict[str, dict[int, list[str]]]) -> 
                      for arm in dict.fromkeys((a, b)) if arm in accepted)
 
 
+STALE = "runs trained with a config other than the current one"
+
+
+def stale_cell(a: str, b: str, stale: list[str]) -> str:
+    """A contrast's mark where arm `a` or `b` has runs (`arm/seedN`, prereg.stale_runs) trained with a config other
+    than the current one (analysis_only after an edit): '' elsewhere."""
+    mine = [run for run in stale if run.rpartition("/seed")[0] in (a, b)]
+    return f"{STALE}: {', '.join(mine)}" if mine else ""
+
+
+def runs_warning(a: str, b: str, accepted: dict | None, stale: list[str] | None) -> str:
+    """What a reader of contrast a-vs-b's verdict must see beside it about the runs it compares: its arms' runs
+    stored with recipe differences accepted, or trained under another config than the current one; '' where
+    neither (every other verdict reads as it did)."""
+    return "; ".join(w for w in (accepted_cell(a, b, accepted or {}), stale_cell(a, b, stale or [])) if w)
+
+
 def lines(study: str, contrasts: pd.DataFrame, prereg_note: str, results: str, clock: str = "wall",
-          robustness: pd.DataFrame | None = None, warnings: list[str] = ()) -> list[str]:
+          robustness: pd.DataFrame | None = None, warnings: list[str] = (), *, stale: list[str] | None = None,
+          accepted: dict | None = None) -> list[str]:
     """The summary as markdown lines: any warnings, the contrasts with their robustness (and the clock of any at
-    equal time), then where everything is."""
+    equal time) and, beside each verdict whose arms have them, its runs stored with recipe differences `accepted`
+    or `stale` (trained under another config: prereg.stale_runs), then where everything is."""
     rows, robust = planned(contrasts), labels(robustness)
     out = [f"# Study {study}: results", "", prereg_note, ""] + [line for w in warnings for line in (f"Warning: {w}.", "")]
     if rows.empty:
@@ -183,7 +203,8 @@ def lines(study: str, contrasts: pd.DataFrame, prereg_note: str, results: str, c
         first = rows.iloc[0]
         out += [f"Preregistered contrasts ({first['metric']} on {first['eval_set']}, A minus base, "
                 f"mean over paired seeds [95% paired-t interval]; 1 point = 0.01 accuracy):", ""]
-        out += [f"- {sentence(r, robust.get(r['id']))}" for _, r in rows.iterrows()] + [""]
+        out += [f"- {sentence(r, robust.get(r['id']), runs_warning(r['a'], r['b'], accepted, stale))}"
+                for _, r in rows.iterrows()] + [""]
         if any(not label.startswith(("uninformative", "inconclusive")) for label in robust.values()):
             out += ["robust: the verdict holds on the crossed seed-by-problem interval, the strict verifier, the "
                     "other clock (equal time), no drift of either arm, and each seed's two runs made under one "

@@ -163,11 +163,11 @@ def _read_points(contrasts: pd.DataFrame) -> dict[str, pd.Series]:
             for c in ("tokens_a", "tokens_b", "warning")}
 
 
-def _warnings(rows: pd.DataFrame, accepted: dict | None) -> list[str]:
+def _warnings(rows: pd.DataFrame, accepted: dict | None, stale: list[str] | None = None) -> list[str]:
     """Each contrast's warning: its arms' points apart (contrasts.warning), then any arm of it whose runs were stored
-    with recipe differences accepted."""
+    with recipe differences accepted or trained under another config (summary.runs_warning)."""
     said = [w if isinstance(w, str) else "" for w in _read_points(rows)["warning"]]
-    return ["; ".join(w for w in (tokens, summary.accepted_cell(a, b, accepted or {})) if w)
+    return ["; ".join(w for w in (tokens, summary.runs_warning(a, b, accepted, stale)) if w)
             for tokens, a, b in zip(said, rows["a"], rows["b"])]
 
 
@@ -183,19 +183,20 @@ def prereg_note(status: dict) -> str:
     changes = f" Changes: {'; '.join(status['changes'])}." if status["changes"] and state != "missing" else ""
     if status.get("uncovered") and state not in ("missing", "late"):
         changes += f" Note: {status['uncovered']}."
-    stale = (f"\nWarning: runs trained with a config other than the current one: {', '.join(status['stale_runs'])}."
-             if status.get("stale_runs") else "")
+    stale = (f"\nWarning: {summary.STALE}: {', '.join(status['stale_runs'])} (each verdict with their arms says "
+             f"so beside it, and so does its warning in the tables)." if status.get("stale_runs") else "")
     return line + changes + stale
 
 
-def _contrasts(contrasts: pd.DataFrame, accepted: dict | None = None) -> pd.DataFrame:
+def _contrasts(contrasts: pd.DataFrame, accepted: dict | None = None, stale: list[str] | None = None
+               ) -> pd.DataFrame:
     # One vocabulary in every table: a Holm family belongs to a planned primary contrast; the analysis marks
     # the others' family "secondary", which is a label, so they show none (as in the prereg table).
     return contrasts.assign(
         higher_in=[NOT_DEFINED if pd.isna(k) else f"{int(k)} of {n}" for k, n in zip(contrasts["seeds_higher"], contrasts["n"])],
         family=contrasts["family"].replace("secondary", ""),
         uninformative=contrasts.get("uninformative", ""),
-        **{**_read_points(contrasts), "warning": _warnings(contrasts, accepted)})[CONTRAST_COLUMNS]
+        **{**_read_points(contrasts), "warning": _warnings(contrasts, accepted, stale)})[CONTRAST_COLUMNS]
 
 
 def _bases(contrasts: pd.DataFrame) -> pd.DataFrame:
@@ -275,8 +276,8 @@ HEADLINE_COLUMNS = ["id", "label", "contrast", "basis", "n", "tokens_a", "tokens
                     "verdict", "crossed", "strict", "drift", "other_clock", "alike", "robustness", "warning"]
 
 
-def _headline(contrasts: pd.DataFrame, checks: pd.DataFrame | None = None, accepted: dict | None = None
-              ) -> pd.DataFrame:
+def _headline(contrasts: pd.DataFrame, checks: pd.DataFrame | None = None, accepted: dict | None = None,
+              stale: list[str] | None = None) -> pd.DataFrame:
     """The preregistered contrasts, one line each, with their robustness checks: what a reader looks at first."""
     rows = summary.planned(contrasts)
     found = (checks if checks is not None else pd.DataFrame(columns=["id", "robustness"])).set_index("id").reindex(
@@ -301,7 +302,7 @@ def _headline(contrasts: pd.DataFrame, checks: pd.DataFrame | None = None, accep
         "other_clock": cells(lambda r: "" if not r["other_clock"] else "not recorded" if not r["clock_recorded"]
                              else interval(r["clock_mean"], r["clock_low"], r["clock_high"])),
         "alike": cells(robustness.alike_cell),
-        "robustness": labelled, "warning": _warnings(rows, accepted)},
+        "robustness": labelled, "warning": _warnings(rows, accepted, stale)},
         columns=HEADLINE_COLUMNS)
 
 
@@ -336,7 +337,8 @@ def study_tables(contrasts: pd.DataFrame, paired: pd.DataFrame, status: dict, dr
                  clock: str = "wall", accepted: dict | None = None) -> dict[str, tuple[pd.DataFrame, str, str]]:
     """name -> (table, title, note) of every table of the study; `checks`: analysis/robustness.parquet; `accepted`:
     {arm: {seed: keys}} of runs stored with recipe differences accepted, which every table's note names first and
-    the headline and contrasts tables mark in each contrast that uses them."""
+    the headline and contrasts tables mark in each contrast that uses them, as they mark the runs trained with a
+    config other than the current one (status's stale_runs, which the plan note names)."""
     plan_note = prereg_note(status)
     other = formats.CLOCK_WORDS[robustness.OTHER_CLOCK[clock]]
     tables = _study_tables(contrasts, paired, status, drift, stages, groups, shares, extrapolation, gap, checks,
@@ -353,7 +355,8 @@ def accepted_note(accepted: dict | None, note: str = "") -> str:
 def _study_tables(contrasts, paired, status, drift, stages, groups, shares, extrapolation, gap, checks, accepted,
                   plan_note, other) -> dict[str, tuple[pd.DataFrame, str, str]]:
     return {
-        "headline": (_headline(contrasts, checks, accepted), "Headline: the preregistered contrasts",
+        "headline": (_headline(contrasts, checks, accepted, status.get("stale_runs")),
+                     "Headline: the preregistered contrasts",
                      f"{plan_note}\ndifference: A minus base, mean over paired seeds [95% paired-t CI] in points; "
                      f"p: the planned test; p_holm: Holm within the primary family. Every contrast: the contrasts "
                      f"table.\ncrossed: mean [95% seed-by-problem bootstrap]; strict: the same contrast on the strict "
@@ -363,7 +366,8 @@ def _study_tables(contrasts, paired, status, drift, stages, groups, shares, extr
                      f"fails (tables/robustness.md).\n{TOKENS_NOTE}\n{summary.UNINFORMATIVE_NOTE}"),
         "robustness": (_robustness(checks), "Robustness of each preregistered verdict",
                        ROBUSTNESS_NOTE.format(gap=gap, other=other)),
-        "contrasts": (_contrasts(contrasts, accepted), "Every contrast (A minus base, paired by seed)",
+        "contrasts": (_contrasts(contrasts, accepted, status.get("stale_runs")),
+                      "Every contrast (A minus base, paired by seed)",
                       f"{plan_note}\nmean, 95% paired-t CI (ci_low, ci_high), two-sided p; p_holm: Holm within "
                       f"the primary family; tost_p: equivalence within ±margin; noninferior: lower 90% bound > "
                       f"-margin; crossed: 95% seed-by-problem bootstrap.\n{TOKENS_NOTE}\n{BASIS_NOTE}"),

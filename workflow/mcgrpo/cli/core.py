@@ -57,26 +57,80 @@ def verify(args) -> None:
             print(f"  claim {c['text']!r}: value {c['value']}, {holds}")
 
 
-def _verify_inputs(args):
-    """(where, text, reference) from TEXT and --reference, or from each line of --file."""
+def _verify_inputs(args) -> list[tuple[str, str, str]]:
+    """(where, text, reference) from TEXT and --reference, or from each line of --file: every line read and
+    checked before any verdict is printed, so a refused line leaves no partial output to be taken for the file's."""
     if (args.text is None) == (args.file is None):
         raise ConfigError("give either TEXT with --reference, or --file FILE (one JSON object per line)")
     if args.text is not None:
         if args.reference is None:
             raise ConfigError("TEXT needs --reference, the answer it is checked against")
-        yield "text", args.text, args.reference
-        return
+        return [("text", args.text, args.reference)]
+    out = []
     for n, line in enumerate(study_config.text(args.file, "--file").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise DataError(f"{args.file} line {n}: not JSON ({e.msg})") from None
-        if not (isinstance(item, dict) and isinstance(item.get("text"), str)
-                and isinstance(item.get("reference"), (str, int, float))):
-            raise DataError(f"{args.file} line {n}: needs an object with string 'text' and 'reference'")
-        yield f"{args.file} line {n}", item["text"], str(item["reference"])
+        if line.strip():
+            where = f"{args.file} line {n}"
+            item = _json_line(line, where)
+            out.append((where, _field(item, "text", where), _field(item, "reference", where)))
+    return out
+
+
+LINE = "an object with 'text' (a string, the completion) and 'reference' (a string, or a finite JSON number)"
+
+
+def _json_line(line: str, where: str):
+    """A line of --file read as JSON, its numbers as written (Decimal: no float rounding, no digit limit) and
+    each key of an object once (json.loads keeps the last of a key given twice, without a word)."""
+    from decimal import Decimal
+
+    def once(pairs: list) -> dict:
+        seen = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise DataError(f"{where}: {key!r} is given twice; allowed: each key once")
+            seen.add(key)
+        return dict(pairs)
+    try:
+        return json.loads(line, object_pairs_hook=once, parse_float=Decimal, parse_int=Decimal,
+                          parse_constant=Decimal)
+    except json.JSONDecodeError as e:
+        raise DataError(f"{where}: not JSON ({e.msg})") from None
+    except RecursionError:
+        raise DataError(f"{where}: nested too deep to read; allowed: {LINE}") from None
+
+
+def _field(item, key: str, where: str) -> str:
+    """`key` of a --file line as a string: the text as given; a reference string as given, or a JSON number written
+    out in plain digits exactly as the file has it (1e16 is 10000000000000000, which the verifiers read as a
+    number; str() of a float wrote '1e+16', which none does). Anything else is refused by name, never stringified
+    (a JSON true was checked as the answer 'True')."""
+    from decimal import Decimal
+    from mcgrpo.core.verify import MAX_ANSWER_CHARS
+    if not isinstance(item, dict) or key not in item:
+        raise DataError(f"{where}: {f'no {key!r}' if isinstance(item, dict) else _kind(item)}; allowed: {LINE}")
+    value = item[key]
+    if isinstance(value, str):
+        return value
+    if key == "reference" and isinstance(value, Decimal) and value.is_finite():
+        digits = max(value.adjusted() + 1, 1) - min(value.as_tuple().exponent, 0)
+        if digits <= MAX_ANSWER_CHARS:
+            return format(value, "f")
+        held = f"a number of {digits} digits"
+    else:
+        held = _kind(value)
+    allowed = ("a string, or a finite JSON number (at most {MAX_ANSWER_CHARS} digits written out: a longer "
+               "answer is no answer)" if key == "reference" else "a string (the completion)")
+    raise DataError(f"{where}: {key!r} is {held}; allowed: {allowed.format(MAX_ANSWER_CHARS=MAX_ANSWER_CHARS)}")
+
+
+def _kind(value) -> str:
+    """What a JSON value is, in a message's words."""
+    from decimal import Decimal
+    if isinstance(value, bool):
+        return f"{str(value).lower()} (a JSON boolean)"
+    if isinstance(value, Decimal):
+        return "a number" if value.is_finite() else str(value)
+    return {type(None): "null", list: "a list", dict: "an object", str: "a string"}[type(value)]
 
 
 def _verify_arguments(v: argparse.ArgumentParser) -> None:
