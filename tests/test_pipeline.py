@@ -232,6 +232,8 @@ def test_analysis_only_never_trains_rebuilds_the_analysis_and_reports(finished_s
     assert "without a dated amendment: T1, S1 reported as exploratory" in prereg_table
     assert "recipe.lr changed after the lock (" in prereg_table
     assert "Warning: runs trained with a config other than the current one: mc_k2/seed1" in prereg_table
+    assert "(warning: runs trained with a config other than the current one: mc_k2/seed1" in \
+        (r / "summary.md").read_text()  # beside each verdict comparing mc_k2, too
     labels = read_contract(r / "analysis/contrasts.parquet", "contrasts").set_index("id")["label"]
     assert labels["T1"] == "exploratory" and labels["S1"] == "exploratory"
 

@@ -324,6 +324,21 @@ def test_an_analysis_file_of_another_config_or_rewritten_is_named_never_read(res
     step(cfg, folder)
 
 
+def test_a_verdict_whose_arm_has_runs_of_another_config_says_so_beside_it(results, tmp_path):
+    """analysis_only after an edit reads runs trained under the config before it: the summary said so only in its
+    plan note, above verdicts that read as plain ones; now each verdict whose arms have such runs says so too."""
+    cfg, root = results
+    folder = tmp_path / "edited"
+    copy_study(root, folder)
+    edited = copy.deepcopy(cfg)
+    edited["arms"]["mc_k2"]["credit"]["monte_carlo"]["k"] = 3
+    rerun(("drift", "contrasts", "robustness", "summary"), edited, folder)
+    said = (folder / "summary.md").read_text()
+    beside = "(warning: runs trained with a config other than the current one: mc_k2/seed1, mc_k2/seed2, mc_k2/seed3)"
+    assert [line[:4] for line in said.splitlines() if beside in line] == ["- T1", "- T2", "- S1"]  # all compare mc_k2
+    assert beside not in (root / "summary.md").read_text()
+
+
 def test_an_analysis_file_computed_from_runs_since_retrained_is_named_never_read(results, tmp_path):
     """Under the same config, a run retrained since the analysis (set aside by check-store --repair and trained
     again, or a pooled study's base retrained) leaves every analysis file of the study with the old run's numbers,

@@ -348,11 +348,11 @@ def _overruns(cfg: dict, results: Path) -> list[str]:
 def summary_step(cfg: dict, results: Path) -> None:
     """summary.md (printed at the end of a run) and summary.rst (the report's first page)."""
     results, read = Path(results), analysis_reader(cfg, results)
-    status = _status(cfg, results)
+    status, accepted = _status(cfg, results), _accepted(cfg, results)
     text = summary.lines(cfg["study"], read("contrasts", "contrasts"), tables.prereg_note(status),
                          str(results), cfg["analysis"]["clock"], read("robustness"),
-                         [*summary.accepted_warnings(_accepted(cfg, results)), *_floors(cfg, results),
-                          *_overruns(cfg, results)])
+                         [*summary.accepted_warnings(accepted), *_floors(cfg, results), *_overruns(cfg, results)],
+                         stale=status.get("stale_runs"), accepted=accepted)
     store.write_text(summary.markdown(text), results / "summary.md")
     store.write_text(summary.rst(text, summary.DESCRIPTION.read_text()), results / "summary.rst")
     print(summary.markdown(text), end="")
