@@ -96,7 +96,8 @@ if PROGRAMME:
             markdown=PROGRAMME_SUMMARY[1],
         params:
             name=PROGRAMME.name,
-            headlines=lambda wildcards, input: [f"{name}={path}" for name, path in input.items()],
+            # each headline is held to its study's analysis; a function: the JSON's braces are no wildcards
+            studies=lambda wildcards: [S[name].json for name in S],
         resources:
             **ANALYSIS_RESOURCES,
         container:
@@ -107,7 +108,7 @@ if PROGRAMME:
             f"{PROGRAMME.folder}/summary.log",
         shell:
             "$PYTHON -m mcgrpo.programme summary --name {params.name:q} --parquet {output.parquet:q} "
-            "--markdown {output.markdown:q} --headlines {params.headlines:q} > {log:q} 2>&1"
+            "--markdown {output.markdown:q} --studies {params.studies:q} > {log:q} 2>&1"
 
     localrules:
         programme_summary,

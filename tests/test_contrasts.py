@@ -270,7 +270,7 @@ def test_the_headline_and_contrasts_tables_show_the_tokens_read_and_the_warning(
                   make_run("base", 1, [0, 60, 106], [0, 5, 10], [0, 8, 16], [2, 4, 7]))
     plan = {("a-vs-base", "tokens", "acc_default", "test"): {"id": "T1", "label": "primary", "family": "F"}}
     table, _ = build(far, [("a", "base", "tokens", "acc_default", "test")], B, 0.02, plan, resamples=50)
-    headline = tables._headline(table)
+    headline = tables.headline(table)
     assert headline[["tokens_a", "tokens_b"]].iloc[0].tolist() == [142.0, 106.0]
     assert headline["warning"].iloc[0].startswith("arms read up to 37% of B apart")
     cells = tables.readable(tables._contrasts(table))

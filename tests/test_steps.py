@@ -390,3 +390,34 @@ def test_a_step_run_by_hand_with_the_studys_switches_reads_what_the_workflows_jo
     steps.summary_step(by_hand, folder)
     other = {**by_hand, "analysis": {**cfg["analysis"], "alpha": 0.01}}  # a key an analysis computes from
     assert steps.analysis_hash(other) != steps.analysis_hash(cfg)
+
+
+def _summary(cfg, tmp_path) -> list[str]:
+    """The argv of the programme summary's rule over study `cfg`."""
+    return ["summary", "--name", "p", "--parquet", str(tmp_path / "v.parquet"), "--markdown", str(tmp_path / "v.md"),
+            "--studies", json.dumps(cfg)]
+
+
+def test_the_programme_summary_holds_each_headline_to_the_studys_analysis(results, tmp_path, monkeypatch, capsys):
+    """A study's tables/headline.csv edited by hand (or left from an earlier run) once reached the programme's
+    verdicts.parquet as it was: now each headline must be the one the study's held analysis gives, or the summary
+    stops naming the file, line and column, and the summary written before is left as it was."""
+    from mcgrpo import programme
+    cfg, root = results
+    monkeypatch.chdir(tmp_path)
+    copy_study(root, tmp_path / cfg["results_dir"] / cfg["study"])
+    assert programme.main(_summary(cfg, tmp_path)) == 0
+    head = tmp_path / cfg["results_dir"] / cfg["study"] / "tables" / "headline.csv"
+    csv = pd.read_csv(head, dtype=str, keep_default_na=False)
+    assert read_parquet(tmp_path / "v.parquet")["verdict"].tolist() == csv["verdict"].tolist()
+    was, before = csv.at[0, "verdict"], (tmp_path / "v.parquet").read_bytes()
+    csv.at[0, "verdict"] = "not confirmed" if was == "confirmed" else "confirmed"
+    csv.to_csv(head, index=False)
+    assert programme.main(_summary(cfg, tmp_path)) == 2
+    assert (f"{head.relative_to(tmp_path)}: line 2 (T1), column verdict: {csv.at[0, 'verdict']!r}, but the study's "
+            f"analysis (analysis/contrasts.parquet, robustness.parquet) gives {was!r}") in capsys.readouterr().err
+    assert (tmp_path / "v.parquet").read_bytes() == before
+    # a study file edited since its analysis: its analysis files are refused, whatever the CSV says
+    edited = {**cfg, "analysis": {**cfg["analysis"], "margin": 0.05}}
+    assert programme.main(_summary(edited, tmp_path)) == 2
+    assert "contrasts.parquet: written for config" in capsys.readouterr().err

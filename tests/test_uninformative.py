@@ -51,7 +51,7 @@ def analysed(tmp_path, correct, seeds=(1, 2, 3), **columns):
         root / "analysis" / "robustness.parquet")
     planned = contrasts.set_index("id").loc["T1"]
     return {"row": planned, "checks": checks.set_index("id").loc["T1"], "summary": (root / "summary.md").read_text(),
-            "headline": tables._headline(contrasts, checks).set_index("id").loc["T1"],
+            "headline": tables.headline(contrasts, checks).set_index("id").loc["T1"],
             "paired": read_parquet(root / "analysis" / "paired.parquet"), "root": root}
 
 
@@ -197,7 +197,7 @@ def test_the_programme_table_says_uninformative_and_why_p_is_missing(tmp_path):
     heads = {}
     for name, o in (("floor", out), ("near", informative_)):
         contrasts = read_parquet(o["root"] / "analysis" / "contrasts.parquet")
-        tables.write_table(tables._headline(contrasts, read_parquet(o["root"] / "analysis" / "robustness.parquet")),
+        tables.write_table(tables.headline(contrasts, read_parquet(o["root"] / "analysis" / "robustness.parquet")),
                            o["root"] / "tables" / "headline")
         heads[name] = o["root"] / "tables" / "headline.csv"
     table = programme.verdicts(heads).set_index("study")

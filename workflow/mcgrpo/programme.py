@@ -31,7 +31,7 @@ from pathlib import Path
 
 from mcgrpo.core import config as study_config
 from mcgrpo.core import templating
-from mcgrpo.core.errors import ConfigError
+from mcgrpo.core.errors import ConfigError, McgrpoError
 
 KEY = "programme"
 KEYS = ("name", "studies", "overrides")
@@ -168,27 +168,88 @@ def verdicts(headlines: dict[str, Path]):
     return table
 
 
-def write_summary(name: str, headlines: dict[str, Path], parquet: Path, markdown: Path) -> None:
+def held(studies: dict[str, dict]) -> dict[str, Path]:
+    """{study: its tables/headline.csv}, each checked to be the headline its analysis files (held to the study's
+    config and runs) give now: a CSV edited by hand, or left from an earlier config or training, would put in the
+    programme's table a verdict the study's analysis does not give. Refused, naming the file, row and column."""
+    from mcgrpo.analysis import steps
+    from mcgrpo.core.layout import study_dir
+    out = {}
+    for study, cfg in studies.items():
+        path = study_dir(cfg) / "tables" / "headline.csv"
+        _agrees(path, _as_csv(steps.headline(cfg, study_dir(cfg))))
+        out[study] = path
+    return out
+
+
+def _as_csv(frame):
+    """`frame` as tables.write_table writes it and `verdicts` reads it back: every cell a string."""
+    import io
+    import pandas as pd
+    return pd.read_csv(io.StringIO(frame.to_csv(index=False)), dtype=str, keep_default_na=False)
+
+
+def _agrees(path: Path, expected) -> None:
+    """Refuse headline CSV `path` where it is not `expected` (its analysis's headline), naming the first cell."""
+    import pandas as pd
+    from mcgrpo.core.errors import DataError, IntegrityError
+    if not path.is_file():
+        raise DataError(f"{path}: not found; allowed: the headline the study's tables step writes "
+                        f"(snakemake --configfile STUDY --forcerun tables)")
+    found = pd.read_csv(path, dtype=str, keep_default_na=False)
+    if found.equals(expected):
+        return
+    redo = (f"allowed: the headline its analysis gives now (snakemake --configfile STUDY --forcerun tables, or the "
+            f"programme with --forcerun {path})")
+    if list(found.columns) != list(expected.columns) or len(found) != len(expected):
+        raise IntegrityError(f"{path}: holds {len(found)} rows of columns {', '.join(found.columns)}, but the study's "
+                             f"analysis gives {len(expected)} rows of {', '.join(expected.columns)}; {redo}")
+    row, column = next((i, c) for i in range(len(found)) for c in found.columns
+                       if found.at[i, c] != expected.at[i, c])
+    raise IntegrityError(f"{path}: line {row + 2} ({expected.at[row, 'id']}), column {column}: "
+                         f"{found.at[row, column]!r}, but the study's analysis (analysis/contrasts.parquet, "
+                         f"robustness.parquet) gives {expected.at[row, column]!r}: edited by hand, or left from an "
+                         f"earlier run of the study; {redo}")
+
+
+def write_summary(name: str, headlines: dict[str, Path], parquet: Path, markdown: Path,
+                  identity: str | None = None) -> None:
+    """verdicts.parquet and verdicts.md of the studies' `headlines`; `identity`: the parquet's config_hash (by
+    default the headlines' paths')."""
     from mcgrpo.core import store
     table = verdicts(headlines)
-    store.write_parquet(table, parquet, study_config.config_hash(sorted(headlines)))
+    store.write_parquet(table, parquet, identity or study_config.config_hash(sorted(headlines)))
     lines = [f"# Programme {name}: the preregistered verdicts of its {len(headlines)} studies", "",
              "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(str(v).replace("|", "\\|") for v in row) + " |" for row in table.itertuples(index=False)]
     store.write_text("\n".join(lines) + "\n", markdown)
 
 
+def _studies(texts: list[str]) -> dict[str, dict]:
+    """{study: config} of the JSON configs the rule passes (each study's, as its analysis jobs get it)."""
+    import json
+    from mcgrpo import studies
+    configs = [study_config.select_base(studies.validate(json.loads(text))) for text in texts]
+    return {cfg["study"]: cfg for cfg in configs}
+
+
 def main(argv: list[str]) -> int:
-    """python -m mcgrpo.programme summary --name N --parquet P --markdown M --headlines STUDY=HEADLINE.csv ..."""
+    """python -m mcgrpo.programme summary --name N --parquet P --markdown M --studies STUDY_JSON ..."""
+    from mcgrpo.analysis.steps import analysis_hash
     parser = argparse.ArgumentParser(prog="python -m mcgrpo.programme")
     parser.add_argument("verb", choices=["summary"])
     parser.add_argument("--name", required=True)
     parser.add_argument("--parquet", required=True, type=Path)
     parser.add_argument("--markdown", required=True, type=Path)
-    parser.add_argument("--headlines", nargs="+", required=True, help="STUDY=tables/headline.csv of each study")
+    parser.add_argument("--studies", nargs="+", required=True, help="each study's config as JSON (the rule's)")
     args = parser.parse_args(argv)
-    write_summary(args.name, {k: Path(v) for k, _, v in (h.partition("=") for h in args.headlines)},
-                  args.parquet, args.markdown)
+    configs = _studies(args.studies)
+    identity = study_config.config_hash({study: analysis_hash(cfg) for study, cfg in configs.items()})
+    try:
+        write_summary(args.name, held(configs), args.parquet, args.markdown, identity)
+    except McgrpoError as e:  # a user's file: one message, as the mcgrpo verbs give it
+        print(f"mcgrpo programme summary: error: {e}", file=sys.stderr)
+        return 2
     return 0
 
 

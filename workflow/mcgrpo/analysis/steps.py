@@ -298,6 +298,14 @@ def figures_step(cfg: dict, results: Path) -> None:
                   colours)
 
 
+def headline(cfg: dict, results: Path) -> pd.DataFrame:
+    """The headline table (tables/headline.csv) of study `cfg` from its analysis files, each held to the study's
+    config and runs: what a programme's summary holds each study's CSV to, so it never shows another verdict."""
+    read = analysis_reader(cfg, results)
+    return tables.headline(read("contrasts", "contrasts"), read("robustness"), _accepted(cfg, results),
+                           _status(cfg, results).get("stale_runs"))
+
+
 def tables_step(cfg: dict, results: Path) -> None:
     results = Path(results)
     out, accepted, read = results / "tables", _accepted(cfg, results), analysis_reader(cfg, results)

@@ -276,7 +276,7 @@ HEADLINE_COLUMNS = ["id", "label", "contrast", "basis", "n", "tokens_a", "tokens
                     "verdict", "crossed", "strict", "drift", "other_clock", "alike", "robustness", "warning"]
 
 
-def _headline(contrasts: pd.DataFrame, checks: pd.DataFrame | None = None, accepted: dict | None = None,
+def headline(contrasts: pd.DataFrame, checks: pd.DataFrame | None = None, accepted: dict | None = None,
               stale: list[str] | None = None) -> pd.DataFrame:
     """The preregistered contrasts, one line each, with their robustness checks: what a reader looks at first."""
     rows = summary.planned(contrasts)
@@ -355,7 +355,7 @@ def accepted_note(accepted: dict | None, note: str = "") -> str:
 def _study_tables(contrasts, paired, status, drift, stages, groups, shares, extrapolation, gap, checks, accepted,
                   plan_note, other) -> dict[str, tuple[pd.DataFrame, str, str]]:
     return {
-        "headline": (_headline(contrasts, checks, accepted, status.get("stale_runs")),
+        "headline": (headline(contrasts, checks, accepted, status.get("stale_runs")),
                      "Headline: the preregistered contrasts",
                      f"{plan_note}\ndifference: A minus base, mean over paired seeds [95% paired-t CI] in points; "
                      f"p: the planned test; p_holm: Holm within the primary family. Every contrast: the contrasts "
