@@ -852,7 +852,7 @@ def test_contrast_reads_ingested_runs_as_any_others(tmp_path, tiny, world, monke
     results = layout.study_dir(cfg)
     layout.link_study({**cfg, "arms": {k: cfg["arms"][k] for k in ("outcome", "mine")}},
                       results / "runs" / "store.parquet")
-    table, paired = recompute.contrast(results, "mine", "outcome", "tokens", "acc_default", resamples=200)
+    table, paired, _ = recompute.contrast(results, "mine", "outcome", "tokens", "acc_default", resamples=200)
     assert table["n"].iloc[0] == 2 and (paired["diff"] == 0).all() and paired["seed"].tolist() == [1, 2]
     for seed, value in zip(paired["seed"], paired["value_a"]):
         ev = store.read_contract(results / "runs" / "mine" / f"seed{seed}" / "evals.parquet", "evals")

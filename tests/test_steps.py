@@ -421,3 +421,44 @@ def test_the_programme_summary_holds_each_headline_to_the_studys_analysis(result
     edited = {**cfg, "analysis": {**cfg["analysis"], "margin": 0.05}}
     assert programme.main(_summary(edited, tmp_path)) == 2
     assert "contrasts.parquet: written for config" in capsys.readouterr().err
+
+
+def test_contrast_verb_reads_as_the_study_does_its_lock_s_alpha_clock_and_bootstrap(results, tmp_path, capsys):
+    """A study read on the CPU clock at alpha 0.2 with its own bootstrap: `mcgrpo contrast` once read it on the wall
+    clock at 0.05 with 10000 resamples of seed 0 (its defaults), so its equal-time mean, interval and verdict were
+    another contrast's than the contrasts step's, without a word. Now it reads what the lock fixes, and says so."""
+    cfg, root = results
+    folder = _clocked(root, tmp_path, cpu=True)
+    cfg = {**cfg, "analysis": {**cfg["analysis"], "clock": "cpu", "alpha": 0.2, "resamples": 300,
+                               "bootstrap_seed": 7}}
+    write_json(prereg.make_lock(cfg, datetime(2025, 1, 1, tzinfo=timezone.utc)), folder / "prereg.lock.json")
+    steps.contrasts_step(cfg, folder)
+    table = read_contract(folder / "analysis" / "contrasts.parquet", "contrasts").set_index("id")
+    for basis, id_ in (("time", "T2"), ("tokens", "T1")):
+        out = tmp_path / f"{basis}.parquet"
+        assert main(["contrast", "--results", str(folder), "--a", "mc_k2", "--b", "outcome", "--basis", basis,
+                     "--out", str(out)]) == 0
+        one = read_contract(out, "contrasts").iloc[0]
+        for column in ("mean", "ci_low", "ci_high", "p", "p_holm", "crossed_low", "crossed_high", "confirmed"):
+            assert one[column] == pytest.approx(table.loc[id_, column], nan_ok=True), (basis, column)
+    assert ("read with: margin 0.02 (the lock's), alpha 0.2 (the lock's), clock cpu (the lock's), resamples 300 "
+            "(the lock's), bootstrap_seed 7 (the lock's)") in capsys.readouterr().out
+
+
+def test_contrast_verb_never_writes_over_a_file_it_did_not_write(results, tmp_path, capsys):
+    """--out once wrote wherever it pointed (a study's analysis/contrasts.parquet, a run's file), and an --out not
+    ending in .parquet got its per-seed values written over the contrast itself. Both are refused, naming --out."""
+    _, root = results
+    folder = tmp_path / "copy"
+    copy_study(root, folder)
+    base = ["contrast", "--results", str(folder), "--a", "mc_k2", "--b", "outcome", "--out"]
+    analysis = folder / "analysis" / "contrasts.parquet"
+    before = analysis.read_bytes()
+    assert main([*base, str(analysis)]) == 2
+    assert f"{analysis} exists and was not written by `mcgrpo contrast`" in capsys.readouterr().err
+    assert analysis.read_bytes() == before
+    assert main([*base, str(tmp_path / "one.pq")]) == 2
+    assert "allowed: a file name ending in .parquet" in capsys.readouterr().err
+    mine = tmp_path / "one.parquet"
+    assert main([*base, str(mine)]) == 0 and main([*base, str(mine)]) == 0  # its own output, written again
+    assert read_contract(mine, "contrasts")["n"].tolist() == [3]

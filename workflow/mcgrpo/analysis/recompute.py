@@ -11,6 +11,7 @@ import pandas as pd
 from mcgrpo.analysis import contrasts, prereg, runs, summary
 from mcgrpo.analysis.plan import planned_keys
 from mcgrpo.analysis.steps import budget
+from mcgrpo.core import config as study_config
 from mcgrpo.core.errors import ConfigError, DataError
 from mcgrpo.core.study_runs import accepted_differences, index, index_path
 
@@ -48,13 +49,30 @@ def _locked_plan(results: Path) -> tuple[dict | None, dict[tuple, dict]]:
     return locked, prereg.labels(locked, prereg.compare(locked, lock, prereg.first_start(results, locked)))
 
 
+# What a contrast is read with, as the workflow's contrasts step reads it with the study's analysis block; the lock
+# fixes each (prereg.READING and the margin), so a results folder alone gives the study's own.
+READ_WITH = ("margin", *prereg.READING)
+
+
+def reading(locked: dict | None, given: dict) -> dict[str, tuple[object, str]]:
+    """{key: (value, where from)} of READ_WITH: each `given` (not None), else the lock's, else the schema's default.
+    A lock from before it fixed a key (no such key in its analysis) gives the default, saying so."""
+    defaults = study_config.schema()["properties"]["analysis"]["properties"]
+    out = {}
+    for key in READ_WITH:
+        ours = (locked or {}).get("analysis", {}).get(key)
+        out[key] = ((given[key], "given") if given.get(key) is not None else (ours, "the lock's") if ours is not None
+                    else (defaults[key]["default"], "the default: " + ("no lock" if locked is None else
+                                                                         "the lock does not fix it")))
+    return out
+
+
 def contrast(results: Path, a: str, b: str, basis: str, metric: str, eval_set: str | None = None,
-             margin: float | None = None, resamples: int = 10_000, seed: int = 0,
-             clock: str = "wall") -> tuple[pd.DataFrame, pd.DataFrame]:
-    """One contrast from a results folder alone: arms and seeds from runs/, B from calibration/,
-    the margin and labels from prereg.lock.json (margin 0.02 without one), time on `clock`. A primary
-    contrast is Holm-adjusted with the rest of its locked family, which is recomputed with it.
-    """
+             **given) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """One contrast from a results folder alone: arms and seeds from runs/, B from calibration/, the labels from
+    prereg.lock.json, and what it is read with (`reading`: margin, alpha, clock, resamples, bootstrap_seed) from
+    `given`, else the lock, as the workflow's contrasts step reads the study's. A primary contrast is Holm-adjusted
+    with the rest of its locked family, which is recomputed with it. Returns (table, paired, reading)."""
     results = Path(results)
     seeds = _shared_seeds(results, {a, b})
     first = runs.folders(results, [a], seeds[:1])[a, seeds[0]]
@@ -65,16 +83,18 @@ def contrast(results: Path, a: str, b: str, basis: str, metric: str, eval_set: s
     if eval_set not in sets:
         raise ConfigError(f"--eval-set {eval_set!r}: not evaluated; allowed: {', '.join(sets)}")
     locked, plan = _locked_plan(results)
+    read = reading(locked, given)
+    v = {key: value for key, (value, _) in read.items()}
     wanted = (a, b, basis, metric, eval_set)
     chosen = [wanted, *_family(wanted, plan, planned_keys(locked) if locked else [])]
     arms = {arm for k in chosen for arm in k[:2]}
     loaded = runs.load(results, sorted(arms), _shared_seeds(results, arms), sorted({k[4] for k in chosen}),
-                       clock=clock, plan=locked["arms"] if locked else None)
-    margin = margin if margin is not None else locked["analysis"]["margin"] if locked else 0.02
-    table, paired = contrasts.build(loaded, chosen, budget(results), margin, plan, resamples=resamples, seed=seed)
+                       clock=v["clock"], plan=locked["arms"] if locked else None)
+    table, paired = contrasts.build(loaded, chosen, budget(results), v["margin"], plan, v["alpha"], v["resamples"],
+                                    v["bootstrap_seed"])
     mine = (paired[contrasts.KEY] == [contrasts.name(a, b), basis, metric, eval_set]).all(axis=1)
     table = table.iloc[:1].reset_index(drop=True)
     # an arm whose runs were stored with recipe differences accepted: the contrast's warning names it
     recipe = summary.accepted_cell(a, b, accepted_differences(results, [a, b], seeds))
     table["warning"] = ["; ".join(w for w in (table["warning"].iloc[0], recipe) if w)]
-    return table, paired[mine].reset_index(drop=True)
+    return table, paired[mine].reset_index(drop=True), read

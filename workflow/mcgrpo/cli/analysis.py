@@ -8,7 +8,7 @@ from pathlib import Path
 
 from mcgrpo.cli.common import BASES, _config, _folder, _format, _resamples, _seed, _share, _study_source
 from mcgrpo.core import store
-from mcgrpo.core.errors import DataError
+from mcgrpo.core.errors import DataError, McgrpoError
 
 RESULTS = "the study's results folder (results/<study>)"
 
@@ -85,27 +85,60 @@ def pool_bases(args) -> None:
 def contrast(args) -> None:
     """Recompute one contrast from a results folder alone; print it and write it as Parquet.
 
+    Read as the workflow reads it: margin, alpha, clock, resamples and bootstrap seed the lock's, unless given.
+
     Example:
       python -m mcgrpo contrast --results results/default --a mc_k4 --b outcome --basis tokens
     """
     from mcgrpo.analysis import recompute, summary
     from mcgrpo.analysis.tables import to_markdown
-    table, paired = recompute.contrast(Path(args.results), args.a, args.b, args.basis, args.metric,
-                                   args.eval_set, args.margin, args.resamples, args.bootstrap_seed, args.clock)
+    given = {key: getattr(args, key) for key in recompute.READ_WITH}
+    table, paired, read = recompute.contrast(Path(args.results), args.a, args.b, args.basis, args.metric,
+                                             args.eval_set, **given)
     row = table.iloc[0]
-    out = Path(args.out or Path(args.results) / "analysis" / "contrast" /
-               f"{row['contrast']}.{row['basis']}.{row['metric']}.{row['eval_set']}.parquet")
-    store.write_parquet(table, out)
-    store.write_parquet(paired, out.with_name(out.name.replace(".parquet", ".paired.parquet")))
+    out = _contrast_out(args, row)
+    for frame, path in ((table, out), (paired, _paired_path(out))):
+        store.write_parquet(frame, path, metadata={WRITTEN_BY: "mcgrpo contrast"})
     print(to_markdown(paired[["seed", "value_a", "value_b", "diff", "at", "at_b", "moved", "clamped", "tokens_a",
                               "tokens_b"]]))
     print(to_markdown(table[["contrast", "label", "basis", "metric", "eval_set", "n", "mean", "ci_low", "ci_high",
                              "p", "p_holm", "tost_p", "noninferior", "crossed_low", "crossed_high",
                              "seeds_higher"]]))
+    print("read with: " + ", ".join(f"{key} {value} ({where})" for key, (value, where) in read.items()))
     print(f"verdict: {summary.judged(row)}")
     if row["warning"]:
         print(f"warning: {row['warning']}")
     print(f"written: {out}")
+
+
+WRITTEN_BY = "written_by"  # a Parquet metadata key: what wrote the file; the contrast verb overwrites only its own
+
+
+def _paired_path(out: Path) -> Path:
+    return out.with_name(f"{out.name[:-len('.parquet')]}.paired.parquet")
+
+
+def _ours(path: Path) -> bool:
+    """Whether `path` is a Parquet file this verb wrote (a link, or any other file, is not)."""
+    try:
+        return store.parquet_metadata(path).get(WRITTEN_BY) == "mcgrpo contrast"
+    except McgrpoError:
+        return False
+
+
+def _contrast_out(args, row) -> Path:
+    """Where the verb writes (--out, else under analysis/contrast/), refused where that, or the .paired file beside
+    it, is a file the verb did not write: --out must never replace a study's analysis, a run's file or a table."""
+    folder = Path(args.results) / "analysis" / "contrast"
+    out = Path(args.out or folder / f"{row['contrast']}.{row['basis']}.{row['metric']}.{row['eval_set']}.parquet")
+    if not out.name.endswith(".parquet") or out.name == ".parquet":
+        raise DataError(f"--out {out}: allowed: a file name ending in .parquet (the per-seed values go beside it, "
+                        f"in <name>.paired.parquet)")
+    for path in (out, _paired_path(out)):
+        if (path.exists() or path.is_symlink()) and path.parent.resolve() != folder.resolve() and not _ours(path):
+            raise DataError(f"--out {out}: {path} exists and was not written by `mcgrpo contrast`; allowed: a new "
+                            f"file, one this verb wrote, or the default under {folder}")
+    return out
 
 
 def _contrast_arguments(v: argparse.ArgumentParser) -> None:
@@ -119,11 +152,15 @@ def _contrast_arguments(v: argparse.ArgumentParser) -> None:
     v.add_argument("--metric", default="acc_default", type=_format("metric"),
                    help="acc_<verifier> or pass@<k>_<verifier>, e.g. acc_strict, pass@8_default")
     v.add_argument("--eval-set", type=_format("key"), help="the evaluation set (default: the only one)")
-    v.add_argument("--margin", type=_share, help="equivalence margin (default: the lock's, else 0.02)")
-    v.add_argument("--resamples", type=_resamples, default=10_000, help="crossed-bootstrap resamples (default 10000)")
-    v.add_argument("--bootstrap-seed", type=_seed, default=0, help="seed of the bootstrap's draws (default 0)")
-    v.add_argument("--clock", choices=("wall", "cpu"), default="wall",
-                   help="the training-time clock of the time bases: the stages' wall or process CPU time (default wall)")
+    lock = "default: the lock's analysis.{}, as the workflow reads it; else {}"
+    v.add_argument("--margin", type=_share, help=f"equivalence margin ({lock.format('margin', '0.02')})")
+    v.add_argument("--alpha", type=_share, help=f"test level ({lock.format('alpha', '0.05')})")
+    v.add_argument("--resamples", type=_resamples, help=f"crossed-bootstrap resamples "
+                                                          f"({lock.format('resamples', '10000')})")
+    v.add_argument("--bootstrap-seed", dest="bootstrap_seed", type=_seed,
+                   help=f"seed of the bootstrap's draws ({lock.format('bootstrap_seed', '0')})")
+    v.add_argument("--clock", choices=("wall", "cpu"), help="the training-time clock of the time bases: the stages' "
+                   f"wall or process CPU time ({lock.format('clock', 'wall')})")
 
 
 def seeds_power(args) -> None:
