@@ -247,10 +247,16 @@ def test_a_fifo_in_place_of_a_run_file_never_blocks(study, tmp_path):
 
 def test_contrast_out_an_existing_folder_is_named(study, tmp_path, capsys):
     (tmp_path / "taken").mkdir()
+    (tmp_path / "taken.parquet").mkdir()
     status = main(["contrast", "--results", str(layout.study_dir(study)), "--a", "mc_k2", "--b", "outcome",
                    "--resamples", "20", "--out", str(tmp_path / "taken")])
     assert status == 2
-    assert f"{tmp_path}/taken: a folder, where a file is to be written; allowed: a file path" in capsys.readouterr().err
+    assert f"--out {tmp_path}/taken: allowed: a file name ending in .parquet" in capsys.readouterr().err
+    status = main(["contrast", "--results", str(layout.study_dir(study)), "--a", "mc_k2", "--b", "outcome",
+                   "--resamples", "20", "--out", str(tmp_path / "taken.parquet")])
+    assert status == 2
+    assert (f"{tmp_path}/taken.parquet exists and was not written by `mcgrpo contrast`; allowed: a new file"
+            in capsys.readouterr().err)
 
 
 def test_a_seed_the_index_lacks_is_named_with_its_repair(study, capsys):
