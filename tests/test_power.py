@@ -119,6 +119,34 @@ def test_the_power_verb_holds_paired_to_the_studys_config_or_names_the_config(tm
     assert "paired.parquet: written for config ffffffffffff, not checked against a study" in capsys.readouterr().out
 
 
+def test_the_power_verb_plans_with_the_locks_alpha_and_margin_unless_given(tmp_path, capsys):
+    """The study's tables plan seeds at its analysis.alpha; the verb planned at 0.05 whatever the lock said, so a
+    study tested at 0.1 was told it needs more seeds than its own power table says. Now the lock's, unless given."""
+    import copy
+    from datetime import datetime, timezone
+
+    from conftest import SMALL_STUDY
+    from test_bases import analysed_study, per_base
+    from mcgrpo import studies
+    from mcgrpo.analysis import prereg, steps
+    from mcgrpo.cli import main
+    from mcgrpo.core import config as study_config, layout
+    from mcgrpo.core.store import write_json
+    cfg = studies.validate({**copy.deepcopy(SMALL_STUDY), "results_dir": str(tmp_path / "results"), "seeds": [1, 2, 3],
+                            "analysis": {"alpha": 0.1, "margin": 0.05}})
+    results = layout.study_dir(cfg)
+    analysed_study(cfg, *per_base([-0.05, -0.02, -0.04])[0], study_config.config_hash(steps.analysed(cfg)))
+    write_json(prereg.make_lock(cfg, datetime(2025, 1, 1, tzinfo=timezone.utc)), results / "prereg.lock.json")
+
+    def planned(*given: str) -> str:
+        assert main(["power", "--results", str(results), *given]) == 0
+        return capsys.readouterr().out
+    mine, given = planned(), planned("--alpha", "0.05", "--margin", "0.02")
+    assert "planned with: margin 0.05 (the lock's), alpha 0.1 (the lock's)" in mine
+    assert "planned with: margin 0.02 (given), alpha 0.05 (given)" in given
+    assert "at alpha 0.1;" in mine and "within ±5 points" in mine and "at alpha 0.05;" in given
+
+
 def test_a_pilot_with_an_undefined_reading_plans_nothing_and_says_why():
     """A seed whose reading is not defined (NaN) leaves no mean or SD to plan from: never, with the reason."""
     diff = np.array([-0.02, np.nan, -0.01, -0.04])

@@ -186,10 +186,13 @@ def seeds_power(args) -> None:
               f"(give --config STUDY.yaml to hold it to the study's config)")
     paired = paired[(paired["metric"] == args.metric) & (paired["basis"].isin(args.basis or paired["basis"]))]
     locked = recompute._locked_plan(results)[0]
-    margin = args.margin if args.margin is not None else locked["analysis"]["margin"] if locked else 0.02
-    table = power.plan(paired, margin, args.alpha, args.power)
+    read = recompute.reading(locked, {"margin": args.margin, "alpha": args.alpha})
+    read = {key: read[key] for key in ("margin", "alpha")}  # the study's own test, as its power table plans with
+    margin, alpha = read["margin"][0], read["alpha"][0]
+    table = power.plan(paired, margin, alpha, args.power)
     print(to_markdown(table))
-    print(steps.power_note(margin, args.alpha).replace("80%", f"{100 * args.power:g}%"))
+    print(steps.power_note(margin, alpha).replace("80%", f"{100 * args.power:g}%"))
+    print("planned with: " + ", ".join(f"{key} {value} ({where})" for key, (value, where) in read.items()))
 
 
 def _power_arguments(v: argparse.ArgumentParser) -> None:
@@ -201,7 +204,7 @@ def _power_arguments(v: argparse.ArgumentParser) -> None:
     v.add_argument("--metric", default="acc_default", type=_format("metric"), help="the metric (default acc_default)")
     v.add_argument("--basis", action="append", choices=BASES, help="only this basis (repeatable; default: every basis)")
     v.add_argument("--margin", type=_share, help="equivalence margin (default: the lock's, else 0.02)")
-    v.add_argument("--alpha", type=_share, default=0.05, help="test level (default 0.05)")
+    v.add_argument("--alpha", type=_share, help="test level (default: the lock's analysis.alpha, else 0.05)")
     v.add_argument("--power", type=_share, default=0.8, help="power wanted (default 0.8)")
 
 
