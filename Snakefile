@@ -98,6 +98,7 @@ if PROGRAMME:
             name=PROGRAMME.name,
             # each headline is held to its study's analysis; a function: the JSON's braces are no wildcards
             studies=lambda wildcards: [S[name].json for name in S],
+            owner=programmes.owner(PROGRAMME),
         resources:
             **ANALYSIS_RESOURCES,
         container:
@@ -108,7 +109,7 @@ if PROGRAMME:
             f"{PROGRAMME.folder}/summary.log",
         shell:
             "$PYTHON -m mcgrpo.programme summary --name {params.name:q} --parquet {output.parquet:q} "
-            "--markdown {output.markdown:q} --studies {params.studies:q} > {log:q} 2>&1"
+            "--markdown {output.markdown:q} --studies {params.studies:q} --owner {params.owner:q} > {log:q} 2>&1"
 
     localrules:
         programme_summary,

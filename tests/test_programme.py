@@ -4,6 +4,7 @@ two Snakemake processes on one run store (mcgrpo.core.run_claims)."""
 from __future__ import annotations
 
 import copy
+import json
 import os
 import re
 import shutil
@@ -91,6 +92,26 @@ def test_snakemake_refuses_a_bad_programme_before_any_job(tmp_path):
     assert out.returncode == 2, out.stderr
     assert re.search(r"programme\.yaml: config key programme\.studies\[1\]: a\.yaml names study 'a'", out.stderr)
     assert "rule " not in out.stdout + out.stderr and "Job stats" not in out.stdout
+
+
+def test_a_programme_never_replaces_another_programmes_summary_of_the_same_name(tmp_path):
+    """Two programme files of one name write one summary folder: the second's run replaced the first's verdicts
+    without a word. The summary's job records which programme wrote it; another of the same name is refused before
+    any job, naming both, and the programme that wrote it (its file edited, a study added) runs again."""
+    store = {"results_dir": str(tmp_path / "results")}
+    first = programme.load(pair(tmp_path / "one", overrides=store))
+    other = pair(tmp_path / "two", studies=("c", "d"), overrides=store)
+    programme.check_owner(first)  # no summary yet: nothing to hold to
+    first.folder.mkdir(parents=True)
+    (first.folder / programme.OWNER).write_text(json.dumps({"name": "pair", "owner": programme.owner(first)}))
+    programme.check_owner(programme.load(pair(tmp_path / "one", studies=("a", "b", "e"), overrides=store)))
+    with pytest.raises(ConfigError, match=r"two/programme.yaml: config key programme.name: 'pair': .*/_programmes/"
+                                          r"pair holds the summary of another programme of that name \('.*one/"
+                                          r"programme.yaml'.*allowed: another programme.name"):
+        programme.check_owner(programme.load(other))
+    out = snakemake(tmp_path / "two", "-n", configfile=str(other))
+    assert out.returncode == 2 and "holds the summary of another programme of that name" in out.stderr
+    assert "rule " not in out.stdout + out.stderr
 
 
 def job_counts(output: str) -> dict[str, int]:

@@ -395,7 +395,7 @@ def test_a_step_run_by_hand_with_the_studys_switches_reads_what_the_workflows_jo
 def _summary(cfg, tmp_path) -> list[str]:
     """The argv of the programme summary's rule over study `cfg`."""
     return ["summary", "--name", "p", "--parquet", str(tmp_path / "v.parquet"), "--markdown", str(tmp_path / "v.md"),
-            "--studies", json.dumps(cfg)]
+            "--studies", json.dumps(cfg), "--owner", "programmes/p.yaml"]
 
 
 def test_the_programme_summary_holds_each_headline_to_the_studys_analysis(results, tmp_path, monkeypatch, capsys):
@@ -407,6 +407,7 @@ def test_the_programme_summary_holds_each_headline_to_the_studys_analysis(result
     monkeypatch.chdir(tmp_path)
     copy_study(root, tmp_path / cfg["results_dir"] / cfg["study"])
     assert programme.main(_summary(cfg, tmp_path)) == 0
+    assert read_json(tmp_path / programme.OWNER) == {"name": "p", "owner": "programmes/p.yaml"}  # who wrote it
     head = tmp_path / cfg["results_dir"] / cfg["study"] / "tables" / "headline.csv"
     csv = pd.read_csv(head, dtype=str, keep_default_na=False)
     assert read_parquet(tmp_path / "v.parquet")["verdict"].tolist() == csv["verdict"].tolist()

@@ -37,6 +37,7 @@ KEY = "programme"
 KEYS = ("name", "studies", "overrides")
 STUDIES_KEY = "_programme_studies"  # where the Snakefile keeps each study's config in a programme's config
 FOLDER = "_programmes"  # beside _shared/: no study can be named so (study names start with a letter or digit)
+OWNER = "programme.json"  # in a programme's folder: which programme wrote its summary (`owner`)
 
 
 @dataclass
@@ -61,7 +62,7 @@ def given(cfg: dict) -> bool:
     return KEY in cfg
 
 
-def from_snakemake(cfg: dict, configfiles: list, entries: list[str] | str | None) -> Programme:
+def _named(cfg: dict, configfiles: list, entries: list[str] | str | None) -> Programme:
     """The programme Snakemake's `cfg` names: `programme: FILE` (--config) or the programme file's block
     (--configfile), with the command line's other --config entries as overrides of every study."""
     command = study_config.command_line(entries if isinstance(entries, list) else None)
@@ -76,6 +77,37 @@ def from_snakemake(cfg: dict, configfiles: list, entries: list[str] | str | None
                           f"allowed: {extra[0]} under programme.overrides (it applies to every study)")
     base = Path(source).parent if source != "--config" else Path.cwd()
     return build(block, base, source, command)
+
+
+def from_snakemake(cfg: dict, configfiles: list, entries: list[str] | str | None) -> Programme:
+    """The programme Snakemake's `cfg` names (_named), checked to own its summary's folder (check_owner)."""
+    programme = _named(cfg, configfiles, entries)
+    check_owner(programme)
+    return programme
+
+
+def owner(programme: Programme) -> str:
+    """What a programme is across edits of its file: the file (relative to the working folder Snakemake runs in),
+    or, given inline (--config), its study files. Two programmes of one name write one folder."""
+    if programme.source != "--config":
+        return os.path.relpath(os.path.abspath(programme.source))
+    return "--config: " + ", ".join(sorted(os.path.relpath(os.path.abspath(f)) for f in programme.files.values()))
+
+
+def check_owner(programme: Programme) -> None:
+    """Refuse, before any job, a programme whose summary folder holds another programme's summary (a programme file
+    of the same name): Snakemake would replace that summary without a word. A folder written before its owner was
+    recorded is taken as this programme's."""
+    from mcgrpo.core import store
+    path = programme.folder / OWNER
+    if not path.exists():
+        return
+    record = store.read_json(path)
+    theirs = record.get("owner") if isinstance(record, dict) else None
+    if theirs != owner(programme):
+        raise ConfigError(f"{programme.source}: config key programme.name: {programme.name!r}: {programme.folder} "
+                          f"holds the summary of another programme of that name ({theirs!r}, {path}); allowed: "
+                          f"another programme.name (a summary is never replaced by another programme's)")
 
 
 def load(path: str | Path, command: dict | None = None) -> Programme:
@@ -242,6 +274,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--parquet", required=True, type=Path)
     parser.add_argument("--markdown", required=True, type=Path)
     parser.add_argument("--studies", nargs="+", required=True, help="each study's config as JSON (the rule's)")
+    parser.add_argument("--owner", help="the programme (`owner`), recorded in the summary's folder")
     args = parser.parse_args(argv)
     configs = _studies(args.studies)
     identity = study_config.config_hash({study: analysis_hash(cfg) for study, cfg in configs.items()})
@@ -250,6 +283,9 @@ def main(argv: list[str]) -> int:
     except McgrpoError as e:  # a user's file: one message, as the mcgrpo verbs give it
         print(f"mcgrpo programme summary: error: {e}", file=sys.stderr)
         return 2
+    if args.owner:
+        from mcgrpo.core import store
+        store.write_json({"name": args.name, "owner": args.owner}, args.parquet.parent / OWNER)
     return 0
 
 
