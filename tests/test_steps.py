@@ -446,6 +446,32 @@ def test_contrast_verb_reads_as_the_study_does_its_lock_s_alpha_clock_and_bootst
             "(the lock's), bootstrap_seed 7 (the lock's)") in capsys.readouterr().out
 
 
+def test_contrast_verb_with_the_study_labels_a_plan_changed_since_the_lock_as_the_workflow_does(results, tmp_path,
+                                                                                                 capsys):
+    """T1's prediction edited after the lock, without a dated amendment: the workflow reports it exploratory, while
+    the verb, reading the lock's own plan, still printed it primary. With --config it labels and reads the contrast
+    as the contrasts step does, and says whose analysis block it read with."""
+    import yaml
+    cfg, root = results
+    folder = tmp_path / "edited"
+    copy_study(root, folder)
+    edited = copy.deepcopy(cfg)
+    edited["plan"]["primary"][0]["direction"] = "greater"
+    edited["results_dir"], edited["study"] = str(tmp_path), "edited"
+    study = tmp_path / "study.yaml"
+    study.write_text(yaml.safe_dump(edited))
+    steps.contrasts_step(edited, folder)
+    workflow = read_contract(folder / "analysis" / "contrasts.parquet", "contrasts").set_index("id").loc["T1"]
+    assert workflow["label"] == "exploratory"
+    verb = ["contrast", "--results", str(folder), "--a", "mc_k2", "--b", "outcome", "--out"]
+    assert main([*verb, str(tmp_path / "lock.parquet")]) == 0
+    assert read_contract(tmp_path / "lock.parquet", "contrasts").iloc[0]["label"] == "primary"  # cannot tell
+    assert main([*verb, str(tmp_path / "study.parquet"), "--config", str(study)]) == 0
+    one = read_contract(tmp_path / "study.parquet", "contrasts").iloc[0]
+    assert one["label"] == "exploratory" and one["mean"] == pytest.approx(workflow["mean"])
+    assert "margin 0.02 (the study's)" in capsys.readouterr().out
+
+
 def test_contrast_verb_never_writes_over_a_file_it_did_not_write(results, tmp_path, capsys):
     """--out once wrote wherever it pointed (a study's analysis/contrasts.parquet, a run's file), and an --out not
     ending in .parquet got its per-seed values written over the contrast itself. Both are refused, naming --out."""

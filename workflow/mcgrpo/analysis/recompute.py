@@ -54,25 +54,36 @@ def _locked_plan(results: Path) -> tuple[dict | None, dict[tuple, dict]]:
 READ_WITH = ("margin", *prereg.READING)
 
 
-def reading(locked: dict | None, given: dict) -> dict[str, tuple[object, str]]:
-    """{key: (value, where from)} of READ_WITH: each `given` (not None), else the lock's, else the schema's default.
-    A lock from before it fixed a key (no such key in its analysis) gives the default, saying so."""
+def reading(locked: dict | None, given: dict, said: str = "the lock's") -> dict[str, tuple[object, str]]:
+    """{key: (value, where from)} of READ_WITH: each `given` (not None), else `locked`'s (the lock's, or the study's
+    config, as `said` names it), else the schema's default. A lock from before it fixed a key (no such key in its
+    analysis) gives the default, saying so."""
     defaults = study_config.schema()["properties"]["analysis"]["properties"]
     out = {}
     for key in READ_WITH:
         ours = (locked or {}).get("analysis", {}).get(key)
-        out[key] = ((given[key], "given") if given.get(key) is not None else (ours, "the lock's") if ours is not None
+        out[key] = ((given[key], "given") if given.get(key) is not None else (ours, said) if ours is not None
                     else (defaults[key]["default"], "the default: " + ("no lock" if locked is None else
                                                                          "the lock does not fix it")))
     return out
 
 
+def _plan(results: Path, study: dict | None) -> tuple[dict | None, dict[tuple, dict], str]:
+    """(the config a contrast is labelled and read by, its labels, how `reading` names it): the study's `study`,
+    labelled against the lock as the workflow's contrasts step labels it (a plan changed since the lock without a
+    dated amendment: exploratory); else the lock's own plan, which cannot tell a plan changed since."""
+    if study is None:
+        return (*_locked_plan(results), "the lock's")
+    return study, prereg.labels(study, prereg.status(results, study)), "the study's"
+
+
 def contrast(results: Path, a: str, b: str, basis: str, metric: str, eval_set: str | None = None,
-             **given) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+             study: dict | None = None, **given) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     """One contrast from a results folder alone: arms and seeds from runs/, B from calibration/, the labels from
-    prereg.lock.json, and what it is read with (`reading`: margin, alpha, clock, resamples, bootstrap_seed) from
-    `given`, else the lock, as the workflow's contrasts step reads the study's. A primary contrast is Holm-adjusted
-    with the rest of its locked family, which is recomputed with it. Returns (table, paired, reading)."""
+    `study` against the lock (else from prereg.lock.json's plan), and what it is read with (`reading`: margin, alpha,
+    clock, resamples, bootstrap_seed) from `given`, else the study's or the lock's, as the workflow's contrasts step
+    reads the study's. A primary contrast is Holm-adjusted with the rest of its family, which is recomputed with
+    it. Returns (table, paired, reading)."""
     results = Path(results)
     seeds = _shared_seeds(results, {a, b})
     first = runs.folders(results, [a], seeds[:1])[a, seeds[0]]
@@ -82,8 +93,8 @@ def contrast(results: Path, a: str, b: str, basis: str, metric: str, eval_set: s
     eval_set = eval_set or sets[0]
     if eval_set not in sets:
         raise ConfigError(f"--eval-set {eval_set!r}: not evaluated; allowed: {', '.join(sets)}")
-    locked, plan = _locked_plan(results)
-    read = reading(locked, given)
+    locked, plan, said = _plan(results, study)
+    read = reading(locked, given, said)
     v = {key: value for key, (value, _) in read.items()}
     wanted = (a, b, basis, metric, eval_set)
     chosen = [wanted, *_family(wanted, plan, planned_keys(locked) if locked else [])]

@@ -94,7 +94,7 @@ def contrast(args) -> None:
     from mcgrpo.analysis.tables import to_markdown
     given = {key: getattr(args, key) for key in recompute.READ_WITH}
     table, paired, read = recompute.contrast(Path(args.results), args.a, args.b, args.basis, args.metric,
-                                             args.eval_set, **given)
+                                             args.eval_set, _config(args) if args.config else None, **given)
     row = table.iloc[0]
     out = _contrast_out(args, row)
     for frame, path in ((table, out), (paired, _paired_path(out))):
@@ -143,6 +143,10 @@ def _contrast_out(args, row) -> Path:
 
 def _contrast_arguments(v: argparse.ArgumentParser) -> None:
     v.add_argument("--results", required=True, type=_folder, help=RESULTS)
+    v.add_argument("--config", metavar="STUDY.yaml",
+                   help="the study's config: labels as the workflow gives them against the lock (a plan changed "
+                        "since without a dated amendment: exploratory), read with its analysis block (default: the "
+                        "lock's plan and analysis, which cannot tell a plan changed since the lock)")
     v.add_argument("--out", help="the Parquet file to write (default: under results/<study>/analysis/contrast/)")
     v.add_argument("--a", required=True, type=_format("key"), help="the arm under test")
     v.add_argument("--b", required=True, type=_format("key"), help="the arm it is compared with (the base)")
