@@ -17,10 +17,11 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT / "workflow")}
 HOLD = [sys.executable, "-c", "import os, time\nwhile not os.path.exists('go'): time.sleep(0.05)"]
 
 
-def job(tmp_path, session, command, outputs=(), log="logs/job.log"):
-    """A job started as a wrapped rule starts it: python -m mcgrpo.core.study_turns ... -- COMMAND."""
-    argv = [sys.executable, "-m", study_turns.__name__, "--folder", "study", "--log", log, "--outputs", *outputs,
-            "--", *command]
+def job(tmp_path, session, command, outputs=(), log="logs/job.log", grace=0.5):
+    """A job started as a wrapped rule starts it: python -m mcgrpo.core.study_turns ... -- COMMAND (another
+    session's turn kept `grace` seconds after its last job, not the workflow's minute)."""
+    argv = [sys.executable, "-m", study_turns.__name__, "--folder", "study", "--log", log, "--grace", str(grace),
+            "--outputs", *outputs, "--", *command]
     return subprocess.Popen(argv, cwd=tmp_path, env={**ENV, study_turns.SESSION: session},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -58,6 +59,29 @@ def test_another_snakemakes_job_waits_and_leaves_the_files_until_the_turn_is_dro
     assert "study is being written by the jobs of" in err and "(study/.turn); waiting for them" in err, err
     assert re.fullmatch(r"mcgrpo: waited \d+ s for another Snakemake.s jobs writing study\nran\n", (tmp_path / "logs" / "job.log").read_text())
     assert not (tmp_path / "stages.parquet").exists()
+    assert json.loads((tmp_path / "study" / study_turns.TURN).read_text())["session"] == "second"
+
+
+def test_a_turn_stays_with_its_snakemake_between_two_of_its_jobs(tmp_path):
+    """The first Snakemake's job ends; before that Snakemake has checked the job's outputs and started its next
+    job, the waiting job of another took the turn and removed them, failing the first ("Unable to obtain
+    modification time ... although it existed before"). The turn now stays with a session `grace` seconds after
+    its last job: its next job within them keeps it, and the other waits on."""
+    holder = holding(tmp_path, "first")
+    (tmp_path / "stages.parquet").write_text("the first's")
+    waiting = job(tmp_path, "second", ["echo", "ran"], outputs=["stages.parquet"], grace=4)
+    time.sleep(0.5)
+    (tmp_path / "go").touch()  # the first's job ends ...
+    assert holder.wait(timeout=30) == 0
+    (tmp_path / "go").unlink()
+    time.sleep(0.5)
+    assert waiting.poll() is None and (tmp_path / "stages.parquet").exists()  # ... and the turn stays the first's
+    following = holding(tmp_path, "first")  # its Snakemake's next job, within the grace
+    time.sleep(5)  # past the grace counted from the first job's end: the second still waits, for this job
+    assert waiting.poll() is None and (tmp_path / "stages.parquet").read_text() == "the first's"
+    (tmp_path / "go").touch()
+    assert following.wait(timeout=30) == 0
+    assert waiting.wait(timeout=30) == 0 and not (tmp_path / "stages.parquet").exists()
     assert json.loads((tmp_path / "study" / study_turns.TURN).read_text())["session"] == "second"
 
 

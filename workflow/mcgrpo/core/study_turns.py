@@ -33,11 +33,17 @@ from mcgrpo.core.run_claims import content, describe, holder
 
 TURN = ".turn"
 SESSION = "MCGRPO_SESSION"  # exported by each Snakemake (rules/common.smk); a job without it is a session alone
+# Seconds a turn stays with its session after its last job ended: its Snakemake has yet to learn of the end (at
+# once here, at its next status check on SLURM), check that job's outputs and start its next job, which takes the
+# turn again. A job of another session that took it at once removed those outputs under the check, and failed the
+# first Snakemake ("Unable to obtain modification time of file ... although it existed before").
+GRACE = 60.0
 
 
-def take(folder: Path, session: str) -> tuple[int, str]:
+def take(folder: Path, session: str, grace: float = GRACE) -> tuple[int, str]:
     """Wait for `session`'s turn on study folder `folder`; return the open, locked file (the turn lasts while it
-    stays open, across exec, so that the job's command holds it) and a line saying what it waited for, if long."""
+    stays open, across exec, so that the job's command holds it) and a line saying what it waited for, if long.
+    Another session's turn is taken once no job of it has held the turn for `grace` seconds."""
     folder.mkdir(parents=True, exist_ok=True)
     fd = os.open(folder / TURN, os.O_RDWR | os.O_CREAT, 0o644)
     started = time.monotonic()
@@ -47,7 +53,7 @@ def take(folder: Path, session: str) -> tuple[int, str]:
             if (content(fd) or {}).get("session") == session:  # it changes only under LOCK_EX, so not while held
                 break
             fcntl.lockf(fd, fcntl.LOCK_UN)
-            _wait_for_others(fd, folder)
+            _wait_for_others(fd, folder, grace)
             os.ftruncate(fd, 0)
             os.pwrite(fd, json.dumps({**holder(), "session": session}).encode(), 0)
             fcntl.lockf(fd, fcntl.LOCK_SH)  # atomic: no other session's job can start in between
@@ -59,15 +65,34 @@ def take(folder: Path, session: str) -> tuple[int, str]:
     return fd, f"mcgrpo: waited {waited:.0f} s for another Snakemake's jobs writing {folder}" if waited >= 1 else ""
 
 
-def _wait_for_others(fd: int, folder: Path) -> None:
-    """LOCK_EX: once no job of any session holds the turn. Says whose turn it is first if that means waiting."""
-    try:
-        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except (BlockingIOError, PermissionError):
-        other = content(fd)
-        print(f"mcgrpo: {folder} is being written by the jobs of {describe(other) if other else 'another process'}"
-              f" ({folder / TURN}); waiting for them", file=sys.stderr, flush=True)
-        fcntl.lockf(fd, fcntl.LOCK_EX)
+def _wait_for_others(fd: int, folder: Path, grace: float) -> None:
+    """LOCK_EX, once no job of any session has held the turn for `grace` seconds (none, where no session ever
+    held it). Says whose turn it is first if that means waiting for a job of theirs."""
+    said, free_since = False, None
+    while True:
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except (BlockingIOError, PermissionError):
+            said = said or _say(fd, folder)
+            fcntl.lockf(fd, fcntl.LOCK_EX)  # until their jobs that hold it end
+            fcntl.lockf(fd, fcntl.LOCK_UN)
+            free_since = time.monotonic()
+            continue
+        if free_since is None and not (content(fd) or {}).get("session"):
+            return
+        free_since = time.monotonic() if free_since is None else free_since
+        left = grace - (time.monotonic() - free_since)
+        if left <= 0:
+            return
+        fcntl.lockf(fd, fcntl.LOCK_UN)  # their next job may take it meanwhile: the wait starts again after it
+        time.sleep(min(left, 0.5))
+
+
+def _say(fd: int, folder: Path) -> bool:
+    other = content(fd)
+    print(f"mcgrpo: {folder} is being written by the jobs of {describe(other) if other else 'another process'}"
+          f" ({folder / TURN}); waiting for them", file=sys.stderr, flush=True)
+    return True
 
 
 def clear(outputs: list[str]) -> None:
@@ -81,12 +106,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--folder", required=True, type=Path, help="the study's folder")
     parser.add_argument("--log", required=True, help="the job's log: stdout and stderr of COMMAND")
     parser.add_argument("--outputs", nargs="*", default=[], help="the job's outputs, removed in its turn")
+    parser.add_argument("--grace", type=float, default=GRACE,
+                        help=f"seconds another Snakemake keeps the turn after its last job (default {GRACE:g})")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND...: what the job runs")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no COMMAND after --")
-    fd, waited = take(args.folder, os.environ.get(SESSION) or f"{os.getpid()}@{holder()['host']}")
+    fd, waited = take(args.folder, os.environ.get(SESSION) or f"{os.getpid()}@{holder()['host']}", args.grace)
     clear(args.outputs)
     Path(args.log).parent.mkdir(parents=True, exist_ok=True)
     log = os.open(args.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
