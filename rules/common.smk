@@ -7,6 +7,7 @@ import json
 import os
 import re
 import shlex
+import socket
 import sys
 import uuid
 
@@ -141,6 +142,7 @@ shell.prefix(f"set -euo pipefail; PYTHON={PYTHON}; ")
 # its log (Snakemake leaves them alone: train_helpers.smk), then runs. Each Snakemake is one session; its SLURM
 # jobs, and the Snakemakes SLURM starts for them, inherit the variable.
 os.environ.setdefault(study_turns.SESSION, uuid.uuid4().hex)
+os.environ.setdefault(study_turns.SNAKEMAKE, f"{socket.gethostname()} {os.getpid()}")  # whether it still runs
 IN_TURN = f"$PYTHON -m {study_turns.__name__} --folder {{params.folder:q}} --log {{log:q}} --outputs {{output:q}} --"
 
 

@@ -4,6 +4,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -17,18 +18,20 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT / "workflow")}
 HOLD = [sys.executable, "-c", "import os, time\nwhile not os.path.exists('go'): time.sleep(0.05)"]
 
 
-def job(tmp_path, session, command, outputs=(), log="logs/job.log", grace=0.5):
+def job(tmp_path, session, command, outputs=(), log="logs/job.log", grace=0.5, snakemake=None):
     """A job started as a wrapped rule starts it: python -m mcgrpo.core.study_turns ... -- COMMAND (another
-    session's turn kept `grace` seconds after its last job, not the workflow's minute)."""
+    session's turn kept `grace` seconds after its last job, not the workflow's minute), its session's Snakemake
+    `snakemake` ("host pid"; default: this test's process, which runs)."""
     argv = [sys.executable, "-m", study_turns.__name__, "--folder", "study", "--log", log, "--grace", str(grace),
             "--outputs", *outputs, "--", *command]
-    return subprocess.Popen(argv, cwd=tmp_path, env={**ENV, study_turns.SESSION: session},
+    mine = snakemake or f"{socket.gethostname()} {os.getpid()}"
+    return subprocess.Popen(argv, cwd=tmp_path, env={**ENV, study_turns.SESSION: session, study_turns.SNAKEMAKE: mine},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def holding(tmp_path, session):
+def holding(tmp_path, session, snakemake=None):
     """A job of `session` that has taken the study's turn and holds it until `go`."""
-    holder = job(tmp_path, session, HOLD, log="logs/holder.log")
+    holder = job(tmp_path, session, HOLD, log="logs/holder.log", snakemake=snakemake)
     turn, deadline = tmp_path / "study" / study_turns.TURN, time.monotonic() + 30
     while not turn.exists() or json.loads(turn.read_text() or "{}").get("session") != session:
         assert holder.poll() is None and time.monotonic() < deadline, holder.communicate()
@@ -83,6 +86,18 @@ def test_a_turn_stays_with_its_snakemake_between_two_of_its_jobs(tmp_path):
     assert following.wait(timeout=30) == 0
     assert waiting.wait(timeout=30) == 0 and not (tmp_path / "stages.parquet").exists()
     assert json.loads((tmp_path / "study" / study_turns.TURN).read_text())["session"] == "second"
+
+
+def test_a_rerun_takes_the_turn_of_a_snakemake_that_ended_at_once(tmp_path):
+    """The grace is for a Snakemake that still runs: a rerun after one ended (here: its process gone) never waits."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    holder = holding(tmp_path, "first", snakemake=f"{socket.gethostname()} {gone.pid}")
+    (tmp_path / "go").touch()
+    assert holder.wait(timeout=30) == 0
+    started = time.monotonic()
+    assert job(tmp_path, "second", ["true"], grace=60).wait(timeout=30) == 0
+    assert time.monotonic() - started < 20
 
 
 def test_the_jobs_of_one_snakemake_run_side_by_side(tmp_path):

@@ -14,8 +14,9 @@ A turn is a POSIX lock on `<study>/.turn` naming the session (one Snakemake with
 MCGRPO_SESSION it exports, rules/common.smk) whose turn it is. The jobs of that session share the lock and run side
 by side as their DAG orders them; a job of another session waits until none of them runs, then takes the turn. A
 study's outputs are each written whole by one session at a time, and each session reads what its own DAG, or the
-same analysis of the same stored runs, wrote. The lock, like a run's claim, is dropped by the operating system
-when its job ends however it ends; the file is never removed (a process waiting on a removed file's lock would hold
+same analysis of the same stored runs, wrote. A turn stays with a session GRACE seconds after its last job while
+its Snakemake may still run (it checks that job's outputs before its next job takes the turn again). The lock, like
+a run's claim, is dropped by the operating system when its job ends however it ends; the file is never removed (a process waiting on a removed file's lock would hold
 a lock nobody else sees).
 """
 
@@ -33,10 +34,12 @@ from mcgrpo.core.run_claims import content, describe, holder
 
 TURN = ".turn"
 SESSION = "MCGRPO_SESSION"  # exported by each Snakemake (rules/common.smk); a job without it is a session alone
+SNAKEMAKE = "MCGRPO_SNAKEMAKE"  # "host pid" of the session's Snakemake, exported with it: whether it still runs
 # Seconds a turn stays with its session after its last job ended: its Snakemake has yet to learn of the end (at
 # once here, at its next status check on SLURM), check that job's outputs and start its next job, which takes the
 # turn again. A job of another session that took it at once removed those outputs under the check, and failed the
 # first Snakemake ("Unable to obtain modification time of file ... although it existed before").
+# A session whose Snakemake is known to have ended (on this host) keeps nothing: a rerun takes its turn at once.
 GRACE = 60.0
 
 
@@ -55,7 +58,8 @@ def take(folder: Path, session: str, grace: float = GRACE) -> tuple[int, str]:
             fcntl.lockf(fd, fcntl.LOCK_UN)
             _wait_for_others(fd, folder, grace)
             os.ftruncate(fd, 0)
-            os.pwrite(fd, json.dumps({**holder(), "session": session}).encode(), 0)
+            os.pwrite(fd, json.dumps({**holder(), "session": session,
+                                      "snakemake": os.environ.get(SNAKEMAKE)}).encode(), 0)
             fcntl.lockf(fd, fcntl.LOCK_SH)  # atomic: no other session's job can start in between
             break
     except BaseException:
@@ -78,7 +82,7 @@ def _wait_for_others(fd: int, folder: Path, grace: float) -> None:
             fcntl.lockf(fd, fcntl.LOCK_UN)
             free_since = time.monotonic()
             continue
-        if free_since is None and not (content(fd) or {}).get("session"):
+        if not _may_run((content(fd) or {}).get("snakemake")):
             return
         free_since = time.monotonic() if free_since is None else free_since
         left = grace - (time.monotonic() - free_since)
@@ -86,6 +90,23 @@ def _wait_for_others(fd: int, folder: Path, grace: float) -> None:
             return
         fcntl.lockf(fd, fcntl.LOCK_UN)  # their next job may take it meanwhile: the wait starts again after it
         time.sleep(min(left, 0.5))
+
+
+def _may_run(snakemake) -> bool:
+    """Whether the Snakemake "host pid" `snakemake` (a turn's) may still run: not where it is of this host and gone,
+    or not recorded (no session held the turn, or one from before it was recorded)."""
+    host, _, pid = snakemake.partition(" ") if isinstance(snakemake, str) else ("", "", "")
+    if not pid.isdigit():
+        return False
+    if host != holder()["host"]:
+        return True  # another machine's (a SLURM job's Snakemake on the login node): it cannot be told
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _say(fd: int, folder: Path) -> bool:
