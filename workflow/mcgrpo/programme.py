@@ -31,7 +31,7 @@ from pathlib import Path
 
 from mcgrpo.core import config as study_config
 from mcgrpo.core import templating
-from mcgrpo.core.errors import ConfigError, McgrpoError
+from mcgrpo.core.errors import ConfigError, DataError, IntegrityError, McgrpoError
 
 KEY = "programme"
 KEYS = ("name", "studies", "overrides")
@@ -224,7 +224,6 @@ def _as_csv(frame):
 def _agrees(path: Path, expected) -> None:
     """Refuse headline CSV `path` where it is not `expected` (its analysis's headline), naming the first cell."""
     import pandas as pd
-    from mcgrpo.core.errors import DataError, IntegrityError
     if not path.is_file():
         raise DataError(f"{path}: not found; allowed: the headline the study's tables step writes "
                         f"(snakemake --configfile STUDY --forcerun tables)")

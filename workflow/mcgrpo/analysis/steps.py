@@ -78,35 +78,39 @@ def analysed(cfg: dict) -> dict:
     return study_config.validate_schema(json.loads(json.dumps(kept, sort_keys=True)))
 
 
-def analysis_reader(cfg: dict, results: Path) -> Callable[..., pd.DataFrame]:
+def analysis_reader(cfg: dict, results: Path, runs: dict[str, str] | None = None) -> Callable[..., pd.DataFrame]:
     """`read(name, kind=None)`: analysis/<name>.parquet, an earlier step's output, checked to be written for `cfg`
-    (its config_hash) and computed from the study's runs as they are now (both computed once per reader): one left
-    from an earlier config or from runs since retrained, copied from another study or rewritten by hand (written
-    without them) is named, never read."""
-    expected, now = analysis_hash(cfg), functools.cache(lambda: computed_from(cfg, results))
+    (its config_hash) and computed from the study's runs as they are now (`runs`, computed_from's, else computed
+    once per reader): one left from an earlier config or from runs since retrained, copied from another study or
+    rewritten by hand (written without them) is named, never read."""
+    expected = analysis_hash(cfg)
+    now = functools.cache(lambda: computed_from(cfg, results) if runs is None else runs)
 
     def read(name: str, kind: str | None = None) -> pd.DataFrame:
-        path = Path(results) / "analysis" / f"{name}.parquet"
-        frame = _read_held(path, "written for config", "config", expected, kind)
-        _held_to_runs(path, now())
-        return frame
+        return _read_held(Path(results) / "analysis" / f"{name}.parquet", "written for config", "config", expected,
+                          kind, now)
     return read
 
 
-def _read_held(path: Path, said: str, what: str, expected: str, kind: str | None = None) -> pd.DataFrame:
+def _read_held(path: Path, said: str, what: str, expected: str, kind: str | None = None,
+               runs: Callable[[], dict[str, str]] | None = None) -> pd.DataFrame:
     """`path` (of contract `kind`, if given), refused where the config_hash it was written with is not `expected`,
-    the study's `what` hash (_held_to)."""
+    the study's `what` hash (_held_to), or, given `runs` (the study's runs now), where it was computed from others
+    (_held_to_runs)."""
     frame = store.read_contract(path, kind) if kind else store.read_parquet(path)
-    found = store.parquet_metadata(path).get("config_hash", "")
+    meta = store.parquet_metadata(path)
+    found = meta.get("config_hash", "")
     _held_to(path, f"{said} {found[:12] or '(none)'}", found, what, expected)
+    if runs is not None:
+        _held_to_runs(path, meta, runs())
     return frame
 
 
-def _held_to_runs(path: Path, now: dict[str, str]) -> None:
-    """Refuse `path` where the runs it records it was computed from (COMPUTED_FROM) are not the study's `now`:
-    its numbers would be another training's, under the same config."""
+def _held_to_runs(path: Path, meta: dict[str, str], now: dict[str, str]) -> None:
+    """Refuse `path`, of metadata `meta`, where the runs it records it was computed from (COMPUTED_FROM) are not
+    the study's `now`: its numbers would be another training's, under the same config."""
     try:
-        then = json.loads(store.parquet_metadata(path)[COMPUTED_FROM])
+        then = json.loads(meta[COMPUTED_FROM])
     except (KeyError, ValueError):
         then = None
     if not isinstance(then, dict):
@@ -420,9 +424,10 @@ def pool_bases(cfg: dict) -> str:
         if not (folder / "analysis" / "paired.parquet").exists():
             raise DataError(f"{folder}/analysis/paired.parquet: base {base} not analysed yet; run "
                             f"snakemake --configfile <this study> --config base={base}")
-        read = analysis_reader(own, folder)
+        now = computed_from(own, folder)
+        read = analysis_reader(own, folder, now)
         per_base[base] = (read("contrasts", "contrasts"), read("paired", "paired"))
-        runs_read.update({f"base {base}: {run}": digest for run, digest in computed_from(own, folder).items()})
+        runs_read.update({f"base {base}: {run}": digest for run, digest in now.items()})
     a, out = cfg["analysis"], study_dir(cfg)
     table = bases.table(per_base, a["margin"], a["alpha"])
     _write(table, out, "bases", cfg, runs_read)

@@ -16,8 +16,8 @@ by side as their DAG orders them; a job of another session waits until none of t
 study's outputs are each written whole by one session at a time, and each session reads what its own DAG, or the
 same analysis of the same stored runs, wrote. A turn stays with a session GRACE seconds after its last job while
 its Snakemake may still run (it checks that job's outputs before its next job takes the turn again). The lock, like
-a run's claim, is dropped by the operating system when its job ends however it ends; the file is never removed (a process waiting on a removed file's lock would hold
-a lock nobody else sees).
+a run's claim, is dropped by the operating system when its job ends however it ends; the file is never removed (a
+process waiting on a removed file's lock would hold a lock nobody else sees).
 """
 
 from __future__ import annotations
