@@ -202,3 +202,24 @@ def test_long_titles_are_wrapped_inside_the_figure(tmp_path):
         extent = text.get_window_extent(renderer)
         assert "\n" in text.get_text()
         assert box.x0 <= extent.x0 and extent.x1 <= box.x1 and extent.y1 <= box.y1
+
+
+def test_figures_number_the_tables_warnings_beside_their_bars_and_spell_them_out_below(tmp_path, monkeypatch):
+    """A bar (per seed) or panel (difference from the base) whose contrast the tables warn about is numbered, and
+    the figure says the warning beneath: a figure never shows a plain bar where the headline warns."""
+    drawn = []
+    monkeypatch.setattr(figures, "_save", lambda fig, path, bottom=0.0: drawn.append((fig, bottom)) or path)
+    warned = CONTRASTS.assign(warning=["arms apart", "", "runs stale: c/seed1", "runs stale: c/seed1"])
+    figures.per_seed(PAIRED, warned, 0.02, tmp_path / "p.png")
+    figures.difference_from_base(pd.DataFrame({
+        "contrast": ["a-vs-b"] * 2 + ["c-vs-b"] * 2, "metric": "acc_default", "eval_set": "test",
+        "eval_index": [0, 1] * 2, "tokens": [0, 100] * 2, "n": 3, "mean": 0.01, "ci_low": 0.0, "ci_high": 0.02}),
+        100, 0.02, tmp_path / "d.png", warnings={"a-vs-b": "", "c-vs-b": "runs stale: c/seed1"})
+    figures.per_seed(PAIRED, CONTRASTS, 0.02, tmp_path / "plain.png")
+    (bars, bars_room), (panels, panels_room), (plain, plain_room) = drawn
+    assert sorted(t.get_text() for t in bars.axes[0].texts) == ["[1]", "[2]", "[2]"]
+    assert [t.get_text() for t in bars.texts] == ["[1] warning: arms apart\n[2] warning: runs stale: c/seed1"]
+    assert [ax.get_title().split("\n")[0] for ax in panels.axes] == ["a minus b", "c minus b [1]"]
+    assert panels.texts[-1].get_text() == "[1] warning: runs stale: c/seed1"  # beneath the suptitle
+    assert bars_room > 0 and panels_room > 0
+    assert list(plain.texts) == list(plain.axes[0].texts) == [] and plain_room == 0  # no warning: the figure as before

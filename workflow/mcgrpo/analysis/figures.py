@@ -172,8 +172,9 @@ def _arm_a(contrast: str) -> str:
 
 
 def difference_from_base(differences: pd.DataFrame, B: int, margin: float, path: str | Path,
-                         colours: dict[str, str] | None = None) -> Path:
-    """A minus the base at every evaluation (paired by seed): one small panel per contrast, margin band."""
+                         colours: dict[str, str] | None = None, warnings: dict[str, str] | None = None) -> Path:
+    """A minus the base at every evaluation (paired by seed): one small panel per contrast, margin band. A panel
+    whose contrast has a warning about its runs ({contrast: words}, the tables' own) is numbered, the words below."""
     title = "Accuracy difference from the base at every evaluation"
     if differences.empty:
         return _empty(path, title, "no contrast to show")
@@ -181,6 +182,7 @@ def difference_from_base(differences: pd.DataFrame, B: int, margin: float, path:
     colours = _colours(colours, [_arm_a(c) for c in names])
     scale, xlabel = _unit("tokens_total", float(differences["tokens"].max()))
     fig, axes = _figure(max(7, 3.2 * len(names)), 4.2, ncols=len(names), sharey=True)
+    numbers, footnote = _warned([(warnings or {}).get(c, "") for c in names])
     for ax, contrast in zip(np.atleast_1d(axes), names):
         d = differences[differences["contrast"] == contrast]
         colour = colours.get(_arm_a(contrast), "C0")
@@ -193,14 +195,15 @@ def difference_from_base(differences: pd.DataFrame, B: int, margin: float, path:
                    edgecolors=colour, zorder=3, label="no interval (undefined)" if len(undefined) else None)
         if getattr(B, "unit", "tokens") == "tokens":  # B in iterations has no place on a tokens axis
             ax.axvline(B / scale, color="grey", linestyle="--", label="budget B")
-        ax.set(title=f"{contrast.replace('-vs-', ' minus ')}\n(n={int(d['n'].max())} seeds)", xlabel=xlabel)
+        mark = f" [{numbers[warnings[contrast]]}]" if (warnings or {}).get(contrast) in numbers else ""
+        ax.set(title=f"{contrast.replace('-vs-', ' minus ')}{mark}\n(n={int(d['n'].max())} seeds)", xlabel=xlabel)
     first_ax = np.atleast_1d(axes)[0]
     first_ax.set_ylabel("A minus base (points)")
     first_ax.legend(loc="best", fontsize="x-small")
     first = differences.iloc[0]
     fig.suptitle(f"{title}\n({metric_words(first['metric'])} on {first['eval_set']}; shaded: 95% t interval)",
                  fontsize="medium")
-    return _save(fig, path)
+    return _save(fig, path, _footnote(fig, footnote))
 
 
 def _mark_readings(ax, row, x: float, scale: float = 1.0) -> None:
@@ -215,9 +218,26 @@ def _mark_readings(ax, row, x: float, scale: float = 1.0) -> None:
                     fontsize="xx-small", ha="center", va="bottom")
 
 
+def _warned(warnings: list[str]) -> tuple[dict[str, int], str]:
+    """Each distinct non-empty warning's number, and the footnote that spells them out ('' where none): a figure
+    shows the same warnings beside its bars as the tables beside their verdicts."""
+    numbers = {w: k + 1 for k, w in enumerate(dict.fromkeys(w for w in warnings if isinstance(w, str) and w))}
+    return numbers, "\n".join(f"[{k}] warning: {w}" for w, k in numbers.items())
+
+
+def _footnote(fig: Figure, text: str) -> float:
+    """Write `text` (wrapped to the figure's width) beneath the axes; the share of the height it needs."""
+    if not text:
+        return 0.0
+    text = _wrap(text, fig.get_figwidth(), 7)
+    fig.text(0.01, 0.01, text, fontsize=7, ha="left", va="bottom")
+    return min(0.5, (text.count("\n") + 1.5) * 7 * 1.3 / 72 / fig.get_figheight())
+
+
 def per_seed(paired: pd.DataFrame, contrasts: pd.DataFrame, margin: float, path: str | Path,
              colours: dict[str, str] | None = None) -> Path:
     """Per contrast and basis: each seed's difference (dots; hollow: clamped), the mean and its 95% paired-t CI.
+    A bar whose contrast row has a `warning` (the tables' warnings) is numbered, and its warning spelt out below.
 
     This is also the figure of equal tokens against equal time: every basis sits side by side.
     """
@@ -231,6 +251,7 @@ def per_seed(paired: pd.DataFrame, contrasts: pd.DataFrame, margin: float, path:
     _margin_band(ax, margin)
     rng = np.random.default_rng(0)
     clamped_any = False
+    numbers, footnote = _warned(list(contrasts["warning"]) if "warning" in contrasts else [])
     for i, c in enumerate(names):
         colour = colours.get(_arm_a(c), "C0")
         for j, basis in enumerate(bases):
@@ -250,6 +271,9 @@ def per_seed(paired: pd.DataFrame, contrasts: pd.DataFrame, margin: float, path:
                 ax.errorbar(x, 100 * r["mean"], yerr=err, fmt=BASIS_MARKERS.get(basis, "o"), color=colour,
                             capsize=4, markersize=6, markerfacecolor=colour if err else "white")
                 _mark_readings(ax, r, x, scale=100)
+                if r.get("warning") in numbers:
+                    ax.annotate(f"[{numbers[r['warning']]}]", (x, 0 if np.isnan(r["mean"]) else 100 * r["mean"]), xytext=(6, 0),
+                                textcoords="offset points", fontsize="x-small", va="center", color="firebrick")
     for basis in bases:  # the legend: one entry per basis, in black (the colours are the arms)
         ax.errorbar([], [], yerr=[], fmt=BASIS_MARKERS.get(basis, "o"), color="black", capsize=3,
                     label=BASIS_WORDS.get(basis, basis))
@@ -263,7 +287,7 @@ def per_seed(paired: pd.DataFrame, contrasts: pd.DataFrame, margin: float, path:
     low, high = ax.get_ylim()
     ax.set_ylim(low, high + 0.12 * (high - low))  # room for the marks above the intervals
     ax.legend(loc="best", fontsize="small")
-    return _save(fig, path)
+    return _save(fig, path, _footnote(fig, footnote))
 
 
 def stage_seconds(stages: pd.DataFrame, path: str | Path, hardware: str | None = None) -> Path:

@@ -289,12 +289,15 @@ def figures_step(cfg: dict, results: Path) -> None:
     figures.accuracy_curves(evals, "tokens_total", B, out / "accuracy_vs_tokens.png", metric, eval_set, colours)
     figures.accuracy_curves(evals, runs.CLOCKS[cfg["analysis"]["clock"]], B, out / "accuracy_vs_time.png", metric,
                             eval_set, colours, where)
-    read = analysis_reader(cfg, results)
-    diffs = read("differences")
-    figures.difference_from_base(diffs[(diffs["metric"] == metric) & (diffs["eval_set"] == eval_set)]
-                                 if len(diffs) else diffs, B, margin, out / "difference_from_base.png", colours)
-    table, paired = read("contrasts", "contrasts"), read("paired", "paired")
+    read, accepted = analysis_reader(cfg, results), _accepted(cfg, results)
+    stale = _status(cfg, results).get("stale_runs")
+    table, paired, diffs = read("contrasts", "contrasts"), read("paired", "paired"), read("differences")
     table = table[(table["metric"] == metric) & (table["eval_set"] == eval_set)]
+    table = table.assign(warning=tables.contrast_warnings(table, accepted, stale))  # the tables' words, on the bars
+    figures.difference_from_base(diffs[(diffs["metric"] == metric) & (diffs["eval_set"] == eval_set)]
+                                 if len(diffs) else diffs, B, margin, out / "difference_from_base.png", colours,
+                                 {c: summary.runs_warning(a, b, accepted, stale)
+                                  for c, a, b in zip(table["contrast"], table["a"], table["b"])})
     paired = paired[(paired["metric"] == metric) & (paired["eval_set"] == eval_set)]
     figures.per_seed(paired, table, margin, out / "per_seed.png", colours)
     figures.stage_seconds(read("stages"), out / "stage_seconds.png", where)

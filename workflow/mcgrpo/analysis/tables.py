@@ -163,7 +163,7 @@ def _read_points(contrasts: pd.DataFrame) -> dict[str, pd.Series]:
             for c in ("tokens_a", "tokens_b", "warning")}
 
 
-def _warnings(rows: pd.DataFrame, accepted: dict | None, stale: list[str] | None = None) -> list[str]:
+def contrast_warnings(rows: pd.DataFrame, accepted: dict | None, stale: list[str] | None = None) -> list[str]:
     """Each contrast's warning: its arms' points apart (contrasts.warning), then any arm of it whose runs were stored
     with recipe differences accepted or trained under another config (summary.runs_warning)."""
     said = [w if isinstance(w, str) else "" for w in _read_points(rows)["warning"]]
@@ -196,7 +196,7 @@ def _contrasts(contrasts: pd.DataFrame, accepted: dict | None = None, stale: lis
         higher_in=[NOT_DEFINED if pd.isna(k) else f"{int(k)} of {n}" for k, n in zip(contrasts["seeds_higher"], contrasts["n"])],
         family=contrasts["family"].replace("secondary", ""),
         uninformative=contrasts.get("uninformative", ""),
-        **{**_read_points(contrasts), "warning": _warnings(contrasts, accepted, stale)})[CONTRAST_COLUMNS]
+        **{**_read_points(contrasts), "warning": contrast_warnings(contrasts, accepted, stale)})[CONTRAST_COLUMNS]
 
 
 def _bases(contrasts: pd.DataFrame) -> pd.DataFrame:
@@ -302,7 +302,7 @@ def headline(contrasts: pd.DataFrame, checks: pd.DataFrame | None = None, accept
         "other_clock": cells(lambda r: "" if not r["other_clock"] else "not recorded" if not r["clock_recorded"]
                              else interval(r["clock_mean"], r["clock_low"], r["clock_high"])),
         "alike": cells(robustness.alike_cell),
-        "robustness": labelled, "warning": _warnings(rows, accepted, stale)},
+        "robustness": labelled, "warning": contrast_warnings(rows, accepted, stale)},
         columns=HEADLINE_COLUMNS)
 
 
