@@ -362,6 +362,31 @@ def test_an_analysis_file_computed_from_runs_since_retrained_is_named_never_read
         read_contract(root / "analysis" / "contrasts.parquet", "contrasts")["mean"].tolist()
 
 
+def test_a_run_retrained_while_a_step_ran_leaves_its_file_refused_never_labelled_with_it(results, tmp_path,
+                                                                                         monkeypatch):
+    """A step records the runs it read as they were before it read them: a run replaced between its reading and its
+    writing (a check-store --repair and a training by hand beside the analysis) leaves a file that the next reader
+    refuses, not one labelled with the new training while its numbers are the old one's."""
+    from mcgrpo.core.errors import IntegrityError
+    cfg, root = results
+    folder = tmp_path / "raced"
+    copy_study(root, folder)
+    read_runs = steps._runs
+
+    def read_then_retrain(*args, **kwargs):
+        loaded = read_runs(*args, **kwargs)
+        run = folder / "runs" / "mc_k2" / "seed2"
+        _, evals = write_run(run, np.random.default_rng(7).random((4, 6, 2)) < 0.9, eval_sets=("heldout",))
+        write_iterations(run, evals)
+        seal_run(run)
+        return loaded
+    monkeypatch.setattr(steps, "_runs", read_then_retrain)
+    steps.drift_step(cfg, folder)
+    monkeypatch.undo()
+    with pytest.raises(IntegrityError, match=r"drift.parquet: computed from runs that have changed since: mc_k2/seed2"):
+        steps.analysis_reader(cfg, folder)("drift", "drift")
+
+
 def test_a_prereg_status_of_another_plan_is_named_never_worded(results, tmp_path):
     """analysis/prereg.json words the summary's note on the plan and its lock: one of another plan is refused."""
     from mcgrpo.core.errors import IntegrityError

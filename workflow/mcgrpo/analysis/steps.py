@@ -51,9 +51,10 @@ def _accepted(cfg: dict, results: Path) -> dict[str, dict[int, list[str]]]:
 COMPUTED_FROM = "computed_from"
 
 
-def _write(df: pd.DataFrame, results: Path, name: str, cfg: dict, runs: dict[str, str] | None = None) -> Path:
-    """analysis/<name>.parquet, with the hash of `cfg` and the runs it was computed from (default: the plan's)."""
-    runs = computed_from(cfg, results) if runs is None else runs
+def _write(df: pd.DataFrame, results: Path, name: str, cfg: dict, runs: dict[str, str]) -> Path:
+    """analysis/<name>.parquet, with the hash of `cfg` and the runs it was computed from: `runs`, computed_from's
+    taken before the step read them, so that a run replaced while the step ran leaves the file refused as computed
+    from changed runs, never labelled with a training it did not read."""
     return store.write_parquet(df, Path(results) / "analysis" / f"{name}.parquet", analysis_hash(cfg),
                                {COMPUTED_FROM: json.dumps(runs, sort_keys=True)})
 
@@ -145,36 +146,38 @@ def _status(cfg: dict, results: Path) -> dict:
 
 
 def drift_step(cfg: dict, results: Path) -> None:
+    held = computed_from(cfg, results)  # before the runs are read (_write)
     evals = runs.evals_frame(_runs(cfg, results, samples=False))
-    _write(drift.drift_table(evals, cfg["analysis"]["drift_gap"]), results, "drift", cfg)
+    _write(drift.drift_table(evals, cfg["analysis"]["drift_gap"]), results, "drift", cfg, held)
 
 
 def contrasts_step(cfg: dict, results: Path) -> None:
     """Every contrast with its statistics and crossed bootstrap, labelled against the lock."""
-    a = cfg["analysis"]
+    a, held = cfg["analysis"], computed_from(cfg, results)
     status = prereg.status(results, cfg)
     table, paired = contrasts.build(_runs(cfg, results), keys(cfg), budget(results), a["margin"],
                                     prereg.labels(cfg, status), a["alpha"], a["resamples"], a["bootstrap_seed"])
-    _write(table, results, "contrasts", cfg)
-    _write(paired, results, "paired", cfg)
+    _write(table, results, "contrasts", cfg, held)
+    _write(paired, results, "paired", cfg, held)
     store.write_json(status, Path(results) / "analysis" / "prereg.json")
 
 
 def robustness_step(cfg: dict, results: Path) -> None:
     """Beside every planned contrast: the crossed interval, the strict verifier, each arm's drift, the other clock,
     and whether each seed's runs were made alike (their run.json, each read once)."""
-    a, read = cfg["analysis"], analysis_reader(cfg, results)
+    held = computed_from(cfg, results)
+    a, read = cfg["analysis"], analysis_reader(cfg, results, held)
     table = read("contrasts", "contrasts")
     metrics = {robustness.strict_metric(m) for m in table.loc[table["id"] != "", "metric"]} - {None}
     loaded = _runs(cfg, results, samples=not metrics <= runs.EVAL_METRICS)
     checks = robustness.table(table, loaded, read("drift", "drift"), budget(results), a["clock"], a["alpha"],
                               _records(cfg, results))
-    _write(checks, results, "robustness", cfg)
+    _write(checks, results, "robustness", cfg, held)
 
 
 def curves_step(cfg: dict, results: Path) -> None:
     """Differences at every evaluation, the share of budget to reach the base, the extrapolation."""
-    a, B = cfg["analysis"], budget(results)
+    a, B, held = cfg["analysis"], budget(results), computed_from(cfg, results)
     loaded = _runs(cfg, results, samples=not set(a["metrics"]) <= runs.EVAL_METRICS)
     grid = [(x, y, m, s) for x, y in study_config.pairs(cfg) for m in a["metrics"] for s in cfg["evaluation"]["sets"]]
     diffs = [curves.differences(loaded, x, y, m, s) for x, y, m, s in grid]
@@ -187,9 +190,9 @@ def curves_step(cfg: dict, results: Path) -> None:
     rates = {**(efficiency.measured_per_token(measured) if measured is not None else {}), **a["efficiency"]}
     rates = rates if tokens else {}
     extra = [curves.extrapolation(loaded, x, y, m, s, B, rates[x]) for x, y, m, s in grid if x in rates]
-    _write(pd.concat(diffs, ignore_index=True) if diffs else pd.DataFrame(), results, "differences", cfg)
-    _write(pd.DataFrame(shares), results, "budget_share", cfg)
-    _write(pd.DataFrame(extra, columns=curves.EXTRAPOLATION_COLUMNS), results, "extrapolation", cfg)
+    _write(pd.concat(diffs, ignore_index=True) if diffs else pd.DataFrame(), results, "differences", cfg, held)
+    _write(pd.DataFrame(shares), results, "budget_share", cfg, held)
+    _write(pd.DataFrame(extra, columns=curves.EXTRAPOLATION_COLUMNS), results, "extrapolation", cfg, held)
 
 
 def _gradient_tests(cfg: dict, results: Path) -> pd.DataFrame | None:
@@ -212,16 +215,16 @@ def _efficiency(cfg: dict, tests: pd.DataFrame | None) -> pd.DataFrame | None:
 
 def prediction_step(cfg: dict, results: Path) -> None:
     """Efficiencies with intervals, and whether they predict training (the paper's Figure 2): table and figure."""
-    results, a = Path(results), cfg["analysis"]
+    results, a, held = Path(results), cfg["analysis"], computed_from(cfg, results)
     tests = _gradient_tests(cfg, results)
     measured = _efficiency(cfg, tests)
     metric, eval_set, base = a["metrics"][0], cfg["evaluation"]["sets"][0], a["base"] or "outcome"
-    trained, read = measured[measured["arm"].isin([efficiency.BASE, *cfg["arms"]])], analysis_reader(cfg, results)
+    trained, read = measured[measured["arm"].isin([efficiency.BASE, *cfg["arms"]])], analysis_reader(cfg, results, held)
     table = efficiency.prediction_table(trained, read("contrasts", "contrasts"), base, metric, eval_set,
                                         read("extrapolation"))
     rho = efficiency.rank_agreement(table)
-    _write(measured, results, "efficiency", cfg)
-    _write(table.assign(**rho), results, "prediction", cfg)
+    _write(measured, results, "efficiency", cfg, held)
+    _write(table.assign(**rho), results, "prediction", cfg, held)
     accepted = _accepted(cfg, results)
     tables.write_table(measured, results / "tables" / "efficiency", title="Gradient efficiency relative to "
                        "outcome-only GRPO (per update and per generated token, 95% bootstrap CIs over batches)",
@@ -257,7 +260,7 @@ def extrapolation_line(cfg: dict, results: Path, base: str, metric: str, eval_se
 
 def breakdown_step(cfg: dict, results: Path) -> None:
     """Seconds per stage and group composition before B."""
-    results, B = Path(results), budget(results)
+    results, B, held = Path(results), budget(results), computed_from(cfg, results)
     rows, folders = [], _folders(cfg, results)
     for (arm, seed, eval_set), run in _runs(cfg, results, samples=False).items():
         if eval_set == cfg["evaluation"]["sets"][0]:  # every set is evaluated at the same iterations
@@ -265,8 +268,8 @@ def breakdown_step(cfg: dict, results: Path) -> None:
             at_budget = run.coords("tokens_total")[contrasts.budget_row(run, B)]
             rows.append({"arm": arm, "seed": seed, **breakdown.run_totals(iterations, at_budget)})
     totals = pd.DataFrame(rows)
-    _write(breakdown.stage_seconds(totals), results, "stages", cfg)
-    _write(breakdown.group_shares(totals), results, "groups", cfg)
+    _write(breakdown.stage_seconds(totals), results, "stages", cfg, held)
+    _write(breakdown.group_shares(totals), results, "groups", cfg, held)
 
 
 def _headline(cfg: dict) -> tuple[str, str]:
@@ -375,13 +378,13 @@ def summary_step(cfg: dict, results: Path) -> None:
 
 def alignment_step(cfg: dict, results: Path) -> None:
     """Alignment along training beside accuracy, for every run measured (evaluation.alignment)."""
-    results, pieces = Path(results), []
+    results, pieces, held = Path(results), [], computed_from(cfg, results)
     for (arm, seed), folder in _folders(cfg, results).items():
         pieces.append(along.run_table(store.read_parquet(manifest.checked(folder / "alignment.parquet")),
                                       runs.read_evals(folder / "evals.parquet"), arm, seed))
     table = pd.concat([p for p in pieces if len(p)], ignore_index=True) if any(len(p) for p in pieces) else \
         pd.DataFrame(columns=along.COLUMNS)
-    _write(table, results, "alignment", cfg)
+    _write(table, results, "alignment", cfg, held)
     spec = cfg["evaluation"]["alignment"]
     tables.write_table(table, results / "tables" / "alignment",
                        title="Alignment with the reference gradient along training (paper H.5)",
