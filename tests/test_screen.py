@@ -268,6 +268,17 @@ def test_a_base_that_cannot_be_read_is_named_not_called_absent(tmp_path):
     assert curve is None and "outcome/seed1: its run" in source and "never finished" in source
 
 
+def test_the_base_curve_is_read_while_another_arm_is_still_training(tmp_path):
+    """The screen reads the base's runs alone: an mc_k2 run not finished yet (no manifest) blocked the base's curve,
+    which is all the screen reads."""
+    cfg, root = _trained_base(tmp_path)
+    before, _ = screen.base_curve(cfg, None, None)
+    (root / "runs" / "mc_k2" / "seed1" / "manifest.json").unlink()  # as a run still training
+    curve, source = screen.base_curve(cfg, None, None)
+    assert source == "the study's trained outcome runs, 2 seeds"
+    np.testing.assert_array_equal(curve.diff, before.diff)
+
+
 def test_no_trained_base_is_said_only_where_there_is_none(tmp_path):
     cfg = studies.validate(edited_study(results_dir=str(tmp_path / "results")))
     assert screen.base_curve(cfg, None, None) == (None, NO_BASE)

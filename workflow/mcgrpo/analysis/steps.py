@@ -443,7 +443,8 @@ def pool_bases(cfg: dict) -> str:
 
 
 def base_evals(cfg: dict, results: Path, base: str, eval_set: str) -> pd.DataFrame:
-    """The base arm's evaluations on `eval_set`, every seed, read as every step reads runs: what `mcgrpo screen`
-    reads the base's accuracy curve and its spread over seeds from."""
-    evals = runs.evals_frame(_runs(cfg, results, samples=False))
-    return evals[(evals["arm"] == base) & (evals["eval_set"] == eval_set)]
+    """The base arm's evaluations on `eval_set`, every seed, read as every step reads runs (the base's alone: another
+    arm still training never blocks it): what `mcgrpo screen` reads the base's accuracy curve and its spread over
+    seeds from."""
+    return runs.evals_frame(runs.load(results, [base], cfg["seeds"], [eval_set], False, cfg["analysis"]["clock"],
+                                      cfg["arms"]))
