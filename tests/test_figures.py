@@ -205,11 +205,12 @@ def test_long_titles_are_wrapped_inside_the_figure(tmp_path):
 
 
 def test_figures_number_the_tables_warnings_beside_their_bars_and_spell_them_out_below(tmp_path, monkeypatch):
-    """A bar (per seed) or panel (difference from the base) whose contrast the tables warn about is numbered, and
-    the figure says the warning beneath: a figure never shows a plain bar where the headline warns."""
+    """A bar (per seed) or panel (difference from the base) whose contrast the tables warn about, or call
+    uninformative, is numbered, and the figure says why beneath: never a plain bar where the headline qualifies it."""
     drawn = []
     monkeypatch.setattr(figures, "_save", lambda fig, path, bottom=0.0: drawn.append((fig, bottom)) or path)
-    warned = CONTRASTS.assign(warning=["arms apart", "", "runs stale: c/seed1", "runs stale: c/seed1"])
+    warned = CONTRASTS.assign(warning=["arms apart", "", "runs stale: c/seed1", "runs stale: c/seed1"],
+                              uninformative=["", "", "", "every reading of both arms scored 0"])
     figures.per_seed(PAIRED, warned, 0.02, tmp_path / "p.png")
     figures.difference_from_base(pd.DataFrame({
         "contrast": ["a-vs-b"] * 2 + ["c-vs-b"] * 2, "metric": "acc_default", "eval_set": "test",
@@ -217,8 +218,10 @@ def test_figures_number_the_tables_warnings_beside_their_bars_and_spell_them_out
         100, 0.02, tmp_path / "d.png", warnings={"a-vs-b": "", "c-vs-b": "runs stale: c/seed1"})
     figures.per_seed(PAIRED, CONTRASTS, 0.02, tmp_path / "plain.png")
     (bars, bars_room), (panels, panels_room), (plain, plain_room) = drawn
-    assert sorted(t.get_text() for t in bars.axes[0].texts) == ["[1]", "[2]", "[2]"]
-    assert [t.get_text() for t in bars.texts] == ["[1] warning: arms apart\n[2] warning: runs stale: c/seed1"]
+    assert sorted(t.get_text() for t in bars.axes[0].texts) == ["[1]", "[2]", "[3]"]
+    assert [t.get_text() for t in bars.texts] == ["[1] warning: arms apart\n[2] warning: runs stale: c/seed1\n"
+                                                  "[3] warning: runs stale: c/seed1; uninformative: every reading of "
+                                                  "both arms scored 0"]
     assert [ax.get_title().split("\n")[0] for ax in panels.axes] == ["a minus b", "c minus b [1]"]
     assert panels.texts[-1].get_text() == "[1] warning: runs stale: c/seed1"  # beneath the suptitle
     assert bars_room > 0 and panels_room > 0

@@ -182,7 +182,8 @@ def difference_from_base(differences: pd.DataFrame, B: int, margin: float, path:
     colours = _colours(colours, [_arm_a(c) for c in names])
     scale, xlabel = _unit("tokens_total", float(differences["tokens"].max()))
     fig, axes = _figure(max(7, 3.2 * len(names)), 4.2, ncols=len(names), sharey=True)
-    numbers, footnote = _warned([(warnings or {}).get(c, "") for c in names])
+    said = {c: f"warning: {w}" for c, w in (warnings or {}).items() if w}
+    numbers, footnote = _numbered([said.get(c, "") for c in names])
     for ax, contrast in zip(np.atleast_1d(axes), names):
         d = differences[differences["contrast"] == contrast]
         colour = colours.get(_arm_a(contrast), "C0")
@@ -195,7 +196,7 @@ def difference_from_base(differences: pd.DataFrame, B: int, margin: float, path:
                    edgecolors=colour, zorder=3, label="no interval (undefined)" if len(undefined) else None)
         if getattr(B, "unit", "tokens") == "tokens":  # B in iterations has no place on a tokens axis
             ax.axvline(B / scale, color="grey", linestyle="--", label="budget B")
-        mark = f" [{numbers[warnings[contrast]]}]" if (warnings or {}).get(contrast) in numbers else ""
+        mark = f" [{numbers[said[contrast]]}]" if contrast in said else ""
         ax.set(title=f"{contrast.replace('-vs-', ' minus ')}{mark}\n(n={int(d['n'].max())} seeds)", xlabel=xlabel)
     first_ax = np.atleast_1d(axes)[0]
     first_ax.set_ylabel("A minus base (points)")
@@ -218,11 +219,17 @@ def _mark_readings(ax, row, x: float, scale: float = 1.0) -> None:
                     fontsize="xx-small", ha="center", va="bottom")
 
 
-def _warned(warnings: list[str]) -> tuple[dict[str, int], str]:
-    """Each distinct non-empty warning's number, and the footnote that spells them out ('' where none): a figure
-    shows the same warnings beside its bars as the tables beside their verdicts."""
-    numbers = {w: k + 1 for k, w in enumerate(dict.fromkeys(w for w in warnings if isinstance(w, str) and w))}
-    return numbers, "\n".join(f"[{k}] warning: {w}" for w, k in numbers.items())
+def _said(row, columns: tuple[str, ...] = ("warning", "uninformative")) -> str:
+    """What the tables say beside a contrast row's verdict that its plot would not show: its warning, and why its
+    data cannot tell the arms apart (`uninformative`), each named; '' where neither."""
+    return "; ".join(f"{c}: {row[c]}" for c in columns if isinstance(row.get(c), str) and row[c])
+
+
+def _numbered(notes: list[str]) -> tuple[dict[str, int], str]:
+    """Each distinct non-empty note's number, and the footnote that spells them out ('' where none): a figure
+    shows beside its bars what the tables say beside their verdicts."""
+    numbers = {n: k + 1 for k, n in enumerate(dict.fromkeys(n for n in notes if n))}
+    return numbers, "\n".join(f"[{k}] {n}" for n, k in numbers.items())
 
 
 def _footnote(fig: Figure, text: str) -> float:
@@ -237,7 +244,8 @@ def _footnote(fig: Figure, text: str) -> float:
 def per_seed(paired: pd.DataFrame, contrasts: pd.DataFrame, margin: float, path: str | Path,
              colours: dict[str, str] | None = None) -> Path:
     """Per contrast and basis: each seed's difference (dots; hollow: clamped), the mean and its 95% paired-t CI.
-    A bar whose contrast row has a `warning` (the tables' warnings) is numbered, and its warning spelt out below.
+    A bar whose contrast row has a `warning` (the tables' warnings) or is `uninformative` is numbered, and what the
+    tables say of it spelt out below.
 
     This is also the figure of equal tokens against equal time: every basis sits side by side.
     """
@@ -251,7 +259,7 @@ def per_seed(paired: pd.DataFrame, contrasts: pd.DataFrame, margin: float, path:
     _margin_band(ax, margin)
     rng = np.random.default_rng(0)
     clamped_any = False
-    numbers, footnote = _warned(list(contrasts["warning"]) if "warning" in contrasts else [])
+    numbers, footnote = _numbered([_said(r) for _, r in contrasts.iterrows()])
     for i, c in enumerate(names):
         colour = colours.get(_arm_a(c), "C0")
         for j, basis in enumerate(bases):
@@ -271,8 +279,8 @@ def per_seed(paired: pd.DataFrame, contrasts: pd.DataFrame, margin: float, path:
                 ax.errorbar(x, 100 * r["mean"], yerr=err, fmt=BASIS_MARKERS.get(basis, "o"), color=colour,
                             capsize=4, markersize=6, markerfacecolor=colour if err else "white")
                 _mark_readings(ax, r, x, scale=100)
-                if r.get("warning") in numbers:
-                    ax.annotate(f"[{numbers[r['warning']]}]", (x, 0 if np.isnan(r["mean"]) else 100 * r["mean"]), xytext=(6, 0),
+                if _said(r):
+                    ax.annotate(f"[{numbers[_said(r)]}]", (x, 0 if np.isnan(r["mean"]) else 100 * r["mean"]), xytext=(6, 0),
                                 textcoords="offset points", fontsize="x-small", va="center", color="firebrick")
     for basis in bases:  # the legend: one entry per basis, in black (the colours are the arms)
         ax.errorbar([], [], yerr=[], fmt=BASIS_MARKERS.get(basis, "o"), color="black", capsize=3,
