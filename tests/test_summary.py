@@ -177,3 +177,18 @@ def test_without_stale_or_accepted_runs_the_summary_and_tables_are_as_before():
     assert written["headline"][0]["warning"].tolist() == [""] * 4 and note == (
         "The plan matches its lock of 2025-01-01T00:00:00+00:00.")
     assert written["contrasts"][0]["warning"].tolist() == [""] * 4
+
+
+def test_a_verdict_whose_arms_were_read_far_apart_says_so_in_the_summary_as_in_the_tables():
+    """At equal tokens, arms read more than a tenth of B apart: the headline and contrasts tables (and so a programme's
+    verdicts) warned beside the verdict, while summary.md printed it plain. Now every place words it as the headline."""
+    from mcgrpo.analysis import tables
+    contrasts, status = _study()
+    apart = "arms read up to 30% of B apart in tokens (seed 2; more than 10% of B): not equal tokens there"
+    contrasts.loc[contrasts["id"] == "T1", "warning"] = apart
+    accepted = {"outcome": {1: ["learning_rate"]}}
+    text = summary.lines("default", contrasts, tables.prereg_note(status), "r", accepted=accepted)
+    t1 = next(line for line in text if line.startswith("- T1"))
+    headline = _tables(contrasts, status, accepted)["headline"][0].set_index("id")["warning"]
+    assert headline["T1"].startswith(apart + "; outcome: recipe differences accepted")
+    assert t1.endswith(f" (warning: {headline['T1']})")

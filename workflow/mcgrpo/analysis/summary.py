@@ -104,7 +104,7 @@ def judged(row, robustness: str | None = None) -> str:
 def sentence(row, robustness: str | None = None, warning: str = "") -> str:
     """'T1 (primary, family H1; predicted: mc_k4 trails outcome): mc_k4 trails outcome at equal tokens:
     -3.9 [-7.2, -0.6] points, p = 0.032 (Holm 0.032), 4 seeds: confirmed, but fragile: ...', and `warning` (the
-    contrast's `runs_warning`) in brackets where there is one."""
+    contrast's `warning`) in brackets where there is one."""
     claim = PREDICTIONS.get(row["direction"], PREDICTIONS["two-sided"]).format(
         a=row["a"], b=row["b"], margin=f"{100 * row['margin']:g}")
     family = f", family {row['family']}" if row["label"] == "primary" and row["family"] else ""
@@ -189,12 +189,22 @@ def runs_warning(a: str, b: str, accepted: dict | None, stale: list[str] | None)
     return "; ".join(w for w in (accepted_cell(a, b, accepted or {}), stale_cell(a, b, stale or [])) if w)
 
 
+def warning(row, accepted: dict | None = None, stale: list[str] | None = None) -> str:
+    """Everything a reader of a contrast's verdict must see beside it, in every place that shows the verdict: its
+    arms read far apart in tokens (the contrasts.parquet row's `warning`; none in a table from before it), then its
+    `runs_warning`; '' where neither."""
+    apart = row.get("warning", "")
+    return "; ".join(w for w in (apart if isinstance(apart, str) else "",
+                                 runs_warning(row["a"], row["b"], accepted, stale)) if w)
+
+
 def lines(study: str, contrasts: pd.DataFrame, prereg_note: str, results: str, clock: str = "wall",
           robustness: pd.DataFrame | None = None, warnings: list[str] = (), *, stale: list[str] | None = None,
           accepted: dict | None = None) -> list[str]:
     """The summary as markdown lines: any warnings, the contrasts with their robustness (and the clock of any at
-    equal time) and, beside each verdict whose arms have them, its runs stored with recipe differences `accepted`
-    or `stale` (trained under another config: prereg.stale_runs), then where everything is."""
+    equal time) and, beside each verdict that has one, its `warning` (its arms read far apart in tokens, its runs
+    stored with recipe differences `accepted` or `stale`: trained under another config, prereg.stale_runs), then
+    where everything is."""
     rows, robust = planned(contrasts), labels(robustness)
     out = [f"# Study {study}: results", "", prereg_note, ""] + [line for w in warnings for line in (f"Warning: {w}.", "")]
     if rows.empty:
@@ -203,7 +213,7 @@ def lines(study: str, contrasts: pd.DataFrame, prereg_note: str, results: str, c
         first = rows.iloc[0]
         out += [f"Preregistered contrasts ({first['metric']} on {first['eval_set']}, A minus base, "
                 f"mean over paired seeds [95% paired-t interval]; 1 point = 0.01 accuracy):", ""]
-        out += [f"- {sentence(r, robust.get(r['id']), runs_warning(r['a'], r['b'], accepted, stale))}"
+        out += [f"- {sentence(r, robust.get(r['id']), warning(r, accepted, stale))}"
                 for _, r in rows.iterrows()] + [""]
         if any(not label.startswith(("uninformative", "inconclusive")) for label in robust.values()):
             out += ["robust: the verdict holds on the crossed seed-by-problem interval, the strict verifier, the "

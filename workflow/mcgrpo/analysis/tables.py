@@ -164,11 +164,9 @@ def _read_points(contrasts: pd.DataFrame) -> dict[str, pd.Series]:
 
 
 def _warnings(rows: pd.DataFrame, accepted: dict | None, stale: list[str] | None = None) -> list[str]:
-    """Each contrast's warning: its arms' points apart (contrasts.warning), then any arm of it whose runs were stored
-    with recipe differences accepted or trained under another config (summary.runs_warning)."""
-    said = [w if isinstance(w, str) else "" for w in _read_points(rows)["warning"]]
-    return ["; ".join(w for w in (tokens, summary.runs_warning(a, b, accepted, stale)) if w)
-            for tokens, a, b in zip(said, rows["a"], rows["b"])]
+    """Each contrast's warning, as the summary words it beside its verdict (summary.warning)."""
+    return [summary.warning(r, accepted, stale) for r in rows.assign(**_read_points(rows))[["a", "b", "warning"]]
+            .to_dict("records")]
 
 
 def prereg_note(status: dict) -> str:
