@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from mcgrpo.analysis import formats
-from mcgrpo.analysis.contrasts import TEST_P
+from mcgrpo.analysis.contrasts import MOVED, TEST_P
 
 PREDICTIONS = {"less": "{a} trails {b}", "greater": "{a} beats {b}", "two-sided": "{a} differs from {b}",
                "equivalent": "{a} matches {b} within ±{margin} points",
@@ -44,6 +44,23 @@ UNTESTED = "n/a (no test: the data cannot tell the arms apart)"
 def p_words(p: float, row) -> str:
     """A p as the summary prints it; an uninformative contrast's says there was no test, and why."""
     return UNTESTED if uninformative(row) else formats.p_value(p)
+
+
+A_AT_BASE = " (A read at the base's count)"
+
+
+def read_words(row) -> str:
+    """A_AT_BASE where equal updates read A at the base's update count in any seed (A made more updates than the base
+    by B: contrasts.positions), so A is read short of its own B, which "equal updates" alone would hide; '' elsewhere
+    (and in a table from before the column `read`)."""
+    read = row.get("read", "")
+    return A_AT_BASE if row["basis"] == "updates" and isinstance(read, str) and MOVED["a"] in read else ""
+
+
+def basis_words(row) -> str:
+    """The basis a verdict was read on, in words, as every place that shows the verdict says it: 'equal tokens',
+    'equal updates (A read at the base's count)'."""
+    return formats.BASIS_WORDS.get(row["basis"], row["basis"]) + read_words(row)
 
 
 def planned_p(row) -> float:
@@ -109,8 +126,7 @@ def sentence(row, robustness: str | None = None, warning: str = "") -> str:
         a=row["a"], b=row["b"], margin=f"{100 * row['margin']:g}")
     family = f", family {row['family']}" if row["label"] == "primary" and row["family"] else ""
     holm = f" (Holm {formats.p_value(row['p_holm'])})" if row["label"] == "primary" and not uninformative(row) else ""
-    return (f"{row['id']} ({row['label']}{family}; predicted: {claim}): {result(row)} at "
-            f"{formats.BASIS_WORDS.get(row['basis'], row['basis'])}: "
+    return (f"{row['id']} ({row['label']}{family}; predicted: {claim}): {result(row)} at {basis_words(row)}: "
             f"{formats.interval(row['mean'], row['ci_low'], row['ci_high'])} points, "
             f"p = {p_words(planned_p(row), row)}{holm}, {int(row['n'])} seed{'' if row['n'] == 1 else 's'}: "
             f"{judged(row, robustness)}" + (f" (warning: {warning})" if warning else ""))

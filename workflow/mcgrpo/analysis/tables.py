@@ -199,11 +199,8 @@ def _contrasts(contrasts: pd.DataFrame, accepted: dict | None = None, stale: lis
 
 def _bases(contrasts: pd.DataFrame) -> pd.DataFrame:
     """One row per contrast, metric and eval set; one 'mean [95% CI]' column per basis."""
-    moved_a = contrasts["read"].str.startswith("A at") if "read" in contrasts else False
-    cells = contrasts.assign(cell=[interval(m, lo, hi) + (" (A read at the base's count)" if a and basis == "updates"
-                                                          else "")
-                                   for m, lo, hi, a, basis in zip(contrasts["mean"], contrasts["ci_low"],
-                                                                  contrasts["ci_high"], moved_a, contrasts["basis"])])
+    cells = contrasts.assign(cell=[interval(r["mean"], r["ci_low"], r["ci_high"]) + summary.read_words(r)
+                                   for r in contrasts.to_dict("records")])
     wide = cells.pivot_table(index=["contrast", "metric", "eval_set"], columns="basis", values="cell",
                              aggfunc="first", sort=False)
     order = [b for b in ("tokens", "iterations", "updates", "time", "time_c") if b in wide.columns]
@@ -288,7 +285,7 @@ def headline(contrasts: pd.DataFrame, checks: pd.DataFrame | None = None, accept
                 for (_, r), label in zip(rows.iterrows(), cells(lambda r: r["robustness"]))]
     return pd.DataFrame({
         "id": rows["id"], "label": rows["label"], "contrast": [f"{a} minus {b}" for a, b in zip(rows["a"], rows["b"])],
-        "basis": [formats.BASIS_WORDS.get(b, b) for b in rows["basis"]], "n": rows["n"],
+        "basis": [summary.basis_words(r) for r in rows.to_dict("records")], "n": rows["n"],
         **{c: v.to_numpy() for c, v in _read_points(rows).items() if c != "warning"},
         "difference": [interval(*v) for v in zip(rows["mean"], rows["ci_low"], rows["ci_high"])],
         "p": [summary.planned_p(r) for _, r in rows.iterrows()], "p_holm": rows["p_holm"],
