@@ -205,22 +205,30 @@ def runs_warning(a: str, b: str, accepted: dict | None, stale: list[str] | None)
     return "; ".join(w for w in (accepted_cell(a, b, accepted or {}), stale_cell(a, b, stale or [])) if w)
 
 
-def warning(row, accepted: dict | None = None, stale: list[str] | None = None) -> str:
+def flag_cell(a: str, b: str, eval_set: str, flags: dict[tuple[str, str | None], str]) -> str:
+    """A contrast's mark where arm `a` or `b` is flagged ({(arm, eval set, or None for every set): words}: a floor at
+    its first evaluation, math-verify checks of its samples that overran: steps.flags); '' elsewhere."""
+    return "; ".join(words for (arm, where), words in flags.items() if arm in (a, b) and where in (None, eval_set))
+
+
+def warning(row, accepted: dict | None = None, stale: list[str] | None = None,
+            flags: dict[tuple[str, str | None], str] | None = None) -> str:
     """Everything a reader of a contrast's verdict must see beside it, in every place that shows the verdict: its
-    arms read far apart in tokens (the contrasts.parquet row's `warning`; none in a table from before it), then its
-    `runs_warning`; '' where neither."""
+    arms read far apart in tokens (the contrasts.parquet row's `warning`; none in a table from before it), its
+    `runs_warning`, then its arms' `flags` (flag_cell); '' where none."""
     apart = row.get("warning", "")
     return "; ".join(w for w in (apart if isinstance(apart, str) else "",
-                                 runs_warning(row["a"], row["b"], accepted, stale)) if w)
+                                 runs_warning(row["a"], row["b"], accepted, stale),
+                                 flag_cell(row["a"], row["b"], row["eval_set"], flags or {})) if w)
 
 
 def lines(study: str, contrasts: pd.DataFrame, prereg_note: str, results: str, clock: str = "wall",
           robustness: pd.DataFrame | None = None, warnings: list[str] = (), *, stale: list[str] | None = None,
-          accepted: dict | None = None) -> list[str]:
+          accepted: dict | None = None, flags: dict | None = None) -> list[str]:
     """The summary as markdown lines: any warnings, the contrasts with their robustness (and the clock of any at
     equal time) and, beside each verdict that has one, its `warning` (its arms read far apart in tokens, its runs
-    stored with recipe differences `accepted` or `stale`: trained under another config, prereg.stale_runs), then
-    where everything is."""
+    stored with recipe differences `accepted` or `stale`: trained under another config, prereg.stale_runs, its arms'
+    `flags`: the study's `warnings` that concern them), then where everything is."""
     rows, robust = planned(contrasts), labels(robustness)
     out = [f"# Study {study}: results", "", prereg_note, ""] + [line for w in warnings for line in (f"Warning: {w}.", "")]
     if rows.empty:
@@ -229,7 +237,7 @@ def lines(study: str, contrasts: pd.DataFrame, prereg_note: str, results: str, c
         first = rows.iloc[0]
         out += [f"Preregistered contrasts ({first['metric']} on {first['eval_set']}, A minus base, "
                 f"mean over paired seeds [95% paired-t interval]; 1 point = 0.01 accuracy):", ""]
-        out += [f"- {sentence(r, robust.get(r['id']), warning(r, accepted, stale))}"
+        out += [f"- {sentence(r, robust.get(r['id']), warning(r, accepted, stale, flags))}"
                 for _, r in rows.iterrows()] + [""]
         if any(not label.startswith(("uninformative", "inconclusive")) for label in robust.values()):
             out += ["robust: the verdict holds on the crossed seed-by-problem interval, the strict verifier, the "

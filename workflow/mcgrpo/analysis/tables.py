@@ -163,10 +163,11 @@ def _read_points(contrasts: pd.DataFrame) -> dict[str, pd.Series]:
             for c in ("tokens_a", "tokens_b", "warning")}
 
 
-def _warnings(rows: pd.DataFrame, accepted: dict | None, stale: list[str] | None = None) -> list[str]:
+def _warnings(rows: pd.DataFrame, accepted: dict | None, stale: list[str] | None = None,
+              flags: dict | None = None) -> list[str]:
     """Each contrast's warning, as the summary words it beside its verdict (summary.warning)."""
-    return [summary.warning(r, accepted, stale) for r in rows.assign(**_read_points(rows))[["a", "b", "warning"]]
-            .to_dict("records")]
+    return [summary.warning(r, accepted, stale, flags)
+            for r in rows.assign(**_read_points(rows))[["a", "b", "eval_set", "warning"]].to_dict("records")]
 
 
 def prereg_note(status: dict) -> str:
@@ -186,15 +187,15 @@ def prereg_note(status: dict) -> str:
     return line + changes + stale
 
 
-def _contrasts(contrasts: pd.DataFrame, accepted: dict | None = None, stale: list[str] | None = None
-               ) -> pd.DataFrame:
+def _contrasts(contrasts: pd.DataFrame, accepted: dict | None = None, stale: list[str] | None = None,
+               flags: dict | None = None) -> pd.DataFrame:
     # One vocabulary in every table: a Holm family belongs to a planned primary contrast; the analysis marks
     # the others' family "secondary", which is a label, so they show none (as in the prereg table).
     return contrasts.assign(
         higher_in=[NOT_DEFINED if pd.isna(k) else f"{int(k)} of {n}" for k, n in zip(contrasts["seeds_higher"], contrasts["n"])],
         family=contrasts["family"].replace("secondary", ""),
         uninformative=contrasts.get("uninformative", ""),
-        **{**_read_points(contrasts), "warning": _warnings(contrasts, accepted, stale)})[CONTRAST_COLUMNS]
+        **{**_read_points(contrasts), "warning": _warnings(contrasts, accepted, stale, flags)})[CONTRAST_COLUMNS]
 
 
 def _bases(contrasts: pd.DataFrame) -> pd.DataFrame:
@@ -272,8 +273,9 @@ HEADLINE_COLUMNS = ["id", "label", "contrast", "basis", "n", "tokens_a", "tokens
 
 
 def headline(contrasts: pd.DataFrame, checks: pd.DataFrame | None = None, accepted: dict | None = None,
-              stale: list[str] | None = None) -> pd.DataFrame:
-    """The preregistered contrasts, one line each, with their robustness checks: what a reader looks at first."""
+              stale: list[str] | None = None, flags: dict | None = None) -> pd.DataFrame:
+    """The preregistered contrasts, one line each, with their robustness checks and warning (summary.warning): what a
+    reader looks at first."""
     rows = summary.planned(contrasts)
     found = (checks if checks is not None else pd.DataFrame(columns=["id", "robustness"])).set_index("id").reindex(
         rows["id"])
@@ -297,7 +299,7 @@ def headline(contrasts: pd.DataFrame, checks: pd.DataFrame | None = None, accept
         "other_clock": cells(lambda r: "" if not r["other_clock"] else "not recorded" if not r["clock_recorded"]
                              else interval(r["clock_mean"], r["clock_low"], r["clock_high"])),
         "alike": cells(robustness.alike_cell),
-        "robustness": labelled, "warning": _warnings(rows, accepted, stale)},
+        "robustness": labelled, "warning": _warnings(rows, accepted, stale, flags)},
         columns=HEADLINE_COLUMNS)
 
 
@@ -329,15 +331,17 @@ ROBUSTNESS_NOTE = ("A verdict holds on a check when the check, judged by the con
 def study_tables(contrasts: pd.DataFrame, paired: pd.DataFrame, status: dict, drift: pd.DataFrame,
                  stages: pd.DataFrame, groups: pd.DataFrame, shares: pd.DataFrame,
                  extrapolation: pd.DataFrame, gap: float, checks: pd.DataFrame | None = None,
-                 clock: str = "wall", accepted: dict | None = None) -> dict[str, tuple[pd.DataFrame, str, str]]:
+                 clock: str = "wall", accepted: dict | None = None, flags: dict | None = None
+                 ) -> dict[str, tuple[pd.DataFrame, str, str]]:
     """name -> (table, title, note) of every table of the study; `checks`: analysis/robustness.parquet; `accepted`:
     {arm: {seed: keys}} of runs stored with recipe differences accepted, which every table's note names first and
     the headline and contrasts tables mark in each contrast that uses them, as they mark the runs trained with a
-    config other than the current one (status's stale_runs, which the plan note names)."""
+    config other than the current one (status's stale_runs, which the plan note names) and its arms' `flags`
+    (steps.flags)."""
     plan_note = prereg_note(status)
     other = formats.CLOCK_WORDS[robustness.OTHER_CLOCK[clock]]
     tables = _study_tables(contrasts, paired, status, drift, stages, groups, shares, extrapolation, gap, checks,
-                           accepted, plan_note, other)
+                           accepted, flags, plan_note, other)
     return {name: (df, title, accepted_note(accepted, note)) for name, (df, title, note) in tables.items()}
 
 
@@ -348,9 +352,9 @@ def accepted_note(accepted: dict | None, note: str = "") -> str:
 
 
 def _study_tables(contrasts, paired, status, drift, stages, groups, shares, extrapolation, gap, checks, accepted,
-                  plan_note, other) -> dict[str, tuple[pd.DataFrame, str, str]]:
+                  flags, plan_note, other) -> dict[str, tuple[pd.DataFrame, str, str]]:
     return {
-        "headline": (headline(contrasts, checks, accepted, status.get("stale_runs")),
+        "headline": (headline(contrasts, checks, accepted, status.get("stale_runs"), flags),
                      "Headline: the preregistered contrasts",
                      f"{plan_note}\ndifference: A minus base, mean over paired seeds [95% paired-t CI] in points; "
                      f"p: the planned test; p_holm: Holm within the primary family. Every contrast: the contrasts "
@@ -361,7 +365,7 @@ def _study_tables(contrasts, paired, status, drift, stages, groups, shares, extr
                      f"fails (tables/robustness.md).\n{TOKENS_NOTE}\n{summary.UNINFORMATIVE_NOTE}"),
         "robustness": (_robustness(checks), "Robustness of each preregistered verdict",
                        ROBUSTNESS_NOTE.format(gap=gap, other=other)),
-        "contrasts": (_contrasts(contrasts, accepted, status.get("stale_runs")),
+        "contrasts": (_contrasts(contrasts, accepted, status.get("stale_runs"), flags),
                       "Every contrast (A minus base, paired by seed)",
                       f"{plan_note}\nmean, 95% paired-t CI (ci_low, ci_high), two-sided p; p_holm: Holm within "
                       f"the primary family; tost_p: equivalence within ±margin; noninferior: lower 90% bound > "
