@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 from mcgrpo import programme, studies
 from mcgrpo.analysis import informative, power, prereg, summary, tables, verifiers
@@ -243,6 +244,11 @@ def test_a_floor_at_start_is_carried_beside_each_verdict_it_concerns_in_the_summ
     t1 = next(line for line in out["summary"].splitlines() if line.startswith("- T1"))
     assert "Warning: the base arm outcome scored 0" in out["summary"] and t1.endswith(f" (warning: {flag})")
     assert steps.headline(out["cfg"], out["root"]).set_index("id").loc["T1", "warning"] == flag
+    study = tmp_path / "study.yaml"
+    study.write_text(yaml.safe_dump(out["cfg"]))
+    assert main(["contrast", "--results", str(out["root"]), "--a", "mc_k2", "--b", "outcome", "--config", str(study),
+                 "--out", str(tmp_path / "one.parquet")]) == 0
+    assert read_parquet(tmp_path / "one.parquet").iloc[0]["warning"] == flag
 
 
 def test_math_verify_overruns_are_carried_beside_each_verdict_with_the_arm():

@@ -11,7 +11,7 @@ import pandas as pd
 
 from mcgrpo.analysis import contrasts, drift, prereg, robustness, runs, summary
 from mcgrpo.analysis.plan import planned_keys
-from mcgrpo.analysis.steps import budget
+from mcgrpo.analysis.steps import budget, flags
 from mcgrpo.core import config as study_config
 from mcgrpo.core.errors import ConfigError, DataError
 from mcgrpo.core.study_runs import accepted_differences, index, index_path, records
@@ -87,8 +87,8 @@ def contrast(results: Path, a: str, b: str, basis: str, metric: str, eval_set: s
     clock, resamples, bootstrap_seed) from `given`, else the study's or the lock's, as the workflow's contrasts step
     reads the study's. A primary contrast is Holm-adjusted with the rest of its family, which is recomputed with
     it. The table's `warning` is the study tables' (arms read far apart in tokens, runs stored with recipe
-    differences accepted, and, given `study`, runs trained under another config), its `robustness` the robustness
-    step's label ('' for an exploratory contrast). Returns (table, paired, reading)."""
+    differences accepted, and, given `study`, runs trained under another config and its arms' steps.flags), its
+    `robustness` the robustness step's label ('' for an exploratory contrast). Returns (table, paired, reading)."""
     results = Path(results)
     seeds = _shared_seeds(results, {a, b})
     first = runs.folders(results, [a], seeds[:1])[a, seeds[0]]
@@ -111,7 +111,8 @@ def contrast(results: Path, a: str, b: str, basis: str, metric: str, eval_set: s
                                     v["bootstrap_seed"])
     mine = (paired[contrasts.KEY] == [contrasts.name(a, b), basis, metric, eval_set]).all(axis=1)
     table = table.iloc[:1].reset_index(drop=True)
-    table["warning"] = [summary.warning(table.iloc[0], accepted_differences(results, [a, b], seeds), stale)]
+    table["warning"] = [summary.warning(table.iloc[0], accepted_differences(results, [a, b], seeds), stale,
+                                        flags(study, results) if study else {})]
     checks = robustness.table(table, loaded, drift.drift_table(runs.evals_frame(loaded), v["drift_gap"]), B,
                               v["clock"], v["alpha"], records(results, [a, b], seeds, arms_plan))
     table["robustness"] = checks["robustness"].tolist() or [""]  # none: an exploratory contrast has no checks
