@@ -503,7 +503,11 @@ def test_contrast_verb_prints_the_verdict_with_its_robustness_and_the_study_s_wa
     verb = ["contrast", "--results", str(root), "--a", "mc_k2", "--b", "outcome", "--basis", "time", "--out"]
     assert main([*verb, str(tmp_path / "lock.parquet")]) == 0
     assert read_parquet(tmp_path / "lock.parquet").iloc[0]["robustness"] == label
-    assert f"verdict: {summary.judged(workflow, label)}\n" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    said = next(line for line in (root / "summary.md").read_text().splitlines() if line.startswith("- T2"))
+    assert f"result: {summary.result(workflow)} at {summary.basis_words(workflow)}\n" in printed
+    assert f": {summary.result(workflow)} at {summary.basis_words(workflow)}: " in said
+    assert f"verdict: {summary.judged(workflow, label)}\n" in printed and said.endswith(summary.judged(workflow, label))
     assert label.startswith(("robust", "fragile")) and label.split(":")[0] in summary.judged(workflow, label)
     retrained = copy.deepcopy(cfg)
     retrained["arms"]["mc_k2"]["credit"]["monte_carlo"]["k"] = 3  # mc_k2's runs: trained under another config

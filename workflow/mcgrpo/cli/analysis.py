@@ -86,7 +86,8 @@ def contrast(args) -> None:
     """Recompute one contrast from a results folder alone; print it and write it as Parquet.
 
     Read as the workflow reads it: margin, alpha, clock, resamples, bootstrap seed and drift gap the lock's, unless
-    given. The verdict is printed with its robustness (the robustness step's checks) and any warning.
+    given. The result in words and the verdict are printed as the summary words them: with its robustness (the
+    robustness step's checks) and any warning.
 
     Example:
       python -m mcgrpo contrast --results results/default --a mc_k4 --b outcome --basis tokens
@@ -106,6 +107,7 @@ def contrast(args) -> None:
                              "p", "p_holm", "tost_p", "noninferior", "crossed_low", "crossed_high",
                              "seeds_higher"]]))
     print("read with: " + ", ".join(f"{key} {value} ({where})" for key, (value, where) in read.items()))
+    print(f"result: {summary.result(row)} at {summary.basis_words(row)}")
     print(f"verdict: {summary.judged(row, row['robustness'])}")
     if row["warning"]:
         print(f"warning: {row['warning']}")
