@@ -192,3 +192,17 @@ def test_a_verdict_whose_arms_were_read_far_apart_says_so_in_the_summary_as_in_t
     headline = _tables(contrasts, status, accepted)["headline"][0].set_index("id")["warning"]
     assert headline["T1"].startswith(apart + "; outcome: recipe differences accepted")
     assert t1.endswith(f" (warning: {headline['T1']})")
+
+
+def test_an_equivalence_verdict_shows_its_planned_tests_p_in_the_prereg_table_as_in_the_headline():
+    """The prereg table gave the two-sided t test's p beside every verdict: an equivalence confirmed by TOST at
+    p = 0.01 read 'p 0.95, confirmed True' there, and 'p 0.01, confirmed' in the headline and summary."""
+    contrasts, status = _study()
+    s2 = contrasts.index[contrasts["id"] == "S2"][0]
+    contrasts.loc[s2, ["direction", "p", "tost_p", "confirmed"]] = ["equivalent", 0.95, 0.01, True]
+    status["labels"] = {r["id"]: {**r[["label", "family", "direction", "a", "b", "basis", "metric"]].to_dict(),
+                                  "reported": r["label"], "note": ""} for _, r in contrasts.iterrows()}
+    written = _tables(contrasts, status, {})
+    headline, prereg = (written[name][0].set_index("id") for name in ("headline", "prereg"))
+    assert prereg.loc["S2", "p"] == headline.loc["S2", "p"] == 0.01 and prereg.loc["S2", "confirmed"] == "True"
+    assert (prereg["p"] == headline["p"]).all()

@@ -253,7 +253,8 @@ def _confirmed(row) -> str:
 
 
 def _prereg(contrasts: pd.DataFrame, status: dict) -> pd.DataFrame:
-    """Every planned contrast: its planned and reported label, its result and why a label changed."""
+    """Every planned contrast: its planned and reported label, its result (with the planned test's p, as the
+    headline and summary give it beside the verdict) and why a label changed."""
     result = contrasts[contrasts["id"] != ""].set_index("id")
     rows = []
     for i, e in status["labels"].items():
@@ -261,7 +262,7 @@ def _prereg(contrasts: pd.DataFrame, status: dict) -> pd.DataFrame:
         rows.append({"id": i, "planned": e["label"], "reported": e["reported"], "family": e["family"] if e["label"] == "primary" else "",
                      "direction": e["direction"], "contrast": f"{e['a']}-vs-{e['b']}", "basis": e["basis"],
                      "metric": e["metric"], "result": "" if r is None else interval(r["mean"], r["ci_low"], r["ci_high"]),
-                     "p": np.nan if r is None else r["p"], "p_holm": np.nan if r is None else r["p_holm"],
+                     "p": np.nan if r is None else summary.planned_p(r), "p_holm": np.nan if r is None else r["p_holm"],
                      "confirmed": _confirmed(r),
                      "note": e["note"]})
     return pd.DataFrame(rows, columns=["id", "planned", "reported", "family", "direction", "contrast", "basis",
