@@ -116,6 +116,16 @@ def test_the_verdict_holds_across_bases_only_where_every_base_reaches_it():
 
 
 
+def test_an_equivalence_verdict_shows_the_planned_tests_p_per_base_and_pooled():
+    """The bases table gave the two-sided t test's p beside verdicts decided by TOST (each base's headline gives
+    the TOST p): now each row's p is the test that decided it."""
+    split = per_base([0.001, 0.002, -0.001], direction="equivalent")
+    table = bases.table(split, 0.02).set_index("base")
+    assert table.loc[["0", "1", "2"], "p"].tolist() == [0.5] * 3  # each base's tost_p, not its p (0.01)
+    pairs = pd.concat([paired.assign(base=b) for b, (_, paired) in split.items()], ignore_index=True)
+    assert table.loc["pooled", "p"] == pytest.approx(bases.pooled_fit(pairs, 0.02)["tost_p"])
+
+
 def test_a_base_whose_contrast_is_exploratory_leaves_the_pooled_one_exploratory_and_says_which():
     """Each base is a study with its own lock: one whose plan changed since (or was locked late) reports the contrast
     exploratory (confirmed NA). Before, pooling crashed on the NA (TypeError: boolean value of NA is ambiguous); a

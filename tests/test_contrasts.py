@@ -240,6 +240,23 @@ def test_the_equal_bases_table_marks_where_a_was_read_at_the_bases_count():
     assert row["updates"].endswith(" (A read at the base's count)") and "read" not in row["tokens"]
 
 
+def test_a_verdict_at_equal_updates_with_a_read_at_the_bases_count_says_so_wherever_it_is_shown():
+    """Only the equal-bases table said that equal updates read A at the base's count (A short of its own B); the
+    summary, the headline (and so a programme's verdicts) said 'equal updates' alone. Now each says it; equal tokens
+    is worded as before."""
+    from mcgrpo.analysis import summary
+    from mcgrpo.analysis.tables import headline
+    plan = {("a-vs-base", basis, "acc_default", "test"): {"id": i, "label": "secondary", "family": "",
+                                                          "direction": "less", "note": ""}
+            for i, basis in (("S1", "tokens"), ("S2", "updates"))}
+    keys = [("a", "base", basis, "acc_default", "test") for basis in ("tokens", "updates")]
+    table, _ = build(HAND, keys, B, 0.02, plan, resamples=200)
+    basis = headline(table).set_index("id")["basis"]
+    assert basis.to_dict() == {"S1": "equal tokens", "S2": "equal updates (A read at the base's count)"}
+    said = {line[2:4]: line for line in summary.lines("s", table, "", "r") if line.startswith("- S")}
+    assert " at equal updates (A read at the base's count): " in said["S2"] and " at equal tokens: " in said["S1"]
+
+
 def test_each_arms_tokens_at_the_point_read_and_a_warning_where_they_are_a_tenth_of_b_apart():
     """HAND: at equal tokens seed 0 reads A at 105 and the base at 110 (5% of B apart), seed 1 A at 120 against 110
     (10%: not more than a tenth, no warning); at equal updates seed 0's base is read at 8 updates, 60 + 3/5 * 50 =

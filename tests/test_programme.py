@@ -165,6 +165,19 @@ def test_a_programme_trains_each_shared_run_once_with_the_contrasts_of_its_studi
         assert_contrasts_as_alone(tmp_path / "programme", alone, f"tiny-{name}")
 
 
+def test_a_verdict_at_equal_time_names_its_studys_clock_in_the_programme_summary(tmp_path):
+    """A study's summary says which clock its equal time was read on; the programme's verdicts put two studies' equal
+    time side by side without it, one perhaps on wall time and the other on CPU time. Now each says its clock."""
+    heads = {}
+    for study in ("walled", "cpu"):
+        heads[study] = tmp_path / f"{study}.csv"
+        pd.DataFrame({"id": ["T1", "S1"], "basis": ["equal tokens", "equal time (T*)"], "verdict": "confirmed"}).to_csv(
+            heads[study], index=False)
+    table = programme.verdicts(heads, {"walled": "wall", "cpu": "cpu"})
+    assert table["basis"].tolist() == ["equal tokens", "equal time (T*) on wall time", "equal tokens",
+                                       "equal time (T*) on process CPU time"]
+
+
 @pytest.mark.slow
 def test_the_programme_summary_keeps_each_verdicts_warning(tmp_path):
     """A study's headline warns beside a verdict where its arms were read far apart in tokens, or its runs were

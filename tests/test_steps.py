@@ -514,3 +514,31 @@ def test_contrast_verb_never_writes_over_a_file_it_did_not_write(results, tmp_pa
     mine = tmp_path / "one.parquet"
     assert main([*base, str(mine)]) == 0 and main([*base, str(mine)]) == 0  # its own output, written again
     assert read_contract(mine, "contrasts")["n"].tolist() == [3]
+
+
+def test_contrast_verb_prints_the_verdict_with_its_robustness_and_the_study_s_warning(results, tmp_path, capsys):
+    """The verb printed `verdict: not confirmed` bare where summary.md and the headline give the robustness step's
+    label beside it, and, given the study, left out the runs trained under another config that every table names
+    beside the verdict. Now it reads the same checks and words the verdict and its warning as the summary does."""
+    import yaml
+    from mcgrpo.analysis import summary
+    cfg, root = results
+    workflow = read_contract(root / "analysis" / "contrasts.parquet", "contrasts").set_index("id").loc["T2"]
+    label = read_parquet(root / "analysis" / "robustness.parquet").set_index("id").loc["T2", "robustness"]
+    verb = ["contrast", "--results", str(root), "--a", "mc_k2", "--b", "outcome", "--basis", "time", "--out"]
+    assert main([*verb, str(tmp_path / "lock.parquet")]) == 0
+    assert read_parquet(tmp_path / "lock.parquet").iloc[0]["robustness"] == label
+    printed = capsys.readouterr().out
+    said = next(line for line in (root / "summary.md").read_text().splitlines() if line.startswith("- T2"))
+    assert f"result: {summary.result(workflow)} at {summary.basis_words(workflow)}\n" in printed
+    assert f": {summary.result(workflow)} at {summary.basis_words(workflow)}: " in said
+    assert f"verdict: {summary.judged(workflow, label)}\n" in printed and said.endswith(summary.judged(workflow, label))
+    assert label.startswith(("robust", "fragile")) and label.split(":")[0] in summary.judged(workflow, label)
+    retrained = copy.deepcopy(cfg)
+    retrained["arms"]["mc_k2"]["credit"]["monte_carlo"]["k"] = 3  # mc_k2's runs: trained under another config
+    study = tmp_path / "study.yaml"
+    study.write_text(yaml.safe_dump(retrained))
+    assert main([*verb, str(tmp_path / "study.parquet"), "--config", str(study)]) == 0
+    stale = "runs trained with a config other than the current one: mc_k2/seed1, mc_k2/seed2, mc_k2/seed3"
+    assert f"warning: {stale}\n" in capsys.readouterr().out
+    assert read_parquet(tmp_path / "study.parquet").iloc[0]["warning"] == stale

@@ -177,3 +177,32 @@ def test_without_stale_or_accepted_runs_the_summary_and_tables_are_as_before():
     assert written["headline"][0]["warning"].tolist() == [""] * 4 and note == (
         "The plan matches its lock of 2025-01-01T00:00:00+00:00.")
     assert written["contrasts"][0]["warning"].tolist() == [""] * 4
+
+
+def test_a_verdict_whose_arms_were_read_far_apart_says_so_in_the_summary_as_in_the_tables():
+    """At equal tokens, arms read more than a tenth of B apart: the headline and contrasts tables (and so a programme's
+    verdicts) warned beside the verdict, while summary.md printed it plain. Now every place words it as the headline."""
+    from mcgrpo.analysis import tables
+    contrasts, status = _study()
+    apart = "arms read up to 30% of B apart in tokens (seed 2; more than 10% of B): not equal tokens there"
+    contrasts.loc[contrasts["id"] == "T1", "warning"] = apart
+    accepted = {"outcome": {1: ["learning_rate"]}}
+    text = summary.lines("default", contrasts, tables.prereg_note(status), "r", accepted=accepted)
+    t1 = next(line for line in text if line.startswith("- T1"))
+    headline = _tables(contrasts, status, accepted)["headline"][0].set_index("id")["warning"]
+    assert headline["T1"].startswith(apart + "; outcome: recipe differences accepted")
+    assert t1.endswith(f" (warning: {headline['T1']})")
+
+
+def test_an_equivalence_verdict_shows_its_planned_tests_p_in_the_prereg_table_as_in_the_headline():
+    """The prereg table gave the two-sided t test's p beside every verdict: an equivalence confirmed by TOST at
+    p = 0.01 read 'p 0.95, confirmed True' there, and 'p 0.01, confirmed' in the headline and summary."""
+    contrasts, status = _study()
+    s2 = contrasts.index[contrasts["id"] == "S2"][0]
+    contrasts.loc[s2, ["direction", "p", "tost_p", "confirmed"]] = ["equivalent", 0.95, 0.01, True]
+    status["labels"] = {r["id"]: {**r[["label", "family", "direction", "a", "b", "basis", "metric"]].to_dict(),
+                                  "reported": r["label"], "note": ""} for _, r in contrasts.iterrows()}
+    written = _tables(contrasts, status, {})
+    headline, prereg = (written[name][0].set_index("id") for name in ("headline", "prereg"))
+    assert prereg.loc["S2", "p"] == headline.loc["S2", "p"] == 0.01 and prereg.loc["S2", "confirmed"] == "True"
+    assert (prereg["p"] == headline["p"]).all()

@@ -9,9 +9,10 @@ from datetime import datetime, timezone
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 from mcgrpo import programme, studies
-from mcgrpo.analysis import informative, power, prereg, summary, tables
+from mcgrpo.analysis import informative, power, prereg, summary, tables, verifiers
 from mcgrpo.cli import main
 from mcgrpo.core import config as study_config
 from mcgrpo.core.store import read_parquet, write_json, write_parquet
@@ -52,7 +53,7 @@ def analysed(tmp_path, correct, seeds=(1, 2, 3), **columns):
     planned = contrasts.set_index("id").loc["T1"]
     return {"row": planned, "checks": checks.set_index("id").loc["T1"], "summary": (root / "summary.md").read_text(),
             "headline": tables.headline(contrasts, checks).set_index("id").loc["T1"],
-            "paired": read_parquet(root / "analysis" / "paired.parquet"), "root": root}
+            "paired": read_parquet(root / "analysis" / "paired.parquet"), "root": root, "cfg": cfg}
 
 
 def constant(value):
@@ -225,3 +226,38 @@ def test_a_strict_verifier_that_credits_nothing_makes_the_verdict_fragile_not_ro
     near = analysed(tmp_path / "near", varied)["checks"]
     assert near["strict_uninformative"] == "" and np.isfinite(near["strict_p"]) and not pd.isna(near["strict_holds"])
     assert "cannot tell" not in near["robustness"]
+
+
+def test_a_floor_at_start_is_carried_beside_each_verdict_it_concerns_in_the_summary_and_the_headline(tmp_path):
+    """Every arm at 0 before training, lifted by it: summary.md warned above the verdicts that the base started at the
+    floor, but the verdict itself, the headline and so a programme's verdicts (held to steps.headline) read plain.
+    Now each verdict against that base carries it in its warning, in every place it is shown."""
+    from mcgrpo.analysis import steps
+
+    def lifted(arm, seed):
+        table = random_base(arm, seed, lambda s: s)
+        table[0] = False
+        return table
+    out = analysed(tmp_path, lifted)
+    assert_informative(out)
+    flag = "outcome scored 0 (acc_default on heldout) at its first evaluation in every seed"
+    t1 = next(line for line in out["summary"].splitlines() if line.startswith("- T1"))
+    assert "Warning: the base arm outcome scored 0" in out["summary"] and t1.endswith(f" (warning: {flag})")
+    assert steps.headline(out["cfg"], out["root"]).set_index("id").loc["T1", "warning"] == flag
+    study = tmp_path / "study.yaml"
+    study.write_text(yaml.safe_dump(out["cfg"]))
+    assert main(["contrast", "--results", str(out["root"]), "--a", "mc_k2", "--b", "outcome", "--config", str(study),
+                 "--out", str(tmp_path / "one.parquet")]) == 0
+    assert read_parquet(tmp_path / "one.parquet").iloc[0]["warning"] == flag
+
+
+def test_math_verify_overruns_are_carried_beside_each_verdict_with_the_arm():
+    """The summary's warning that math-verify checks overran (counted wrong) concerns the arms whose samples overran:
+    their verdicts' warning (summary.warning, which the summary, the tables and so a programme's verdicts word them
+    by) carries it; a verdict of other arms reads as before."""
+    samples = pd.DataFrame({"arm": ["mc_k2", "mc_k2", "outcome"], "seed": 1, "math_verify_overran": [True, True, None]})
+    flags = verifiers.overran_flags(samples)
+    assert flags == {("mc_k2", None): "math-verify overran on 2 of mc_k2's samples, each counted wrong"}
+    row = {"a": "mc_k2", "b": "outcome", "eval_set": "heldout", "warning": ""}
+    assert summary.warning(row, flags=flags) == flags["mc_k2", None]
+    assert summary.warning({**row, "a": "filter"}, flags=flags) == ""

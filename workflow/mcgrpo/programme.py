@@ -186,18 +186,30 @@ COLUMNS = ["study", "id", "label", "contrast", "basis", "n", "difference", "p", 
 UNTESTED = "n/a (uninformative)"  # the p of a contrast whose data cannot tell its arms apart: no test was made
 
 
-def verdicts(headlines: dict[str, Path]):
+def verdicts(headlines: dict[str, Path], clocks: dict[str, str] | None = None):
     """One table of every study's headline (tables/headline.csv): its preregistered contrasts and verdicts, each
     with its warning, without which a verdict the study words with one would read plain. An uninformative
-    contrast's p says there was no test; its robustness cell says why."""
+    contrast's p says there was no test; its robustness cell says why. A verdict at equal time names the clock its
+    study read time on (`clocks`: {study: analysis.clock}), as the study's summary does: studies side by side may
+    read it on different clocks."""
     import pandas as pd
     frames = []
     for study, path in headlines.items():
-        table = pd.read_csv(path, dtype=str, keep_default_na=False)
+        table = _on_clock(pd.read_csv(path, dtype=str, keep_default_na=False), (clocks or {}).get(study))
         frames.append(table.assign(study=study).reindex(columns=COLUMNS, fill_value=""))
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
     table.loc[table["verdict"] == "uninformative", "p"] = UNTESTED
     return table
+
+
+def _on_clock(headline, clock: str | None):
+    """`headline` with each equal-time basis followed by the `clock` it was read on ('equal time (T*) on wall
+    time'); as it is without one."""
+    from mcgrpo.analysis.formats import BASIS_WORDS, CLOCK_WORDS
+    if clock is None:
+        return headline
+    timed = headline["basis"].isin([BASIS_WORDS["time"], BASIS_WORDS["time_c"]])
+    return headline.assign(basis=headline["basis"].where(~timed, headline["basis"] + f" on {CLOCK_WORDS[clock]}"))
 
 
 def held(studies: dict[str, dict]) -> dict[str, Path]:
@@ -244,11 +256,11 @@ def _agrees(path: Path, expected) -> None:
 
 
 def write_summary(name: str, headlines: dict[str, Path], parquet: Path, markdown: Path,
-                  identity: str | None = None) -> None:
-    """verdicts.parquet and verdicts.md of the studies' `headlines`; `identity`: the parquet's config_hash (by
-    default the headlines' paths')."""
+                  identity: str | None = None, clocks: dict[str, str] | None = None) -> None:
+    """verdicts.parquet and verdicts.md of the studies' `headlines` (`clocks`: verdicts'); `identity`: the parquet's
+    config_hash (by default the headlines' paths')."""
     from mcgrpo.core import store
-    table = verdicts(headlines)
+    table = verdicts(headlines, clocks)
     store.write_parquet(table, parquet, identity or study_config.config_hash(sorted(headlines)))
     lines = [f"# Programme {name}: the preregistered verdicts of its {len(headlines)} studies", "",
              "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
@@ -278,7 +290,8 @@ def main(argv: list[str]) -> int:
     configs = _studies(args.studies)
     identity = study_config.config_hash({study: analysis_hash(cfg) for study, cfg in configs.items()})
     try:
-        write_summary(args.name, held(configs), args.parquet, args.markdown, identity)
+        write_summary(args.name, held(configs), args.parquet, args.markdown, identity,
+                      {study: cfg["analysis"]["clock"] for study, cfg in configs.items()})
     except McgrpoError as e:  # a user's file: one message, as the mcgrpo verbs give it
         print(f"mcgrpo programme summary: error: {e}", file=sys.stderr)
         return 2

@@ -27,6 +27,7 @@ from scipy import stats
 from statsmodels.stats.anova import anova_lm
 
 from mcgrpo.analysis import contrasts as contrast_stats
+from mcgrpo.analysis.summary import planned_p
 from mcgrpo.analysis.stats import spread
 from mcgrpo.core.errors import DataError
 
@@ -88,7 +89,8 @@ def _plan(contrasts: pd.DataFrame) -> dict[tuple, dict]:
 
 def table(per_base: dict[int, tuple[pd.DataFrame, pd.DataFrame]], margin: float, alpha: float = 0.05
           ) -> pd.DataFrame:
-    """One row per planned contrast and base (its own contrasts.parquet row), then its pooled row.
+    """One row per planned contrast and base (its own contrasts.parquet row), then its pooled row; each p is the
+    planned test's (summary.planned_p), which decides its verdict, as the headline gives it.
 
     `per_base`: base -> (contrasts, paired) of that base's study. The plan is the first base's (every base's
     study has the same plan).
@@ -107,9 +109,9 @@ def table(per_base: dict[int, tuple[pd.DataFrame, pd.DataFrame]], margin: float,
                                 f"every base's study must have the same plan and be analysed")
             pairs.append(mine.assign(base=base))
             row = contrasts.set_index(contrast_stats.KEY).loc[key]
-            rows.append({"base": str(base), **{c: row[c] for c in ("n", "mean", "ci_low", "ci_high", "p", "p_holm",
+            rows.append({"base": str(base), **{c: row[c] for c in ("n", "mean", "ci_low", "ci_high", "p_holm",
                                                                    "confirmed", "label", "note")}, **_key(key, plan),
-                         "uninformative": row.get("uninformative", "")})
+                         "p": planned_p(row), "uninformative": row.get("uninformative", "")})
             reported[base] = (row["label"], row["note"])
         judged_by[key] = _pooled_label(plan[key], reported)
         both = pd.concat(pairs, ignore_index=True)
@@ -124,10 +126,10 @@ def table(per_base: dict[int, tuple[pd.DataFrame, pd.DataFrame]], margin: float,
         holds = pd.NA if r["uninformative"] or pd.isna(r["confirmed"]) else all(
             pd.notna(c) and bool(c) == bool(r["confirmed"]) for c in bases["confirmed"])
         out += [*bases.to_dict("records"),
-                {**_key(key, plan), "base": POOLED, **{c: r[c] for c in ("n", "mean", "ci_low", "ci_high", "p",
+                {**_key(key, plan), "base": POOLED, **{c: r[c] for c in ("n", "mean", "ci_low", "ci_high",
                                                                          "p_holm", "confirmed", "heterogeneity_p",
                                                                          "uninformative", "label", "note")},
-                 "holds_across_bases": holds}]
+                 "p": planned_p(r), "holds_across_bases": holds}]
     result = pd.DataFrame(out, columns=COLUMNS)
     result["confirmed"] = pd.array(result["confirmed"].tolist(), dtype="boolean")
     result["holds_across_bases"] = pd.array(result["holds_across_bases"].tolist(), dtype="boolean")

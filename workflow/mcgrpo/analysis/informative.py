@@ -78,3 +78,10 @@ def floor_at_start(evals: pd.DataFrame, arm: str, metric: str, eval_set: str) ->
 def floors_at_start(evals: pd.DataFrame, arms: list[str], metric: str, eval_sets: list[str]) -> list[str]:
     """floor_at_start's warnings for each base arm and eval set, where there are any."""
     return [w for arm in arms for eval_set in eval_sets if (w := floor_at_start(evals, arm, metric, eval_set))]
+
+
+def floor_flags(evals: pd.DataFrame, arms: list[str], metric: str, eval_sets: list[str]) -> dict[tuple[str, str], str]:
+    """{(arm, eval set): words} of floors_at_start's warnings, for the warning beside each verdict with the arm
+    (summary.flag_cell): unless training lifted the arm, that verdict reads the floor."""
+    return {(arm, eval_set): f"{arm} scored 0 ({metric} on {eval_set}) at its first evaluation in every seed"
+            for arm in arms for eval_set in eval_sets if floor_at_start(evals, arm, metric, eval_set)}

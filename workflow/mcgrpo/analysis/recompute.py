@@ -1,6 +1,7 @@
 """One contrast recomputed from a results folder alone (`mcgrpo contrast`): the arms and seeds from the study's
 index (runs/store.parquet, which link_study writes from the plan: never a glob of runs/), B from calibration/, the
-margin and labels from the lock, no study config needed."""
+margin and labels from the lock, no study config needed; a planned contrast's robustness checks and its warning as
+the study's tables give them, so that its verdict is never shown without them."""
 
 from __future__ import annotations
 
@@ -8,12 +9,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from mcgrpo.analysis import contrasts, prereg, runs, summary
+from mcgrpo.analysis import contrasts, drift, prereg, robustness, runs, summary
 from mcgrpo.analysis.plan import planned_keys
-from mcgrpo.analysis.steps import budget
+from mcgrpo.analysis.steps import budget, flags
 from mcgrpo.core import config as study_config
 from mcgrpo.core.errors import ConfigError, DataError
-from mcgrpo.core.study_runs import accepted_differences, index, index_path
+from mcgrpo.core.study_runs import accepted_differences, index, index_path, records
 
 
 def _shared_seeds(results: Path, arms: set[str]) -> list[int]:
@@ -51,7 +52,7 @@ def _locked_plan(results: Path) -> tuple[dict | None, dict[tuple, dict]]:
 
 # What a contrast is read with, as the workflow's contrasts step reads it with the study's analysis block; the lock
 # fixes each (prereg.READING and the margin), so a results folder alone gives the study's own.
-READ_WITH = ("margin", *prereg.READING)
+READ_WITH = ("margin", *prereg.READING, "drift_gap")
 
 
 def reading(locked: dict | None, given: dict, said: str = "the lock's") -> dict[str, tuple[object, str]]:
@@ -68,13 +69,15 @@ def reading(locked: dict | None, given: dict, said: str = "the lock's") -> dict[
     return out
 
 
-def _plan(results: Path, study: dict | None) -> tuple[dict | None, dict[tuple, dict], str]:
-    """(the config a contrast is labelled and read by, its labels, how `reading` names it): the study's `study`,
-    labelled against the lock as the workflow's contrasts step labels it (a plan changed since the lock without a
-    dated amendment: exploratory); else the lock's own plan, which cannot tell a plan changed since."""
+def _plan(results: Path, study: dict | None) -> tuple[dict | None, dict[tuple, dict], str, list[str]]:
+    """(the config a contrast is labelled and read by, its labels, how `reading` names it, the runs trained with a
+    config other than it): the study's `study`, labelled against the lock as the workflow's contrasts step labels it
+    (a plan changed since the lock without a dated amendment: exploratory); else the lock's own plan, which cannot
+    tell a plan changed since, nor a run trained under another config than the study's now."""
     if study is None:
-        return (*_locked_plan(results), "the lock's")
-    return study, prereg.labels(study, prereg.status(results, study)), "the study's"
+        return (*_locked_plan(results), "the lock's", [])
+    status = prereg.status(results, study)
+    return study, prereg.labels(study, status), "the study's", status["stale_runs"]
 
 
 def contrast(results: Path, a: str, b: str, basis: str, metric: str, eval_set: str | None = None,
@@ -83,7 +86,9 @@ def contrast(results: Path, a: str, b: str, basis: str, metric: str, eval_set: s
     `study` against the lock (else from prereg.lock.json's plan), and what it is read with (`reading`: margin, alpha,
     clock, resamples, bootstrap_seed) from `given`, else the study's or the lock's, as the workflow's contrasts step
     reads the study's. A primary contrast is Holm-adjusted with the rest of its family, which is recomputed with
-    it. Returns (table, paired, reading)."""
+    it. The table's `warning` is the study tables' (arms read far apart in tokens, runs stored with recipe
+    differences accepted, and, given `study`, runs trained under another config and its arms' steps.flags), its
+    `robustness` the robustness step's label ('' for an exploratory contrast). Returns (table, paired, reading)."""
     results = Path(results)
     seeds = _shared_seeds(results, {a, b})
     first = runs.folders(results, [a], seeds[:1])[a, seeds[0]]
@@ -93,19 +98,22 @@ def contrast(results: Path, a: str, b: str, basis: str, metric: str, eval_set: s
     eval_set = eval_set or sets[0]
     if eval_set not in sets:
         raise ConfigError(f"--eval-set {eval_set!r}: not evaluated; allowed: {', '.join(sets)}")
-    locked, plan, said = _plan(results, study)
+    locked, plan, said, stale = _plan(results, study)
     read = reading(locked, given, said)
     v = {key: value for key, (value, _) in read.items()}
     wanted = (a, b, basis, metric, eval_set)
     chosen = [wanted, *_family(wanted, plan, planned_keys(locked) if locked else [])]
     arms = {arm for k in chosen for arm in k[:2]}
+    arms_plan, B = locked["arms"] if locked else None, budget(results)
     loaded = runs.load(results, sorted(arms), _shared_seeds(results, arms), sorted({k[4] for k in chosen}),
-                       clock=v["clock"], plan=locked["arms"] if locked else None)
-    table, paired = contrasts.build(loaded, chosen, budget(results), v["margin"], plan, v["alpha"], v["resamples"],
+                       clock=v["clock"], plan=arms_plan)
+    table, paired = contrasts.build(loaded, chosen, B, v["margin"], plan, v["alpha"], v["resamples"],
                                     v["bootstrap_seed"])
     mine = (paired[contrasts.KEY] == [contrasts.name(a, b), basis, metric, eval_set]).all(axis=1)
     table = table.iloc[:1].reset_index(drop=True)
-    # an arm whose runs were stored with recipe differences accepted: the contrast's warning names it
-    recipe = summary.accepted_cell(a, b, accepted_differences(results, [a, b], seeds))
-    table["warning"] = ["; ".join(w for w in (table["warning"].iloc[0], recipe) if w)]
+    table["warning"] = [summary.warning(table.iloc[0], accepted_differences(results, [a, b], seeds), stale,
+                                        flags(study, results) if study else {})]
+    checks = robustness.table(table, loaded, drift.drift_table(runs.evals_frame(loaded), v["drift_gap"]), B,
+                              v["clock"], v["alpha"], records(results, [a, b], seeds, arms_plan))
+    table["robustness"] = checks["robustness"].tolist() or [""]  # none: an exploratory contrast has no checks
     return table, paired[mine].reset_index(drop=True), read

@@ -292,15 +292,17 @@ def figures_step(cfg: dict, results: Path) -> None:
     figures.accuracy_curves(evals, "tokens_total", B, out / "accuracy_vs_tokens.png", metric, eval_set, colours)
     figures.accuracy_curves(evals, runs.CLOCKS[cfg["analysis"]["clock"]], B, out / "accuracy_vs_time.png", metric,
                             eval_set, colours, where)
-    read, accepted = analysis_reader(cfg, results), _accepted(cfg, results)
+    read, accepted, said = analysis_reader(cfg, results), _accepted(cfg, results), flags(cfg, results)
     stale = _status(cfg, results).get("stale_runs")
     table, paired, diffs = read("contrasts", "contrasts"), read("paired", "paired"), read("differences")
     table = table[(table["metric"] == metric) & (table["eval_set"] == eval_set)]
-    table = table.assign(warning=tables.contrast_warnings(table, accepted, stale))  # the tables' words, on the bars
+    # the tables' words beside each bar; beside each panel of every evaluation, those about its arms (the points
+    # read apart are of the reading at B alone)
+    panels = {r["contrast"]: summary.warning({**r, "warning": ""}, accepted, stale, said) for r in
+              table.to_dict("records")}
+    table = table.assign(warning=tables.contrast_warnings(table, accepted, stale, said))
     figures.difference_from_base(diffs[(diffs["metric"] == metric) & (diffs["eval_set"] == eval_set)]
-                                 if len(diffs) else diffs, B, margin, out / "difference_from_base.png", colours,
-                                 {c: summary.runs_warning(a, b, accepted, stale)
-                                  for c, a, b in zip(table["contrast"], table["a"], table["b"])})
+                                 if len(diffs) else diffs, B, margin, out / "difference_from_base.png", colours, panels)
     paired = paired[(paired["metric"] == metric) & (paired["eval_set"] == eval_set)]
     figures.per_seed(paired, table, margin, out / "per_seed.png", colours)
     figures.stage_seconds(read("stages"), out / "stage_seconds.png", where)
@@ -313,7 +315,7 @@ def headline(cfg: dict, results: Path) -> pd.DataFrame:
     config and runs: what a programme's summary holds each study's CSV to, so it never shows another verdict."""
     read = analysis_reader(cfg, results)
     return tables.headline(read("contrasts", "contrasts"), read("robustness"), _accepted(cfg, results),
-                           _status(cfg, results).get("stale_runs"))
+                           _status(cfg, results).get("stale_runs"), flags(cfg, results))
 
 
 def tables_step(cfg: dict, results: Path) -> None:
@@ -324,7 +326,8 @@ def tables_step(cfg: dict, results: Path) -> None:
     for name, (df, title, note) in tables.study_tables(
             table, paired, status, read("drift", "drift"), read("stages"),
             read("groups"), read("budget_share"), read("extrapolation"),
-            cfg["analysis"]["drift_gap"], read("robustness"), cfg["analysis"]["clock"], accepted).items():
+            cfg["analysis"]["drift_gap"], read("robustness"), cfg["analysis"]["clock"], accepted,
+            flags(cfg, results)).items():
         tables.write_table(df, out / name, title=title, note=note)
     metric, eval_set = _headline(cfg)
     a = cfg["analysis"]
@@ -340,37 +343,62 @@ def power_note(margin: float, alpha: float) -> str:
             f"margin). mean, sd: of the per-seed differences now.\n{power.ASSUMPTION}")
 
 
-def _floors(cfg: dict, results: Path) -> list[str]:
-    """Warnings where a base arm scored 0 at its first evaluation in every seed (analysis/informative.py)."""
+def _base_evals(cfg: dict, results: Path) -> tuple[pd.DataFrame, list[str]]:
+    """(the evaluations of the study's base arms, those arms): where a floor at the first evaluation is looked for."""
     bases = sorted({b for _, b in study_config.pairs(cfg)})
     loaded = runs.load(results, bases, cfg["seeds"], cfg["evaluation"]["sets"], False, cfg["analysis"]["clock"],
                        cfg["arms"])
-    return informative.floors_at_start(runs.evals_frame(loaded), bases, cfg["analysis"]["metrics"][0],
-                                       cfg["evaluation"]["sets"])
+    return runs.evals_frame(loaded), bases
 
 
-def _overruns(cfg: dict, results: Path) -> list[str]:
-    """Where the study's verifier is math_verify, its accuracies count every check that overran its CPU budget as
-    wrong: the summary says how many (the verifiers table says it for every study, of its math_verify column)."""
+def _floors(cfg: dict, evals: pd.DataFrame, bases: list[str]) -> list[str]:
+    """Warnings where a base arm scored 0 at its first evaluation in every seed (analysis/informative.py)."""
+    return informative.floors_at_start(evals, bases, cfg["analysis"]["metrics"][0], cfg["evaluation"]["sets"])
+
+
+def _overran(cfg: dict, results: Path) -> pd.DataFrame | None:
+    """Where the study's verifier is math_verify, whether each check of each run's samples overran its CPU budget
+    (math_verify_overran, with arm and seed), which its accuracies count as wrong; None elsewhere, or where no run
+    recorded it."""
     if (cfg.get("verifier") or {}).get("rule") != "math_verify":
-        return []
+        return None
     pieces = []
     for (arm, seed), folder in _folders(cfg, results).items():
         path = manifest.checked(folder / "samples.parquet")
         if "math_verify_overran" in store.parquet_columns(path):  # runs from before it was recorded: not known
             pieces.append(store.read_parquet(path, columns=["math_verify_overran"]).assign(arm=arm, seed=seed))
-    note = verifiers.overran_note(pd.concat(pieces, ignore_index=True)) if pieces else ""
+    return pd.concat(pieces, ignore_index=True) if pieces else None
+
+
+def _overruns(overran: pd.DataFrame | None) -> list[str]:
+    """The summary's warning of how many math-verify checks overran (the verifiers table says it for every study, of
+    its math_verify column)."""
+    note = verifiers.overran_note(overran) if overran is not None else ""
     return [f"{note} The study's verifier is math_verify: its accuracies above count each as wrong."] if note else []
+
+
+def flags(cfg: dict, results: Path) -> dict[tuple[str, str | None], str]:
+    """{(arm, eval set, or None for every set): words} of the summary's warnings above the verdicts that concern one
+    arm (a floor at its first evaluation, math-verify checks counted wrong): each verdict with the arm carries them
+    in its warning (summary.warning) wherever it is shown."""
+    return _flags(cfg, *_base_evals(cfg, results), _overran(cfg, results))
+
+
+def _flags(cfg: dict, evals: pd.DataFrame, bases: list[str], overran: pd.DataFrame | None) -> dict:
+    """flags of _base_evals's `evals` and `bases` and _overran's `overran`, already read."""
+    return {**informative.floor_flags(evals, bases, cfg["analysis"]["metrics"][0], cfg["evaluation"]["sets"]),
+            **(verifiers.overran_flags(overran) if overran is not None else {})}
 
 
 def summary_step(cfg: dict, results: Path) -> None:
     """summary.md (printed at the end of a run) and summary.rst (the report's first page)."""
     results, read = Path(results), analysis_reader(cfg, results)
     status, accepted = _status(cfg, results), _accepted(cfg, results)
+    (evals, bases), overran = _base_evals(cfg, results), _overran(cfg, results)
     text = summary.lines(cfg["study"], read("contrasts", "contrasts"), tables.prereg_note(status),
                          str(results), cfg["analysis"]["clock"], read("robustness"),
-                         [*summary.accepted_warnings(accepted), *_floors(cfg, results), *_overruns(cfg, results)],
-                         stale=status.get("stale_runs"), accepted=accepted)
+                         [*summary.accepted_warnings(accepted), *_floors(cfg, evals, bases), *_overruns(overran)],
+                         stale=status.get("stale_runs"), accepted=accepted, flags=_flags(cfg, evals, bases, overran))
     store.write_text(summary.markdown(text), results / "summary.md")
     store.write_text(summary.rst(text, summary.DESCRIPTION.read_text()), results / "summary.rst")
     print(summary.markdown(text), end="")

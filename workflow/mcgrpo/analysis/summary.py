@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from mcgrpo.analysis import formats
-from mcgrpo.analysis.contrasts import TEST_P
+from mcgrpo.analysis.contrasts import MOVED, TEST_P
 
 PREDICTIONS = {"less": "{a} trails {b}", "greater": "{a} beats {b}", "two-sided": "{a} differs from {b}",
                "equivalent": "{a} matches {b} within ±{margin} points",
@@ -44,6 +44,23 @@ UNTESTED = "n/a (no test: the data cannot tell the arms apart)"
 def p_words(p: float, row) -> str:
     """A p as the summary prints it; an uninformative contrast's says there was no test, and why."""
     return UNTESTED if uninformative(row) else formats.p_value(p)
+
+
+A_AT_BASE = " (A read at the base's count)"
+
+
+def read_words(row) -> str:
+    """A_AT_BASE where equal updates read A at the base's update count in any seed (A made more updates than the base
+    by B: contrasts.positions), so A is read short of its own B, which "equal updates" alone would hide; '' elsewhere
+    (and in a table from before the column `read`)."""
+    read = row.get("read", "")
+    return A_AT_BASE if row["basis"] == "updates" and isinstance(read, str) and MOVED["a"] in read else ""
+
+
+def basis_words(row) -> str:
+    """The basis a verdict was read on, in words, as every place that shows the verdict says it: 'equal tokens',
+    'equal updates (A read at the base's count)'."""
+    return formats.BASIS_WORDS.get(row["basis"], row["basis"]) + read_words(row)
 
 
 def planned_p(row) -> float:
@@ -104,13 +121,12 @@ def judged(row, robustness: str | None = None) -> str:
 def sentence(row, robustness: str | None = None, warning: str = "") -> str:
     """'T1 (primary, family H1; predicted: mc_k4 trails outcome): mc_k4 trails outcome at equal tokens:
     -3.9 [-7.2, -0.6] points, p = 0.032 (Holm 0.032), 4 seeds: confirmed, but fragile: ...', and `warning` (the
-    contrast's `runs_warning`) in brackets where there is one."""
+    contrast's `warning`) in brackets where there is one."""
     claim = PREDICTIONS.get(row["direction"], PREDICTIONS["two-sided"]).format(
         a=row["a"], b=row["b"], margin=f"{100 * row['margin']:g}")
     family = f", family {row['family']}" if row["label"] == "primary" and row["family"] else ""
     holm = f" (Holm {formats.p_value(row['p_holm'])})" if row["label"] == "primary" and not uninformative(row) else ""
-    return (f"{row['id']} ({row['label']}{family}; predicted: {claim}): {result(row)} at "
-            f"{formats.BASIS_WORDS.get(row['basis'], row['basis'])}: "
+    return (f"{row['id']} ({row['label']}{family}; predicted: {claim}): {result(row)} at {basis_words(row)}: "
             f"{formats.interval(row['mean'], row['ci_low'], row['ci_high'])} points, "
             f"p = {p_words(planned_p(row), row)}{holm}, {int(row['n'])} seed{'' if row['n'] == 1 else 's'}: "
             f"{judged(row, robustness)}" + (f" (warning: {warning})" if warning else ""))
@@ -189,12 +205,30 @@ def runs_warning(a: str, b: str, accepted: dict | None, stale: list[str] | None)
     return "; ".join(w for w in (accepted_cell(a, b, accepted or {}), stale_cell(a, b, stale or [])) if w)
 
 
+def flag_cell(a: str, b: str, eval_set: str, flags: dict[tuple[str, str | None], str]) -> str:
+    """A contrast's mark where arm `a` or `b` is flagged ({(arm, eval set, or None for every set): words}: a floor at
+    its first evaluation, math-verify checks of its samples that overran: steps.flags); '' elsewhere."""
+    return "; ".join(words for (arm, where), words in flags.items() if arm in (a, b) and where in (None, eval_set))
+
+
+def warning(row, accepted: dict | None = None, stale: list[str] | None = None,
+            flags: dict[tuple[str, str | None], str] | None = None) -> str:
+    """Everything a reader of a contrast's verdict must see beside it, in every place that shows the verdict: its
+    arms read far apart in tokens (the contrasts.parquet row's `warning`; none in a table from before it), its
+    `runs_warning`, then its arms' `flags` (flag_cell); '' where none."""
+    apart = row.get("warning", "")
+    return "; ".join(w for w in (apart if isinstance(apart, str) else "",
+                                 runs_warning(row["a"], row["b"], accepted, stale),
+                                 flag_cell(row["a"], row["b"], row["eval_set"], flags or {})) if w)
+
+
 def lines(study: str, contrasts: pd.DataFrame, prereg_note: str, results: str, clock: str = "wall",
           robustness: pd.DataFrame | None = None, warnings: list[str] = (), *, stale: list[str] | None = None,
-          accepted: dict | None = None) -> list[str]:
+          accepted: dict | None = None, flags: dict | None = None) -> list[str]:
     """The summary as markdown lines: any warnings, the contrasts with their robustness (and the clock of any at
-    equal time) and, beside each verdict whose arms have them, its runs stored with recipe differences `accepted`
-    or `stale` (trained under another config: prereg.stale_runs), then where everything is."""
+    equal time) and, beside each verdict that has one, its `warning` (its arms read far apart in tokens, its runs
+    stored with recipe differences `accepted` or `stale`: trained under another config, prereg.stale_runs, its arms'
+    `flags`: the study's `warnings` that concern them), then where everything is."""
     rows, robust = planned(contrasts), labels(robustness)
     out = [f"# Study {study}: results", "", prereg_note, ""] + [line for w in warnings for line in (f"Warning: {w}.", "")]
     if rows.empty:
@@ -203,7 +237,7 @@ def lines(study: str, contrasts: pd.DataFrame, prereg_note: str, results: str, c
         first = rows.iloc[0]
         out += [f"Preregistered contrasts ({first['metric']} on {first['eval_set']}, A minus base, "
                 f"mean over paired seeds [95% paired-t interval]; 1 point = 0.01 accuracy):", ""]
-        out += [f"- {sentence(r, robust.get(r['id']), runs_warning(r['a'], r['b'], accepted, stale))}"
+        out += [f"- {sentence(r, robust.get(r['id']), warning(r, accepted, stale, flags))}"
                 for _, r in rows.iterrows()] + [""]
         if any(not label.startswith(("uninformative", "inconclusive")) for label in robust.values()):
             out += ["robust: the verdict holds on the crossed seed-by-problem interval, the strict verifier, the "

@@ -163,12 +163,11 @@ def _read_points(contrasts: pd.DataFrame) -> dict[str, pd.Series]:
             for c in ("tokens_a", "tokens_b", "warning")}
 
 
-def contrast_warnings(rows: pd.DataFrame, accepted: dict | None, stale: list[str] | None = None) -> list[str]:
-    """Each contrast's warning: its arms' points apart (contrasts.warning), then any arm of it whose runs were stored
-    with recipe differences accepted or trained under another config (summary.runs_warning)."""
-    said = [w if isinstance(w, str) else "" for w in _read_points(rows)["warning"]]
-    return ["; ".join(w for w in (tokens, summary.runs_warning(a, b, accepted, stale)) if w)
-            for tokens, a, b in zip(said, rows["a"], rows["b"])]
+def contrast_warnings(rows: pd.DataFrame, accepted: dict | None, stale: list[str] | None = None,
+                      flags: dict | None = None) -> list[str]:
+    """Each contrast's warning, as the summary words it beside its verdict (summary.warning)."""
+    return [summary.warning(r, accepted, stale, flags)
+            for r in rows.assign(**_read_points(rows))[["a", "b", "eval_set", "warning"]].to_dict("records")]
 
 
 def prereg_note(status: dict) -> str:
@@ -188,24 +187,21 @@ def prereg_note(status: dict) -> str:
     return line + changes + stale
 
 
-def _contrasts(contrasts: pd.DataFrame, accepted: dict | None = None, stale: list[str] | None = None
-               ) -> pd.DataFrame:
+def _contrasts(contrasts: pd.DataFrame, accepted: dict | None = None, stale: list[str] | None = None,
+               flags: dict | None = None) -> pd.DataFrame:
     # One vocabulary in every table: a Holm family belongs to a planned primary contrast; the analysis marks
     # the others' family "secondary", which is a label, so they show none (as in the prereg table).
     return contrasts.assign(
         higher_in=[NOT_DEFINED if pd.isna(k) else f"{int(k)} of {n}" for k, n in zip(contrasts["seeds_higher"], contrasts["n"])],
         family=contrasts["family"].replace("secondary", ""),
         uninformative=contrasts.get("uninformative", ""),
-        **{**_read_points(contrasts), "warning": contrast_warnings(contrasts, accepted, stale)})[CONTRAST_COLUMNS]
+        **{**_read_points(contrasts), "warning": contrast_warnings(contrasts, accepted, stale, flags)})[CONTRAST_COLUMNS]
 
 
 def _bases(contrasts: pd.DataFrame) -> pd.DataFrame:
     """One row per contrast, metric and eval set; one 'mean [95% CI]' column per basis."""
-    moved_a = contrasts["read"].str.startswith("A at") if "read" in contrasts else False
-    cells = contrasts.assign(cell=[interval(m, lo, hi) + (" (A read at the base's count)" if a and basis == "updates"
-                                                          else "")
-                                   for m, lo, hi, a, basis in zip(contrasts["mean"], contrasts["ci_low"],
-                                                                  contrasts["ci_high"], moved_a, contrasts["basis"])])
+    cells = contrasts.assign(cell=[interval(r["mean"], r["ci_low"], r["ci_high"]) + summary.read_words(r)
+                                   for r in contrasts.to_dict("records")])
     wide = cells.pivot_table(index=["contrast", "metric", "eval_set"], columns="basis", values="cell",
                              aggfunc="first", sort=False)
     order = [b for b in ("tokens", "iterations", "updates", "time", "time_c") if b in wide.columns]
@@ -257,7 +253,8 @@ def _confirmed(row) -> str:
 
 
 def _prereg(contrasts: pd.DataFrame, status: dict) -> pd.DataFrame:
-    """Every planned contrast: its planned and reported label, its result and why a label changed."""
+    """Every planned contrast: its planned and reported label, its result (with the planned test's p, as the
+    headline and summary give it beside the verdict) and why a label changed."""
     result = contrasts[contrasts["id"] != ""].set_index("id")
     rows = []
     for i, e in status["labels"].items():
@@ -265,7 +262,7 @@ def _prereg(contrasts: pd.DataFrame, status: dict) -> pd.DataFrame:
         rows.append({"id": i, "planned": e["label"], "reported": e["reported"], "family": e["family"] if e["label"] == "primary" else "",
                      "direction": e["direction"], "contrast": f"{e['a']}-vs-{e['b']}", "basis": e["basis"],
                      "metric": e["metric"], "result": "" if r is None else interval(r["mean"], r["ci_low"], r["ci_high"]),
-                     "p": np.nan if r is None else r["p"], "p_holm": np.nan if r is None else r["p_holm"],
+                     "p": np.nan if r is None else summary.planned_p(r), "p_holm": np.nan if r is None else r["p_holm"],
                      "confirmed": _confirmed(r),
                      "note": e["note"]})
     return pd.DataFrame(rows, columns=["id", "planned", "reported", "family", "direction", "contrast", "basis",
@@ -277,8 +274,9 @@ HEADLINE_COLUMNS = ["id", "label", "contrast", "basis", "n", "tokens_a", "tokens
 
 
 def headline(contrasts: pd.DataFrame, checks: pd.DataFrame | None = None, accepted: dict | None = None,
-              stale: list[str] | None = None) -> pd.DataFrame:
-    """The preregistered contrasts, one line each, with their robustness checks: what a reader looks at first."""
+              stale: list[str] | None = None, flags: dict | None = None) -> pd.DataFrame:
+    """The preregistered contrasts, one line each, with their robustness checks and warning (summary.warning): what a
+    reader looks at first."""
     rows = summary.planned(contrasts)
     found = (checks if checks is not None else pd.DataFrame(columns=["id", "robustness"])).set_index("id").reindex(
         rows["id"])
@@ -290,7 +288,7 @@ def headline(contrasts: pd.DataFrame, checks: pd.DataFrame | None = None, accept
                 for (_, r), label in zip(rows.iterrows(), cells(lambda r: r["robustness"]))]
     return pd.DataFrame({
         "id": rows["id"], "label": rows["label"], "contrast": [f"{a} minus {b}" for a, b in zip(rows["a"], rows["b"])],
-        "basis": [formats.BASIS_WORDS.get(b, b) for b in rows["basis"]], "n": rows["n"],
+        "basis": [summary.basis_words(r) for r in rows.to_dict("records")], "n": rows["n"],
         **{c: v.to_numpy() for c, v in _read_points(rows).items() if c != "warning"},
         "difference": [interval(*v) for v in zip(rows["mean"], rows["ci_low"], rows["ci_high"])],
         "p": [summary.planned_p(r) for _, r in rows.iterrows()], "p_holm": rows["p_holm"],
@@ -302,7 +300,7 @@ def headline(contrasts: pd.DataFrame, checks: pd.DataFrame | None = None, accept
         "other_clock": cells(lambda r: "" if not r["other_clock"] else "not recorded" if not r["clock_recorded"]
                              else interval(r["clock_mean"], r["clock_low"], r["clock_high"])),
         "alike": cells(robustness.alike_cell),
-        "robustness": labelled, "warning": contrast_warnings(rows, accepted, stale)},
+        "robustness": labelled, "warning": contrast_warnings(rows, accepted, stale, flags)},
         columns=HEADLINE_COLUMNS)
 
 
@@ -334,15 +332,17 @@ ROBUSTNESS_NOTE = ("A verdict holds on a check when the check, judged by the con
 def study_tables(contrasts: pd.DataFrame, paired: pd.DataFrame, status: dict, drift: pd.DataFrame,
                  stages: pd.DataFrame, groups: pd.DataFrame, shares: pd.DataFrame,
                  extrapolation: pd.DataFrame, gap: float, checks: pd.DataFrame | None = None,
-                 clock: str = "wall", accepted: dict | None = None) -> dict[str, tuple[pd.DataFrame, str, str]]:
+                 clock: str = "wall", accepted: dict | None = None, flags: dict | None = None
+                 ) -> dict[str, tuple[pd.DataFrame, str, str]]:
     """name -> (table, title, note) of every table of the study; `checks`: analysis/robustness.parquet; `accepted`:
     {arm: {seed: keys}} of runs stored with recipe differences accepted, which every table's note names first and
     the headline and contrasts tables mark in each contrast that uses them, as they mark the runs trained with a
-    config other than the current one (status's stale_runs, which the plan note names)."""
+    config other than the current one (status's stale_runs, which the plan note names) and its arms' `flags`
+    (steps.flags)."""
     plan_note = prereg_note(status)
     other = formats.CLOCK_WORDS[robustness.OTHER_CLOCK[clock]]
     tables = _study_tables(contrasts, paired, status, drift, stages, groups, shares, extrapolation, gap, checks,
-                           accepted, plan_note, other)
+                           accepted, flags, plan_note, other)
     return {name: (df, title, accepted_note(accepted, note)) for name, (df, title, note) in tables.items()}
 
 
@@ -353,9 +353,9 @@ def accepted_note(accepted: dict | None, note: str = "") -> str:
 
 
 def _study_tables(contrasts, paired, status, drift, stages, groups, shares, extrapolation, gap, checks, accepted,
-                  plan_note, other) -> dict[str, tuple[pd.DataFrame, str, str]]:
+                  flags, plan_note, other) -> dict[str, tuple[pd.DataFrame, str, str]]:
     return {
-        "headline": (headline(contrasts, checks, accepted, status.get("stale_runs")),
+        "headline": (headline(contrasts, checks, accepted, status.get("stale_runs"), flags),
                      "Headline: the preregistered contrasts",
                      f"{plan_note}\ndifference: A minus base, mean over paired seeds [95% paired-t CI] in points; "
                      f"p: the planned test; p_holm: Holm within the primary family. Every contrast: the contrasts "
@@ -366,7 +366,7 @@ def _study_tables(contrasts, paired, status, drift, stages, groups, shares, extr
                      f"fails (tables/robustness.md).\n{TOKENS_NOTE}\n{summary.UNINFORMATIVE_NOTE}"),
         "robustness": (_robustness(checks), "Robustness of each preregistered verdict",
                        ROBUSTNESS_NOTE.format(gap=gap, other=other)),
-        "contrasts": (_contrasts(contrasts, accepted, status.get("stale_runs")),
+        "contrasts": (_contrasts(contrasts, accepted, status.get("stale_runs"), flags),
                       "Every contrast (A minus base, paired by seed)",
                       f"{plan_note}\nmean, 95% paired-t CI (ci_low, ci_high), two-sided p; p_holm: Holm within "
                       f"the primary family; tost_p: equivalence within ±margin; noninferior: lower 90% bound > "

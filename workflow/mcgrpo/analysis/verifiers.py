@@ -56,6 +56,16 @@ def overran_note(samples: pd.DataFrame) -> str:
             f"(samples.parquet math_verify_overran; {runs}).")
 
 
+def overran_flags(samples: pd.DataFrame) -> dict[tuple[str, None], str]:
+    """{(arm, None): words} per arm with math-verify checks that overran and were counted wrong (overran_note's, on
+    every eval set), for the warning beside each verdict with the arm (summary.flag_cell); empty where none did."""
+    if "math_verify_overran" not in samples:
+        return {}
+    flagged = samples[samples["math_verify_overran"].astype("boolean").fillna(False).to_numpy(bool)]
+    return {(arm, None): f"math-verify overran on {n} of {arm}'s samples, each counted wrong"
+            for arm, n in flagged.groupby("arm").size().items()}
+
+
 def gold(problems: pd.DataFrame, math_verify=None) -> dict:
     """summary() of the gold solutions against their own answers: a rule that fails gold work is a rule
     that fails correct work."""

@@ -85,7 +85,9 @@ def pool_bases(args) -> None:
 def contrast(args) -> None:
     """Recompute one contrast from a results folder alone; print it and write it as Parquet.
 
-    Read as the workflow reads it: margin, alpha, clock, resamples and bootstrap seed the lock's, unless given.
+    Read as the workflow reads it: margin, alpha, clock, resamples, bootstrap seed and drift gap the lock's, unless
+    given. The result in words and the verdict are printed as the summary words them: with its robustness (the
+    robustness step's checks) and any warning.
 
     Example:
       python -m mcgrpo contrast --results results/default --a mc_k4 --b outcome --basis tokens
@@ -105,7 +107,8 @@ def contrast(args) -> None:
                              "p", "p_holm", "tost_p", "noninferior", "crossed_low", "crossed_high",
                              "seeds_higher"]]))
     print("read with: " + ", ".join(f"{key} {value} ({where})" for key, (value, where) in read.items()))
-    print(f"verdict: {summary.judged(row)}")
+    print(f"result: {summary.result(row)} at {summary.basis_words(row)}")
+    print(f"verdict: {summary.judged(row, row['robustness'])}")
     if row["warning"]:
         print(f"warning: {row['warning']}")
     print(f"written: {out}")
@@ -165,6 +168,8 @@ def _contrast_arguments(v: argparse.ArgumentParser) -> None:
                    help=f"seed of the bootstrap's draws ({lock.format('bootstrap_seed', '0')})")
     v.add_argument("--clock", choices=("wall", "cpu"), help="the training-time clock of the time bases: the stages' "
                    f"wall or process CPU time ({lock.format('clock', 'wall')})")
+    v.add_argument("--drift-gap", dest="drift_gap", type=_share, help="the robustness check's drift threshold: "
+                   f"default minus strict accuracy ({lock.format('drift_gap', '0.1')})")
 
 
 def seeds_power(args) -> None:
