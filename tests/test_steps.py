@@ -154,14 +154,17 @@ def test_headline_table_has_one_readable_line_per_planned_contrast(results):
     csv = pd.read_csv(root / "tables" / "headline.csv")
     assert csv["id"].tolist() == ["T1", "T2", "S1"]
     assert list(csv.columns) == ["id", "label", "contrast", "basis", "n", "tokens_a", "tokens_b", "difference", "p",
-                                 "p_holm", "verdict", "crossed", "strict", "drift", "other_clock", "alike", "robustness",
-                                 "warning"]
+                                 "p_holm", "result", "verdict", "crossed", "strict", "drift", "other_clock", "alike",
+                                 "robustness", "warning"]
     checks = read_parquet(root / "analysis" / "robustness.parquet").set_index("id")
     assert csv["robustness"].tolist() == checks.loc[["T1", "T2", "S1"], "robustness"].tolist()
     assert csv["other_clock"].fillna("").tolist() == ["", "not recorded", ""]  # these runs predate the CPU clock
     assert csv["alike"].tolist() == ["not recorded"] * 3  # and versions and hardware in run.json
     assert csv["contrast"].iloc[0] == "mc_k2 minus outcome" and csv["basis"].tolist()[:2] == ["equal tokens", "equal time (T*)"]
     assert set(csv["verdict"]) <= {"confirmed", "not confirmed", "exploratory"}
+    # the result in the summary's words, beside the verdict: an inconclusive one is never read as a plain 'not confirmed'
+    summary_md = (root / "summary.md").read_text()
+    assert all(f"{i} (" in summary_md and f": {words} at " in summary_md for i, words in zip(csv["id"], csv["result"]))
     md = (root / "tables" / "headline.md").read_text()
     assert f"| {csv['p'].iloc[0]:.3f} |" in md or "| <0.001 |" in md
 

@@ -179,8 +179,8 @@ def _study(path: Path, overrides: dict) -> dict:
 
 # The programme summary: every study's preregistered verdicts (its headline table) in one table.
 # warning: the headline's words beside a verdict (arms read far apart in tokens, recipe differences accepted)
-COLUMNS = ["study", "id", "label", "contrast", "basis", "n", "difference", "p", "p_holm", "verdict", "robustness",
-           "warning"]
+COLUMNS = ["study", "id", "label", "contrast", "basis", "n", "difference", "p", "p_holm", "result", "verdict",
+           "robustness", "warning"]
 
 
 UNTESTED = "n/a (uninformative)"  # the p of a contrast whose data cannot tell its arms apart: no test was made

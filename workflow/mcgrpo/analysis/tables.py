@@ -152,8 +152,11 @@ CONTRAST_COLUMNS = ["id", "label", "family", "direction", "contrast", "basis", "
                     "ci_low", "ci_high", "p", "p_holm", "tost_p", "noninferior", "crossed_low", "crossed_high",
                     "higher_in", "confirmed", "uninformative", "read", "tokens_a", "tokens_b", "warning", "note"]
 TOKENS_NOTE = ("tokens_a, tokens_b: the generated tokens each arm had spent at the point read, mean over seeds; "
-               "warning: where, at equal tokens, two arms' points differ by more than a tenth of B, and where an "
-               "arm's runs were stored with recipe differences accepted (the keys that differ).")
+               "warning: where, at equal tokens, two arms' points differ by more than a tenth of B, where an arm's "
+               "runs were stored with recipe differences accepted (the keys that differ) or trained with a config "
+               "other than the current one, where an arm scored 0 at its first evaluation in every seed, and where "
+               "math-verify checks of an arm's samples overran and were counted wrong: the summary's words beside "
+               "the same verdict.")
 
 
 def _read_points(contrasts: pd.DataFrame) -> dict[str, pd.Series]:
@@ -270,7 +273,7 @@ def _prereg(contrasts: pd.DataFrame, status: dict) -> pd.DataFrame:
 
 
 HEADLINE_COLUMNS = ["id", "label", "contrast", "basis", "n", "tokens_a", "tokens_b", "difference", "p", "p_holm",
-                    "verdict", "crossed", "strict", "drift", "other_clock", "alike", "robustness", "warning"]
+                    "result", "verdict", "crossed", "strict", "drift", "other_clock", "alike", "robustness", "warning"]
 
 
 def headline(contrasts: pd.DataFrame, checks: pd.DataFrame | None = None, accepted: dict | None = None,
@@ -292,6 +295,7 @@ def headline(contrasts: pd.DataFrame, checks: pd.DataFrame | None = None, accept
         **{c: v.to_numpy() for c, v in _read_points(rows).items() if c != "warning"},
         "difference": [interval(*v) for v in zip(rows["mean"], rows["ci_low"], rows["ci_high"])],
         "p": [summary.planned_p(r) for _, r in rows.iterrows()], "p_holm": rows["p_holm"],
+        "result": [summary.result(r) for _, r in rows.iterrows()],  # the summary's words: 'inconclusive (...)'
         "verdict": [summary.verdict(r) for _, r in rows.iterrows()],
         "crossed": [interval(*v) for v in zip(rows["mean"], rows["crossed_low"], rows["crossed_high"])],
         "strict": cells(lambda r: interval(r["strict_mean"], r["strict_low"], r["strict_high"])
