@@ -193,6 +193,19 @@ def test_the_programme_summary_keeps_each_verdicts_warning(tmp_path):
     assert warned in (tmp_path / "v.md").read_text()
 
 
+def test_the_programme_markdown_shows_p_as_the_studys_tables_do(tmp_path):
+    """verdicts.md printed each p as the CSV's raw float (0.04712345...); it now shows them as every study table."""
+    headline = pd.DataFrame([{"id": "T1", "verdict": "confirmed", "p": 0.0471234567, "p_holm": 0.0002},
+                             {"id": "S1", "verdict": "uninformative", "p": "", "p_holm": ""}])
+    headline.to_csv(tmp_path / "headline.csv", index=False)
+    programme.write_summary("p", {"a": tmp_path / "headline.csv"}, tmp_path / "v.parquet", tmp_path / "v.md")
+    rows = (tmp_path / "v.md").read_text().splitlines()[-2:]
+    cells = [[c.strip() for c in row.split("|")[1:-1]] for row in rows]
+    p, holm = programme.COLUMNS.index("p"), programme.COLUMNS.index("p_holm")
+    assert [(c[p], c[holm]) for c in cells] == [("0.047", "<0.001"), (programme.UNTESTED, "n/a")]
+    assert pd.read_parquet(tmp_path / "v.parquet")["p"].tolist() == ["0.0471234567", programme.UNTESTED]  # raw kept
+
+
 def test_two_snakemake_processes_on_one_store_train_each_run_once(tmp_path):
     """Two working folders, one run store (an absolute results_dir): the second Snakemake starts while the first
     trains; each run is claimed once, the second waits for the runs the first holds instead of training them."""

@@ -264,8 +264,18 @@ def write_summary(name: str, headlines: dict[str, Path], parquet: Path, markdown
     store.write_parquet(table, parquet, identity or study_config.config_hash(sorted(headlines)))
     lines = [f"# Programme {name}: the preregistered verdicts of its {len(headlines)} studies", "",
              "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(str(v).replace("|", "\\|") for v in row) + " |" for row in table.itertuples(index=False)]
+    shown = table.assign(**{c: table[c].map(_p_cell) for c in ("p", "p_holm")})
+    lines += ["| " + " | ".join(str(v).replace("|", "\\|") for v in row) + " |" for row in shown.itertuples(index=False)]
     store.write_text("\n".join(lines) + "\n", markdown)
+
+
+def _p_cell(text: str) -> str:
+    """A p of a headline CSV as the study's markdown tables show it (0.047, <0.001, n/a); words (UNTESTED) kept."""
+    from mcgrpo.analysis.formats import p_value
+    try:
+        return p_value(float(text)) if text else "n/a"
+    except ValueError:
+        return text
 
 
 def _studies(texts: list[str]) -> dict[str, dict]:
