@@ -11,12 +11,13 @@ import pytest
 import statsmodels.formula.api as smf
 
 from mcgrpo import studies
-from mcgrpo.analysis import bases, steps
+from mcgrpo.analysis import bases, prereg, robustness, steps
+from mcgrpo.analysis.contrasts import KEY
 from mcgrpo.cli import main
 from mcgrpo.core import config as study_config
 from mcgrpo.core import layout
 from mcgrpo.core.errors import ConfigError
-from mcgrpo.core.store import read_parquet, write_parquet
+from mcgrpo.core.store import read_parquet, write_json, write_parquet
 
 # The default study's stored names before bases existed (computed from config/config.yaml at that commit): adding
 # the option must leave every one of them, and so the default study's DAG, as it was.
@@ -95,7 +96,7 @@ def per_base(means, direction="less"):
                                                 eval_set="heldout", seed=range(4))
         d = paired["diff"]
         half = 3.182 * d.std(ddof=1) / 2
-        contrasts = pd.DataFrame([{"contrast": "a-vs-o", "basis": "tokens", "metric": "acc_default",
+        contrasts = pd.DataFrame([{"contrast": "a-vs-o", "a": "a", "b": "o", "basis": "tokens", "metric": "acc_default",
                                    "eval_set": "heldout", "id": "T1", "label": "primary", "family": "H",
                                    "direction": direction, "note": "", "n": 4, "mean": d.mean(),
                                    "ci_low": d.mean() - half, "ci_high": d.mean() + half, "p": 0.01, "p_holm": 0.01,
@@ -178,16 +179,19 @@ def _job_config(cfg: dict, base: int) -> dict:
                                                              if k not in study_config.SWITCHES})))
 
 
-def _analysed(cfg: dict, means: list[float]) -> None:
+def _analysed(cfg: dict, means: list[float], labels: dict[int, str] | None = None) -> None:
     """Each base of `cfg` as its own analysis leaves it (analysed_study), its files written for the config its
-    analysis jobs ran with."""
+    analysis jobs ran with, its verdict's robustness label `labels`' (default robust)."""
     for b, (contrasts, paired) in per_base(means).items():
-        analysed_study(study_config.base_study(cfg, b), contrasts, paired, study_config.config_hash(_job_config(cfg, b)))
+        analysed_study(study_config.base_study(cfg, b), contrasts, paired, study_config.config_hash(_job_config(cfg, b)),
+                       (labels or {}).get(b, "robust"))
 
 
-def analysed_study(own: dict, contrasts: pd.DataFrame, paired: pd.DataFrame, written_for: str) -> None:
+def analysed_study(own: dict, contrasts: pd.DataFrame, paired: pd.DataFrame, written_for: str,
+                   label: str = "robust") -> None:
     """Study `own` as its analysis leaves it: its runs stored and linked (synthetic, B = 100) and its
-    contrasts.parquet and paired.parquet, written for config hash `written_for` from those runs."""
+    contrasts.parquet, paired.parquet and robustness.parquet (every check unread, the verdict's label `label`),
+    written for config hash `written_for` from those runs."""
     from test_store_reader import relink, write_budget
     from test_runs import seal_run, write_run
     for arm, seed in study_config.runs(own):
@@ -201,6 +205,12 @@ def analysed_study(own: dict, contrasts: pd.DataFrame, paired: pd.DataFrame, wri
         steps.computed_from(own, layout.study_dir(own)))}
     write_parquet(contrasts, analysis / "contrasts.parquet", written_for, runs)
     write_parquet(paired.assign(value_a=0.5, value_b=0.5, at=100.0), analysis / "paired.parquet", written_for, runs)
+    checks = pd.DataFrame([{c: np.nan for c in robustness.COLUMNS} | {**contrasts.iloc[0][["id", *KEY]].to_dict(),
+                            "a": "a", "b": "o", "drifted_a": 0, "evaluations_a": 4, "drifted_b": 0,
+                            "evaluations_b": 4, "strict_metric": "", "other_clock": False, "alike_compared": 0,
+                            "alike_unlike": "", "robust": label == "robust", "robustness": label}])
+    write_parquet(checks, analysis / "robustness.parquet", written_for, runs)
+    write_json(prereg.status(layout.study_dir(own), own), analysis / "prereg.json")  # as the contrasts step writes it
 
 
 def test_pool_bases_verb_reads_every_base_and_writes_the_table(tmp_path, capsys):
@@ -220,6 +230,26 @@ def test_pool_bases_verb_reads_every_base_and_writes_the_table(tmp_path, capsys)
     assert main(["pool-bases", "--config-json", json.dumps(cfg)]) == 2
     assert re.search(r"bases-base1/analysis/paired.parquet: written for config \w{12}, but this study's config "
                      r"hashes to \w{12}", capsys.readouterr().err)
+
+
+def test_every_base_and_pooled_verdict_states_its_fragility(tmp_path):
+    """The bases table gave each base's verdict and the pooled one bare: a base its own study calls fragile (an arm
+    drifting, a crossed interval across 0) read as plainly confirmed there. Now each base row carries its study's
+    robustness, and the pooled row is fragile where a base is, or where the bases disagree, naming which."""
+    cfg = studies.validate({**copy.deepcopy(studies.load("config/studies/bases.yaml")), "results_dir": str(tmp_path)})
+    drifted = "fragile: o drifted in 3 of 4 evaluations"
+    _analysed(cfg, [-0.05, -0.04, -0.06], {1: drifted})
+    assert main(["pool-bases", "--config-json", json.dumps(cfg)]) == 0
+    table = read_parquet(tmp_path / "bases" / "analysis" / "bases.parquet").set_index("base")
+    assert table["robustness"].tolist() == ["robust", drifted, "robust", f"fragile: base 1: {drifted}"]
+    assert table.loc["pooled", "confirmed"]  # the verdict is the plan's; its fragility is beside it
+    _analysed(cfg, [-0.05, -0.04, -0.06])
+    steps.pool_bases(cfg)
+    assert read_parquet(tmp_path / "bases" / "analysis" / "bases.parquet")["robustness"].iloc[-1] == "robust"
+    _analysed(cfg, [-0.05, 0.0, -0.06])  # base 1 not confirmed: the bases disagree
+    steps.pool_bases(cfg)
+    assert read_parquet(tmp_path / "bases" / "analysis" / "bases.parquet")["robustness"].iloc[-1] == (
+        "fragile: the bases reach different verdicts")
 
 
 def test_by_hand_verbs_read_the_first_base_as_snakemake_does_and_pool_bases_reads_every_one():

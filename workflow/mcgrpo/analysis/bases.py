@@ -16,6 +16,11 @@ its own lock: where one base's study reports a contrast exploratory (its lock la
 is the pooled row, its note naming the base. Where the within-base residuals leave nothing to test against (every
 seed of each base alike, or no residual degrees of freedom), the pooled row is uninformative, with the reason, as a
 contrast is (analysis/informative.py): untested, not confirmed, holding nothing.
+Every verdict states its fragility: a base's row carries its study's robustness label and warning (its headline's),
+and the pooled row is fragile where a base's verdict is, naming the base and its checks, or where the bases reach
+different verdicts; its warning repeats each base's. The paper pools nothing; this rule is the workflow's: the
+pooled fit reads every base's runs, so what makes a base's verdict fragile (a drifting arm, unlike runs, a crossed
+interval across 0) is in the pooled data too.
 """
 
 from __future__ import annotations
@@ -27,19 +32,22 @@ from scipy import stats
 from statsmodels.stats.anova import anova_lm
 
 from mcgrpo.analysis import contrasts as contrast_stats
-from mcgrpo.analysis.summary import planned_p
+from mcgrpo.analysis.robustness import inconclusive
+from mcgrpo.analysis.summary import found, planned_p
 from mcgrpo.analysis.stats import spread
 from mcgrpo.core.errors import DataError
 
 COLUMNS = ["id", "contrast", "basis", "metric", "eval_set", "direction", "base", "n", "mean", "ci_low", "ci_high",
-           "p", "p_holm", "confirmed", "heterogeneity_p", "holds_across_bases", "uninformative", "label", "note"]
+           "p", "p_holm", "confirmed", "heterogeneity_p", "holds_across_bases", "uninformative", "robustness", "warning",
+           "label", "note"]
 POOLED = "pooled"
 NOTE = ("base N: that base's study (its own warm-started model, B and runs): mean over paired seeds [95% paired-t CI], "
         "its verdict (Holm within the primary family). pooled: OLS of every base's paired differences on sum-coded "
         "base fixed effects (statsmodels), the intercept = the mean over bases, 95% t interval; confirmed by the "
         "plan's rule; heterogeneity_p: F test of differing bases; holds_across_bases: every base reaches the pooled "
-        "verdict; label, note: the pooled row is exploratory where a base's study reports the contrast so (its "
-        "lock late, or its plan changed since), naming the base.")
+        "verdict; robustness, warning: a base's as its headline gives them; the pooled row fragile where a base's "
+        "verdict is or the bases disagree, with every base's warning; label, note: the pooled row is exploratory "
+        "where a base's study reports the contrast so (its lock late, or its plan changed since), naming the base.")
 
 
 def pooled_fit(pairs: pd.DataFrame, margin: float) -> dict:
@@ -87,13 +95,14 @@ def _plan(contrasts: pd.DataFrame) -> dict[tuple, dict]:
             for _, r in planned.iterrows()}
 
 
-def table(per_base: dict[int, tuple[pd.DataFrame, pd.DataFrame]], margin: float, alpha: float = 0.05
-          ) -> pd.DataFrame:
+def table(per_base: dict[int, tuple[pd.DataFrame, pd.DataFrame]], margin: float, alpha: float = 0.05,
+          headlines: dict[int, pd.DataFrame] | None = None) -> pd.DataFrame:
     """One row per planned contrast and base (its own contrasts.parquet row), then its pooled row; each p is the
     planned test's (summary.planned_p), which decides its verdict, as the headline gives it.
 
     `per_base`: base -> (contrasts, paired) of that base's study. The plan is the first base's (every base's
-    study has the same plan).
+    study has the same plan). `headlines`: base -> its study's headline (id, robustness, warning), whose words each
+    base row carries and the pooled row's robustness and warning are made of; without them both are empty.
     """
     if not per_base:
         return pd.DataFrame(columns=COLUMNS)
@@ -111,7 +120,8 @@ def table(per_base: dict[int, tuple[pd.DataFrame, pd.DataFrame]], margin: float,
             row = contrasts.set_index(contrast_stats.KEY).loc[key]
             rows.append({"base": str(base), **{c: row[c] for c in ("n", "mean", "ci_low", "ci_high", "p_holm",
                                                                    "confirmed", "label", "note")}, **_key(key, plan),
-                         "p": planned_p(row), "uninformative": row.get("uninformative", "")})
+                         "p": planned_p(row), "uninformative": row.get("uninformative", ""),
+                         **_judged(headlines, base, plan[key]["id"])})
             reported[base] = (row["label"], row["note"])
         judged_by[key] = _pooled_label(plan[key], reported)
         both = pd.concat(pairs, ignore_index=True)
@@ -129,7 +139,7 @@ def table(per_base: dict[int, tuple[pd.DataFrame, pd.DataFrame]], margin: float,
                 {**_key(key, plan), "base": POOLED, **{c: r[c] for c in ("n", "mean", "ci_low", "ci_high",
                                                                          "p_holm", "confirmed", "heterogeneity_p",
                                                                          "uninformative", "label", "note")},
-                 "p": planned_p(r), "holds_across_bases": holds}]
+                 "p": planned_p(r), "holds_across_bases": holds, **_pooled_judged(r, bases, holds, headlines, margin)}]
     result = pd.DataFrame(out, columns=COLUMNS)
     result["confirmed"] = pd.array(result["confirmed"].tolist(), dtype="boolean")
     result["holds_across_bases"] = pd.array(result["holds_across_bases"].tolist(), dtype="boolean")
@@ -145,6 +155,36 @@ def _pooled_label(entry: dict, reported: dict[int, tuple[str, str]]) -> dict:
     why = "; ".join(f"base {base} reports {entry['id']} as {label}" + (f" ({note})" if note else "")
                     for base, (label, note) in sorted(reported.items()) if label == "exploratory")
     return {**entry, "label": "exploratory", "note": why}
+
+
+def _judged(headlines: dict[int, pd.DataFrame] | None, base: int, plan_id: str) -> dict[str, str]:
+    """A base row's robustness and warning: its study's headline's for `plan_id` ('' without headlines)."""
+    if headlines is None:
+        return {"robustness": "", "warning": ""}
+    row = headlines[base].set_index("id").loc[plan_id]
+    return {c: row[c] if isinstance(row[c], str) else "" for c in ("robustness", "warning")}
+
+
+def _pooled_judged(pooled, bases: pd.DataFrame, holds, headlines: dict | None, margin: float) -> dict[str, str]:
+    """The pooled row's robustness and warning (every base's, named). Its robustness: uninformative with its reason;
+    none where exploratory (a demoted contrast has no checks); fragile where a base's verdict is (fragile, or
+    uninformative: its data is in the pool) or the bases reach different verdicts, naming each; inconclusive where
+    its interval reaches past the margin (robustness.inconclusive: never robust); else robust. A base that is only
+    inconclusive fails nothing: pooling is what reads past it."""
+    if headlines is None:
+        return {"robustness": "", "warning": ""}
+    warning = "; ".join(f"base {b}: {w}" for b, w in zip(bases["base"], bases["warning"]) if w)
+    if pooled["uninformative"]:
+        return {"robustness": f"uninformative: {pooled['uninformative']}", "warning": warning}
+    if pooled["label"] == "exploratory":
+        return {"robustness": "", "warning": warning}
+    failed = [f"base {b}: {label}" for b, label in zip(bases["base"], bases["robustness"])
+              if label.startswith(("fragile", "uninformative"))]
+    failed += ["the bases reach different verdicts"] if holds is False else []
+    if failed:
+        return {"robustness": f"fragile: {'; '.join(failed)}", "warning": warning}
+    row = {**pooled, "margin": margin}
+    return {"robustness": inconclusive(row) if found(row) == "inconclusive" else "robust", "warning": warning}
 
 
 def _key(key: tuple, plan: dict) -> dict:

@@ -310,10 +310,11 @@ def figures_step(cfg: dict, results: Path) -> None:
                   colours)
 
 
-def headline(cfg: dict, results: Path) -> pd.DataFrame:
+def headline(cfg: dict, results: Path, runs: dict[str, str] | None = None) -> pd.DataFrame:
     """The headline table (tables/headline.csv) of study `cfg` from its analysis files, each held to the study's
-    config and runs: what a programme's summary holds each study's CSV to, so it never shows another verdict."""
-    read = analysis_reader(cfg, results)
+    config and runs (`runs`: computed_from's, where already taken): what a programme's summary holds each study's CSV
+    to, so it never shows another verdict, and what pool-bases words each base's verdict by."""
+    read = analysis_reader(cfg, results, runs)
     return tables.headline(read("contrasts", "contrasts"), read("robustness"), _accepted(cfg, results),
                            _status(cfg, results).get("stale_runs"), flags(cfg, results))
 
@@ -451,7 +452,7 @@ def pool_bases(cfg: dict) -> str:
     if not cfg.get("bases"):
         raise ConfigError(f"study {cfg['study']}: no bases to pool; allowed: a study with bases (a list of "
                           f"warm-start seeds), e.g. config/studies/bases.yaml")
-    per_base, runs_read = {}, {}
+    per_base, runs_read, judged = {}, {}, {}
     for base in cfg["bases"]:
         own = study_config.base_study(cfg, base)  # the base study its analysis jobs ran (less the switches)
         folder = study_dir(own)
@@ -461,9 +462,10 @@ def pool_bases(cfg: dict) -> str:
         now = computed_from(own, folder)
         read = analysis_reader(own, folder, now)
         per_base[base] = (read("contrasts", "contrasts"), read("paired", "paired"))
+        judged[base] = headline(own, folder, now)  # each base's verdicts as its study words them, warnings and all
         runs_read.update({f"base {base}: {run}": digest for run, digest in now.items()})
     a, out = cfg["analysis"], study_dir(cfg)
-    table = bases.table(per_base, a["margin"], a["alpha"])
+    table = bases.table(per_base, a["margin"], a["alpha"], judged)
     _write(table, out, "bases", cfg, runs_read)
     tables.write_table(table, out / "tables" / "bases", title="Each planned contrast per warm-start base and pooled",
                        note=bases.NOTE)
