@@ -6,13 +6,16 @@ import importlib.abc
 import json
 import importlib.util
 import os
+import py_compile
 import sys
+import zipfile
 
 import pytest
 
 from conftest import ROOT, edited_study
 from mcgrpo import cli, studies
 from mcgrpo.core import config as study_config, plugins, trl_config, user_code
+from mcgrpo.core.errors import ConfigError
 
 RULE = "class Flat:\n    def __call__(self, rollouts, ctx):\n        return None\n"
 TEMPLATE = ROOT / "examples" / "my-intervention"
@@ -98,6 +101,42 @@ def test_an_import_inside_a_function_counts(code):
     code("my_lazy.py", "def helper():\n    from my_lazy_helpers import CAP\n    return CAP\n" + RULE)
     code("my_lazy_helpers.py", "CAP = 1.0\n")
     assert set(_identity("my_lazy:Flat")["user_code"]) == {"my_lazy_helpers"}
+
+
+def _sourceless(code, tmp_path, path: str, text: str) -> None:
+    """`path` compiled as a wheel built without sources installs it: its .pyc where its .py was, no .py."""
+    code(path, text)
+    py_compile.compile(str(tmp_path / path), cfile=str(tmp_path / (path + "c")), doraise=True)
+    (tmp_path / path).unlink()
+    importlib.invalidate_caches()
+
+
+@pytest.mark.parametrize("module", ["my_compiled/flat.py", "my_compiled_flat.py"])
+def test_a_sourceless_plugins_identity_changes_with_its_code(module, code, tmp_path):
+    """A plugin installed without its .py files (a wheel of .pyc only, or one compiled to a .so) is identified by the
+    files it runs: rebuilt with other code under the same version, its runs are new runs, not the old code's."""
+    code("my_compiled/__init__.py", "")
+    target = module.removesuffix(".py").replace("/", ".") + ":Flat"
+    _sourceless(code, tmp_path, module, RULE)
+    before = _identity(target)
+    _sourceless(code, tmp_path, module, RULE + "SCALE = 2.0\n")
+    assert _identity(target)["source_sha256"] != before["source_sha256"]
+
+
+def test_a_plugin_without_a_readable_file_is_refused(tmp_path, monkeypatch):
+    """A plugin imported from a zip archive has no file its identity could be read from: refused, named."""
+    with zipfile.ZipFile(tmp_path / "rules.zip", "w") as archive:
+        archive.writestr("my_zipped/__init__.py", "")
+        archive.writestr("my_zipped/flat.py", RULE)
+    monkeypatch.syspath_prepend(str(tmp_path / "rules.zip"))
+    try:
+        with pytest.raises(ConfigError) as err:
+            _identity("my_zipped.flat:Flat")
+    finally:
+        for name in [m for m in sys.modules if m.startswith("my_zipped")]:
+            del sys.modules[name]
+    assert str(err.value).startswith("config key k: the credit plugin 'my_zipped.flat:Flat' (my_zipped.flat.Flat) "
+                                     "has no module file that can be read")
 
 
 def test_the_standard_library_installed_packages_mcgrpo_and_unknown_names_add_nothing(code):
