@@ -273,7 +273,8 @@ def test_tokens_sampled_through_ctx_engine_and_reported_count_toward_the_budget(
 def test_a_selector_that_chooses_outside_the_pool_is_named(tiny, world):
     message, _ = _failure({"selection": {f"{HERE}:OutsideThePool": {}}}, tiny, world)
     assert message.startswith(f"selector '{HERE}:OutsideThePool' (arms.bad.selection) in training arm bad seed 1, "
-                              f"iteration 0: it chose prompt 10000, outside the pool of {len(world[0])}; allowed: ")
+                              f"iteration 0: its chosen prompts hold 10000, outside the pool of {len(world[0])}; "
+                              "allowed: ")
 
 
 def test_a_selector_that_hides_generated_groups_is_named(tiny, world):
@@ -454,7 +455,37 @@ def test_a_stat_named_as_a_column_of_the_run_is_refused(tiny, world):
 def test_a_selector_that_changes_the_batch_size_is_named(rule, what, tiny, world):
     message, _ = _failure({"selection": {f"{HERE}:{rule}": {}}}, tiny, world)
     assert message.startswith(f"selector '{HERE}:{rule}' (arms.bad.selection) in training arm bad seed 1, "
-                              f"iteration 0: {what}; allowed: a Selection of at most"), message
+                              f"iteration 0: {what}; allowed: a Selection of pool indices"), message
+
+
+@dataclass(kw_only=True)
+class Logs(api.StreamSelector):
+    """Trains on the stream's prompts, but reports them to the log as `how` says: prompts.parquet logs each candidate
+    by its index (a negative one names another problem) and iterations.parquet the means of the predictions."""
+    how: str = "lists"
+
+    def select(self, iteration, view):
+        drawn = self.stream.candidates(iteration, self.per_iteration)
+        return {"lists": api.Selection(drawn.tolist(), drawn.tolist()),
+                "negative": api.Selection(np.append(drawn, -1), drawn),
+                "unlisted": api.Selection(drawn[:1], drawn),
+                "short": api.Selection(drawn, drawn, np.array([0.5]))}[self.how]
+
+
+@pytest.mark.parametrize("how, what", [
+    ("negative", "its candidates hold -1, outside the pool of 64"),
+    ("unlisted", r"it chose prompt \d+, not one of its 1 candidates"),
+    ("short", r"its predicted successes are float64 in shape \(1,\), for 2 candidates"),
+])
+def test_a_selector_that_would_misreport_its_candidates_is_named(how, what, tiny, world):
+    message, _ = _failure({"selection": {f"{HERE}:Logs": {"how": how}}}, tiny, world)
+    assert __import__("re").match(f"selector '{HERE}:Logs' \\(arms.bad.selection\\) in training arm bad seed 1, "
+                                  f"iteration 0: {what}; allowed: a Selection of pool indices", message), message
+
+
+def test_a_selection_of_lists_trains_as_one_of_arrays(tiny, world):
+    log = _trainer({"selection": {f"{HERE}:Logs": {"how": "lists"}}}, tiny, world).run(max_iterations=2)
+    assert [row["chosen"] for row in log.prompts] == [True] * 4
 
 
 # What a plugin is handed exposes only what mcgrpo.api documents: sampling goes through the counted generate.

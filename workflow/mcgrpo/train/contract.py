@@ -402,27 +402,47 @@ def tokens_problem(reported, least: int, field: str, generated: str) -> str:
     return ""
 
 
-SELECTION = ("a Selection of at most recipe.prompts_per_iteration pool indices (at least one trained), its groups "
-             "(a Rollouts) one per chosen prompt, in its order, with the recipe's group size, and discarded tokens an "
-             "int >= 0 that with the kept groups' tokens covers every token generated (docs/plugins.md)")
+SELECTION = ("a Selection of pool indices (numpy arrays of ints): candidates, each with its predicted success, and "
+             "chosen among them (at least one trained, at most recipe.prompts_per_iteration), its groups (a Rollouts) "
+             "one per chosen prompt, in its order, with the recipe's group size, and discarded tokens an int >= 0 that "
+             "with the kept groups' tokens covers every token generated (docs/plugins.md)")
 
 
 def selection(subject: Subject, out, pool_size: int, per_iteration: int):
-    """A selector's Selection, checked: its chosen prompts are pool indices, at most `per_iteration` of them (more
-    would train on a larger batch than the recipe's, at fewer updates per token than the arms it is compared with)."""
-    if not _has(out, "candidates", "chosen"):
+    """A selector's Selection, checked: its candidates and chosen prompts are pool indices, the chosen among the
+    candidates (where it names any) and at most `per_iteration` of them (more would train on a larger batch than the
+    recipe's, at fewer updates per token than the arms it is compared with), one predicted success per candidate.
+    prompts.parquet logs each candidate by its index, with its prediction (iterations.parquet their means)."""
+    if not _has(out, "candidates", "chosen", "predicted"):
         raise subject.broken(f"select returned {type(out).__name__}, not a Selection", SELECTION)
-    chosen = np.asarray(out.chosen)
-    if chosen.ndim != 1 or (chosen.size and not np.issubdtype(chosen.dtype, np.integer)):
-        raise subject.broken(f"its chosen prompts are {chosen.dtype} in shape {chosen.shape}, not pool indices",
-                             SELECTION)
-    outside = chosen[(chosen < 0) | (chosen >= pool_size)]
-    if len(outside):
-        raise subject.broken(f"it chose prompt {int(outside[0])}, outside the pool of {pool_size}", SELECTION)
+    problem = _indices_problem(out.candidates, "candidates", pool_size) or \
+        _indices_problem(out.chosen, "chosen prompts", pool_size)
+    if problem:
+        raise subject.broken(problem, SELECTION)
+    candidates, chosen = out.candidates, out.chosen
     if len(chosen) > per_iteration:
         raise subject.broken(f"it chose {len(chosen)} prompts, more than recipe.prompts_per_iteration "
                              f"({per_iteration})", SELECTION)
+    unlisted = np.setdiff1d(chosen, candidates) if len(candidates) else ()
+    if len(unlisted):
+        raise subject.broken(f"it chose prompt {int(unlisted[0])}, not one of its {len(candidates)} candidates",
+                             SELECTION)
+    predicted = np.asarray(out.predicted)
+    if predicted.shape != candidates.shape or not _real(predicted):
+        raise subject.broken(f"its predicted successes are {predicted.dtype} in shape {predicted.shape}, for "
+                             f"{len(candidates)} candidates", SELECTION)
     return out
+
+
+def _indices_problem(values, what: str, pool_size: int) -> str:
+    """What is wrong with `values` as a Selection's pool indices ('' where nothing is): a numpy array of ints, each
+    in the pool (a negative index would log another problem than the one trained)."""
+    if not isinstance(values, np.ndarray) or values.ndim != 1 or (
+            values.size and not np.issubdtype(values.dtype, np.integer)):
+        shape = f"{values.dtype} in shape {values.shape}" if isinstance(values, np.ndarray) else type(values).__name__
+        return f"its {what} are {shape}, not a numpy array of pool indices"
+    outside = values[(values < 0) | (values >= pool_size)]
+    return f"its {what} hold {int(outside[0])}, outside the pool of {pool_size}" if len(outside) else ""
 
 
 def groups(subject: Subject, out, group_size: int, pool: list[dict], per_iteration: int, engine_generated: int):
