@@ -448,6 +448,25 @@ def test_a_stat_named_as_a_column_of_the_run_is_refused(tiny, world):
     assert trainer.log.iterations == []
 
 
+@dataclass
+class LogsAStat:
+    """Logs a stat that is not a number on iteration 0 and a float after: iterations.parquet cannot hold both in a
+    column, and the run writes it only when it ends, its budget spent."""
+    first: str = "text"
+
+    def __call__(self, rollouts, ctx):
+        value = {"text": "n/a", "bool": True}[self.first] if ctx.iteration == 0 else 0.5
+        return api.Credit(outcome(rollouts, ctx), stats={"my_stat": value})
+
+
+@pytest.mark.parametrize("first, said", [("text", "'n/a' (str)"), ("bool", "True (bool)")])
+def test_a_stat_that_is_not_a_number_is_refused_where_it_is_returned(first, said, tiny, world):
+    message, trainer = _failure({"credit": {f"{HERE}:LogsAStat": {"first": first}}}, tiny, world)
+    assert message.startswith(CREDIT.format(name=f"{HERE}:LogsAStat") + f"Credit.stats['my_stat'] is {said}, not a "
+                              "number; allowed: Credit.stats a dict of names (str) to numbers"), message
+    assert trainer.log.iterations == []
+
+
 @pytest.mark.parametrize("rule, what", [
     ("Doubles", "it chose 4 prompts, more than recipe.prompts_per_iteration (2)"),
     ("TrainsOnNothing", "it trained on no prompt"),

@@ -347,7 +347,25 @@ def credit(subject: Subject, out, rollouts, engine):
                                         f"ctx.engine generated {engine.generated} tokens while the rule ran")
     if problem:
         raise subject.broken(problem, CREDIT)
+    if (unloggable := stats_problem(out.stats)):
+        raise subject.broken(unloggable, STATS)
     return out
+
+
+STATS = ("Credit.stats a dict of names (str) to numbers (an int or a float; NaN where there is none this iteration, "
+         "float(x) for a bool): a column each of iterations.parquet (docs/plugins.md)")
+
+
+def stats_problem(stats) -> str:
+    """What is wrong with a credit rule's stats as columns of iterations.parquet ('' where nothing is): a text, a
+    bool, an array or None beside numbers in a column cannot be written, and the run writes it when it ends, after
+    its whole budget was spent."""
+    if not isinstance(stats, dict):
+        return f"Credit.stats is {type(stats).__name__}, not a dict"
+    return next((f"Credit.stats[{name!r}] is {value!r} ({type(value).__name__}), not a number"
+                 if isinstance(name, str) else f"Credit.stats has the name {name!r} ({type(name).__name__}), not a str"
+                 for name, value in stats.items() if not isinstance(name, str) or isinstance(value, (bool, np.bool_))
+                 or not isinstance(value, (int, float, np.integer, np.floating))), "")
 
 
 SEQUENCES = ("extra sequences (Credit.sequences) whose completion is one that ctx.engine.generate returned while "
