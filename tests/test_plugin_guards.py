@@ -912,7 +912,7 @@ def test_a_plugin_whose_state_dict_does_not_restore_it_is_refused_at_the_checkpo
 
 # A verifier's verdict depends on (text, reference) alone: a sample of each batch is judged twice.
 
-CALLS, COIN = [0], __import__("random").Random(0)
+CALLS, COIN, DRIFT = [0], __import__("random").Random(0), [0]
 
 
 def flips(text, reference):
@@ -924,6 +924,24 @@ def flips(text, reference):
 def coin(text, reference):
     """Draws its verdict at random."""
     return COIN.random() < 0.5
+
+
+def drifts(text, reference):
+    """Rejects everything for its first 9 calls (a batch of 8 completions and one judged again), then accepts
+    everything: a mode switched between batches, never within one."""
+    DRIFT[0] += 1
+    return DRIFT[0] > 9
+
+
+def test_a_verifier_whose_verdict_drifts_between_batches_is_named(tiny, world):
+    DRIFT[0] = 0
+    name = f"{HERE}:drifts"
+    message, trainer = _failure({"recipe": {"reward_verifier": name}}, tiny, world)
+    assert __import__("re").match(
+        rf"verifier '{name}' \(recipe.reward_verifier\) in training arm bad seed 1, iteration 1: it returned False, "
+        r"then True for a completion of its last batch judged again in this one \(text .*, reference '[^']+'\); "
+        r"allowed: True or False", message), message
+    assert trainer.updates == 1  # the first batch's rewards trained, none judged after the switch
 
 
 @pytest.mark.parametrize("verifier", ["flips", "coin"])

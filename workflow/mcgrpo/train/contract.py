@@ -16,7 +16,8 @@ What is checked (docs/plugins.md, "What is checked at run time"):
 - a selector: a `Selection` of pool indices; its groups one per chosen prompt, in order, of the recipe's group
   size; its discarded tokens a whole number >= 0, which with the kept groups' tokens covers what the engine
   generated; every row it trains on one its sampler returned, as it was returned (`sampled`);
-- a verifier: a bool (or 0 / 1) for every completion, the same when one in RECHECKED is judged again;
+- a verifier: a bool (or 0 / 1) for every completion, the same when one in RECHECKED is judged again (at once, and
+  in its next batch);
 - every call, and every build of one: the rollouts, arrays and Selections it was handed unchanged, the process's
   global state (torch's settings and kernel flags, numpy's error handling, the working folder, sys.path,
   os.environ: `_settings`) and ctx.engine's temperature and top_p as it found them; a credit rule's check_pool:
@@ -662,32 +663,47 @@ VERDICT = ("True or False (or 1 / 0) for every completion, the same each time fo
            "(text, reference) -> bool, drawing nothing at random and reading no clock nor state it changes "
            "(docs/plugins.md)")
 RECHECKED = 8  # one completion in this many (at least one a batch) is judged twice
+# per verifier, one (text, reference, verdict) of the last batch it judged, judged again at the start of the next:
+# a verifier whose state drifts between batches (a count of its calls, a mode it switches) gives it another verdict
+_last_judged: dict[Subject, tuple[str, Any, float]] = {}
 
 
 def verdicts(subject: Subject, judge: Callable[[str, str], Any], texts, answers) -> np.ndarray:
     """A verifier's verdict on each (text, reference), as floats 1.0 / 0.0, each checked to be a bool. Every
-    RECHECKED-th completion, from an offset the batch's first text picks, is judged a second time at once and refused
-    where the two differ: a verifier that draws at random or drifts would make rewards noise that no one is told of.
+    RECHECKED-th completion, from an offset the batch's first text picks, is judged a second time at once, and the last
+    of them again at the start of the verifier's next batch: refused where two verdicts differ, since a verifier that
+    draws at random or drifts with state of its own would make rewards noise that no one is told of.
     The batch is one call (`Subject.call`): what it must leave as it found it is read once, not at every verdict
     (576 reads a 512-completion batch, 10 ms an iteration)."""
     return subject.call(_judged, subject, judge, list(texts), list(answers))
 
 
 def _judged(subject: Subject, judge: Callable[[str, str], Any], texts: list[str], answers: list) -> np.ndarray:
+    if subject in _last_judged:
+        text, answer, was = _last_judged[subject]
+        _same_verdict(subject, was, _verdict(subject, judge, text, answer, "a completion of its last batch"),
+                      "a completion of its last batch judged again in this one", text, answer)
     out = []
     offset = zlib.crc32(texts[0].encode()) % min(RECHECKED, len(texts)) if texts else 0
     for r, (text, answer) in enumerate(zip(texts, answers)):
-        out.append(_verdict(subject, judge, text, answer, r))
-        if r % RECHECKED == offset and (again := _verdict(subject, judge, text, answer, r)) != out[-1]:
-            raise subject.broken(f"it returned {bool(out[-1])}, then {bool(again)} for completion {r} judged again "
-                                 f"(text {_short(text)}, reference {answer!r})", VERDICT)
+        out.append(_verdict(subject, judge, text, answer, f"completion {r}"))
+        if r % RECHECKED == offset:
+            again = _verdict(subject, judge, text, answer, f"completion {r}")
+            _same_verdict(subject, out[-1], again, f"completion {r} judged again", text, answer)
+            _last_judged[subject] = text, answer, again
     return np.array(out, dtype=np.float64)
 
 
-def _verdict(subject: Subject, judge: Callable[[str, str], Any], text: str, answer: str, r: int) -> float:
+def _same_verdict(subject: Subject, was: float, now: float, what: str, text: str, answer) -> None:
+    if now != was:
+        raise subject.broken(f"it returned {bool(was)}, then {bool(now)} for {what} (text {_short(text)}, reference "
+                             f"{answer!r})", VERDICT)
+
+
+def _verdict(subject: Subject, judge: Callable[[str, str], Any], text: str, answer: str, what: str) -> float:
     verdict = judge(text, answer)  # a plugin's exception is named by the batch's call
     if not isinstance(verdict, (bool, np.bool_, int, np.integer)) or verdict not in (0, 1):
-        raise subject.broken(f"it returned {verdict!r} for completion {r}, not a bool", VERDICT)
+        raise subject.broken(f"it returned {verdict!r} for {what}, not a bool", VERDICT)
     return float(bool(verdict))
 
 
