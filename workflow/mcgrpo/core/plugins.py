@@ -207,7 +207,13 @@ def options(plugin: Plugin) -> dict[str, tuple[Any, bool]]:
     """A plugin's declared options: name -> (type, required), from the factory's typed parameters."""
     factory = plugin.factory
     target = factory.__init__ if inspect.isclass(factory) and not dataclasses.is_dataclass(factory) else factory
-    hints = typing.get_type_hints(target)
+    try:
+        hints = typing.get_type_hints(target)
+    except Exception as e:  # an annotation that names what the module does not define when it runs: its bug
+        e.add_note(f"mcgrpo: the error above was raised reading the option types of the {plugin.kind} plugin "
+                   f"{plugin.name!r} ({_qualname(factory)}): a plugin's annotations must name types its module "
+                   f"defines or imports when it runs (not only under `if TYPE_CHECKING:`)")
+        raise
     if dataclasses.is_dataclass(factory):
         fields = {f.name: f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
                   for f in dataclasses.fields(factory) if f.init}
