@@ -76,6 +76,14 @@ class Raising:
 
 
 @dataclass
+class Exits:
+    """Ends the process as a script would: `sys.exit()` is a SystemExit, which `except Exception` lets pass, and the
+    job would exit with status 0, its run never written, as if it had finished."""
+    def __call__(self, rollouts, ctx):
+        __import__("sys").exit()
+
+
+@dataclass
 class NegativeTokens:
     def __call__(self, rollouts, ctx):
         return api.Credit(outcome(rollouts, ctx), tokens_generated=-5000)
@@ -241,6 +249,7 @@ def _selector_named(selector: str, options: dict, tiny, world, said: str, allowe
     ("ComplexCredit", r"the credit of completion 0 is complex128, not real numbers"),
     ("TextCredit", r"the credit of completion 0 is <U\d+, not real numbers"),
     ("Raising", r"iteration 0: raised KeyError: 'hints' \(at .*test_plugin_guards.py:\d+, in __call__\)$"),
+    ("Exits", r"iteration 0: raised SystemExit:  \(at .*test_plugin_guards.py:\d+, in __call__\)$"),
 ])
 def test_a_credit_rule_that_breaks_its_contract_stops_the_run_naming_it(rule, what, tiny, world):
     name = f"{HERE}:{rule}"
@@ -250,7 +259,7 @@ def test_a_credit_rule_that_breaks_its_contract_stops_the_run_naming_it(rule, wh
     assert found, message
     if rule == "ShortCredit":
         assert int(found[1]) == int(found[2]) + 1
-    if rule != "Raising":
+    if rule not in ("Raising", "Exits"):
         assert message.endswith("(docs/plugins.md)") and "allowed: a Credit with one finite value" in message
     assert trainer.log.iterations == [] and trainer.tokens_total == 0  # nothing of iteration 0 was recorded
 

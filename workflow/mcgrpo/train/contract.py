@@ -105,7 +105,7 @@ class Subject:
             out = function(*args)
         except (McgrpoError, Interrupted):
             raise
-        except Exception as e:
+        except (Exception, SystemExit) as e:  # sys.exit() in a plugin would end the job as if it had finished
             if self.builtin:
                 raise
             raise PluginError(f"{self._prefix()}: raised {type(e).__name__}: {_first_line(e)}{_origin(e)}") from e
