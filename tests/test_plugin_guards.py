@@ -780,6 +780,27 @@ def _refused_at_checkpoint(kind: str, name: str, said: str, tiny, world, tmp_pat
     assert [p.name for p in tmp_path.glob("ckpt-*.pt")] == ["ckpt-00000000.pt"]  # the start's only, as built
 
 
+@dataclass
+class SavesALock(CountsSaved):
+    """Saves a lock it made in its first call with its count: no checkpoint can hold a lock."""
+    def __call__(self, rollouts, ctx):
+        self.lock = __import__("threading").Lock()
+        return super().__call__(rollouts, ctx)
+
+    def state_dict(self):
+        return {**super().state_dict(), "lock": getattr(self, "lock", None)}
+
+
+def test_a_state_dict_no_checkpoint_can_hold_is_refused_naming_the_plugin(tiny, world, tmp_path):
+    trainer = _checkpointed({"credit": {f"{HERE}:SavesALock": {}}}, tiny, world, tmp_path)
+    with pytest.raises(PluginError) as err:
+        trainer.run(max_iterations=2)
+    assert str(err.value).startswith(f"credit rule '{HERE}:SavesALock' (arms.bad.credit) in training arm bad seed 1, "
+                                     "checkpoint after iteration 0: its state_dict() cannot be written to a checkpoint "
+                                     "and read back (TypeError: cannot pickle '_thread.lock' object); allowed: "
+                                     "state_dict() -> dict"), str(err.value)
+
+
 @pytest.mark.parametrize("kind, name, changed", [
     ("credit", "Counts", "attribute calls"), ("selection", "Remembers", "attribute seen")])
 def test_a_plugin_whose_state_changed_but_cannot_be_saved_is_refused_at_the_checkpoint(kind, name, changed, tiny,

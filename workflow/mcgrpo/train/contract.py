@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import copy
 import functools
 import inspect
 import numbers
@@ -543,7 +542,7 @@ def restored(subject: Subject, plugin, rebuild: Callable[[], Any]) -> None:
     in every attribute the live one has (`same`; one only loading sets, as a count kept with getattr(self, name, 0),
     is not compared: the live one takes it when it first sets it). Run at checkpoints only: a state_dict and a build."""
     fresh = rebuild()
-    subject.call(fresh.load_state_dict, _copied(subject.call(plugin.state_dict)))
+    subject.call(fresh.load_state_dict, _copied(subject, subject.call(plugin.state_dict)))
     live, loaded = attributes(plugin), attributes(fresh)
     lost = sorted(n for n in live if n not in loaded or not same(live[n], loaded[n]))
     if lost:
@@ -553,12 +552,14 @@ def restored(subject: Subject, plugin, rebuild: Callable[[], Any]) -> None:
                              f"checkpoint would diverge from the run uninterrupted", RESUMABLE)
 
 
-def _copied(state):
-    """`state` as a resume reads it back (pickled, as torch.save writes it), sharing nothing with the live plugin."""
+def _copied(subject: Subject, state):
+    """`state` as a resume reads it back (pickled, as torch.save writes it), sharing nothing with the live plugin;
+    refused, named, where pickle cannot write or read it back: the checkpoint could not hold it either."""
     try:
         return pickle.loads(pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
-    except Exception:  # what pickle cannot write (torch.save could not either): a deep copy
-        return copy.deepcopy(state)
+    except Exception as e:
+        raise subject.broken(f"its state_dict() cannot be written to a checkpoint and read back ({type(e).__name__}: "
+                             f"{_first_line(e)})", RESUMABLE) from e
 
 
 POOL = ("a check of the pool it is handed that reads it and raises where the pool does not suit the rule (a copy, "
