@@ -264,6 +264,28 @@ def test_a_credit_rule_that_breaks_its_contract_stops_the_run_naming_it(rule, wh
     assert trainer.log.iterations == [] and trainer.tokens_total == 0  # nothing of iteration 0 was recorded
 
 
+@dataclass
+class ChecksItsWeight:
+    """Checks its own option as it is built, as a dataclass's __post_init__ does: only when the run builds it."""
+    weight: float = -1.0
+
+    def __post_init__(self):
+        if self.weight < 0:
+            raise ValueError(f"weight must be >= 0, got {self.weight}")
+
+    def __call__(self, rollouts, ctx):
+        return api.Credit(outcome(rollouts, ctx))
+
+
+def test_a_plugin_that_raises_as_it_is_built_is_named(tiny, world):
+    with pytest.raises(PluginError) as err:
+        _trainer({"credit": {f"{HERE}:ChecksItsWeight": {}}}, tiny, world)
+    assert __import__("re").match(rf"credit rule '{HERE}:ChecksItsWeight' \(arms.bad.credit\): raised ValueError: "
+                                  r"weight must be >= 0, got -1.0 \(at .*test_plugin_guards.py:\d+, in __post_init__\)$",
+                                  str(err.value)), str(err.value)
+    assert isinstance(err.value.__cause__, ValueError)  # its traceback, printed first by the job
+
+
 def test_tokens_sampled_through_ctx_engine_and_not_reported_are_refused(tiny, world):
     message, trainer = _failure({"credit": {f"{HERE}:Probes": {}}}, tiny, world)
     assert trainer.credit.sampled > 0

@@ -93,21 +93,13 @@ class Subject:
         return RuntimeError(f"{text} (a bug in mcgrpo's built-in)") if self.builtin else PluginError(text)
 
     def call(self, function: Callable, *args) -> Any:
-        """`function(*args)`; a plugin's exception becomes one line naming the plugin and where it was raised (the
-        original chained as its cause). mcgrpo's own errors, a preemption, and a built-in's exceptions pass as
-        they are. A call that returns must leave what it was handed as it found it: the rollouts, arrays and
-        Selections among `args`, ctx.engine's sampling settings and torch's global settings; the trainer goes on from
-        them (the update, the budget, the selector, the logs, the other rules of the gradient tests, evaluation)."""
+        """`function(*args)`, its exception named (`_guarded`). A call that returns must leave what it was handed as it
+        found it: the rollouts, arrays and Selections among `args`, ctx.engine's sampling settings and torch's global
+        settings; the trainer goes on from them (the update, the budget, the selector, the logs, the other rules of
+        the gradient tests, evaluation)."""
         names = _parameters(function)
         before = _state(args, names)
-        try:
-            out = function(*args)
-        except (McgrpoError, Interrupted):
-            raise
-        except (Exception, SystemExit) as e:  # sys.exit() in a plugin would end the job as if it had finished
-            if self.builtin:
-                raise
-            raise PluginError(f"{self._prefix()}: raised {type(e).__name__}: {_first_line(e)}{_origin(e)}") from e
+        out = self._guarded(function, *args)
         changed = _changed(before, _state(args, names))
         if changed:
             raise self.broken(f"it changed {changed}", LEAVES)
@@ -115,14 +107,28 @@ class Subject:
 
     def built(self, factory: Callable, **options) -> Any:
         """`factory(**options)`: the plugin as the run builds it (when it starts, and afresh at each checkpoint where
-        it has a state_dict), refused where building it left the process's global state changed, as a call is (the
-        run goes on from it); what it raises passes as it is."""
+        it has a state_dict), its exception named as a call's is (a check of its own options in __post_init__ is
+        the usual one), refused where building it left the process's global state changed, as a call is (the run
+        goes on from it)."""
         before = _settings()
-        out = factory(**options)
+        out = self._guarded(factory, **options)
         changed = _setting_changed(before, _settings())
         if changed:
             raise self.broken(f"building it changed {changed} and left it so", LEAVES)
         return out
+
+    def _guarded(self, function: Callable, *args, **options) -> Any:
+        """`function(*args, **options)`; a plugin's exception becomes one line naming the plugin and where it was
+        raised (the original chained as its cause, whose traceback the job prints first). mcgrpo's own errors, a
+        preemption, and a built-in's exceptions pass as they are."""
+        try:
+            return function(*args, **options)
+        except (McgrpoError, Interrupted):
+            raise
+        except (Exception, SystemExit) as e:  # sys.exit() in a plugin would end the job as if it had finished
+            if self.builtin:
+                raise
+            raise PluginError(f"{self._prefix()}: raised {type(e).__name__}: {_first_line(e)}{_origin(e)}") from e
 
 
 LEAVES = ("its inputs as it was given them (rollouts.problems, prompts, completions, texts, scores and rewards are "
