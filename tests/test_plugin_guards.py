@@ -570,6 +570,44 @@ def test_a_credit_rule_cannot_sample_around_the_counted_engine(route, what, tiny
         assert "allowed: generate(prompts, limits, seeds), temperature, top_p (docs/plugins.md)" in message
 
 
+KEPT: list = []  # what a plugin kept of an earlier call, out of its attributes (which a checkpoint would compare)
+
+
+@dataclass
+class KeepsItsEngine:
+    """Keeps ctx.engine and samples with the kept one in the next call, reporting what the new ctx.engine counted."""
+    def __call__(self, rollouts, ctx):
+        if KEPT:
+            KEPT[0].generate([rollouts.prompts[0]], [8], [api.stable_seed(*ctx.seed)])
+        KEPT[:] = [ctx.engine]
+        return api.Credit(outcome(rollouts, ctx), tokens_generated=ctx.engine.generated)
+
+
+@dataclass(kw_only=True)
+class KeepsItsSampler(api.StreamSelector):
+    """Keeps the sample function and draws one more group with the kept one in the next iteration, discarded."""
+    def generate(self, iteration, selection, sample):
+        if KEPT:
+            KEPT[0](selection.chosen[:1], 1)
+        KEPT[:] = [sample]
+        return sample(selection.chosen, 0), 0, selection
+
+
+@pytest.mark.parametrize("arm, said", [
+    ({"credit": {f"{HERE}:KeepsItsEngine": {}}}, f"credit rule '{HERE}:KeepsItsEngine' (arms.bad.credit) in training "
+     "arm bad seed 1, iteration 1: raised RuntimeError: this engine served an earlier call, whose tokens are counted "
+     "already: what it generated now would count toward no budget"),
+    ({"selection": {f"{HERE}:KeepsItsSampler": {}}}, f"selector '{HERE}:KeepsItsSampler' (arms.bad.selection) in "
+     "training arm bad seed 1, iteration 1: raised RuntimeError: the sample function of an earlier iteration, whose "
+     "tokens are counted already: what it sampled now would count toward no budget"),
+])
+def test_an_engine_kept_from_an_earlier_call_samples_nothing_uncounted(arm, said, tiny, world):
+    KEPT.clear()
+    message, trainer = _failure(arm, tiny, world)
+    assert message.startswith(said), message
+    assert trainer.updates == 1
+
+
 @dataclass
 class Rewords:
     """Probes with a prompt of its own by setting the template of ctx.prompter, the run's Prompter, which renders every

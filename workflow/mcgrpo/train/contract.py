@@ -278,14 +278,19 @@ def sampled(subject: Subject, sample: Callable) -> tuple[Callable, Callable[[Any
     row it trains on is one its sampler returned, with that row's prompt, text, scores, reward and problem (a
     selector's own rows, or rewards it made up, would train on what neither the engine counted nor the verifier
     judged)."""
-    handed = []
+    handed, done = [], []
 
     def recorded(*args):
+        if done:  # the count of what it sampled is read: a selector that kept it would sample uncounted tokens
+            raise RuntimeError("the sample function of an earlier iteration, whose tokens are counted already: what "
+                               "it sampled now would count toward no budget; allowed: sampling through the `sample` "
+                               "of the call in progress (docs/plugins.md)")
         batch = sample(*args)
         handed.append((batch, _snapshot(batch)))
         return batch
 
     def check(batch) -> None:
+        done.append(True)
         changed = _changed(((), [s for _, s in handed], []), ((), [_snapshot(b) for b, _ in handed], []))
         if changed:
             raise subject.broken(f"it changed {changed} (of groups it sampled)", LEAVES)
@@ -336,7 +341,9 @@ CREDIT = ("a Credit with one finite value per generated token of every completio
 
 def credit(subject: Subject, out, rollouts, engine):
     """The credit rule's output `out` for `rollouts`, checked against `engine`, the counted engine it was given
-    (engines.Counting): what it generated and handed out while the rule ran."""
+    (engines.Counting): what it generated and handed out while the rule ran, its count read now and closed (a rule
+    that kept it would sample uncounted tokens with it in a later call)."""
+    engine.close()
     if not _has(out, "tokens", "tokens_generated", "sequences"):
         raise subject.broken(f"it returned {type(out).__name__}, not a Credit", CREDIT)
     n = len(rollouts.completions)
