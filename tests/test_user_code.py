@@ -217,6 +217,26 @@ def test_a_job_whose_plugin_was_edited_after_planning_is_refused_naming_what_cha
     assert not (tmp_path / "o").exists()
 
 
+def test_a_plugin_whose_module_sets_a_torch_flag_as_it_is_imported_is_refused_by_the_job(code, tmp_path, capsys):
+    """Research code often sets a torch flag at its module's top (allow_tf32, oneDNN off): imported first by the job,
+    it would have the whole run compute under it, while the arms compared with it do not."""
+    import torch
+    code("my_fast.py", "import torch\ntorch.backends.mkldnn.enabled = False\n" + RULE)
+    cfg = studies.validate(edited_study(arms={"outcome": {}, "mine": {"credit": {"my_fast:Flat": {}}}}))
+    planned = study_config.run_config(cfg, "mine", 1)
+    del sys.modules["my_fast"]  # planned by another process: the job imports it first
+    torch.backends.mkldnn.enabled = True
+    files = ["--model", str(tmp_path / "m"), "--data", str(tmp_path / "d"), "--out", str(tmp_path / "o"),
+             "--budget", str(tmp_path / "b.parquet")]
+    try:
+        assert cli.main(["train", "--run-json", json.dumps(planned), *files]) == 2
+    finally:
+        torch.backends.mkldnn.enabled = True
+    assert ("error: credit rule 'my_fast:Flat' (--run-json): importing its module changed torch.backends.mkldnn.enabled "
+            "from True to False and left it so; allowed: a module that changes none") in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
 def test_a_job_whose_plugins_are_as_planned_is_not_held_up(code):
     code("my_credit.py", "from my_helpers import CAP\n" + RULE)
     code("my_helpers.py", "CAP = 1.0\n")

@@ -131,6 +131,26 @@ class Subject:
             raise PluginError(f"{self._prefix()}: raised {type(e).__name__}: {_first_line(e)}{_origin(e)}") from e
 
 
+def imported(subject: Subject, load: Callable[[], Any]) -> Any:
+    """`load()`, the first import of a plugin's module in a job, refused where the import left the process's global
+    state changed: a module that sets a torch flag at its top (allow_tf32, a default dtype, oneDNN off), as research
+    code does, would have the whole run compute under it while the arms it is compared with do not. torch is imported
+    first, so that its settings are read before the module's import as after it (a module that imports torch itself
+    would otherwise set them unseen)."""
+    import torch  # noqa: F401  (a job imports it within seconds anyway)
+    before = _settings()
+    out = load()
+    changed = _setting_changed(before, _settings())
+    if changed:
+        raise subject.broken(f"importing its module changed {changed} and left it so", IMPORTED)
+    return out
+
+
+IMPORTED = ("a module that changes none of the process's global state when it is imported (torch's settings and kernel "
+            "flags, numpy's error handling, the working folder, sys.path but appending, os.environ but adding): set "
+            "what a computation needs inside the call that needs it, and restore it there (docs/plugins.md)")
+
+
 LEAVES = ("its inputs as it was given them (rollouts.problems, prompts, completions, texts, scores and rewards are "
           "read-only: copy one to change it, e.g. np.array(rollouts.rewards)), the process's global state as it found "
           "it: torch's settings (default dtype and device, grad mode, threads, deterministic algorithms, float32 "
