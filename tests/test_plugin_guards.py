@@ -516,21 +516,46 @@ class Logs(api.StreamSelector):
 
     def select(self, iteration, view):
         drawn = self.stream.candidates(iteration, self.per_iteration)
+        first = np.repeat(drawn[:1], 2)
         return {"lists": api.Selection(drawn.tolist(), drawn.tolist()),
                 "negative": api.Selection(np.append(drawn, -1), drawn),
                 "unlisted": api.Selection(drawn[:1], drawn),
+                "twice": api.Selection(drawn, first),
+                "drawn_twice": api.Selection(first, first),
                 "short": api.Selection(drawn, drawn, np.array([0.5]))}[self.how]
+
+    def observe(self, iteration, selection, group_means, view):
+        OBSERVED.append(group_means.tolist())
+
+
+OBSERVED: list = []
+
+
+def odd_length(text, reference):
+    """A verdict that varies from completion to completion, so that two groups of one prompt differ in mean reward."""
+    return len(text) % 2 == 1
 
 
 @pytest.mark.parametrize("how, what", [
     ("negative", "its candidates hold -1, outside the pool of 64"),
     ("unlisted", r"it chose prompt \d+, not one of its 1 candidates"),
+    ("twice", r"it chose prompt \d+ 2 times, more often than its 2 candidates hold it \(1\)"),
     ("short", r"its predicted successes are float64 in shape \(1,\), for 2 candidates"),
 ])
 def test_a_selector_that_would_misreport_its_candidates_is_named(how, what, tiny, world):
     message, _ = _failure({"selection": {f"{HERE}:Logs": {"how": how}}}, tiny, world)
     assert __import__("re").match(f"selector '{HERE}:Logs' \\(arms.bad.selection\\) in training arm bad seed 1, "
                                   f"iteration 0: {what}; allowed: a Selection of pool indices", message), message
+
+
+def test_a_prompt_drawn_twice_logs_each_of_its_groups_on_a_row_of_its_own(tiny, world):
+    """A stream that crosses an epoch's end can draw one prompt twice, built-ins' included: each of its rows in
+    prompts.parquet is paired with a group of its own, in training order, not both with the last one's mean."""
+    OBSERVED.clear()
+    log = _trainer({"selection": {f"{HERE}:Logs": {"how": "drawn_twice"}}, "recipe": {"reward_verifier":
+                    f"{HERE}:odd_length"}}, tiny, world).run(max_iterations=2)
+    logged = [[row["group_mean_reward"] for row in log.prompts if row["iteration"] == i] for i in range(2)]
+    assert logged == OBSERVED and any(a != b for a, b in OBSERVED), OBSERVED
 
 
 def test_a_selection_of_lists_trains_as_one_of_arrays(tiny, world):

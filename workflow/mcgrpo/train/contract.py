@@ -33,6 +33,7 @@ A built-in that breaks the contract is a bug in mcgrpo: the same message, as a R
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import contextvars
 import functools
@@ -474,15 +475,25 @@ def selection(subject: Subject, out, pool_size: int, per_iteration: int):
     if len(chosen) > per_iteration:
         raise subject.broken(f"it chose {len(chosen)} prompts, more than recipe.prompts_per_iteration "
                              f"({per_iteration})", SELECTION)
-    unlisted = np.setdiff1d(chosen, candidates) if len(candidates) else ()
-    if len(unlisted):
-        raise subject.broken(f"it chose prompt {int(unlisted[0])}, not one of its {len(candidates)} candidates",
-                             SELECTION)
+    if len(candidates) and (unlisted := _unlisted(chosen, candidates)):
+        raise subject.broken(unlisted, SELECTION)
     predicted = np.asarray(out.predicted)
     if predicted.shape != candidates.shape or not _real(predicted):
         raise subject.broken(f"its predicted successes are {predicted.dtype} in shape {predicted.shape}, for "
                              f"{len(candidates)} candidates", SELECTION)
     return out
+
+
+def _unlisted(chosen: np.ndarray, candidates: np.ndarray) -> str:
+    """The first chosen prompt that is not among the candidates, as often as it is chosen ('' where none): each group
+    trained is logged on a candidate's row of prompts.parquet, one group a row."""
+    drawn = collections.Counter(candidates.tolist())
+    over = next(((j, n) for j, n in collections.Counter(chosen.tolist()).items() if n > drawn[j]), None)
+    if over is None:
+        return ""
+    j, n = over
+    return (f"it chose prompt {j} {n} times, more often than its {len(candidates)} candidates hold it ({drawn[j]})"
+            if drawn[j] else f"it chose prompt {j}, not one of its {len(candidates)} candidates")
 
 
 def _indices_problem(values, what: str, pool_size: int) -> str:
