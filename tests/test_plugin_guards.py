@@ -76,6 +76,14 @@ class Raising:
 
 
 @dataclass
+class Exits:
+    """Ends the process as a script would: `sys.exit()` is a SystemExit, which `except Exception` lets pass, and the
+    job would exit with status 0, its run never written, as if it had finished."""
+    def __call__(self, rollouts, ctx):
+        __import__("sys").exit()
+
+
+@dataclass
 class NegativeTokens:
     def __call__(self, rollouts, ctx):
         return api.Credit(outcome(rollouts, ctx), tokens_generated=-5000)
@@ -241,6 +249,7 @@ def _selector_named(selector: str, options: dict, tiny, world, said: str, allowe
     ("ComplexCredit", r"the credit of completion 0 is complex128, not real numbers"),
     ("TextCredit", r"the credit of completion 0 is <U\d+, not real numbers"),
     ("Raising", r"iteration 0: raised KeyError: 'hints' \(at .*test_plugin_guards.py:\d+, in __call__\)$"),
+    ("Exits", r"iteration 0: raised SystemExit:  \(at .*test_plugin_guards.py:\d+, in __call__\)$"),
 ])
 def test_a_credit_rule_that_breaks_its_contract_stops_the_run_naming_it(rule, what, tiny, world):
     name = f"{HERE}:{rule}"
@@ -250,9 +259,31 @@ def test_a_credit_rule_that_breaks_its_contract_stops_the_run_naming_it(rule, wh
     assert found, message
     if rule == "ShortCredit":
         assert int(found[1]) == int(found[2]) + 1
-    if rule != "Raising":
+    if rule not in ("Raising", "Exits"):
         assert message.endswith("(docs/plugins.md)") and "allowed: a Credit with one finite value" in message
     assert trainer.log.iterations == [] and trainer.tokens_total == 0  # nothing of iteration 0 was recorded
+
+
+@dataclass
+class ChecksItsWeight:
+    """Checks its own option as it is built, as a dataclass's __post_init__ does: only when the run builds it."""
+    weight: float = -1.0
+
+    def __post_init__(self):
+        if self.weight < 0:
+            raise ValueError(f"weight must be >= 0, got {self.weight}")
+
+    def __call__(self, rollouts, ctx):
+        return api.Credit(outcome(rollouts, ctx))
+
+
+def test_a_plugin_that_raises_as_it_is_built_is_named(tiny, world):
+    with pytest.raises(PluginError) as err:
+        _trainer({"credit": {f"{HERE}:ChecksItsWeight": {}}}, tiny, world)
+    assert __import__("re").match(rf"credit rule '{HERE}:ChecksItsWeight' \(arms.bad.credit\): raised ValueError: "
+                                  r"weight must be >= 0, got -1.0 \(at .*test_plugin_guards.py:\d+, in __post_init__\)$",
+                                  str(err.value)), str(err.value)
+    assert isinstance(err.value.__cause__, ValueError)  # its traceback, printed first by the job
 
 
 def test_tokens_sampled_through_ctx_engine_and_not_reported_are_refused(tiny, world):
@@ -273,7 +304,8 @@ def test_tokens_sampled_through_ctx_engine_and_reported_count_toward_the_budget(
 def test_a_selector_that_chooses_outside_the_pool_is_named(tiny, world):
     message, _ = _failure({"selection": {f"{HERE}:OutsideThePool": {}}}, tiny, world)
     assert message.startswith(f"selector '{HERE}:OutsideThePool' (arms.bad.selection) in training arm bad seed 1, "
-                              f"iteration 0: it chose prompt 10000, outside the pool of {len(world[0])}; allowed: ")
+                              f"iteration 0: its chosen prompts hold 10000, outside the pool of {len(world[0])}; "
+                              "allowed: ")
 
 
 def test_a_selector_that_hides_generated_groups_is_named(tiny, world):
@@ -447,6 +479,25 @@ def test_a_stat_named_as_a_column_of_the_run_is_refused(tiny, world):
     assert trainer.log.iterations == []
 
 
+@dataclass
+class LogsAStat:
+    """Logs a stat that is not a number on iteration 0 and a float after: iterations.parquet cannot hold both in a
+    column, and the run writes it only when it ends, its budget spent."""
+    first: str = "text"
+
+    def __call__(self, rollouts, ctx):
+        value = {"text": "n/a", "bool": True}[self.first] if ctx.iteration == 0 else 0.5
+        return api.Credit(outcome(rollouts, ctx), stats={"my_stat": value})
+
+
+@pytest.mark.parametrize("first, said", [("text", "'n/a' (str)"), ("bool", "True (bool)")])
+def test_a_stat_that_is_not_a_number_is_refused_where_it_is_returned(first, said, tiny, world):
+    message, trainer = _failure({"credit": {f"{HERE}:LogsAStat": {"first": first}}}, tiny, world)
+    assert message.startswith(CREDIT.format(name=f"{HERE}:LogsAStat") + f"Credit.stats['my_stat'] is {said}, not a "
+                              "number; allowed: Credit.stats a dict of names (str) to numbers"), message
+    assert trainer.log.iterations == []
+
+
 @pytest.mark.parametrize("rule, what", [
     ("Doubles", "it chose 4 prompts, more than recipe.prompts_per_iteration (2)"),
     ("TrainsOnNothing", "it trained on no prompt"),
@@ -454,7 +505,62 @@ def test_a_stat_named_as_a_column_of_the_run_is_refused(tiny, world):
 def test_a_selector_that_changes_the_batch_size_is_named(rule, what, tiny, world):
     message, _ = _failure({"selection": {f"{HERE}:{rule}": {}}}, tiny, world)
     assert message.startswith(f"selector '{HERE}:{rule}' (arms.bad.selection) in training arm bad seed 1, "
-                              f"iteration 0: {what}; allowed: a Selection of at most"), message
+                              f"iteration 0: {what}; allowed: a Selection of pool indices"), message
+
+
+@dataclass(kw_only=True)
+class Logs(api.StreamSelector):
+    """Trains on the stream's prompts, but reports them to the log as `how` says: prompts.parquet logs each candidate
+    by its index (a negative one names another problem) and iterations.parquet the means of the predictions."""
+    how: str = "lists"
+
+    def select(self, iteration, view):
+        drawn = self.stream.candidates(iteration, self.per_iteration)
+        first = np.repeat(drawn[:1], 2)
+        return {"lists": api.Selection(drawn.tolist(), drawn.tolist()),
+                "negative": api.Selection(np.append(drawn, -1), drawn),
+                "unlisted": api.Selection(drawn[:1], drawn),
+                "twice": api.Selection(drawn, first),
+                "drawn_twice": api.Selection(first, first),
+                "short": api.Selection(drawn, drawn, np.array([0.5]))}[self.how]
+
+    def observe(self, iteration, selection, group_means, view):
+        OBSERVED.append(group_means.tolist())
+
+
+OBSERVED: list = []
+
+
+def odd_length(text, reference):
+    """A verdict that varies from completion to completion, so that two groups of one prompt differ in mean reward."""
+    return len(text) % 2 == 1
+
+
+@pytest.mark.parametrize("how, what", [
+    ("negative", "its candidates hold -1, outside the pool of 64"),
+    ("unlisted", r"it chose prompt \d+, not one of its 1 candidates"),
+    ("twice", r"it chose prompt \d+ 2 times, more often than its 2 candidates hold it \(1\)"),
+    ("short", r"its predicted successes are float64 in shape \(1,\), for 2 candidates"),
+])
+def test_a_selector_that_would_misreport_its_candidates_is_named(how, what, tiny, world):
+    message, _ = _failure({"selection": {f"{HERE}:Logs": {"how": how}}}, tiny, world)
+    assert __import__("re").match(f"selector '{HERE}:Logs' \\(arms.bad.selection\\) in training arm bad seed 1, "
+                                  f"iteration 0: {what}; allowed: a Selection of pool indices", message), message
+
+
+def test_a_prompt_drawn_twice_logs_each_of_its_groups_on_a_row_of_its_own(tiny, world):
+    """A stream that crosses an epoch's end can draw one prompt twice, built-ins' included: each of its rows in
+    prompts.parquet is paired with a group of its own, in training order, not both with the last one's mean."""
+    OBSERVED.clear()
+    log = _trainer({"selection": {f"{HERE}:Logs": {"how": "drawn_twice"}}, "recipe": {"reward_verifier":
+                    f"{HERE}:odd_length"}}, tiny, world).run(max_iterations=2)
+    logged = [[row["group_mean_reward"] for row in log.prompts if row["iteration"] == i] for i in range(2)]
+    assert logged == OBSERVED and any(a != b for a, b in OBSERVED), OBSERVED
+
+
+def test_a_selection_of_lists_trains_as_one_of_arrays(tiny, world):
+    log = _trainer({"selection": {f"{HERE}:Logs": {"how": "lists"}}}, tiny, world).run(max_iterations=2)
+    assert [row["chosen"] for row in log.prompts] == [True] * 4
 
 
 # What a plugin is handed exposes only what mcgrpo.api documents: sampling goes through the counted generate.
@@ -487,6 +593,44 @@ def test_a_credit_rule_cannot_sample_around_the_counted_engine(route, what, tiny
     assert message.startswith(CREDIT.format(name=name) + f"raised AttributeError: {what}"), message
     if "ctx.engine" in what:
         assert "allowed: generate(prompts, limits, seeds), temperature, top_p (docs/plugins.md)" in message
+
+
+KEPT: list = []  # what a plugin kept of an earlier call, out of its attributes (which a checkpoint would compare)
+
+
+@dataclass
+class KeepsItsEngine:
+    """Keeps ctx.engine and samples with the kept one in the next call, reporting what the new ctx.engine counted."""
+    def __call__(self, rollouts, ctx):
+        if KEPT:
+            KEPT[0].generate([rollouts.prompts[0]], [8], [api.stable_seed(*ctx.seed)])
+        KEPT[:] = [ctx.engine]
+        return api.Credit(outcome(rollouts, ctx), tokens_generated=ctx.engine.generated)
+
+
+@dataclass(kw_only=True)
+class KeepsItsSampler(api.StreamSelector):
+    """Keeps the sample function and draws one more group with the kept one in the next iteration, discarded."""
+    def generate(self, iteration, selection, sample):
+        if KEPT:
+            KEPT[0](selection.chosen[:1], 1)
+        KEPT[:] = [sample]
+        return sample(selection.chosen, 0), 0, selection
+
+
+@pytest.mark.parametrize("arm, said", [
+    ({"credit": {f"{HERE}:KeepsItsEngine": {}}}, f"credit rule '{HERE}:KeepsItsEngine' (arms.bad.credit) in training "
+     "arm bad seed 1, iteration 1: raised RuntimeError: this engine served an earlier call, whose tokens are counted "
+     "already: what it generated now would count toward no budget"),
+    ({"selection": {f"{HERE}:KeepsItsSampler": {}}}, f"selector '{HERE}:KeepsItsSampler' (arms.bad.selection) in "
+     "training arm bad seed 1, iteration 1: raised RuntimeError: the sample function of an earlier iteration, whose "
+     "tokens are counted already: what it sampled now would count toward no budget"),
+])
+def test_an_engine_kept_from_an_earlier_call_samples_nothing_uncounted(arm, said, tiny, world):
+    KEPT.clear()
+    message, trainer = _failure(arm, tiny, world)
+    assert message.startswith(said), message
+    assert trainer.updates == 1
 
 
 @dataclass
@@ -721,6 +865,27 @@ def _refused_at_checkpoint(kind: str, name: str, said: str, tiny, world, tmp_pat
     assert [p.name for p in tmp_path.glob("ckpt-*.pt")] == ["ckpt-00000000.pt"]  # the start's only, as built
 
 
+@dataclass
+class SavesALock(CountsSaved):
+    """Saves a lock it made in its first call with its count: no checkpoint can hold a lock."""
+    def __call__(self, rollouts, ctx):
+        self.lock = __import__("threading").Lock()
+        return super().__call__(rollouts, ctx)
+
+    def state_dict(self):
+        return {**super().state_dict(), "lock": getattr(self, "lock", None)}
+
+
+def test_a_state_dict_no_checkpoint_can_hold_is_refused_naming_the_plugin(tiny, world, tmp_path):
+    trainer = _checkpointed({"credit": {f"{HERE}:SavesALock": {}}}, tiny, world, tmp_path)
+    with pytest.raises(PluginError) as err:
+        trainer.run(max_iterations=2)
+    assert str(err.value).startswith(f"credit rule '{HERE}:SavesALock' (arms.bad.credit) in training arm bad seed 1, "
+                                     "checkpoint after iteration 0: its state_dict() cannot be written to a checkpoint "
+                                     "and read back (TypeError: cannot pickle '_thread.lock' object); allowed: "
+                                     "state_dict() -> dict"), str(err.value)
+
+
 @pytest.mark.parametrize("kind, name, changed", [
     ("credit", "Counts", "attribute calls"), ("selection", "Remembers", "attribute seen")])
 def test_a_plugin_whose_state_changed_but_cannot_be_saved_is_refused_at_the_checkpoint(kind, name, changed, tiny,
@@ -862,7 +1027,7 @@ def test_a_plugin_whose_state_dict_does_not_restore_it_is_refused_at_the_checkpo
 
 # A verifier's verdict depends on (text, reference) alone: a sample of each batch is judged twice.
 
-CALLS, COIN = [0], __import__("random").Random(0)
+CALLS, COIN, DRIFT = [0], __import__("random").Random(0), [0]
 
 
 def flips(text, reference):
@@ -874,6 +1039,24 @@ def flips(text, reference):
 def coin(text, reference):
     """Draws its verdict at random."""
     return COIN.random() < 0.5
+
+
+def drifts(text, reference):
+    """Rejects everything for its first 9 calls (a batch of 8 completions and one judged again), then accepts
+    everything: a mode switched between batches, never within one."""
+    DRIFT[0] += 1
+    return DRIFT[0] > 9
+
+
+def test_a_verifier_whose_verdict_drifts_between_batches_is_named(tiny, world):
+    DRIFT[0] = 0
+    name = f"{HERE}:drifts"
+    message, trainer = _failure({"recipe": {"reward_verifier": name}}, tiny, world)
+    assert __import__("re").match(
+        rf"verifier '{name}' \(recipe.reward_verifier\) in training arm bad seed 1, iteration 1: it returned False, "
+        r"then True for a completion of its last batch judged again in this one \(text .*, reference '[^']+'\); "
+        r"allowed: True or False", message), message
+    assert trainer.updates == 1  # the first batch's rewards trained, none judged after the switch
 
 
 @pytest.mark.parametrize("verifier", ["flips", "coin"])

@@ -210,6 +210,21 @@ def test_an_entry_point_that_fails_to_import_keeps_its_traceback(installed):
     assert "my_rewards/broken.py" in "".join(str(f.path) for f in err.traceback)
 
 
+def test_an_option_typed_by_a_type_checking_import_keeps_its_traceback_naming_the_plugin(installed):
+    """An option annotated with a type imported only for the type checker cannot be read when the study is checked:
+    the plugin's bug, its NameError kept, with a note naming the plugin and what its annotations must do."""
+    (installed / "my_rewards" / "typed.py").write_text(
+        "from __future__ import annotations\nfrom dataclasses import dataclass\nfrom typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from my_types import Mode\n\n@dataclass\nclass Typed:\n    mode: Mode | None = None\n"
+        "    def __call__(self, rollouts, ctx):\n        return None\n")
+    with pytest.raises(NameError) as err:
+        studies.validate(_with_arm({"credit": {"my_rewards.typed:Typed": {}}}))
+    assert err.value.__notes__ == [
+        "mcgrpo: the error above was raised reading the option types of the credit plugin 'my_rewards.typed:Typed' "
+        "(my_rewards.typed.Typed): a plugin's annotations must name types its module defines or imports when it runs "
+        "(not only under `if TYPE_CHECKING:`)"]
+
+
 def test_a_verifier_plugin_is_the_training_reward(installed):
     from mcgrpo import api
     cfg = studies.validate(edited_study(recipe__reward_verifier="lenient"))

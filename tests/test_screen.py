@@ -295,3 +295,34 @@ def test_a_metric_the_base_runs_do_not_record_is_named(tmp_path):
     curve, source = screen.base_curve(cfg, None, None)
     assert curve is None and NO_BASE not in source
     assert "pass@2_default" in source and "acc_default" in source
+
+
+class Loud:
+    """A credit rule that prints as it works, as a researcher's rule may: outcome-only credit, a line on stdout."""
+
+    def __call__(self, rollouts, ctx):
+        from mcgrpo import api
+        print(f"my rule: {len(rollouts.texts)} completions")
+        return api.Credit(api.per_token(api.group_advantages(rollouts.grouped(rollouts.rewards), ctx.advantage_eps),
+                                        rollouts))
+
+
+def test_what_a_plugin_prints_leaves_the_json_on_stdout_whole(tmp_path, capsys):
+    """`screen --json` prints one object on stdout, for a pipe to read: a plugin's own prints go to stderr."""
+    import json
+    import yaml
+    from conftest import build_model, build_tokenizer
+    from mcgrpo.core import layout
+    from mcgrpo.train import models
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(edited_study(
+        results_dir=str(tmp_path / "results"), arms={"outcome": {}, "loud": {"credit": {f"{__name__}:Loud": {}}}})))
+    study = studies.load(tmp_path / "s.yaml")
+    assert main(["prepare-data", "--task-json", json.dumps(study["task"]), "--out", str(layout.data_dir(study))]) == 0
+    tokenizer = build_tokenizer()
+    models.save(build_model(tokenizer, **study["model"]["tiny"], seed=0), tokenizer, layout.model_path(study))
+    pd.DataFrame({"tokens": [0.0, 1000.0], "accuracy": [0.2, 0.6]}).to_csv(tmp_path / "curve.csv", index=False)
+    capsys.readouterr()
+    assert main(["screen", "--config", str(tmp_path / "s.yaml"), "--arm", "loud", "--batches", "2", "--json",
+                 "--curve", str(tmp_path / "curve.csv"), "--out", str(tmp_path / "screened")]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["arm"] == "loud" and "my rule: " in err

@@ -6,13 +6,16 @@ import importlib.abc
 import json
 import importlib.util
 import os
+import py_compile
 import sys
+import zipfile
 
 import pytest
 
 from conftest import ROOT, edited_study
 from mcgrpo import cli, studies
 from mcgrpo.core import config as study_config, plugins, trl_config, user_code
+from mcgrpo.core.errors import ConfigError
 
 RULE = "class Flat:\n    def __call__(self, rollouts, ctx):\n        return None\n"
 TEMPLATE = ROOT / "examples" / "my-intervention"
@@ -100,6 +103,42 @@ def test_an_import_inside_a_function_counts(code):
     assert set(_identity("my_lazy:Flat")["user_code"]) == {"my_lazy_helpers"}
 
 
+def _sourceless(code, tmp_path, path: str, text: str) -> None:
+    """`path` compiled as a wheel built without sources installs it: its .pyc where its .py was, no .py."""
+    code(path, text)
+    py_compile.compile(str(tmp_path / path), cfile=str(tmp_path / (path + "c")), doraise=True)
+    (tmp_path / path).unlink()
+    importlib.invalidate_caches()
+
+
+@pytest.mark.parametrize("module", ["my_compiled/flat.py", "my_compiled_flat.py"])
+def test_a_sourceless_plugins_identity_changes_with_its_code(module, code, tmp_path):
+    """A plugin installed without its .py files (a wheel of .pyc only, or one compiled to a .so) is identified by the
+    files it runs: rebuilt with other code under the same version, its runs are new runs, not the old code's."""
+    code("my_compiled/__init__.py", "")
+    target = module.removesuffix(".py").replace("/", ".") + ":Flat"
+    _sourceless(code, tmp_path, module, RULE)
+    before = _identity(target)
+    _sourceless(code, tmp_path, module, RULE + "SCALE = 2.0\n")
+    assert _identity(target)["source_sha256"] != before["source_sha256"]
+
+
+def test_a_plugin_without_a_readable_file_is_refused(tmp_path, monkeypatch):
+    """A plugin imported from a zip archive has no file its identity could be read from: refused, named."""
+    with zipfile.ZipFile(tmp_path / "rules.zip", "w") as archive:
+        archive.writestr("my_zipped/__init__.py", "")
+        archive.writestr("my_zipped/flat.py", RULE)
+    monkeypatch.syspath_prepend(str(tmp_path / "rules.zip"))
+    try:
+        with pytest.raises(ConfigError) as err:
+            _identity("my_zipped.flat:Flat")
+    finally:
+        for name in [m for m in sys.modules if m.startswith("my_zipped")]:
+            del sys.modules[name]
+    assert str(err.value).startswith("config key k: the credit plugin 'my_zipped.flat:Flat' (my_zipped.flat.Flat) "
+                                     "has no module file that can be read")
+
+
 def test_the_standard_library_installed_packages_mcgrpo_and_unknown_names_add_nothing(code):
     """The identity is today's dict exactly: the key of every existing study stays. A name that does not resolve
     is left out (its import fails at run time by itself), as is a dynamic import, which no parse can see."""
@@ -175,6 +214,26 @@ def test_a_job_whose_plugin_was_edited_after_planning_is_refused_naming_what_cha
     err = capsys.readouterr().err
     assert "edited since the workflow planned this job: credit plugin 'my_credit:Flat': module my_helpers " in err
     assert f"(planned: {planned['plugins'][0]['user_code']['my_helpers']})" in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_plugin_whose_module_sets_a_torch_flag_as_it_is_imported_is_refused_by_the_job(code, tmp_path, capsys):
+    """Research code often sets a torch flag at its module's top (allow_tf32, oneDNN off): imported first by the job,
+    it would have the whole run compute under it, while the arms compared with it do not."""
+    import torch
+    code("my_fast.py", "import torch\ntorch.backends.mkldnn.enabled = False\n" + RULE)
+    cfg = studies.validate(edited_study(arms={"outcome": {}, "mine": {"credit": {"my_fast:Flat": {}}}}))
+    planned = study_config.run_config(cfg, "mine", 1)
+    del sys.modules["my_fast"]  # planned by another process: the job imports it first
+    torch.backends.mkldnn.enabled = True
+    files = ["--model", str(tmp_path / "m"), "--data", str(tmp_path / "d"), "--out", str(tmp_path / "o"),
+             "--budget", str(tmp_path / "b.parquet")]
+    try:
+        assert cli.main(["train", "--run-json", json.dumps(planned), *files]) == 2
+    finally:
+        torch.backends.mkldnn.enabled = True
+    assert ("error: credit rule 'my_fast:Flat' (--run-json): importing its module changed torch.backends.mkldnn.enabled "
+            "from True to False and left it so; allowed: a module that changes none") in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
 
 

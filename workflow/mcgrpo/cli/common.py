@@ -76,7 +76,13 @@ def _run(args) -> dict:
 
 
 def _as_planned(run: dict, option: str) -> dict:
-    """`run` (what a rule passes), refused where a plugin it names changed since the workflow planned the job."""
+    """`run` (what a rule passes), refused where a plugin it names changed since the workflow planned the job, or where
+    importing one (its first import in the job: here) changed the process's global state (contract.imported)."""
+    if run.get("plugins"):
+        from mcgrpo.train import contract
+        for plugin in run["plugins"]:
+            contract.imported(contract.Subject(plugin["kind"], plugin["name"], option),
+                              lambda plugin=plugin: plugins.load(plugin["kind"], plugin["name"], option))
     changed = plugins.changed_since(run.get("plugins", []))
     if changed:
         raise ConfigError(f"{option}: edited since the workflow planned this job: {'; '.join(changed)}; allowed: "

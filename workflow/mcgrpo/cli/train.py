@@ -4,6 +4,7 @@ tests run (of a study, or to screen one arm before training)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 
@@ -210,8 +211,10 @@ def screen(args) -> None:
     """
     from mcgrpo import screen as screening
     cfg = _config(args)
-    table, folder, curve_from = screening.screen(cfg, args.arm, args.batches, args.out, args.curve, args.budget,
-                                                 log=lambda line: print(line, file=sys.stderr, flush=True))
+    # with --json, stdout holds the one object alone: what a plugin prints while it is measured goes to stderr
+    with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
+        table, folder, curve_from = screening.screen(cfg, args.arm, args.batches, args.out, args.curve, args.budget,
+                                                     log=lambda line: print(line, file=sys.stderr, flush=True))
     if args.json:
         rows = table.astype(object).where(table.notna(), None).to_dict(orient="records")
         print(json.dumps({"study": cfg["study"], "arm": args.arm, "curve": curve_from, "folder": str(folder),

@@ -133,14 +133,13 @@ def _distributions() -> dict[str, list[str]]:
 
 
 def _source(factory: Any) -> tuple[str, list[tuple[str, Path]]] | None:
-    """The source the plugin runs: its top-level name and files, every .py file of the top-level package whose
+    """The code the plugin runs: its top-level name and files, every module file of the top-level package whose
     module defines `factory` (a helper module it imports is part of the plugin as much as the module that names it),
-    or that module's own file where it is in no package. None where it has no source on disk."""
+    or that module's own file where it is in no package. None where it has no file on disk."""
     module = inspect.getmodule(factory)
-    try:
-        source = Path(inspect.getsourcefile(module))
-    except TypeError:  # no source on disk (a compiled or interactive module)
+    if not getattr(module, "__file__", None):  # an interactive or built-in module: no file on disk
         return None
+    source = Path(module.__file__)  # its source, or what it runs without one (a sourceless .pyc, a .so)
     top = module.__name__.partition(".")[0]
     roots = [Path(r) for r in getattr(sys.modules.get(top), "__path__", None) or []]
     # a package's folders (several: a namespace package), else the module's own file
@@ -148,7 +147,10 @@ def _source(factory: Any) -> tuple[str, list[tuple[str, Path]]] | None:
 
 
 def _source_sha256(files: list[tuple[str, Path]]) -> str | None:
-    """sha256 of the plugin's files, by their relative paths and bytes, read now (an edit shows at once)."""
+    """sha256 of the plugin's files, by their relative paths and bytes, read now (an edit shows at once); None where
+    there are none to read (a package imported from a zip archive)."""
+    if not files:
+        return None
     digest = hashlib.sha256()
     try:
         for name, path in files:
@@ -158,16 +160,20 @@ def _source_sha256(files: list[tuple[str, Path]]) -> str | None:
     return digest.hexdigest()
 
 
-def _identified(kind: str, name: str, factory: Any, dist: str | None) -> Plugin:
+def _identified(kind: str, name: str, factory: Any, dist: str | None, key: str) -> Plugin:
     """A plugin that is not built in, with what identifies it: its version, its source's sha256 and the user's
-    other code that source reaches (beyond its own package, hashed whole already)."""
+    other code that source reaches (beyond its own package, hashed whole already). A plugin whose code cannot be
+    read is refused: its runs' identity could not tell it from the same plugin edited."""
     version = importlib.metadata.version(dist) if dist else None
     source = _source(factory)
-    if source is None:
-        return Plugin(kind, name, factory, False, dist, version, None)
+    digest = _source_sha256(source[1]) if source else None
+    if digest is None:
+        raise ConfigError(f"config key {key}: the {kind} plugin {name!r} ({_qualname(factory)}) has no module file "
+                          f"that can be read, so its runs' identity could not tell it from the plugin edited; allowed: "
+                          f"a plugin imported from files (installed with pip, or a folder on PYTHONPATH), not one "
+                          f"defined interactively or imported from a zip archive")
     top, files = source
-    digest = _source_sha256(files)
-    reached = user_code.reached([path for _, path in files], skip=[top]) if digest else {}
+    reached = user_code.reached([path for _, path in files], skip=[top])
     return Plugin(kind, name, factory, False, dist, version, digest, reached)
 
 
@@ -194,14 +200,20 @@ def load(kind: str, name: str, key: str) -> Plugin:
         factory = _import(ep.value, f"the {kind} plugin {name!r} (entry point of {ep.dist.name if ep.dist else '?'})",
                           key, kind)
         dist = ep.dist.name if ep.dist else None
-    return _identified(kind, name, factory, dist)
+    return _identified(kind, name, factory, dist, key)
 
 
 def options(plugin: Plugin) -> dict[str, tuple[Any, bool]]:
     """A plugin's declared options: name -> (type, required), from the factory's typed parameters."""
     factory = plugin.factory
     target = factory.__init__ if inspect.isclass(factory) and not dataclasses.is_dataclass(factory) else factory
-    hints = typing.get_type_hints(target)
+    try:
+        hints = typing.get_type_hints(target)
+    except Exception as e:  # an annotation that names what the module does not define when it runs: its bug
+        e.add_note(f"mcgrpo: the error above was raised reading the option types of the {plugin.kind} plugin "
+                   f"{plugin.name!r} ({_qualname(factory)}): a plugin's annotations must name types its module "
+                   f"defines or imports when it runs (not only under `if TYPE_CHECKING:`)")
+        raise
     if dataclasses.is_dataclass(factory):
         fields = {f.name: f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
                   for f in dataclasses.fields(factory) if f.init}

@@ -13,7 +13,8 @@ that no distribution installed is user code, and so is a distribution installed 
 file (PEP 610's direct_url.json: `pip install -e .`, `pip install my_rewards-0.1.0-py3-none-any.whl`), wherever it
 lies: the same package editable on the submitting machine and built into an image as a wheel is followed in both,
 so a run's identity is the same in either (docs/plugins.md, "On the cluster and in the images"). User code is hashed
-whole (a package's every .py file, a module's file) and its own imports followed in turn.
+whole (a package's every module file, a module's file) and its own imports followed in turn (a source's: a
+sourceless .pyc or a .so is hashed, not parsed).
 Not seen: a dynamic import (`importlib.import_module(name)`, `__import__`), data files the code reads, and a name
 that does not resolve here (its import fails at run time by itself). Relative imports stay within their own package,
 which is hashed whole already.
@@ -24,6 +25,7 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
+import importlib.machinery
 import importlib.metadata
 import importlib.util
 import os
@@ -37,10 +39,17 @@ from typing import Iterable
 NOT_USER_CODE = frozenset({"mcgrpo"})
 
 
+# What Python imports a module from: its source (.py), a sourceless .pyc (a wheel built without sources), an extension
+# module (.so): each is the package's code, which an edit or a rebuild with the same version changes
+MODULE_SUFFIXES = tuple(importlib.machinery.all_suffixes())
+
+
 def package_files(roots: Iterable[Path]) -> list[tuple[str, Path]]:
-    """Every .py file of a package's folders (several: a namespace package), by its path relative to the folder's
-    parent (the name it is imported by), sorted: a helper module of the package is as much its code as any."""
-    return sorted((str(f.relative_to(root.parent)), f) for root in roots for f in Path(root).rglob("*.py"))
+    """Every module file of a package's folders (several: a namespace package), by its path relative to the folder's
+    parent (the name it is imported by), sorted: a helper module of the package is as much its code as any. The
+    caches Python writes itself (__pycache__) are left out: they come and go with imports, not with edits."""
+    return sorted((str(f.relative_to(root.parent)), f) for root in roots for f in Path(root).rglob("*")
+                  if f.name.endswith(MODULE_SUFFIXES) and "__pycache__" not in f.relative_to(root).parts)
 
 
 def file_sha256(path: Path) -> str:

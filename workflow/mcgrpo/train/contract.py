@@ -16,7 +16,8 @@ What is checked (docs/plugins.md, "What is checked at run time"):
 - a selector: a `Selection` of pool indices; its groups one per chosen prompt, in order, of the recipe's group
   size; its discarded tokens a whole number >= 0, which with the kept groups' tokens covers what the engine
   generated; every row it trains on one its sampler returned, as it was returned (`sampled`);
-- a verifier: a bool (or 0 / 1) for every completion, the same when one in RECHECKED is judged again;
+- a verifier: a bool (or 0 / 1) for every completion, the same when one in RECHECKED is judged again (at once, and
+  in its next batch);
 - every call, and every build of one: the rollouts, arrays and Selections it was handed unchanged, the process's
   global state (torch's settings and kernel flags, numpy's error handling, the working folder, sys.path,
   os.environ: `_settings`) and ctx.engine's temperature and top_p as it found them; a credit rule's check_pool:
@@ -32,9 +33,9 @@ A built-in that breaks the contract is a bug in mcgrpo: the same message, as a R
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import contextvars
-import copy
 import functools
 import inspect
 import numbers
@@ -93,21 +94,13 @@ class Subject:
         return RuntimeError(f"{text} (a bug in mcgrpo's built-in)") if self.builtin else PluginError(text)
 
     def call(self, function: Callable, *args) -> Any:
-        """`function(*args)`; a plugin's exception becomes one line naming the plugin and where it was raised (the
-        original chained as its cause). mcgrpo's own errors, a preemption, and a built-in's exceptions pass as
-        they are. A call that returns must leave what it was handed as it found it: the rollouts, arrays and
-        Selections among `args`, ctx.engine's sampling settings and torch's global settings; the trainer goes on from
-        them (the update, the budget, the selector, the logs, the other rules of the gradient tests, evaluation)."""
+        """`function(*args)`, its exception named (`_guarded`). A call that returns must leave what it was handed as it
+        found it: the rollouts, arrays and Selections among `args`, ctx.engine's sampling settings and torch's global
+        settings; the trainer goes on from them (the update, the budget, the selector, the logs, the other rules of
+        the gradient tests, evaluation)."""
         names = _parameters(function)
         before = _state(args, names)
-        try:
-            out = function(*args)
-        except (McgrpoError, Interrupted):
-            raise
-        except Exception as e:
-            if self.builtin:
-                raise
-            raise PluginError(f"{self._prefix()}: raised {type(e).__name__}: {_first_line(e)}{_origin(e)}") from e
+        out = self._guarded(function, *args)
         changed = _changed(before, _state(args, names))
         if changed:
             raise self.broken(f"it changed {changed}", LEAVES)
@@ -115,14 +108,48 @@ class Subject:
 
     def built(self, factory: Callable, **options) -> Any:
         """`factory(**options)`: the plugin as the run builds it (when it starts, and afresh at each checkpoint where
-        it has a state_dict), refused where building it left the process's global state changed, as a call is (the
-        run goes on from it); what it raises passes as it is."""
+        it has a state_dict), its exception named as a call's is (a check of its own options in __post_init__ is
+        the usual one), refused where building it left the process's global state changed, as a call is (the run
+        goes on from it)."""
         before = _settings()
-        out = factory(**options)
+        out = self._guarded(factory, **options)
         changed = _setting_changed(before, _settings())
         if changed:
             raise self.broken(f"building it changed {changed} and left it so", LEAVES)
         return out
+
+    def _guarded(self, function: Callable, *args, **options) -> Any:
+        """`function(*args, **options)`; a plugin's exception becomes one line naming the plugin and where it was
+        raised (the original chained as its cause, whose traceback the job prints first). mcgrpo's own errors, a
+        preemption, and a built-in's exceptions pass as they are."""
+        try:
+            return function(*args, **options)
+        except (McgrpoError, Interrupted):
+            raise
+        except (Exception, SystemExit) as e:  # sys.exit() in a plugin would end the job as if it had finished
+            if self.builtin:
+                raise
+            raise PluginError(f"{self._prefix()}: raised {type(e).__name__}: {_first_line(e)}{_origin(e)}") from e
+
+
+def imported(subject: Subject, load: Callable[[], Any]) -> Any:
+    """`load()`, the first import of a plugin's module in a job, refused where the import left the process's global
+    state changed: a module that sets a torch flag at its top (allow_tf32, a default dtype, oneDNN off), as research
+    code does, would have the whole run compute under it while the arms it is compared with do not. torch is imported
+    first, so that its settings are read before the module's import as after it (a module that imports torch itself
+    would otherwise set them unseen)."""
+    import torch  # noqa: F401  (a job imports it within seconds anyway)
+    before = _settings()
+    out = load()
+    changed = _setting_changed(before, _settings())
+    if changed:
+        raise subject.broken(f"importing its module changed {changed} and left it so", IMPORTED)
+    return out
+
+
+IMPORTED = ("a module that changes none of the process's global state when it is imported (torch's settings and kernel "
+            "flags, numpy's error handling, the working folder, sys.path but appending, os.environ but adding): set "
+            "what a computation needs inside the call that needs it, and restore it there (docs/plugins.md)")
 
 
 LEAVES = ("its inputs as it was given them (rollouts.problems, prompts, completions, texts, scores and rewards are "
@@ -272,14 +299,19 @@ def sampled(subject: Subject, sample: Callable) -> tuple[Callable, Callable[[Any
     row it trains on is one its sampler returned, with that row's prompt, text, scores, reward and problem (a
     selector's own rows, or rewards it made up, would train on what neither the engine counted nor the verifier
     judged)."""
-    handed = []
+    handed, done = [], []
 
     def recorded(*args):
+        if done:  # the count of what it sampled is read: a selector that kept it would sample uncounted tokens
+            raise RuntimeError("the sample function of an earlier iteration, whose tokens are counted already: what "
+                               "it sampled now would count toward no budget; allowed: sampling through the `sample` "
+                               "of the call in progress (docs/plugins.md)")
         batch = sample(*args)
         handed.append((batch, _snapshot(batch)))
         return batch
 
     def check(batch) -> None:
+        done.append(True)
         changed = _changed(((), [s for _, s in handed], []), ((), [_snapshot(b) for b, _ in handed], []))
         if changed:
             raise subject.broken(f"it changed {changed} (of groups it sampled)", LEAVES)
@@ -330,7 +362,9 @@ CREDIT = ("a Credit with one finite value per generated token of every completio
 
 def credit(subject: Subject, out, rollouts, engine):
     """The credit rule's output `out` for `rollouts`, checked against `engine`, the counted engine it was given
-    (engines.Counting): what it generated and handed out while the rule ran."""
+    (engines.Counting): what it generated and handed out while the rule ran, its count read now and closed (a rule
+    that kept it would sample uncounted tokens with it in a later call)."""
+    engine.close()
     if not _has(out, "tokens", "tokens_generated", "sequences"):
         raise subject.broken(f"it returned {type(out).__name__}, not a Credit", CREDIT)
     n = len(rollouts.completions)
@@ -347,7 +381,25 @@ def credit(subject: Subject, out, rollouts, engine):
                                         f"ctx.engine generated {engine.generated} tokens while the rule ran")
     if problem:
         raise subject.broken(problem, CREDIT)
+    if (unloggable := stats_problem(out.stats)):
+        raise subject.broken(unloggable, STATS)
     return out
+
+
+STATS = ("Credit.stats a dict of names (str) to numbers (an int or a float; NaN where there is none this iteration, "
+         "float(x) for a bool): a column each of iterations.parquet (docs/plugins.md)")
+
+
+def stats_problem(stats) -> str:
+    """What is wrong with a credit rule's stats as columns of iterations.parquet ('' where nothing is): a text, a
+    bool, an array or None beside numbers in a column cannot be written, and the run writes it when it ends, after
+    its whole budget was spent."""
+    if not isinstance(stats, dict):
+        return f"Credit.stats is {type(stats).__name__}, not a dict"
+    return next((f"Credit.stats[{name!r}] is {value!r} ({type(value).__name__}), not a number"
+                 if isinstance(name, str) else f"Credit.stats has the name {name!r} ({type(name).__name__}), not a str"
+                 for name, value in stats.items() if not isinstance(name, str) or isinstance(value, (bool, np.bool_))
+                 or not isinstance(value, (int, float, np.integer, np.floating))), "")
 
 
 SEQUENCES = ("extra sequences (Credit.sequences) whose completion is one that ctx.engine.generate returned while "
@@ -402,27 +454,57 @@ def tokens_problem(reported, least: int, field: str, generated: str) -> str:
     return ""
 
 
-SELECTION = ("a Selection of at most recipe.prompts_per_iteration pool indices (at least one trained), its groups "
-             "(a Rollouts) one per chosen prompt, in its order, with the recipe's group size, and discarded tokens an "
-             "int >= 0 that with the kept groups' tokens covers every token generated (docs/plugins.md)")
+SELECTION = ("a Selection of pool indices (numpy arrays of ints): candidates, each with its predicted success, and "
+             "chosen among them (at least one trained, at most recipe.prompts_per_iteration), its groups (a Rollouts) "
+             "one per chosen prompt, in its order, with the recipe's group size, and discarded tokens an int >= 0 that "
+             "with the kept groups' tokens covers every token generated (docs/plugins.md)")
 
 
 def selection(subject: Subject, out, pool_size: int, per_iteration: int):
-    """A selector's Selection, checked: its chosen prompts are pool indices, at most `per_iteration` of them (more
-    would train on a larger batch than the recipe's, at fewer updates per token than the arms it is compared with)."""
-    if not _has(out, "candidates", "chosen"):
+    """A selector's Selection, checked: its candidates and chosen prompts are pool indices, the chosen among the
+    candidates (where it names any) and at most `per_iteration` of them (more would train on a larger batch than the
+    recipe's, at fewer updates per token than the arms it is compared with), one predicted success per candidate.
+    prompts.parquet logs each candidate by its index, with its prediction (iterations.parquet their means)."""
+    if not _has(out, "candidates", "chosen", "predicted"):
         raise subject.broken(f"select returned {type(out).__name__}, not a Selection", SELECTION)
-    chosen = np.asarray(out.chosen)
-    if chosen.ndim != 1 or (chosen.size and not np.issubdtype(chosen.dtype, np.integer)):
-        raise subject.broken(f"its chosen prompts are {chosen.dtype} in shape {chosen.shape}, not pool indices",
-                             SELECTION)
-    outside = chosen[(chosen < 0) | (chosen >= pool_size)]
-    if len(outside):
-        raise subject.broken(f"it chose prompt {int(outside[0])}, outside the pool of {pool_size}", SELECTION)
+    problem = _indices_problem(out.candidates, "candidates", pool_size) or \
+        _indices_problem(out.chosen, "chosen prompts", pool_size)
+    if problem:
+        raise subject.broken(problem, SELECTION)
+    candidates, chosen = out.candidates, out.chosen
     if len(chosen) > per_iteration:
         raise subject.broken(f"it chose {len(chosen)} prompts, more than recipe.prompts_per_iteration "
                              f"({per_iteration})", SELECTION)
+    if len(candidates) and (unlisted := _unlisted(chosen, candidates)):
+        raise subject.broken(unlisted, SELECTION)
+    predicted = np.asarray(out.predicted)
+    if predicted.shape != candidates.shape or not _real(predicted):
+        raise subject.broken(f"its predicted successes are {predicted.dtype} in shape {predicted.shape}, for "
+                             f"{len(candidates)} candidates", SELECTION)
     return out
+
+
+def _unlisted(chosen: np.ndarray, candidates: np.ndarray) -> str:
+    """The first chosen prompt that is not among the candidates, as often as it is chosen ('' where none): each group
+    trained is logged on a candidate's row of prompts.parquet, one group a row."""
+    drawn = collections.Counter(candidates.tolist())
+    over = next(((j, n) for j, n in collections.Counter(chosen.tolist()).items() if n > drawn[j]), None)
+    if over is None:
+        return ""
+    j, n = over
+    return (f"it chose prompt {j} {n} times, more often than its {len(candidates)} candidates hold it ({drawn[j]})"
+            if drawn[j] else f"it chose prompt {j}, not one of its {len(candidates)} candidates")
+
+
+def _indices_problem(values, what: str, pool_size: int) -> str:
+    """What is wrong with `values` as a Selection's pool indices ('' where nothing is): a numpy array of ints, each
+    in the pool (a negative index would log another problem than the one trained)."""
+    if not isinstance(values, np.ndarray) or values.ndim != 1 or (
+            values.size and not np.issubdtype(values.dtype, np.integer)):
+        shape = f"{values.dtype} in shape {values.shape}" if isinstance(values, np.ndarray) else type(values).__name__
+        return f"its {what} are {shape}, not a numpy array of pool indices"
+    outside = values[(values < 0) | (values >= pool_size)]
+    return f"its {what} hold {int(outside[0])}, outside the pool of {pool_size}" if len(outside) else ""
 
 
 def groups(subject: Subject, out, group_size: int, pool: list[dict], per_iteration: int, engine_generated: int):
@@ -504,7 +586,7 @@ def restored(subject: Subject, plugin, rebuild: Callable[[], Any]) -> None:
     in every attribute the live one has (`same`; one only loading sets, as a count kept with getattr(self, name, 0),
     is not compared: the live one takes it when it first sets it). Run at checkpoints only: a state_dict and a build."""
     fresh = rebuild()
-    subject.call(fresh.load_state_dict, _copied(subject.call(plugin.state_dict)))
+    subject.call(fresh.load_state_dict, _copied(subject, subject.call(plugin.state_dict)))
     live, loaded = attributes(plugin), attributes(fresh)
     lost = sorted(n for n in live if n not in loaded or not same(live[n], loaded[n]))
     if lost:
@@ -514,12 +596,14 @@ def restored(subject: Subject, plugin, rebuild: Callable[[], Any]) -> None:
                              f"checkpoint would diverge from the run uninterrupted", RESUMABLE)
 
 
-def _copied(state):
-    """`state` as a resume reads it back (pickled, as torch.save writes it), sharing nothing with the live plugin."""
+def _copied(subject: Subject, state):
+    """`state` as a resume reads it back (pickled, as torch.save writes it), sharing nothing with the live plugin;
+    refused, named, where pickle cannot write or read it back: the checkpoint could not hold it either."""
     try:
         return pickle.loads(pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
-    except Exception:  # what pickle cannot write (torch.save could not either): a deep copy
-        return copy.deepcopy(state)
+    except Exception as e:
+        raise subject.broken(f"its state_dict() cannot be written to a checkpoint and read back ({type(e).__name__}: "
+                             f"{_first_line(e)})", RESUMABLE) from e
 
 
 POOL = ("a check of the pool it is handed that reads it and raises where the pool does not suit the rule (a copy, "
@@ -624,32 +708,47 @@ VERDICT = ("True or False (or 1 / 0) for every completion, the same each time fo
            "(text, reference) -> bool, drawing nothing at random and reading no clock nor state it changes "
            "(docs/plugins.md)")
 RECHECKED = 8  # one completion in this many (at least one a batch) is judged twice
+# per verifier, one (text, reference, verdict) of the last batch it judged, judged again at the start of the next:
+# a verifier whose state drifts between batches (a count of its calls, a mode it switches) gives it another verdict
+_last_judged: dict[Subject, tuple[str, Any, float]] = {}
 
 
 def verdicts(subject: Subject, judge: Callable[[str, str], Any], texts, answers) -> np.ndarray:
     """A verifier's verdict on each (text, reference), as floats 1.0 / 0.0, each checked to be a bool. Every
-    RECHECKED-th completion, from an offset the batch's first text picks, is judged a second time at once and refused
-    where the two differ: a verifier that draws at random or drifts would make rewards noise that no one is told of.
+    RECHECKED-th completion, from an offset the batch's first text picks, is judged a second time at once, and the last
+    of them again at the start of the verifier's next batch: refused where two verdicts differ, since a verifier that
+    draws at random or drifts with state of its own would make rewards noise that no one is told of.
     The batch is one call (`Subject.call`): what it must leave as it found it is read once, not at every verdict
     (576 reads a 512-completion batch, 10 ms an iteration)."""
     return subject.call(_judged, subject, judge, list(texts), list(answers))
 
 
 def _judged(subject: Subject, judge: Callable[[str, str], Any], texts: list[str], answers: list) -> np.ndarray:
+    if subject in _last_judged:
+        text, answer, was = _last_judged[subject]
+        _same_verdict(subject, was, _verdict(subject, judge, text, answer, "a completion of its last batch"),
+                      "a completion of its last batch judged again in this one", text, answer)
     out = []
     offset = zlib.crc32(texts[0].encode()) % min(RECHECKED, len(texts)) if texts else 0
     for r, (text, answer) in enumerate(zip(texts, answers)):
-        out.append(_verdict(subject, judge, text, answer, r))
-        if r % RECHECKED == offset and (again := _verdict(subject, judge, text, answer, r)) != out[-1]:
-            raise subject.broken(f"it returned {bool(out[-1])}, then {bool(again)} for completion {r} judged again "
-                                 f"(text {_short(text)}, reference {answer!r})", VERDICT)
+        out.append(_verdict(subject, judge, text, answer, f"completion {r}"))
+        if r % RECHECKED == offset:
+            again = _verdict(subject, judge, text, answer, f"completion {r}")
+            _same_verdict(subject, out[-1], again, f"completion {r} judged again", text, answer)
+            _last_judged[subject] = text, answer, again
     return np.array(out, dtype=np.float64)
 
 
-def _verdict(subject: Subject, judge: Callable[[str, str], Any], text: str, answer: str, r: int) -> float:
+def _same_verdict(subject: Subject, was: float, now: float, what: str, text: str, answer) -> None:
+    if now != was:
+        raise subject.broken(f"it returned {bool(was)}, then {bool(now)} for {what} (text {_short(text)}, reference "
+                             f"{answer!r})", VERDICT)
+
+
+def _verdict(subject: Subject, judge: Callable[[str, str], Any], text: str, answer: str, what: str) -> float:
     verdict = judge(text, answer)  # a plugin's exception is named by the batch's call
     if not isinstance(verdict, (bool, np.bool_, int, np.integer)) or verdict not in (0, 1):
-        raise subject.broken(f"it returned {verdict!r} for completion {r}, not a bool", VERDICT)
+        raise subject.broken(f"it returned {verdict!r} for {what}, not a bool", VERDICT)
     return float(bool(verdict))
 
 

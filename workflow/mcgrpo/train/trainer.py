@@ -378,13 +378,23 @@ class Trainer:
         self.log.iterations.append(row)
         if self.tracker:
             self.tracker.log("train", row, self.tokens_total)
-        trained = dict(zip(chosen.chosen.tolist(), groups))
-        candidates = chosen.candidates if len(chosen.candidates) else chosen.chosen
-        self.log.prompts += [{"iteration": i, "problem_id": self.problems[j]["problem_id"], "chosen": j in trained,
-                              "predicted_success": float(predicted.get(j, np.nan)),
-                              "group_mean_reward": trained.get(j, np.nan)}
-                             for j in candidates.tolist()]
+        self.log.prompts += _prompt_rows(i, chosen, groups, self.problems)
         return row
+
+
+def _prompt_rows(i: int, chosen, groups: np.ndarray, problems: list[dict]) -> list[dict]:
+    """prompts.parquet's rows of iteration i: one per candidate (the chosen where there are none), in order, with its
+    prediction, and the mean reward of the group trained on it. A prompt drawn twice (a stream across an epoch's end,
+    a selector's own draw) is two rows, each paired with a group of its own in training order: keyed by prompt, both
+    would read the last group's mean."""
+    trained: dict[int, list[float]] = {}
+    for j, mean in zip(chosen.chosen.tolist(), groups):
+        trained.setdefault(j, []).append(mean)
+    candidates, predicted = (chosen.candidates, chosen.predicted) if len(chosen.candidates) else \
+        (chosen.chosen, np.full(len(chosen.chosen), np.nan))
+    return [{"iteration": i, "problem_id": problems[j]["problem_id"], "chosen": bool(trained.get(j)),
+             "predicted_success": float(p), "group_mean_reward": trained[j].pop(0) if trained.get(j) else np.nan}
+            for j, p in zip(candidates.tolist(), predicted)]
 
 
 LARGE = ("credit whose update is finite: the loss runs in float32 (at most 3.4e38), so credit of a moderate size, "

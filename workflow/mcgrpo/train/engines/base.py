@@ -41,15 +41,23 @@ class Counting:
     would sample tokens that nothing counts toward B; nor `sync`, which would load another model into the engine the
     run samples its rollouts with (the gradient tests' batches after it, which nothing re-syncs)."""
 
-    __slots__ = ("_engine", "generated", "_handed_out")
+    __slots__ = ("_engine", "generated", "_handed_out", "_closed")
 
     def __init__(self, engine):
         object.__setattr__(self, "_engine", engine)
         object.__setattr__(self, "generated", 0)
         object.__setattr__(self, "_handed_out", [])
+        object.__setattr__(self, "_closed", False)
+
+    def close(self) -> None:
+        """End the call it served: its count is read, so what it generated later would count toward nothing (a rule
+        that kept ctx.engine and samples with it in a later call); it refuses to generate from now on."""
+        object.__setattr__(self, "_closed", True)
 
     def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: Sequence[int],
                  seeds: Sequence[int]) -> list[Completion]:
+        if self._closed:
+            raise RuntimeError(STALE)
         out = self._engine.generate(prompts, max_new_tokens, seeds)
         object.__setattr__(self, "generated", self.generated + sum(len(c) for c in out))
         self._handed_out.extend(out)
@@ -68,6 +76,10 @@ class Counting:
         if name not in SETTINGS:
             raise AttributeError(refused(name))
         setattr(self._engine, name, value)
+
+
+STALE = ("this engine served an earlier call, whose tokens are counted already: what it generated now would count "
+         "toward no budget; allowed: sampling through the ctx.engine of the call in progress (docs/plugins.md)")
 
 
 def refused(name: str) -> str:

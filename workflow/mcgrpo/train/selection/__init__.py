@@ -31,6 +31,7 @@ class Selection:
     features: np.ndarray | None = None           # per candidate, when a predictor needed a prefill pass
 
     def __post_init__(self):
+        self.candidates, self.chosen = np.asarray(self.candidates), np.asarray(self.chosen)  # lists of ints welcome
         if self.predicted is None:
             self.predicted = np.full(len(self.candidates), np.nan)
 
