@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 from mcgrpo.core import config as study_config
 from mcgrpo import studies
@@ -449,6 +450,35 @@ def test_the_summary_is_never_written_beside_a_table_its_analysis_does_not_give(
     steps.tables_step(cfg, folder)
     steps.summary_step(cfg, folder)
     assert path.read_bytes() == (root / "tables" / "headline.csv").read_bytes()
+
+
+def test_analysis_only_names_a_removed_budget_or_gradient_tests_file_before_any_job(tmp_path):
+    """analysis_only leaves out the rules that make B and the gradient tests. Snakemake calls a job whose input is
+    missing and unproducible up to date while its outputs exist (even under --forcerun), and a rerun for another
+    reason failed on a later step's file without naming the cause: each is now named before any job, as a run's
+    missing file is."""
+    from conftest import SMALL_STUDY, snakemake
+    cfg = {**copy.deepcopy(SMALL_STUDY), "results_dir": str(tmp_path / "results"),
+           "gradient_tests": {"batches": 6, "arms": ["mc_k2"]}}
+    (tmp_path / "study.yaml").write_text(yaml.safe_dump(cfg))
+    study = tmp_path / "results" / "mini"
+    for arm, seed in [(arm, seed) for arm in cfg["arms"] for seed in cfg["seeds"]]:
+        for name in ("iterations.parquet", "evals.parquet", "samples.parquet", "prompts.parquet", "run.json",
+                     "alignment.parquet", "manifest.json"):  # what the rules check is there: no run is read
+            (study / "runs" / arm / f"seed{seed}").mkdir(parents=True, exist_ok=True)
+            (study / "runs" / arm / f"seed{seed}" / name).touch()
+    budget, tests = study / "calibration" / "budget.parquet", study / "analysis" / "gradient_tests.parquet"
+    for path in (study / "runs" / "store.parquet", budget, tests):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+    assert snakemake(tmp_path, "-n", "analysis", "--config", "analysis_only=True", timeout=300).returncode == 0
+    for path in (tests, budget):
+        path.unlink()
+        done = snakemake(tmp_path, "-n", "analysis", "--config", "analysis_only=True", timeout=300)
+        said = (done.stdout + done.stderr).replace(str(tmp_path) + "/", "")
+        assert done.returncode != 0 and (f"Missing input files for the analysis (analysis_only=True never trains): "
+                                         f"{path.relative_to(tmp_path)}; allowed: ") in said, said[-2000:]
+        path.touch()
 
 def test_contrast_verb_reads_as_the_study_does_its_lock_s_alpha_clock_and_bootstrap(results, tmp_path, capsys):
     """A study read on the CPU clock at alpha 0.2 with its own bootstrap: `mcgrpo contrast` once read it on the wall
