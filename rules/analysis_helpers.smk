@@ -63,6 +63,19 @@ def lock_input(wildcards):
     return [lock] if not ANALYSIS_ONLY or Path(lock).exists() else []
 
 
+def sealed(pattern):
+    """A checksum trigger, as sealed_runs, for a study file that no run's manifest vouches for but an analysis rule
+    reads (the lock, the gradient tests): its sha256, '' without one. Snakemake's mtime trigger misses such a file
+    put back with an older mtime (`cp -p`, `touch -r`): a lock of another plan, or other gradient tests, would
+    leave every label and the summary's word on the plan, or the prediction, as they were without a word."""
+
+    def digest(wildcards):
+        path = Path(pattern.format(study=wildcards.study))
+        return manifest.sha256(path) if path.is_file() else ""
+
+    return digest
+
+
 def gradient_tests_input(wildcards):
     """The study's gradient tests, an input of the analysis that reads them, where it has them."""
     return [GRADIENT_TESTS.format(study=wildcards.study)] if wildcards.study in GRADIENT_STUDIES else []
