@@ -63,17 +63,18 @@ def lock_input(wildcards):
     return [lock] if not ANALYSIS_ONLY or Path(lock).exists() else []
 
 
-def sealed(pattern):
-    """A checksum trigger, as sealed_runs, for a study file that no run's manifest vouches for but an analysis rule
-    reads (the lock, the gradient tests): its sha256, '' without one. Snakemake's mtime trigger misses such a file
-    put back with an older mtime (`cp -p`, `touch -r`): a lock of another plan, or other gradient tests, would
-    leave every label and the summary's word on the plan, or the prediction, as they were without a word."""
+def sealed(*patterns):
+    """A checksum trigger, as sealed_runs, for study files that no run's manifest vouches for but an analysis rule
+    reads (the lock, the gradient tests, the tables the summary is written beside): their sha256, '' for one not
+    there. Snakemake's mtime trigger misses such a file put back with an older mtime (`cp -p`, `touch -r`): a lock
+    of another plan, other gradient tests or an older table would leave every label and the summary's word on the
+    plan, the prediction, or a table the summary disagrees with, as they were without a word."""
 
-    def digest(wildcards):
-        path = Path(pattern.format(study=wildcards.study))
-        return manifest.sha256(path) if path.is_file() else ""
+    def digests(wildcards):
+        paths = [Path(pattern.format(study=wildcards.study)) for pattern in patterns]
+        return [manifest.sha256(path) if path.is_file() else "" for path in paths]
 
-    return digest
+    return digests
 
 
 def gradient_tests_input(wildcards):

@@ -166,6 +166,23 @@ def test_a_lock_put_back_under_the_old_ones_mtime_relabels_the_contrasts(finishe
     assert "without a dated amendment: T1, S1 reported as exploratory. Changes: margin changed" in \
         (r / "summary.md").read_text()
 
+
+def test_an_older_table_put_back_under_its_old_mtime_reruns_the_summary_which_refuses_it(finished_study, tmp_path):
+    """A headline of another verdict put back with the old one's mtime (cp -p) was missed by Snakemake: nothing
+    reran, and the table said another verdict than the summary. The tables' sha256 is a param of the summary rule,
+    which reruns and refuses the table, naming its cell."""
+    work = tmp_path / "work"
+    shutil.copytree(finished_study.parent.parent, work, symlinks=True)
+    head = work / "results" / "mini" / "tables" / "headline.csv"
+    stat, table = head.stat(), pd.read_csv(head, dtype=str, keep_default_na=False)
+    table.at[0, "verdict"] = "edited"
+    table.to_csv(head, index=False)
+    os.utime(head, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    failed = snakemake(work, "analysis")
+    said = failed.stdout + failed.stderr
+    assert failed.returncode != 0 and "train" not in jobs(failed), said[-4000:]
+    assert "tables/headline.csv: line 2 (T1), column verdict: 'edited', but the study's analysis gives" in said
+
 def test_a_bad_config_fails_before_any_job_naming_the_key(tmp_path):
     (tmp_path / "study.yaml").write_text(yaml.safe_dump({**SMALL_STUDY, "recipe": {"group_sise": 4}}))
     done = snakemake(tmp_path, "-n")
