@@ -1,7 +1,7 @@
 # The helpers of the analysis rules (drift.smk, the template, and the `use rule drift as` rules of contrasts.smk,
 # figures.smk and gradients.smk), beside them; snakemake --lint wants a rule file's functions in a file of their
 # own. What training shares too is in common.smk.
-from mcgrpo.core import manifest
+from mcgrpo.core import manifest, study_runs
 
 
 def run_files(name):
@@ -21,13 +21,23 @@ def study_files(study, name):
     return [f"{RUN.format(run=key)}/{name}" for key in study.named]
 
 
-# Snakemake calls a job with existing outputs and a missing, unproducible input up to date; an analysis-only
-# run must instead refuse to report on runs that were never trained.
-MISSING = [path for name, study in S.items()
-           for path in [STORE.format(study=name), *(p for file in RUN_FILES for p in study_files(study, file))]
+def made_by_training(name, study):
+    """What the analysis of `study` reads that only the rules analysis_only leaves out make: its index, every run's
+    files, B (every reading at B; calibrate writes it) and the gradient tests (the curves and prediction read them)."""
+    return [STORE.format(study=name), str(study_runs.budget_path(study.folder)),
+            *([GRADIENT_TESTS.format(study=name)] if name in GRADIENT_STUDIES else []),
+            *(p for file in RUN_FILES for p in study_files(study, file))]
+
+
+# Snakemake calls a job with existing outputs and a missing, unproducible input up to date (even under --forcerun),
+# and a rerun for another reason then fails on a later step's file, naming no cause; an analysis-only run must
+# instead refuse to report on runs never trained, or on a B or gradient tests since removed.
+MISSING = [path for name, study in S.items() for path in made_by_training(name, study)
            if not Path(path).exists()] if ANALYSIS_ONLY else []
 if MISSING:
-    raise WorkflowError(f"Missing input files for the analysis (analysis_only=True never trains): {', '.join(MISSING)}")
+    raise WorkflowError(f"Missing input files for the analysis (analysis_only=True never trains): {', '.join(MISSING)}; "
+                        f"allowed: the files the workflow makes (rerun it without analysis_only: it makes them again, "
+                        f"and retrains what reads them), or a config without the runs never trained")
 
 
 def analysis_step(verb):
@@ -51,6 +61,20 @@ def lock_input(wildcards):
     locked labels every contrast exploratory instead of failing."""
     lock = LOCK.format(study=wildcards.study)
     return [lock] if not ANALYSIS_ONLY or Path(lock).exists() else []
+
+
+def sealed(*patterns):
+    """A checksum trigger, as sealed_runs, for study files that no run's manifest vouches for but an analysis rule
+    reads (the lock, the gradient tests, the tables the summary is written beside): their sha256, '' for one not
+    there. Snakemake's mtime trigger misses such a file put back with an older mtime (`cp -p`, `touch -r`): a lock
+    of another plan, other gradient tests or an older table would leave every label and the summary's word on the
+    plan, the prediction, or a table the summary disagrees with, as they were without a word."""
+
+    def digests(wildcards):
+        paths = [Path(pattern.format(study=wildcards.study)) for pattern in patterns]
+        return [manifest.sha256(path) if path.is_file() else "" for path in paths]
+
+    return digests
 
 
 def gradient_tests_input(wildcards):

@@ -13,6 +13,7 @@ use rule drift as contrasts with:
         prereg=f"{R}/analysis/prereg.json",
     params:
         **analysis_step("contrasts"),
+        lock=sealed(LOCK),  # the labels are the lock's: a lock put back under an old mtime reruns them
     log:
         f"{R}/logs/contrasts.log",
 
@@ -49,6 +50,7 @@ use rule drift as curves with:
         f"{R}/analysis/extrapolation.parquet",
     params:
         **analysis_step("curves"),
+        measured=sealed(GRADIENT_TESTS),  # the extrapolation reads them: other tests under an old mtime rerun it
     log:
         f"{R}/logs/curves.log",
 

@@ -45,6 +45,7 @@ use rule drift as prediction with:
         PREDICTION_TARGETS,
     params:
         **analysis_step("prediction"),
+        measured=sealed(GRADIENT_TESTS),  # other gradient tests put in place under an old mtime rerun it
     log:
         f"{R}/logs/prediction.log",
 

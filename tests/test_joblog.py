@@ -28,6 +28,8 @@ def _damaged_store(workdir):
         for name in RUN_FILES:
             (folder / name).write_text("damaged\n")
     (study / "runs" / "store.parquet").write_text("damaged\n")
+    (study / "calibration").mkdir()
+    (study / "calibration" / "budget.parquet").write_text("damaged\n")
     return study / "logs"
 
 

@@ -7,6 +7,7 @@ import copy
 import json
 import shutil
 import subprocess
+from datetime import datetime, timezone
 
 import pandas as pd
 import pytest
@@ -15,7 +16,8 @@ import yaml
 from conftest import ROOT, SMALL_STUDY, snakemake as run_snakemake
 from mcgrpo import studies
 from mcgrpo.core import config as study_config, layout
-from mcgrpo.core.store import parquet_metadata, read_contract
+from mcgrpo.analysis import prereg
+from mcgrpo.core.store import parquet_metadata, read_contract, write_json
 
 pytestmark = pytest.mark.slow
 
@@ -143,6 +145,43 @@ def test_a_run_file_changed_after_its_manifest_reruns_the_analysis_which_names_i
     assert "config_hash differs: the file belongs to another run" in "".join(
         p.read_text() for p in (r / "logs").glob("*.log"))
 
+
+
+def test_a_lock_put_back_under_the_old_ones_mtime_relabels_the_contrasts(finished_study, tmp_path):
+    """A lock of another plan (here: another margin) put in place with the old lock's mtime (cp -p, touch -r) was
+    missed by Snakemake's mtime trigger: the summary went on saying the plan matches its lock. The lock's sha256 is
+    a param of the contrasts rule (sealed_lock), so they rerun against it and the summary says what changed."""
+    work = tmp_path / "work"
+    shutil.copytree(finished_study.parent.parent, work, symlinks=True)
+    r = work / "results" / "mini"
+    study = studies.validate(yaml.safe_load((work / "study.yaml").read_text()))
+    lock, stat = r / "prereg.lock.json", (r / "prereg.lock.json").stat()
+    other = {**study, "analysis": {**study["analysis"], "margin": 0.05}}
+    write_json(prereg.make_lock(other, datetime(2020, 1, 1, tzinfo=timezone.utc)), lock)  # before any training
+    os.utime(lock, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    dry = snakemake(work, "-n")
+    assert dry.returncode == 0 and "contrasts" in jobs(dry) and "train" not in jobs(dry), jobs(dry)
+    done = snakemake(work)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "without a dated amendment: T1, S1 reported as exploratory. Changes: margin changed" in \
+        (r / "summary.md").read_text()
+
+
+def test_an_older_table_put_back_under_its_old_mtime_reruns_the_summary_which_refuses_it(finished_study, tmp_path):
+    """A headline of another verdict put back with the old one's mtime (cp -p) was missed by Snakemake: nothing
+    reran, and the table said another verdict than the summary. The tables' sha256 is a param of the summary rule,
+    which reruns and refuses the table, naming its cell."""
+    work = tmp_path / "work"
+    shutil.copytree(finished_study.parent.parent, work, symlinks=True)
+    head = work / "results" / "mini" / "tables" / "headline.csv"
+    stat, table = head.stat(), pd.read_csv(head, dtype=str, keep_default_na=False)
+    table.at[0, "verdict"] = "edited"
+    table.to_csv(head, index=False)
+    os.utime(head, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    failed = snakemake(work, "analysis")
+    said = failed.stdout + failed.stderr
+    assert failed.returncode != 0 and "train" not in jobs(failed), said[-4000:]
+    assert "tables/headline.csv: line 2 (T1), column verdict: 'edited', but the study's analysis gives" in said
 
 def test_a_bad_config_fails_before_any_job_naming_the_key(tmp_path):
     (tmp_path / "study.yaml").write_text(yaml.safe_dump({**SMALL_STUDY, "recipe": {"group_sise": 4}}))

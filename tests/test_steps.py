@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 from mcgrpo.core import config as study_config
 from mcgrpo import studies
@@ -169,6 +170,11 @@ def test_headline_table_has_one_readable_line_per_planned_contrast(results):
     assert f"| {csv['p'].iloc[0]:.3f} |" in md or "| <0.001 |" in md
 
 
+# Every analysis step the summary waits for, in order: what the workflow reruns when the study's config changes
+# (the figures aside: nothing reads them).
+ANALYSIS = ("drift", "contrasts", "robustness", "curves", "breakdown", "tables", "summary")
+
+
 def rerun(names, cfg, folder) -> None:
     """The analysis steps `names` under `cfg`, as the workflow reruns every analysis rule whose study config
     changed: a step reads only earlier steps' outputs written for the same config."""
@@ -212,8 +218,7 @@ def test_the_cpu_clock_option_times_the_equal_time_bases(results, tmp_path):
     for seed, value in wall["value_a"].items():  # two thirds of the way from its evaluation 0 (0 s) to 1 (6 s)
         evals = read_parquet(folder / "runs" / "mc_k2" / f"seed{seed}" / "evals.parquet").sort_values("eval_index")
         assert value == pytest.approx(np.interp(4.0, evals["train_seconds"], evals["acc_default"]))
-    rerun(("drift", "contrasts", "robustness", "summary"), {**cfg, "analysis": {**cfg["analysis"], "clock": "cpu"}},
-          folder)
+    rerun(ANALYSIS, {**cfg, "analysis": {**cfg["analysis"], "clock": "cpu"}}, folder)
     assert "Equal time is read on the process CPU time of the training stages" in (folder / "summary.md").read_text()
 
 
@@ -271,7 +276,7 @@ def test_a_recipe_changed_after_the_lock_reaches_the_summary(results, tmp_path):
     folder = tmp_path / "relearned"
     copy_study(root, folder)
     cfg = {**cfg, "recipe": {**cfg["recipe"], "lr": cfg["recipe"]["lr"] * 2}}
-    rerun(("drift", "contrasts", "robustness", "summary"), cfg, folder)  # each rule the workflow reruns
+    rerun(ANALYSIS, cfg, folder)  # each rule the workflow reruns
     text = (folder / "summary.md").read_text()
     assert "matches its lock" not in text and "recipe.lr changed after the lock (2025-01-01)" in text
     assert "T1 (exploratory" in text  # "T1 (exploratory; predicted: ...)"
@@ -289,10 +294,10 @@ def test_a_math_verify_study_says_in_its_summary_how_many_checks_overran(results
     samples = read_parquet(run / "samples.parquet")
     write_parquet(samples.assign(math_verify_overran=np.arange(len(samples)) < 3), run / "samples.parquet", "")
     seal_run(run)
-    rerun(("drift", "contrasts", "robustness", "summary"), cfg, folder)
+    rerun(ANALYSIS, cfg, folder)
     assert "math-verify" not in (folder / "summary.md").read_text()
     cfg = {**cfg, "verifier": {"rule": "math_verify"}}
-    rerun(("drift", "contrasts", "robustness", "summary"), cfg, folder)
+    rerun(ANALYSIS, cfg, folder)
     assert ("Warning: math-verify overran its CPU budget on 3 sample(s), each counted wrong (samples.parquet "
             "math_verify_overran; mc_k2 seed 2: 3). The study's verifier is math_verify: its accuracies above count "
             "each as wrong.") in (folder / "summary.md").read_text()
@@ -335,7 +340,7 @@ def test_a_verdict_whose_arm_has_runs_of_another_config_says_so_beside_it(result
     copy_study(root, folder)
     edited = copy.deepcopy(cfg)
     edited["arms"]["mc_k2"]["credit"]["monte_carlo"]["k"] = 3
-    rerun(("drift", "contrasts", "robustness", "summary"), edited, folder)
+    rerun(ANALYSIS, edited, folder)
     said = (folder / "summary.md").read_text()
     beside = "(warning: runs trained with a config other than the current one: mc_k2/seed1, mc_k2/seed2, mc_k2/seed3)"
     assert [line[:4] for line in said.splitlines() if beside in line] == ["- T1", "- T2", "- S1"]  # all compare mc_k2
@@ -451,6 +456,57 @@ def test_the_programme_summary_holds_each_headline_to_the_studys_analysis(result
     assert programme.main(_summary(edited, tmp_path)) == 2
     assert "contrasts.parquet: written for config" in capsys.readouterr().err
 
+
+
+def test_the_summary_is_never_written_beside_a_table_its_analysis_does_not_give(results, tmp_path):
+    """An older tables/headline.csv put back (here: one of the study analysed at another margin, every contrast
+    exploratory) is newer than summary.md, so Snakemake reruns the summary alone: it was written, and printed, beside
+    a headline of other verdicts without a word. The summary step now holds each table to its analysis files."""
+    from mcgrpo.core.errors import IntegrityError
+    cfg, root = results
+    older, folder = tmp_path / "older", tmp_path / "restored"
+    copy_study(root, older)
+    copy_study(root, folder)
+    rerun(ANALYSIS, {**cfg, "analysis": {**cfg["analysis"], "margin": 0.05}}, older)
+    path = folder / "tables" / "headline.csv"
+    path.write_bytes((older / "tables" / "headline.csv").read_bytes())
+    with pytest.raises(IntegrityError, match=rf"{path}: line 2 \(T1\), column label: 'exploratory', but the study's "
+                                             rf"analysis gives 'primary': edited by hand, or left from an earlier run "
+                                             rf"of the study; allowed: the table its analysis gives now \(snakemake "
+                                             rf"--configfile STUDY --forcerun tables"):
+        steps.summary_step(cfg, folder)
+    steps.tables_step(cfg, folder)
+    steps.summary_step(cfg, folder)
+    assert path.read_bytes() == (root / "tables" / "headline.csv").read_bytes()
+
+
+def test_analysis_only_names_a_removed_budget_or_gradient_tests_file_before_any_job(tmp_path):
+    """analysis_only leaves out the rules that make B and the gradient tests. Snakemake calls a job whose input is
+    missing and unproducible up to date while its outputs exist (even under --forcerun), and a rerun for another
+    reason failed on a later step's file without naming the cause: each is now named before any job, as a run's
+    missing file is."""
+    from conftest import SMALL_STUDY, snakemake
+    cfg = {**copy.deepcopy(SMALL_STUDY), "results_dir": str(tmp_path / "results"),
+           "gradient_tests": {"batches": 6, "arms": ["mc_k2"]}}
+    (tmp_path / "study.yaml").write_text(yaml.safe_dump(cfg))
+    study = tmp_path / "results" / "mini"
+    for arm, seed in [(arm, seed) for arm in cfg["arms"] for seed in cfg["seeds"]]:
+        for name in ("iterations.parquet", "evals.parquet", "samples.parquet", "prompts.parquet", "run.json",
+                     "alignment.parquet", "manifest.json"):  # what the rules check is there: no run is read
+            (study / "runs" / arm / f"seed{seed}").mkdir(parents=True, exist_ok=True)
+            (study / "runs" / arm / f"seed{seed}" / name).touch()
+    budget, tests = study / "calibration" / "budget.parquet", study / "analysis" / "gradient_tests.parquet"
+    for path in (study / "runs" / "store.parquet", budget, tests):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+    assert snakemake(tmp_path, "-n", "analysis", "--config", "analysis_only=True", timeout=300).returncode == 0
+    for path in (tests, budget):
+        path.unlink()
+        done = snakemake(tmp_path, "-n", "analysis", "--config", "analysis_only=True", timeout=300)
+        said = (done.stdout + done.stderr).replace(str(tmp_path) + "/", "")
+        assert done.returncode != 0 and (f"Missing input files for the analysis (analysis_only=True never trains): "
+                                         f"{path.relative_to(tmp_path)}; allowed: ") in said, said[-2000:]
+        path.touch()
 
 def test_contrast_verb_reads_as_the_study_does_its_lock_s_alpha_clock_and_bootstrap(results, tmp_path, capsys):
     """A study read on the CPU clock at alpha 0.2 with its own bootstrap: `mcgrpo contrast` once read it on the wall

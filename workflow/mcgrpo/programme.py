@@ -31,7 +31,7 @@ from pathlib import Path
 
 from mcgrpo.core import config as study_config
 from mcgrpo.core import templating
-from mcgrpo.core.errors import ConfigError, DataError, IntegrityError, McgrpoError
+from mcgrpo.core.errors import ConfigError, McgrpoError
 
 KEY = "programme"
 KEYS = ("name", "studies", "overrides")
@@ -216,43 +216,15 @@ def held(studies: dict[str, dict]) -> dict[str, Path]:
     """{study: its tables/headline.csv}, each checked to be the headline its analysis files (held to the study's
     config and runs) give now: a CSV edited by hand, or left from an earlier config or training, would put in the
     programme's table a verdict the study's analysis does not give. Refused, naming the file, row and column."""
-    from mcgrpo.analysis import steps
+    from mcgrpo.analysis import steps, tables
     from mcgrpo.core.layout import study_dir
     out = {}
     for study, cfg in studies.items():
         path = study_dir(cfg) / "tables" / "headline.csv"
-        _agrees(path, _as_csv(steps.headline(cfg, study_dir(cfg))))
+        tables.held_csv(path, steps.headline(cfg, study_dir(cfg)),
+                        "the study's analysis (analysis/contrasts.parquet, robustness.parquet)")
         out[study] = path
     return out
-
-
-def _as_csv(frame):
-    """`frame` as tables.write_table writes it and `verdicts` reads it back: every cell a string."""
-    import io
-    import pandas as pd
-    return pd.read_csv(io.StringIO(frame.to_csv(index=False)), dtype=str, keep_default_na=False)
-
-
-def _agrees(path: Path, expected) -> None:
-    """Refuse headline CSV `path` where it is not `expected` (its analysis's headline), naming the first cell."""
-    import pandas as pd
-    if not path.is_file():
-        raise DataError(f"{path}: not found; allowed: the headline the study's tables step writes "
-                        f"(snakemake --configfile STUDY --forcerun tables)")
-    found = pd.read_csv(path, dtype=str, keep_default_na=False)
-    if found.equals(expected):
-        return
-    redo = (f"allowed: the headline its analysis gives now (snakemake --configfile STUDY --forcerun tables, or the "
-            f"programme with --forcerun {path})")
-    if list(found.columns) != list(expected.columns) or len(found) != len(expected):
-        raise IntegrityError(f"{path}: holds {len(found)} rows of columns {', '.join(found.columns)}, but the study's "
-                             f"analysis gives {len(expected)} rows of {', '.join(expected.columns)}; {redo}")
-    row, column = next((i, c) for i in range(len(found)) for c in found.columns
-                       if found.at[i, c] != expected.at[i, c])
-    raise IntegrityError(f"{path}: line {row + 2} ({expected.at[row, 'id']}), column {column}: "
-                         f"{found.at[row, column]!r}, but the study's analysis (analysis/contrasts.parquet, "
-                         f"robustness.parquet) gives {expected.at[row, column]!r}: edited by hand, or left from an "
-                         f"earlier run of the study; {redo}")
 
 
 def write_summary(name: str, headlines: dict[str, Path], parquet: Path, markdown: Path,

@@ -320,22 +320,39 @@ def headline(cfg: dict, results: Path, runs: dict[str, str] | None = None) -> pd
 
 
 def tables_step(cfg: dict, results: Path) -> None:
-    results = Path(results)
-    out, accepted, read = results / "tables", _accepted(cfg, results), analysis_reader(cfg, results)
+    for name, (df, title, note) in _tables(cfg, results).items():
+        tables.write_table(df, Path(results) / "tables" / name, title=title, note=note)
+
+
+def _tables(cfg: dict, results: Path) -> dict[str, tuple[pd.DataFrame, str, str]]:
+    """name -> (table, title, note) of every table the tables step writes, from the study's held analysis files."""
+    results, accepted, read = Path(results), _accepted(cfg, results), analysis_reader(cfg, results)
     table, paired = read("contrasts", "contrasts"), read("paired", "paired")
-    status = _status(cfg, results)
-    for name, (df, title, note) in tables.study_tables(
-            table, paired, status, read("drift", "drift"), read("stages"),
-            read("groups"), read("budget_share"), read("extrapolation"),
-            cfg["analysis"]["drift_gap"], read("robustness"), cfg["analysis"]["clock"], accepted,
-            flags(cfg, results)).items():
-        tables.write_table(df, out / name, title=title, note=note)
+    out = tables.study_tables(table, paired, _status(cfg, results), read("drift", "drift"), read("stages"),
+                              read("groups"), read("budget_share"), read("extrapolation"),
+                              cfg["analysis"]["drift_gap"], read("robustness"), cfg["analysis"]["clock"], accepted,
+                              flags(cfg, results))
     metric, eval_set = _headline(cfg)
     a = cfg["analysis"]
     planned = power.plan(paired[(paired["metric"] == metric) & (paired["eval_set"] == eval_set)], a["margin"],
                          a["alpha"])
-    tables.write_table(planned, out / "power", title="Seeds planner: paired seeds for 80% power",
-                       note=tables.accepted_note(accepted, power_note(a["margin"], a["alpha"])))
+    out["power"] = (planned, "Seeds planner: paired seeds for 80% power",
+                    tables.accepted_note(accepted, power_note(a["margin"], a["alpha"])))
+    return out
+
+
+def held_tables(cfg: dict, results: Path) -> None:
+    """Refuse a CSV of the tables step (tables/<name>.csv) that is not the table the study's analysis files give now:
+    one edited by hand, or an older copy put back, is a verdict the analysis does not give, and Snakemake, which
+    reruns the summary after it (its mtime is newer), would otherwise print the summary beside it without a word.
+    The markdown and HTML copies are renderings of the same frame and are not read back; a study whose tables step
+    has not run (a step run by hand before it: no headline.csv) has no table to hold."""
+    folder = Path(results) / "tables"
+    if not (folder / "headline.csv").exists():
+        return
+    for name, (df, _, _) in _tables(cfg, results).items():
+        if (folder / f"{name}.csv").exists():
+            tables.held_csv(folder / f"{name}.csv", df)
 
 
 def power_note(margin: float, alpha: float) -> str:
@@ -394,6 +411,7 @@ def _flags(cfg: dict, evals: pd.DataFrame, bases: list[str], overran: pd.DataFra
 def summary_step(cfg: dict, results: Path) -> None:
     """summary.md (printed at the end of a run) and summary.rst (the report's first page)."""
     results, read = Path(results), analysis_reader(cfg, results)
+    held_tables(cfg, results)  # the summary is printed beside them: never beside tables it does not agree with
     status, accepted = _status(cfg, results), _accepted(cfg, results)
     (evals, bases), overran = _base_evals(cfg, results), _overran(cfg, results)
     text = summary.lines(cfg["study"], read("contrasts", "contrasts"), tables.prereg_note(status),

@@ -6,6 +6,7 @@ The HTML copy is what `snakemake --report` shows; a title and a note make it rea
 from __future__ import annotations
 
 import html
+import io
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ import pandas as pd
 
 from mcgrpo.analysis import formats, robustness, summary
 from mcgrpo.analysis.drift import drift_counts
+from mcgrpo.core.errors import DataError, IntegrityError
 from mcgrpo.core.store import write_text
 
 
@@ -136,6 +138,35 @@ def write_table(df: pd.DataFrame, stem: Path, columns: list[str] | None = None, 
     return (write_text(df.to_csv(index=False), stem.parent / f"{stem.name}.csv"),
             write_text(preface + body, stem.parent / f"{stem.name}.md"),
             write_text(to_html(df, title, note, cells), stem.parent / f"{stem.name}.html"))
+
+
+def held_csv(path: Path, expected: pd.DataFrame, source: str = "the study's analysis") -> None:
+    """Refuse `path`, a CSV write_table wrote, where it is not `expected` (the table `source` gives now), naming its
+    first differing cell: a table edited by hand, or an older copy put back, would show a verdict or a number the
+    analysis does not give."""
+    redo = (f"allowed: the table its analysis gives now (snakemake --configfile STUDY --forcerun tables; in a "
+            f"programme, --forcerun {path})")
+    if not path.is_file():
+        raise DataError(f"{path}: not found; {redo}")
+    found, want = _cells(path), _cells(io.StringIO(expected.to_csv(index=False)))
+    if found.equals(want):
+        return
+    if list(found.columns) != list(want.columns) or len(found) != len(want):
+        raise IntegrityError(f"{path}: holds {len(found)} rows of columns {', '.join(found.columns)}, but {source} "
+                             f"gives {len(want)} rows of {', '.join(want.columns)}; {redo}")
+    row, column = next((i, c) for i in range(len(found)) for c in found.columns if found.at[i, c] != want.at[i, c])
+    named = f" ({want.at[row, 'id']})" if "id" in want.columns and want.at[row, "id"] else ""
+    raise IntegrityError(f"{path}: line {row + 2}{named}, column {column}: {found.at[row, column]!r}, but {source} "
+                         f"gives {want.at[row, column]!r}: edited by hand, or left from an earlier run of the study; "
+                         f"{redo}")
+
+
+def _cells(csv) -> pd.DataFrame:
+    """A CSV as write_table writes it, read back with every cell a string (a table of no columns: empty)."""
+    try:
+        return pd.read_csv(csv, dtype=str, keep_default_na=False)
+    except pd.errors.EmptyDataError:
+        return pd.DataFrame()
 
 
 NOT_DEFINED = formats.NOT_DEFINED
