@@ -117,6 +117,18 @@ def test_gradient_tests_of_another_config_are_refused(measured, step, stamp, cap
     assert main([step, "--config-json", json.dumps(cfg), "--results", str(folder)]) == 2
     err = capsys.readouterr().err
     assert f"{path}: measured for gradient tests" in err and "this study's gradient tests' config hashes to" in err
+    assert "snakemake --configfile STUDY without analysis_only, which runs it" in err  # a --forcerun cannot, there
+
+
+@pytest.mark.parametrize("step", ["curves", "prediction"])
+def test_gradient_tests_planned_but_absent_are_named_not_read_as_none(measured, step, capsys):
+    """A step run by hand with the study's gradient tests removed wrote the extrapolation from the config's
+    efficiencies alone (none measured), without a word; the workflow names the file before any job."""
+    cfg, folder = measured
+    run("contrasts", cfg, folder)
+    (folder / "analysis" / "gradient_tests.parquet").unlink()
+    assert main([step, "--config-json", json.dumps(cfg), "--results", str(folder)]) == 2
+    assert "gradient_tests.parquet: not found, but the study plans gradient tests" in capsys.readouterr().err
 
 
 def test_an_arm_whose_update_falls_against_the_reference_gets_no_measured_extrapolation(measured):

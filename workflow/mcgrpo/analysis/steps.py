@@ -16,7 +16,7 @@ from mcgrpo.analysis import (alike, along, bases, breakdown, contrasts, curves, 
                              informative, power, prereg, robustness, runs, summary, tables, verifiers)
 from mcgrpo.core import manifest, store, study_runs
 from mcgrpo.core import config as study_config
-from mcgrpo.core.errors import ConfigError, DataError, IntegrityError
+from mcgrpo.core.errors import ConfigError, DataError, IntegrityError, MissingFile
 from mcgrpo.core.layout import study_dir
 from mcgrpo.analysis.plan import keys
 
@@ -94,14 +94,14 @@ def analysis_reader(cfg: dict, results: Path, runs: dict[str, str] | None = None
 
 
 def _read_held(path: Path, said: str, what: str, expected: str, kind: str | None = None,
-               runs: Callable[[], dict[str, str]] | None = None) -> pd.DataFrame:
+               runs: Callable[[], dict[str, str]] | None = None, remedy: str | None = None) -> pd.DataFrame:
     """`path` (of contract `kind`, if given), refused where the config_hash it was written with is not `expected`,
     the study's `what` hash (_held_to), or, given `runs` (the study's runs now), where it was computed from others
     (_held_to_runs)."""
     frame = store.read_contract(path, kind) if kind else store.read_parquet(path)
     meta = store.parquet_metadata(path)
     found = meta.get("config_hash", "")
-    _held_to(path, f"{said} {found[:12] or '(none)'}", found, what, expected)
+    _held_to(path, f"{said} {found[:12] or '(none)'}", found, what, expected, remedy)
     if runs is not None:
         _held_to_runs(path, meta, runs())
     return frame
@@ -126,12 +126,13 @@ def _held_to_runs(path: Path, meta: dict[str, str], now: dict[str, str]) -> None
                              f"from its runs now (snakemake --configfile STUDY --forcerun {path})")
 
 
-def _held_to(path: Path, said: str, found: str, what: str, expected: str) -> None:
-    """Refuse `path`, which `said` of itself, where its hash `found` is not the study's `what` hash `expected`."""
+def _held_to(path: Path, said: str, found: str, what: str, expected: str, remedy: str | None = None) -> None:
+    """Refuse `path`, which `said` of itself, where its hash `found` is not the study's `what` hash `expected`;
+    `remedy`: what makes the right file, where the analysis's --forcerun cannot."""
     if found != expected:
         raise IntegrityError(f"{path}: {said}, but this study's {what} hashes to {expected[:12]}: left from an "
-                             f"earlier config or another study, or edited by hand; allowed: the file this study's "
-                             f"analysis writes (snakemake --configfile STUDY --forcerun {path})")
+                             f"earlier config or another study, or edited by hand; allowed: " + (remedy or
+                             f"the file this study's analysis writes (snakemake --configfile STUDY --forcerun {path})"))
 
 
 def _status(cfg: dict, results: Path) -> dict:
@@ -201,9 +202,18 @@ def _gradient_tests(cfg: dict, results: Path) -> pd.DataFrame | None:
     file measured under an earlier config (other arms, batches, recipe or model) or copied from another study would
     otherwise be read as this study's efficiencies, its prediction and its extrapolation, without a word."""
     planned, path = study_config.gradient_tests_config(cfg), Path(results) / "analysis" / "gradient_tests.parquet"
-    if not planned or not path.exists():
+    if not planned:
         return None
-    return _read_held(path, "measured for gradient tests", "gradient tests' config", study_config.config_hash(planned))
+    if not path.exists():  # read as none, the extrapolation would be the config's efficiencies alone, unsaid
+        raise MissingFile(f"{path}: not found, but the study plans gradient tests, whose efficiencies the prediction "
+                          f"and the extrapolation read; allowed: {MEASURE_AGAIN}")
+    return _read_held(path, "measured for gradient tests", "gradient tests' config", study_config.config_hash(planned),
+                      remedy=MEASURE_AGAIN)
+
+
+# The gradient tests' stage is not part of an analysis-only run, so a --forcerun of its file cannot make it there
+MEASURE_AGAIN = ("the file the study's gradient_tests stage writes: snakemake --configfile STUDY without "
+                 "analysis_only, which runs it (and trains every run the config plans that is not stored yet)")
 
 
 def _efficiency(cfg: dict, tests: pd.DataFrame | None) -> pd.DataFrame | None:
