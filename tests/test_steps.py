@@ -395,6 +395,16 @@ def test_a_run_retrained_while_a_step_ran_leaves_its_file_refused_never_labelled
         steps.analysis_reader(cfg, folder)("drift", "drift")
 
 
+def test_a_step_run_by_hand_without_its_budget_says_what_makes_it(results, tmp_path, capsys):
+    cfg, root = results
+    folder = tmp_path / "no-budget"
+    copy_study(root, folder)
+    (folder / "calibration" / "budget.parquet").unlink()
+    assert main(["contrasts", "--config-json", json.dumps(cfg), "--results", str(folder)]) == 2
+    assert (f"{folder}/calibration/budget.parquet: not found, so the study's B is unknown; allowed: the file its "
+            f"calibration writes") in capsys.readouterr().err
+
+
 def test_a_prereg_status_of_another_plan_is_named_never_worded(results, tmp_path):
     """analysis/prereg.json words the summary's note on the plan and its lock: one of another plan is refused."""
     from mcgrpo.core.errors import IntegrityError

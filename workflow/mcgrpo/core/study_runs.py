@@ -44,7 +44,11 @@ def budget_path(study: str | Path) -> Path:
 def budget(study: str | Path) -> Budget:
     """B, as the study's calibration/budget.parquet records it: generated tokens, or iterations (an equal-iteration
     study). Every run that records the B it trained to is held to it (`problems`): read the runs through `folders`."""
-    return read_budget(budget_path(study))
+    path = budget_path(study)
+    if not path.exists():
+        raise MissingFile(f"{path}: not found, so the study's B is unknown; allowed: the file its calibration "
+                          f"writes (rerun the workflow: snakemake --configfile STUDY {path})")
+    return read_budget(path)
 
 
 def read_budget(path: str | Path) -> Budget:
