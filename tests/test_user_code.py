@@ -217,6 +217,57 @@ def test_a_job_whose_plugin_was_edited_after_planning_is_refused_naming_what_cha
     assert not (tmp_path / "o").exists()
 
 
+LAZY = """from dataclasses import dataclass
+from mcgrpo import api
+
+
+@dataclass
+class Lazy:
+    def __call__(self, rollouts, ctx):
+        import my_scale  # imported in the call, as research code imports a heavy helper
+        advantages = api.group_advantages(rollouts.grouped(rollouts.rewards), ctx.advantage_eps)
+        return api.Credit(api.per_token(my_scale.SCALE * advantages, rollouts))
+"""
+
+
+@pytest.mark.parametrize("edited", [False, True])
+def test_a_plugin_edited_while_its_run_trained_is_not_stored_where_it_imported_the_edit(code, tmp_path, capsys,
+                                                                                          monkeypatch, edited):
+    """The job checks a plugin as planned when it begins. A module the plugin imports inside a call reads its file
+    then: edited in between (an author working on while a run trains), the run computed with the edited code under
+    the identity of the planned one. Such a run is not stored; one whose plugin was not edited is."""
+    from mcgrpo import data
+    from mcgrpo.core import store
+    from mcgrpo.core.budget import budget_table
+    from mcgrpo.train import job, models
+    from mcgrpo.train.models.tiny import build_model, build_tokenizer
+    code("my_lazy.py", LAZY)
+    code("my_scale.py", "SCALE = 1.0\n")
+    cfg = studies.validate(edited_study(arms={"outcome": {}, "mine": {"credit": {"my_lazy:Lazy": {}}}}))
+    data.write(*data.build(cfg["task"]), tmp_path / "data", "")
+    tokenizer = build_tokenizer()
+    models.save(build_model(tokenizer, 32, 1, 2, 64, 96, seed=0), tokenizer, tmp_path / "model")
+    store.write_parquet(budget_table("tiny", [], 600, "config"), tmp_path / "budget.parquet")
+    planned = study_config.run_config(cfg, "mine", 1)
+    assert "my_scale" in planned["plugins"][0]["user_code"]  # the import in the call is part of its identity
+    sys.modules.pop("my_scale", None)  # planned by the workflow's process: the job imports it when first called
+    trainer = job.mcgrpo_trainer
+
+    def edit_once_begun(*args):  # the job has checked the plugin as planned; its first call is still to come
+        if edited:
+            code("my_scale.py", "SCALE = 2.0  # edited while the run trained\n")
+        return trainer(*args)
+    monkeypatch.setattr(job, "mcgrpo_trainer", edit_once_begun)
+    out = tmp_path / "run"
+    status = cli.main(["train", "--run-json", json.dumps(planned), "--model", str(tmp_path / "model"), "--data",
+                       str(tmp_path / "data"), "--budget", str(tmp_path / "budget.parquet"), "--out", str(out)])
+    assert (status, (out / "run.json").exists()) == ((2, False) if edited else (0, True))
+    if edited:
+        err = capsys.readouterr().err
+        assert "edited while this run trained: credit plugin 'my_lazy:Lazy': module my_scale " in err
+        assert "(imported during the run: my_scale): it may have computed with the edited code" in err
+
+
 def test_a_plugin_whose_module_sets_a_torch_flag_as_it_is_imported_is_refused_by_the_job(code, tmp_path, capsys):
     """Research code often sets a torch flag at its module's top (allow_tf32, oneDNN off): imported first by the job,
     it would have the whole run compute under it, while the arms compared with it do not."""

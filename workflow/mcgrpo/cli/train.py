@@ -96,7 +96,8 @@ def calibrate(args) -> None:
     from mcgrpo.train import models
     from mcgrpo.train.trainer import Trainer
     from mcgrpo.data.checks import check_run_data
-    run = _run(args)
+    from mcgrpo.train.job import ran_as_planned
+    run, imported = _run(args), set(sys.modules)  # the plugins' code, as the job checked it (ran_as_planned)
     b = run["budget"]
     pool, _ = data.read(args.data, [])
     check_run_data(pool, {}, run, args.data)  # a pool too small for one iteration fails here, before any run
@@ -112,6 +113,7 @@ def calibrate(args) -> None:
         per_iteration = [t - s for t, s in zip(totals, [0] + totals[:-1])]
         B = budget_rules.budget_from_tokens(per_iteration, b["multiplier"], b["round_to"])
         table = budget_rules.budget_table(run["model"]["name"], per_iteration, B, "calibrated")
+    ran_as_planned(run, imported)
     store.write_parquet(table, args.out, study_config.config_hash(run))
     B = budget_rules.from_table(table)
     print(f"B = {int(B)} {'generated tokens' if B.unit == 'tokens' else 'iterations'} ({table['source'].iloc[0]})")
@@ -179,12 +181,15 @@ def gradient_tests(args) -> None:
     import torch
     from mcgrpo import data
     from mcgrpo.train import gradients, models
+    from mcgrpo.train.job import ran_as_planned
     run = _as_planned(study_config.validate_blocks(_json(args.run_json, "--run-json"), GRADIENT_BLOCKS, "--run-json"),
                       "--run-json")
+    imported = set(sys.modules)  # the plugins' code, as the job checked it (ran_as_planned)
     torch.set_num_threads(run["recipe"]["threads"])
     pool, _ = data.read(args.data, [])
     model, tokenizer = models.load(args.model)
     table = gradients.run(run, model, tokenizer, pool)
+    ran_as_planned(run, imported)
     store.write_parquet(table, args.out, study_config.config_hash(run))
     means = table.pivot_table(index="arm", columns="measure", values="value", sort=False)
     # reindex: a measure undefined on every batch (all groups one outcome: NaN) is a column of NaN, not a KeyError

@@ -335,6 +335,27 @@ def changed_since(planned: list[dict]) -> list[str]:
     return changed
 
 
+def edited_while_running(planned: list[dict], before: set[str]) -> list[str]:
+    """changed_since's words for each planned plugin edited since, where a module of the plugins' code was first
+    imported after `before` (the names in sys.modules when the job began): one imported inside a call read its file
+    then, perhaps edited, under the identity the job checked when it began. A plugin whose code was all imported
+    when the job began ran as checked, whatever its files say at the end: no words."""
+    changed = changed_since(planned)
+    late = sorted(m for m in set(sys.modules) - before if m.partition(".")[0] in _code_tops(planned)) if changed else []
+    return [f"{words} (imported during the run: {', '.join(late)})" for words in changed] if late else []
+
+
+def _code_tops(planned: list[dict]) -> set[str]:
+    """The top-level names of the planned plugins' code: each one's own package (or module) and the user code it
+    imports (its identity's user_code)."""
+    tops = set()
+    for was in planned:
+        plugin = load(was["kind"], was["name"], f"the planned {was['kind']} plugin {was['name']!r}")
+        tops |= {inspect.getmodule(plugin.factory).__name__.partition(".")[0],
+                 *(m.partition(".")[0] for m in was.get("user_code") or {})}
+    return tops
+
+
 def _flat(identity: dict) -> dict:
     """An identity with each module of its user code a key of its own ('module my_helpers'), to name what changed."""
     return {**{k: v for k, v in identity.items() if k != "user_code"},

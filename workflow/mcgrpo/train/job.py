@@ -51,6 +51,7 @@ def train(run: dict, files: dict[str, str], names: tuple[str, str], backend: str
     after finishing is written again from it, not trained again. Each attempt is logged and kept in run.json.
     """
     import signal
+    imported = set(sys.modules)  # the plugins' code the job checked as planned (mcgrpo.cli.common._as_planned)
     signals = []  # caught before the heavy imports: importing torch takes seconds
 
     def request_stop(signum, frame):
@@ -106,6 +107,7 @@ def train(run: dict, files: dict[str, str], names: tuple[str, str], backend: str
     attempts.end(out / "checkpoints", history, "finished", resumed_at=trainer.resumed_at,
                  iterations=trainer.next_iteration, checkpoint_seconds=trainer.checkpoint_seconds)
     print(attempts.describe(history[-1]), file=sys.stderr)
+    ran_as_planned(run, imported)
     write_run(out, run, B, log, model, {
         "started": history[0]["started"], "ended": history[-1]["ended"], "attempts": history,
         "tracking": backend,  # where it logged: <out>/tracking/ (mcgrpo.train.tracking)
@@ -113,6 +115,20 @@ def train(run: dict, files: dict[str, str], names: tuple[str, str], backend: str
         run_data.MODEL: started_from,  # and the study's runs to each other
         **getattr(trainer, "record", {}),  # what another trainer adds (TRL's settings that differ from the recipe)
     })
+
+
+def ran_as_planned(run: dict, imported: set[str]) -> None:
+    """Refuse to store a run whose plugin was edited while it trained and whose code was imported during it (inside
+    a call, after the job checked the plugin as planned): its numbers may be the edited code's, stored under the
+    identity of the code it was planned with, beside that code's runs."""
+    from mcgrpo.core import plugins
+    from mcgrpo.core.errors import PluginError
+    edited = plugins.edited_while_running(run.get("plugins", []), imported)
+    if edited:
+        raise PluginError(f"edited while this run trained: {'; '.join(edited)}: it may have computed with the edited "
+                          f"code under the identity it was planned with, so it is not stored; allowed: a plugin's "
+                          f"files left as they are until its runs end, or its modules imported at the top of its "
+                          f"own (rerun the workflow: it plans the edited plugin's runs afresh)")
 
 
 def checkpoint_identity(identity: str, trained_on: dict[str, str], started_from: str) -> str:
