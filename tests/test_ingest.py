@@ -538,6 +538,26 @@ def test_a_folder_of_another_recipe_is_refused_by_key_or_stored_marked_with_the_
     assert block["differing_keys"] == keys
 
 
+def test_a_run_resumed_under_another_grpo_config_is_refused_by_the_earlier_checkpoints_settings(tmp_path, tiny,
+                                                                                                   world):
+    """A run that trained steps 1..4 at temperature 0.5 and was resumed from checkpoint-4 at the recipe's 1.0: its
+    newest checkpoint's training_args.bin is the recipe's, its earlier ones say what steps 1..4 trained with (as
+    does a folder whose newest file was replaced by another run's). Before, only the newest was read and the run
+    was stored as the recipe's, unmarked."""
+    folder = _checkpoints(tmp_path, *tiny)
+    for step in (2, 4):
+        recipe_arguments(folder / f"checkpoint-{step}" / "training_args.bin", _run(folder), temperature=0.5)
+    with pytest.raises(DataError, match=r"temperature 0.5 \(training_args.bin of checkpoint\(s\) 2, 4\); the recipe's "
+                                        r"1.0; allowed: a run of the study's recipe"):
+        ingest.ingest(ingest.read(folder), _run(folder), 600, *tiny, *world)
+    (folder / "checkpoint-2" / "training_args.bin").unlink()
+    log = ingest.read(folder)
+    assert ingest.differing(log, _run(folder), ingest.prompt_lengths(_run(folder), tiny[1], world[0])) == [
+        ("temperature", "temperature 0.5 (training_args.bin of checkpoint(s) 4); the recipe's 1.0")]
+    assert ("training_args.bin of checkpoint(s) 2: not read (TRL saves one into every checkpoint), so the GRPOConfig "
+            "of the steps they saved is taken to be the newest checkpoint's") in log.unchecked
+
+
 @pytest.mark.parametrize("per_completion, said", [
     (4, r"prompt tokens per completion 4.00 on average over steps 1..5 \(num_tokens' growth less the completion "
         r"tokens, the log, step\(s\) 1, 2, 3, 4, 5 outside 7..12\); the study's 64 training prompts rendered by its "

@@ -33,7 +33,7 @@ import json
 import math
 import pickle
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -66,7 +66,8 @@ class TRLLog:
     checkpoints: dict[int, Path]
     unchecked: list[str]  # what about the run's settings could not be checked
     batch: int = 0  # train_batch_size: the completions of a step
-    arguments: object = None  # the GRPOConfig of training_args.bin, where it could be read
+    arguments: object = None  # the GRPOConfig of the newest checkpoint's training_args.bin, where it could be read
+    earlier: dict[int, object] = field(default_factory=dict)  # every other checkpoint's, by step (None: not read)
 
 
 @dataclass
@@ -101,9 +102,15 @@ def read(folder: str | Path) -> TRLLog:
     frame = steps(state, path)
     for step, checkpoint in saved.items():
         check_checkpoint(step, checkpoint, state)
-    arguments, unchecked = check_arguments(saved[max(saved)])
-    return TRLLog(Path(folder), frame, saved, [unchecked] if unchecked else [],
-                  int(state.get("train_batch_size") or 0), arguments)
+    read_as = {step: check_arguments(checkpoint) for step, checkpoint in saved.items()}
+    arguments, unchecked = read_as.pop(max(saved))
+    unread = [step for step, (args, _) in read_as.items() if args is None]
+    said = [unchecked] if unchecked else []
+    if unread and arguments is not None:
+        said.append(f"training_args.bin of checkpoint(s) {_few(unread)}: not read (TRL saves one into every "
+                    f"checkpoint), so the GRPOConfig of the steps they saved is taken to be the newest checkpoint's")
+    return TRLLog(Path(folder), frame, saved, said, int(state.get("train_batch_size") or 0), arguments,
+                  {step: args for step, (args, _) in read_as.items()})
 
 
 def _step_entries(state: dict, last: int | None = None) -> dict[int, dict]:
@@ -262,9 +269,22 @@ def differing(log: TRLLog, run: dict, lengths: np.ndarray) -> list[tuple[str, st
     if log.arguments is None:
         return found + [("training_args.bin", f"{'; '.join(log.unchecked)} (install trl, the mcgrpo[trl] extra, to "
                                               f"check them)")]
-    return found + [(key, f"{key} {_argument(log.arguments, key)!r} (training_args.bin); the recipe's "
-                          f"{expected[key]!r}")
-                    for key in expected if not _same(_argument(log.arguments, key), expected[key])]
+    return found + argument_differences(log, expected)
+
+
+def argument_differences(log: TRLLog, expected: dict) -> list[tuple[str, str]]:
+    """(key, line) for each setting of `expected` that a checkpoint's training_args.bin says otherwise: every
+    checkpoint's, since a run resumed from a checkpoint under another GRPOConfig trained its earlier steps by the
+    earlier file (the newest names only the last part); a line names the checkpoints where not all say it."""
+    files = {step: args for step, args in {**log.earlier, max(log.checkpoints): log.arguments}.items()
+             if args is not None}
+    by_value: dict[tuple[str, str], list[int]] = {}
+    for step, args in sorted(files.items()):
+        for key in expected:
+            if not _same(_argument(args, key), expected[key]):
+                by_value.setdefault((key, repr(_argument(args, key))), []).append(step)
+    return [(key, f"{key} {value} (training_args.bin{'' if len(steps) == len(files) else ' of checkpoint(s) ' + _few(steps)}"
+                  f"); the recipe's {expected[key]!r}") for (key, value), steps in by_value.items()]
 
 
 def steps(state: dict, path: Path | str = "trainer_state.json") -> pd.DataFrame:
