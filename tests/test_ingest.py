@@ -558,6 +558,21 @@ def test_a_run_resumed_under_another_grpo_config_is_refused_by_the_earlier_check
             "of the steps they saved is taken to be the newest checkpoint's") in log.unchecked
 
 
+def test_a_grpo_setting_the_recipe_leaves_at_trls_default_is_held_to_it(tmp_path, tiny, world):
+    """Every setting of the folder's GRPOConfig, not only the recipe's keys: an entropy bonus in the loss, NEFTune
+    noise on the embeddings or reward weights train another run (before, each was stored as the recipe's, unmarked);
+    where and how often it saved, logged or checkpointed its activations are not what it trained. Needs trl: the
+    recipe's GRPOConfig gives TRL's defaults."""
+    pytest.importorskip("trl")
+    folder = _checkpoints(tmp_path, *tiny, entropy_coef=0.5, neftune_noise_alpha=5.0, reward_weights=[2.0],
+                          save_steps=1, save_only_model=True, gradient_checkpointing=False, logging_first_step=True)
+    log = ingest.read(folder)
+    assert sorted(ingest.differing(log, _run(folder), ingest.prompt_lengths(_run(folder), tiny[1], world[0]))) == [
+        ("entropy_coef", "entropy_coef 0.5 (training_args.bin); the recipe's 0.0"),
+        ("neftune_noise_alpha", "neftune_noise_alpha 5.0 (training_args.bin); the recipe's None"),
+        ("reward_weights", "reward_weights [2.0] (training_args.bin); the recipe's None")]
+
+
 @pytest.mark.parametrize("per_completion, said", [
     (4, r"prompt tokens per completion 4.00 on average over steps 1..5 \(num_tokens' growth less the completion "
         r"tokens, the log, step\(s\) 1, 2, 3, 4, 5 outside 7..12\); the study's 64 training prompts rendered by its "

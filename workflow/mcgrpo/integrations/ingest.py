@@ -175,10 +175,40 @@ SAME = {"adamw_torch_fused": "adamw_torch"}  # one algorithm, Adam in fused kern
 ABSENT = "<not in training_args.bin>"
 
 
+# GRPOConfig keys, or families of them by prefix, that say where a run was kept, logged, evaluated or pushed, how
+# it fit in memory or was fed (the prompts' order is the run's own: `prompts` checks them), or how long it was asked
+# to run: every other setting of a folder's GRPOConfig is compared with the recipe's (`trl_defaults`)
+NOT_TRAINING = ("save_", "logging_", "log_", "eval_", "hub_", "push_to_hub", "report_to", "run_name", "project",
+                "trackio_", "dataloader_", "ddp_", "fsdp", "deepspeed", "debug", "skip_memory_metrics", "do_",
+                "resume_from_checkpoint", "local_rank", "per_device_eval_batch_size", "num_generations_eval",
+                "prediction_loss_only", "include_for_metrics", "batch_eval_metrics", "load_best_model_at_end",
+                "metric_for_best_model", "greater_is_better", "num_completions_to_print", "vllm_server_",
+                "vllm_group_port", "vllm_gpu_memory_utilization", "vllm_enable_sleep_mode", "ignore_data_skip",
+                "restore_callback_states_from_checkpoint", "enable_jit_checkpoint", "gradient_checkpointing",
+                "activation_checkpointing", "torch_empty_cache_steps", "ds3_gather_for_generation",
+                "accelerator_config", "parallelism_config", "include_num_input_tokens_seen", "num_train_epochs",
+                "data_seed", "remove_unused_columns", "label_names", "length_column_name", "train_sampling_strategy",
+                "bf16_full_eval", "fp16_full_eval")
+
+
 def expected_arguments(run: dict) -> dict:
     """The GRPOConfig settings a folder of the study's recipe has, by key."""
     recipe = grpo_arguments(run, "", 0, False)
     return {k: v for k, v in {**DEFAULTS, **recipe}.items() if k not in IGNORED}
+
+
+def trl_defaults(run: dict, expected: dict) -> dict:
+    """Every other training setting of the recipe's GRPOConfig, at TRL's defaults (an entropy bonus, NEFTune noise,
+    reward weights, vLLM, ...: each changes what a run trains as much as the recipe's keys): compared where a
+    folder's file has the key, since a TRL without it trained without it. Empty where trl is not installed (a
+    GRPOConfig then cannot be read either: `training_args.bin` is the difference)."""
+    try:
+        from trl import GRPOConfig
+    except ImportError:
+        return {}
+    from mcgrpo.integrations.trl import settings
+    return {k: v for k, v in settings(GRPOConfig(**grpo_arguments(run, "", 1, False))).items()
+            if k not in expected and k not in IGNORED and not k.startswith(NOT_TRAINING)}
 
 
 def _plain(value):
@@ -269,22 +299,24 @@ def differing(log: TRLLog, run: dict, lengths: np.ndarray) -> list[tuple[str, st
     if log.arguments is None:
         return found + [("training_args.bin", f"{'; '.join(log.unchecked)} (install trl, the mcgrpo[trl] extra, to "
                                               f"check them)")]
-    return found + argument_differences(log, expected)
+    return found + argument_differences(log, expected, trl_defaults(run, expected))
 
 
-def argument_differences(log: TRLLog, expected: dict) -> list[tuple[str, str]]:
-    """(key, line) for each setting of `expected` that a checkpoint's training_args.bin says otherwise: every
-    checkpoint's, since a run resumed from a checkpoint under another GRPOConfig trained its earlier steps by the
-    earlier file (the newest names only the last part); a line names the checkpoints where not all say it."""
+def argument_differences(log: TRLLog, expected: dict, defaults: dict) -> list[tuple[str, str]]:
+    """(key, line) for each setting of `expected`, and of `defaults` where the file has it, that a checkpoint's
+    training_args.bin says otherwise: every checkpoint's, since a run resumed from a checkpoint under another
+    GRPOConfig trained its earlier steps by the earlier file (the newest names only the last part); a line names
+    the checkpoints where not all say it."""
     files = {step: args for step, args in {**log.earlier, max(log.checkpoints): log.arguments}.items()
              if args is not None}
+    recipe = {**{k: _plain(v) for k, v in defaults.items()}, **expected}
     by_value: dict[tuple[str, str], list[int]] = {}
     for step, args in sorted(files.items()):
-        for key in expected:
-            if not _same(_argument(args, key), expected[key]):
+        for key in [*expected, *(k for k in defaults if hasattr(args, k))]:
+            if not _same(_argument(args, key), recipe[key]):
                 by_value.setdefault((key, repr(_argument(args, key))), []).append(step)
     return [(key, f"{key} {value} (training_args.bin{'' if len(steps) == len(files) else ' of checkpoint(s) ' + _few(steps)}"
-                  f"); the recipe's {expected[key]!r}") for (key, value), steps in by_value.items()]
+                  f"); the recipe's {recipe[key]!r}") for (key, value), steps in by_value.items()]
 
 
 def steps(state: dict, path: Path | str = "trainer_state.json") -> pd.DataFrame:
