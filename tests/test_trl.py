@@ -364,6 +364,28 @@ def test_a_users_own_grpo_config_is_refused_by_key_before_the_first_step(world, 
 
 
 @pytest.mark.slow
+def test_chat_template_arguments_of_the_scripts_own_are_refused_by_key(world, tiny, tmp_path):
+    """GRPOTrainer renders every prompt with chat_template_kwargs: other ones (a model's thinking mode switched) feed
+    the arm other prompts than the study's other arms, the same rows of the stream rendered otherwise. Before, only
+    recorded in run.json (trl_settings.differ_from_recipe), the run trained and compared as the study's prompts."""
+    pytest.importorskip("trl")
+    from mcgrpo.core.errors import ConfigError
+    from mcgrpo.integrations.trl import Protocol, TRLRun, default_trainer
+    run = study_config.run_config(_study(), "trl", 1)
+    setup = TRLRun(run, *tiny, *world, 600, tmp_path).setup()
+    setup.args.chat_template_kwargs = {"enable_thinking": True}
+    with pytest.raises(ConfigError, match=r"^GRPOConfig chat_template_kwargs: \{'enable_thinking': True\}; allowed: "
+                                          r"None, as the recipe maps it"):
+        Protocol(run, 600, tiny[1], world[1]).attach(default_trainer(setup))
+    setup.args.chat_template_kwargs = None
+    trainer = default_trainer(setup)
+    trainer.chat_template_kwargs = {"enable_thinking": True}  # the trainer's own copy, set after building it
+    with pytest.raises(ConfigError, match=r"^GRPOTrainer chat_template_kwargs: \{'enable_thinking': True\}; allowed: "
+                                          r"\{\}, as its args say"):
+        Protocol(run, 600, tiny[1], world[1]).attach(trainer)
+
+
+@pytest.mark.slow
 def test_a_setting_the_protocol_allows_to_differ_is_recorded(world, tiny, tmp_path):
     """Another learning rate is the user's intervention: trained, and listed with the recipe's in run.json's block."""
     pytest.importorskip("trl")
