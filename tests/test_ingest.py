@@ -465,6 +465,23 @@ def test_an_ingested_runs_identity_is_what_its_folder_says(tmp_path):
         _study(tmp_path / "absent-seed{seed}")
 
 
+def test_a_checkpoints_weights_rewritten_after_planning_make_another_run(tmp_path, tiny):
+    """checkpoint-4's weights replaced (another run's copied over them) leave the newest log and arguments as they
+    were: before, the run kept its key, so a run stored from the old weights stood for the folder (the workflow had
+    nothing to do, a lock saw no change); now it is another run, and the train job planned before refuses by name."""
+    import os
+    from mcgrpo.core import layout
+    folder = _checkpoints(tmp_path, *tiny)
+    before, run = layout.run_key(_study(folder), "mine", 1), _run(folder)
+    weights = next((folder / "checkpoint-4").glob("*.safetensors"))
+    weights.write_bytes((folder / "checkpoint-2" / weights.name).read_bytes())
+    os.utime(weights, ns=(weights.stat().st_mtime_ns + 10**9,) * 2)  # a later write, on a coarse clock too
+    assert layout.run_key(_study(folder), "mine", 1) != before
+    with pytest.raises(ConfigError, match=r"trl-out: changed since this run was planned \(its checkpoints are not the "
+                                          r"ones the run's identity names"):
+        ingest.store_arm_run(run, {})
+
+
 def test_the_run_trained_by_its_earliest_checkpoints_time(tmp_path):
     """run.json's ingested.saved_by, which the preregistration reads as the run's start (at the latest)."""
     import os

@@ -173,12 +173,12 @@ def saved_checkpoints(folder: Path) -> dict[int, Path]:
 
 def ingested_identity(block: dict, seed: int) -> dict:
     """What an ingested run's identity holds instead of a recipe it was not trained by: what its folder says it did
-    (the sha256 of its newest checkpoint's trainer_state.json, the log, and training_args.bin, TRL's arguments) and
-    the reward functions its log names, beside the arm's block (the folder's path) in the run's config: a folder
-    changed since it was stored is another run, ingested anew."""
+    (the sha256 of its newest checkpoint's trainer_state.json, the log, and training_args.bin, TRL's arguments), the
+    reward functions its log names and every checkpoint's files (`checkpoint_files`), beside the arm's block (the
+    folder's path) in the run's config: a folder changed since it was stored is another run, ingested anew."""
     saved = saved_checkpoints(output_folder(block, seed))
     if not saved:
-        return {"trainer_state_sha256": None, "training_args_sha256": None, "rewards": []}
+        return {"trainer_state_sha256": None, "training_args_sha256": None, "rewards": [], "checkpoint_files": None}
     newest = saved[max(saved)]
 
     def digest(name: str) -> str | None:
@@ -188,7 +188,19 @@ def ingested_identity(block: dict, seed: int) -> dict:
     logged = json.loads(state.read_text()).get("log_history", []) if state.is_file() else []
     rewards = sorted({k.split("/")[1] for e in logged for k in e if k.startswith("rewards/") and k.count("/") == 2})
     return {"trainer_state_sha256": digest("trainer_state.json"), "training_args_sha256": digest("training_args.bin"),
-            "rewards": rewards}
+            "rewards": rewards, "checkpoint_files": checkpoint_files(saved)}
+
+
+def checkpoint_files(saved: dict[int, Path]) -> str:
+    """The sha256 of every file of every checkpoint by path, size and modification time: ingest evaluates each
+    checkpoint's weights and reads each one's log and arguments, so any of them rewritten (an earlier checkpoint's
+    weights replaced, a checkpoint added or removed) makes another run, where the newest log alone stays the same.
+    File times, not contents: a model's weights are too large to hash at every plan; a file touched, or copied in
+    place without its times, is another run too, ingested again."""
+    entries = sorted((path.relative_to(folder.parent).as_posix(), stat.st_size, stat.st_mtime_ns)
+                     for folder in saved.values() for path in folder.rglob("*")
+                     if path.is_file() and (stat := path.stat()))
+    return hashlib.sha256(json.dumps(entries).encode()).hexdigest()
 
 
 def grpo_arguments(run: dict, output_dir: str, max_steps: int, on_gpu: bool) -> dict:

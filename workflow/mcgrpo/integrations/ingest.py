@@ -652,6 +652,7 @@ def store_arm_run(run: dict, files: dict[str, str], config: str = "STUDY.yaml", 
     block = run["arm_config"]["trainer"]["ingested"]
     folder = output_folder(block, run["seed"])
     if ingested_identity(block, run["seed"]) != run["ingested"]:
-        raise ConfigError(f"{folder}: changed since this run was planned (its newest checkpoint is not the one the "
-                          f"run's identity names); allowed: rerun the workflow, which plans the folder as it is now")
+        raise ConfigError(f"{folder}: changed since this run was planned (its checkpoints are not the ones the "
+                          f"run's identity names: a log, arguments or weights rewritten, a checkpoint added or "
+                          f"removed); allowed: rerun the workflow, which plans the folder as it is now")
     return store_run(folder, run, files, accept or bool(block.get("accept_differences")), config)
