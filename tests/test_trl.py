@@ -119,6 +119,21 @@ def test_every_recipe_key_has_its_mapping_written_down():
     assert all(f"`{key}`" in page for key in SCHEMA_RECIPE)
 
 
+def test_an_advantage_epsilon_trl_cannot_take_is_refused_by_key():
+    """TRL divides by the group's std + 1e-4, whatever the recipe says: at advantage_eps 0.1 the mcgrpo arms'
+    advantages shrink wherever a group's std is near 0.1, the TRL arm's do not. Before, the study trained both and
+    compared them as one recipe; an epsilon at most TRL's own differs only where a std is near 0 (docs/trl.md)."""
+    from mcgrpo.core.errors import ConfigError
+    cfg = copy.deepcopy(SMALL_STUDY)
+    cfg["arms"] = {"outcome": {}, "trl": {"trainer": {"trl": {}}}}
+    cfg["recipe"]["advantage_eps"] = 0.1
+    with pytest.raises(ConfigError, match=r"config key recipe.advantage_eps: 0.1 with TRL arm\(s\) 'trl': GRPOTrainer "
+                                          r"divides by the group's std \+ 0.0001 .*allowed: at most 0.0001"):
+        studies.validate(cfg)
+    cfg["recipe"]["advantage_eps"] = 1e-4
+    studies.validate(cfg)
+
+
 def test_a_trl_runs_identity_names_trls_version_and_its_scripts_hash(tmp_path):
     script = tmp_path / "mine.py"
     script.write_text("def trainer(setup):\n    return None\n")

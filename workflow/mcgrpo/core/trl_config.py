@@ -28,7 +28,7 @@ RECIPE = {
     "adam_betas": "adam_beta1, adam_beta2 (optim adamw_torch, weight_decay 0: Adam)",
     "adam_eps": "adam_epsilon",
     "grad_clip": "max_grad_norm",
-    "advantage_eps": "not settable: TRL divides by the group's std + 1e-4 (by design, docs/trl.md)",
+    "advantage_eps": "not settable: TRL divides by the group's std + 1e-4 (by design, docs/trl.md); above it refused",
     "microbatch_size": "not used: memory only in mcgrpo; TRL scores the batch in one pass",
     "reward_verifier": "the reward function (mcgrpo's verifier of the study's verifier.rule)",
     "threads": "torch threads of the train job",
@@ -41,6 +41,8 @@ FIXED = {"gradient_accumulation_steps": 1, "steps_per_generation": 1, "num_itera
          "optim": "adamw_torch", "weight_decay": 0.0, "report_to": "none", "save_strategy": "no",
          "logging_strategy": "steps", "logging_steps": 1, "disable_tqdm": True, "log_completions": False,
          "dataloader_num_workers": 0}
+
+TRL_ADVANTAGE_EPS = 1e-4  # GRPOTrainer's (trl 1.16): advantages (R - mean) / (std + 1e-4), not settable
 
 # sampling settings the recipe leaves at TRL's defaults: another value samples another distribution
 SAMPLING = {"repetition_penalty": 1.0, "min_p": None, "generation_kwargs": None, "warmup_ratio": 0.0}
@@ -66,6 +68,13 @@ def problems(cfg: dict) -> list[str]:
                 found.append(f"config key arms.{arm}.trainer.ingested.trl_output: {folder} (seed {seed}): not a "
                              f"folder; allowed: the TRL output_dir of each seed ({{seed}} stands for the seed)")
     found += shared_runs(cfg)
+    named, eps = [*arms(cfg), *arms(cfg, "ingested")], cfg["recipe"]["advantage_eps"]
+    if named and eps > TRL_ADVANTAGE_EPS:
+        found.append(f"config key recipe.advantage_eps: {eps:g} with TRL arm(s) {', '.join(map(repr, named))}: "
+                     f"GRPOTrainer divides by the group's std + {TRL_ADVANTAGE_EPS:g} and cannot be given another "
+                     f"epsilon, so its advantages would differ from the recipe's wherever a group's std is near "
+                     f"{eps:g}, not only near 0; allowed: at most {TRL_ADVANTAGE_EPS:g} in a study with a TRL or "
+                     f"ingested arm (docs/trl.md)")
     for arm, block in {**arms(cfg), **arms(cfg, "ingested")}.items():
         spec, key = cfg["arms"][arm], f"config key arms.{arm}"
         credit = spec.get("credit") or {"outcome": {}}
