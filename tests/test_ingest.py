@@ -151,6 +151,8 @@ def test_an_equal_iteration_study_places_its_points_by_steps(tmp_path):
                            r"step\(s\) 3, 4; allowed: checkpoints of one run"),
     ("a renamed checkpoint", r"checkpoint-4/trainer_state.json: global_step 3 in checkpoint-4; allowed: a checkpoint "
                              r"saved at the step its folder names"),
+    ("a zero-padded copy", r"trl-out: checkpoint-04: not a name TRL gives a checkpoint; allowed: checkpoint-<step> as "
+                           r"TRL saves it, the step without leading zeros"),
 ])
 def test_a_folder_that_cannot_be_ingested_is_refused_by_name(tmp_path, case, message):
     state = _state(drop={"no num_tokens": "num_tokens", "no mean length": "completions/mean_length"}.get(case))
@@ -171,6 +173,9 @@ def test_a_folder_that_cannot_be_ingested_is_refused_by_name(tmp_path, case, mes
                    folder / "checkpoint-5" / "training_args.bin")
     if case == "no trainer_state":
         (folder / "checkpoint-5" / "trainer_state.json").unlink()
+    if case == "a zero-padded copy":  # beside checkpoint-4: before, one or the other was read by the directory's order
+        (folder / "checkpoint-04").mkdir()
+        (folder / "checkpoint-04" / "trainer_state.json").write_text(json.dumps(saved_state(state, 4)))
     entries = state["log_history"]
     if case in ("a step logged twice", "steps out of order"):  # a log joined from a restarted run's two logs
         state["log_history"] = (entries[:3] + entries[2:] if case == "a step logged twice"

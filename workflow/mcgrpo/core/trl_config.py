@@ -173,9 +173,14 @@ def output_folder(block: dict, seed: int) -> Path:
     return Path(block["trl_output"].replace("{seed}", str(seed)))
 
 
+CHECKPOINT = r"checkpoint-([1-9]\d*)"  # the name TRL gives a checkpoint (f"checkpoint-{global_step}")
+
+
 def saved_checkpoints(folder: Path) -> dict[int, Path]:
-    """A TRL output folder's checkpoint-<step>/ folders by step (empty where there are none)."""
-    found = {int(m.group(1)): p for p in folder.iterdir() if (m := re.fullmatch(r"checkpoint-(\d+)", p.name))} \
+    """A TRL output folder's checkpoint-<step>/ folders by step (empty where there are none): by TRL's name only, so
+    that no two folders stand for one step (checkpoint-03 beside checkpoint-3: one read or the other by the
+    directory's order)."""
+    found = {int(m.group(1)): p for p in folder.iterdir() if (m := re.fullmatch(CHECKPOINT, p.name))} \
         if folder.is_dir() else {}
     return dict(sorted(found.items()))
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import math
 import pickle
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,6 +87,11 @@ def checkpoints(folder: str | Path) -> dict[int, Path]:
     if not folder.is_dir():
         raise DataError(f"{folder}: not a folder; allowed: a TRL output_dir holding checkpoint-<step>/ folders")
     found = saved_checkpoints(folder)
+    renamed = sorted(p.name for p in folder.iterdir() if re.fullmatch(r"checkpoint-0\d*", p.name))
+    if renamed:
+        raise DataError(f"{folder}: {_few(renamed)}: not a name TRL gives a checkpoint; allowed: checkpoint-<step> "
+                        f"as TRL saves it, the step without leading zeros (a copy or a renamed folder would stand for "
+                        f"a step beside the checkpoint TRL saved there: remove it, or rename it checkpoint-<step>)")
     if not found:
         raise DataError(f"{folder}: no checkpoint-<step>/ folder; allowed: a TRL output_dir saved with "
                         f"save_strategy 'steps' (ingest evaluates the checkpoints)")
