@@ -549,7 +549,8 @@ def test_a_folder_of_another_recipe_is_refused_by_key_or_stored_marked_with_the_
     state = _state(batch=edit.get("train_batch_size", 8), prompt_tokens=10 * edit.get("train_batch_size", 8))
     for i, entry in enumerate(e for e in state["log_history"] if "loss" in e):
         entry["learning_rate"] = edit.get("lr", 1e-4) * (1 - 0.2 * i if edit.get("decay") else 1)
-    folder = _checkpoints(tmp_path, *tiny, state, **edit.get("args", {}))
+    folder = _checkpoints(tmp_path, *tiny, state, **edit.get("args", {}),
+                          per_device_train_batch_size=edit.get("train_batch_size", 8))
     if edit.get("unread"):  # a file that does not unpickle here: a GRPOConfig where trl is not installed
         (folder / "checkpoint-5" / "training_args.bin").write_bytes(b"not a pickle")
     run = _run(folder)
@@ -578,6 +579,17 @@ def test_a_run_resumed_under_another_grpo_config_is_refused_by_the_earlier_check
         ("temperature", "temperature 0.5 (training_args.bin of checkpoint(s) 4); the recipe's 1.0")]
     assert ("training_args.bin of checkpoint(s) 2: not read (TRL saves one into every checkpoint), so the GRPOConfig "
             "of the steps they saved is taken to be the newest checkpoint's") in log.unchecked
+
+
+def test_a_run_resumed_under_another_batch_is_refused_not_counted_by_the_first_batch(tmp_path, tiny):
+    """transformers keeps train_batch_size in trainer_state.json from the checkpoint a run resumes from (checked on
+    a real TRL run resumed at 32 completions a step from one of 64: its log still said 64), so every step after the
+    resume would be counted at the first batch's size; the resumed steps' training_args.bin says the batch."""
+    folder = _checkpoints(tmp_path, *tiny)
+    recipe_arguments(folder / "checkpoint-5" / "training_args.bin", _run(folder), per_device_train_batch_size=16)
+    with pytest.raises(DataError, match=r"checkpoint-5/training_args.bin: per_device_train_batch_size 16, while the "
+                                        r"log's train_batch_size is 8 .*allowed: one batch throughout the run"):
+        ingest.read(folder)
 
 
 def test_a_grpo_setting_the_recipe_leaves_at_trls_default_is_held_to_it(tmp_path, tiny, world):

@@ -108,7 +108,7 @@ def read(folder: str | Path) -> TRLLog:
     frame = steps(state, path)
     for step, checkpoint in saved.items():
         check_checkpoint(step, checkpoint, state)
-    read_as = {step: check_arguments(checkpoint) for step, checkpoint in saved.items()}
+    read_as = {step: check_arguments(checkpoint, state.get("train_batch_size")) for step, checkpoint in saved.items()}
     arguments, unchecked = read_as.pop(max(saved))
     unread = [step for step, (args, _) in read_as.items() if args is None]
     said = [unchecked] if unchecked else []
@@ -151,10 +151,12 @@ def check_checkpoint(step: int, checkpoint: Path, newest: dict) -> None:
 ONE_BATCH = ("gradient_accumulation_steps", "steps_per_generation", "num_iterations")  # 1: a step is one batch
 
 
-def check_arguments(checkpoint: Path) -> tuple[object, str | None]:
+def check_arguments(checkpoint: Path, batch: int | None = None) -> tuple[object, str | None]:
     """The GRPOConfig of training_args.bin (None where it cannot be read) and what could not be checked, if anything;
-    refuses a run whose GRPOConfig makes a step other than one generated batch. Unpickling the file needs trl: where
-    it is missing the check is left to num_tokens, and the recipe's settings to the log (`differences`)."""
+    refuses a run whose GRPOConfig makes a step other than one generated batch, or other than `batch` completions
+    (the log's train_batch_size, which a run resumed under another batch keeps from the checkpoint it resumed
+    from: its steps' tokens would be counted by the wrong batch). Unpickling the file needs trl: where it is missing
+    the check is left to num_tokens, and the recipe's settings to the log (`differences`)."""
     path = checkpoint / "training_args.bin"
     try:
         import torch
@@ -163,6 +165,12 @@ def check_arguments(checkpoint: Path) -> tuple[object, str | None]:
         return None, (f"{path}: not read ({type(e).__name__}: {e}), so {', '.join(ONE_BATCH)} = 1 is assumed, not "
                       f"checked, nor the GRPOConfig's settings other than the batch and learning rate the log shows")
     wrong = [f"{key} {getattr(args, key)}" for key in ONE_BATCH if (getattr(args, key, 1) or 1) != 1]
+    per_step = getattr(args, "per_device_train_batch_size", batch)
+    if batch is not None and per_step != batch:
+        raise DataError(f"{path}: per_device_train_batch_size {per_step}, while the log's train_batch_size is {batch} "
+                        f"(trainer_state.json: a run resumed under another batch keeps the one it resumed from, and "
+                        f"its steps' tokens, completions/mean_length x train_batch_size, would be counted by it); "
+                        f"allowed: one batch throughout the run")
     if wrong:
         raise DataError(f"{path}: {', '.join(wrong)}; allowed: 1 (a step of the protocol is one optimizer step on "
                         f"one generated batch, and the log's per-step lengths count it)")
@@ -172,9 +180,9 @@ def check_arguments(checkpoint: Path) -> tuple[object, str | None]:
 # what a run's GRPOConfig must say to be the study's recipe (docs/trl.md, "Runs already made"): every setting a TRL
 # arm of the study trains with (mcgrpo.core.trl_config.grpo_arguments), the sampling settings it leaves at TRL's
 # defaults, and the share of tokens the loss keeps; not where the run was kept or logged (NOT_SETTINGS), the steps
-# (ONE_BATCH, refused above), nor the seed. A key the file lacks (another TRL's GRPOConfig) is a difference,
+# (ONE_BATCH, refused above), the seed, nor the batch (the log's train_batch_size, which each file must equal). A key the file lacks (another TRL's GRPOConfig) is a difference,
 # except where its absence means the recipe's value.
-IGNORED = {*NOT_SETTINGS, *ONE_BATCH, "seed"}
+IGNORED = {*NOT_SETTINGS, *ONE_BATCH, "seed", "per_device_train_batch_size"}  # the batch: the log's (check_arguments)
 DEFAULTS = {**SAMPLING, "top_entropy_quantile": 1.0, "mask_truncated_completions": False,
             "chat_template_kwargs": None}
 SAME = {"adamw_torch_fused": "adamw_torch"}  # one algorithm, Adam in fused kernels (GRPOConfig's default optim)
@@ -291,7 +299,7 @@ def differing(log: TRLLog, run: dict, lengths: np.ndarray) -> list[tuple[str, st
     expected = expected_arguments(run)
     prompts = prompt_difference(log, lengths, expected["num_generations"])
     found = [("prompts", prompts)] if prompts else []
-    batch = expected["per_device_train_batch_size"]
+    batch = run["recipe"]["prompts_per_iteration"] * run["recipe"]["group_size"]
     if log.batch != batch:
         found.append(("train_batch_size", f"train_batch_size {log.batch} (trainer_state.json); the recipe's {batch} "
                                           f"(prompts_per_iteration x group_size)"))
