@@ -102,6 +102,7 @@ def test_budget_points_fall_due_at_the_first_step_past_them_and_use_the_checkpoi
             "175 tokens before the point's step") in said
     assert not any(s.startswith("evaluation point 2") for s in said)
     assert any(s.startswith("tokens_continuation") for s in said)
+    assert any(s.startswith("the reward: TRL's log names the run's reward functions") for s in said)
     assert any(s.startswith("processes: how many ran the run (TRL's log does not say); one is assumed") for s in said)
     assert any(s.endswith("training_args.bin: not read (FileNotFoundError: [Errno 2] No such file or directory: "
                           f"'{log.checkpoints[5] / 'training_args.bin'}'), so gradient_accumulation_steps, "

@@ -54,6 +54,8 @@ UNRECOVERED = (
     "train_cpu_seconds: TRL logs no CPU time",
     "reward_default, reward_strict, groups_*: the study's verifiers on the training batches (TRL logs its reward only)",
     "prompts.parquet: which problems each step trained on (TRL logs no prompt ids)",
+    "the reward: TRL's log names the run's reward functions (rewards/<name>/mean: the run's ingested.rewards), not "
+    "what they compute; that the run was rewarded by the study's reward_verifier is the user's word",
     "processes: how many ran the run (TRL's log does not say); one is assumed, refused only where a step's "
     "completions/mean_length x train_batch_size is no whole number (a mean over every process's completions)",
 )
