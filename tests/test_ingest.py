@@ -593,6 +593,23 @@ def test_a_run_resumed_under_another_batch_is_refused_not_counted_by_the_first_b
         ingest.read(folder)
 
 
+def test_a_kl_term_or_entropy_bonus_the_log_shows_is_a_difference_whatever_training_args_says(tmp_path, tiny,
+                                                                                                world):
+    """TRL logs kl only where beta is not 0 and entropy_coef only with an entropy bonus: a folder whose every
+    training_args.bin was replaced by a recipe run's (as here: the recipe's file, the log of a run with both) is
+    still another run. Before, stored as the recipe's, unmarked."""
+    state = _state()
+    for entry in state["log_history"]:
+        if "loss" in entry:
+            entry.update({"kl": 0.002, "entropy_coef": 0.5})
+    folder = _checkpoints(tmp_path, *tiny, state)
+    assert ingest.differing(ingest.read(folder), _run(folder), ingest.prompt_lengths(_run(folder), tiny[1],
+                                                                                      world[0])) == [
+        ("beta", "beta other than 0: the log has kl at step(s) 1, 2, 3, 4, 5, which TRL logs only with a KL term; the "
+                 "recipe's 0.0"),
+        ("entropy_coef", "entropy_coef 0.5 at step(s) 1, 2, 3, 4, 5 (the log); the recipe's 0.0")]
+
+
 def test_a_grpo_setting_the_recipe_leaves_at_trls_default_is_held_to_it(tmp_path, tiny, world):
     """Every setting of the folder's GRPOConfig, not only the recipe's keys: an entropy bonus in the loss, NEFTune
     noise on the embeddings or reward weights train another run (before, each was stored as the recipe's, unmarked);

@@ -71,6 +71,7 @@ class TRLLog:
     batch: int = 0  # train_batch_size: the completions of a step
     arguments: object = None  # the GRPOConfig of the newest checkpoint's training_args.bin, where it could be read
     earlier: dict[int, object] = field(default_factory=dict)  # every other checkpoint's, by step (None: not read)
+    shown: list[tuple[str, str]] = field(default_factory=list)  # (key, line): settings the log shows (`log_shows`)
 
 
 @dataclass
@@ -118,7 +119,20 @@ def read(folder: str | Path) -> TRLLog:
         said.append(f"training_args.bin of checkpoint(s) {_few(unread)}: not read (TRL saves one into every "
                     f"checkpoint), so the GRPOConfig of the steps they saved is taken to be the newest checkpoint's")
     return TRLLog(Path(folder), frame, saved, said, int(state.get("train_batch_size") or 0), arguments,
-                  {step: args for step, (args, _) in read_as.items()})
+                  {step: args for step, (args, _) in read_as.items()}, log_shows(state))
+
+
+def log_shows(state: dict) -> list[tuple[str, str]]:
+    """(key, line) for each setting other than the recipe's that the log itself shows, whatever training_args.bin
+    says (a file replaced by another run's): TRL (1.16) logs `kl` only where beta is not 0, and `entropy_coef` (its
+    value) only with an entropy bonus."""
+    entries = _step_entries(state)
+    kl = sorted(s for s, e in entries.items() if "kl" in e)
+    bonus = sorted(s for s, e in entries.items() if e.get("entropy_coef"))
+    return [*([("beta", f"beta other than 0: the log has kl at step(s) {_few(kl)}, which TRL logs only with a KL "
+                        f"term; the recipe's 0.0")] if kl else []),
+            *([("entropy_coef", f"entropy_coef {entries[bonus[0]]['entropy_coef']!r} at step(s) {_few(bonus)} (the "
+                                f"log); the recipe's 0.0")] if bonus else [])]
 
 
 def _step_entries(state: dict, last: int | None = None) -> dict[int, dict]:
@@ -312,6 +326,7 @@ def differing(log: TRLLog, run: dict, lengths: np.ndarray) -> list[tuple[str, st
     if len(rates) and not all(_same(float(r), float(rates.iloc[0])) for r in rates):
         found.append(("lr_scheduler_type", f"learning rate schedule: logged from {rates.iloc[0]:g} to "
                                            f"{rates.iloc[-1]:g} (the log); the recipe's constant"))
+    found += log.shown
     if log.arguments is None:
         return found + [("training_args.bin", f"{'; '.join(log.unchecked)} (install trl, the mcgrpo[trl] extra, to "
                                               f"check them)")]
