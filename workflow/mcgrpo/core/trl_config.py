@@ -211,9 +211,11 @@ def checkpoint_files(saved: dict[int, Path]) -> str:
     weights replaced, a checkpoint added or removed) makes another run, where the newest log alone stays the same.
     File times, not contents: a model's weights are too large to hash at every plan; a file touched, or copied in
     place without its times, is another run too, ingested again."""
-    entries = sorted((path.relative_to(folder.parent).as_posix(), stat.st_size, stat.st_mtime_ns)
-                     for folder in saved.values() for path in folder.rglob("*")
-                     if path.is_file() and (stat := path.stat()))
+    entries = []
+    for folder in saved.values():
+        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+            stat = path.stat()
+            entries.append((path.relative_to(folder.parent).as_posix(), stat.st_size, stat.st_mtime_ns))
     return hashlib.sha256(json.dumps(entries).encode()).hexdigest()
 
 

@@ -196,9 +196,10 @@ def check_arguments(checkpoint: Path, batch: int | None = None) -> tuple[object,
 # what a run's GRPOConfig must say to be the study's recipe (docs/trl.md, "Runs already made"): every setting a TRL
 # arm of the study trains with (mcgrpo.core.trl_config.grpo_arguments), the sampling settings it leaves at TRL's
 # defaults, and the share of tokens the loss keeps; not where the run was kept or logged (NOT_SETTINGS), the steps
-# (ONE_BATCH, refused above), the seed, nor the batch (the log's train_batch_size, which each file must equal). A key the file lacks (another TRL's GRPOConfig) is a difference,
-# except where its absence means the recipe's value.
-IGNORED = {*NOT_SETTINGS, *ONE_BATCH, "seed", "per_device_train_batch_size"}  # the batch: the log's (check_arguments)
+# (ONE_BATCH, refused above), the seed, nor the batch (the log's train_batch_size, which each file must equal:
+# check_arguments). A key the file lacks (another TRL's GRPOConfig) is a difference, except where its absence means
+# the recipe's value.
+IGNORED = {*NOT_SETTINGS, *ONE_BATCH, "seed", "per_device_train_batch_size"}
 DEFAULTS = {**SAMPLING, "top_entropy_quantile": 1.0, "mask_truncated_completions": False,
             "chat_template_kwargs": None}
 SAME = {"adamw_torch_fused": "adamw_torch"}  # one algorithm, Adam in fused kernels (GRPOConfig's default optim)
@@ -346,8 +347,10 @@ def argument_differences(log: TRLLog, expected: dict, defaults: dict) -> list[tu
         for key in [*expected, *(k for k in defaults if hasattr(args, k))]:
             if not _same(_argument(args, key), recipe[key]):
                 by_value.setdefault((key, repr(_argument(args, key))), []).append(step)
-    return [(key, f"{key} {value} (training_args.bin{'' if len(steps) == len(files) else ' of checkpoint(s) ' + _few(steps)}"
-                  f"); the recipe's {recipe[key]!r}") for (key, value), steps in by_value.items()]
+    def where(steps: list[int]) -> str:
+        return "training_args.bin" if len(steps) == len(files) else f"training_args.bin of checkpoint(s) {_few(steps)}"
+    return [(key, f"{key} {value} ({where(steps)}); the recipe's {recipe[key]!r}")
+            for (key, value), steps in by_value.items()]
 
 
 def steps(state: dict, path: Path | str = "trainer_state.json") -> pd.DataFrame:

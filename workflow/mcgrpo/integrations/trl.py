@@ -318,8 +318,8 @@ class Protocol(TrainerCallback):
 
 # GRPOConfig settings that a GRPOTrainer under the protocol must keep as the recipe maps them: the count (one
 # optimizer step on one generated batch of P x G), the prompt stream (in order, rendered with the recipe's chat
-# template arguments: other ones render other prompts, e.g. a model's thinking mode), the loss and what the policy samples
-# (docs/trl.md, "A TRL arm"). Any other setting may differ, and is recorded.
+# template arguments: other ones render other prompts, e.g. a model's thinking mode), the loss and what the policy
+# samples (docs/trl.md, "A TRL arm"). Any other setting may differ, and is recorded.
 KEPT = ("per_device_train_batch_size", "num_generations", "max_completion_length", "temperature", "top_p", "top_k",
         "lr_scheduler_type", "warmup_steps", "loss_type", "shuffle_dataset", "disable_dropout", "chat_template_kwargs")
 ONE_BATCH = ("steps_per_generation", "num_iterations", "gradient_accumulation_steps")
