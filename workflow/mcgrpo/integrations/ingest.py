@@ -208,18 +208,18 @@ ABSENT = "<not in training_args.bin>"
 
 # GRPOConfig keys, or families of them by prefix, that say where a run was kept, logged, evaluated or pushed, how
 # it fit in memory or was fed (the prompts' order is the run's own: `prompts` checks them), or how long it was asked
-# to run: every other setting of a folder's GRPOConfig is compared with the recipe's (`trl_defaults`)
+# to run: every other setting of a folder's GRPOConfig is compared with the recipe's (`trl_defaults`), those of
+# several processes too (deepspeed, fsdp, accelerator_config: a DeepSpeed config can set its own optimizer)
 NOT_TRAINING = ("save_", "logging_", "log_", "eval_", "hub_", "push_to_hub", "report_to", "run_name", "project",
-                "trackio_", "dataloader_", "ddp_", "fsdp", "deepspeed", "debug", "skip_memory_metrics", "do_",
-                "resume_from_checkpoint", "local_rank", "per_device_eval_batch_size", "num_generations_eval",
-                "prediction_loss_only", "include_for_metrics", "batch_eval_metrics", "load_best_model_at_end",
-                "metric_for_best_model", "greater_is_better", "num_completions_to_print", "vllm_server_",
-                "vllm_group_port", "vllm_gpu_memory_utilization", "vllm_enable_sleep_mode", "ignore_data_skip",
+                "trackio_", "dataloader_", "ddp_", "debug", "skip_memory_metrics", "do_", "resume_from_checkpoint",
+                "local_rank", "per_device_eval_batch_size", "num_generations_eval", "prediction_loss_only",
+                "include_for_metrics", "batch_eval_metrics", "load_best_model_at_end", "metric_for_best_model",
+                "greater_is_better", "num_completions_to_print", "vllm_server_", "vllm_group_port",
+                "vllm_gpu_memory_utilization", "vllm_enable_sleep_mode", "ignore_data_skip",
                 "restore_callback_states_from_checkpoint", "enable_jit_checkpoint", "gradient_checkpointing",
                 "activation_checkpointing", "torch_empty_cache_steps", "ds3_gather_for_generation",
-                "accelerator_config", "parallelism_config", "include_num_input_tokens_seen", "num_train_epochs",
-                "data_seed", "remove_unused_columns", "label_names", "length_column_name", "train_sampling_strategy",
-                "bf16_full_eval", "fp16_full_eval")
+                "include_num_input_tokens_seen", "num_train_epochs", "data_seed", "remove_unused_columns",
+                "label_names", "length_column_name", "train_sampling_strategy", "bf16_full_eval", "fp16_full_eval")
 
 
 def expected_arguments(run: dict) -> dict:
