@@ -102,6 +102,7 @@ def test_budget_points_fall_due_at_the_first_step_past_them_and_use_the_checkpoi
             "175 tokens before the point's step") in said
     assert not any(s.startswith("evaluation point 2") for s in said)
     assert any(s.startswith("tokens_continuation") for s in said)
+    assert any(s.startswith("the reward: TRL's log names the run's reward functions") for s in said)
     assert any(s.startswith("processes: how many ran the run (TRL's log does not say); one is assumed") for s in said)
     assert any(s.endswith("training_args.bin: not read (FileNotFoundError: [Errno 2] No such file or directory: "
                           f"'{log.checkpoints[5] / 'training_args.bin'}'), so gradient_accumulation_steps, "
@@ -151,6 +152,8 @@ def test_an_equal_iteration_study_places_its_points_by_steps(tmp_path):
                            r"step\(s\) 3, 4; allowed: checkpoints of one run"),
     ("a renamed checkpoint", r"checkpoint-4/trainer_state.json: global_step 3 in checkpoint-4; allowed: a checkpoint "
                              r"saved at the step its folder names"),
+    ("a zero-padded copy", r"trl-out: checkpoint-04: not a name TRL gives a checkpoint; allowed: checkpoint-<step> as "
+                           r"TRL saves it, the step without leading zeros"),
 ])
 def test_a_folder_that_cannot_be_ingested_is_refused_by_name(tmp_path, case, message):
     state = _state(drop={"no num_tokens": "num_tokens", "no mean length": "completions/mean_length"}.get(case))
@@ -171,6 +174,9 @@ def test_a_folder_that_cannot_be_ingested_is_refused_by_name(tmp_path, case, mes
                    folder / "checkpoint-5" / "training_args.bin")
     if case == "no trainer_state":
         (folder / "checkpoint-5" / "trainer_state.json").unlink()
+    if case == "a zero-padded copy":  # beside checkpoint-4: before, one or the other was read by the directory's order
+        (folder / "checkpoint-04").mkdir()
+        (folder / "checkpoint-04" / "trainer_state.json").write_text(json.dumps(saved_state(state, 4)))
     entries = state["log_history"]
     if case in ("a step logged twice", "steps out of order"):  # a log joined from a restarted run's two logs
         state["log_history"] = (entries[:3] + entries[2:] if case == "a step logged twice"
@@ -465,6 +471,23 @@ def test_an_ingested_runs_identity_is_what_its_folder_says(tmp_path):
         _study(tmp_path / "absent-seed{seed}")
 
 
+def test_a_checkpoints_weights_rewritten_after_planning_make_another_run(tmp_path, tiny):
+    """checkpoint-4's weights replaced (another run's copied over them) leave the newest log and arguments as they
+    were: before, the run kept its key, so a run stored from the old weights stood for the folder (the workflow had
+    nothing to do, a lock saw no change); now it is another run, and the train job planned before refuses by name."""
+    import os
+    from mcgrpo.core import layout
+    folder = _checkpoints(tmp_path, *tiny)
+    before, run = layout.run_key(_study(folder), "mine", 1), _run(folder)
+    weights = next((folder / "checkpoint-4").glob("*.safetensors"))
+    weights.write_bytes((folder / "checkpoint-2" / weights.name).read_bytes())
+    os.utime(weights, ns=(weights.stat().st_mtime_ns + 10**9,) * 2)  # a later write, on a coarse clock too
+    assert layout.run_key(_study(folder), "mine", 1) != before
+    with pytest.raises(ConfigError, match=r"trl-out: changed since this run was planned \(its checkpoints are not the "
+                                          r"ones the run's identity names"):
+        ingest.store_arm_run(run, {})
+
+
 def test_the_run_trained_by_its_earliest_checkpoints_time(tmp_path):
     """run.json's ingested.saved_by, which the preregistration reads as the run's start (at the latest)."""
     import os
@@ -527,7 +550,8 @@ def test_a_folder_of_another_recipe_is_refused_by_key_or_stored_marked_with_the_
     state = _state(batch=edit.get("train_batch_size", 8), prompt_tokens=10 * edit.get("train_batch_size", 8))
     for i, entry in enumerate(e for e in state["log_history"] if "loss" in e):
         entry["learning_rate"] = edit.get("lr", 1e-4) * (1 - 0.2 * i if edit.get("decay") else 1)
-    folder = _checkpoints(tmp_path, *tiny, state, **edit.get("args", {}))
+    folder = _checkpoints(tmp_path, *tiny, state, **edit.get("args", {}),
+                          per_device_train_batch_size=edit.get("train_batch_size", 8))
     if edit.get("unread"):  # a file that does not unpickle here: a GRPOConfig where trl is not installed
         (folder / "checkpoint-5" / "training_args.bin").write_bytes(b"not a pickle")
     run = _run(folder)
@@ -536,6 +560,69 @@ def test_a_folder_of_another_recipe_is_refused_by_key_or_stored_marked_with_the_
     log, block = ingest.ingest(ingest.read(folder), run, 600, *tiny, *world, accept=True)
     assert block["accepted_differences"] and re.search(said, "; ".join(block["differences"]))
     assert block["differing_keys"] == keys
+
+
+def test_a_run_resumed_under_another_grpo_config_is_refused_by_the_earlier_checkpoints_settings(tmp_path, tiny,
+                                                                                                   world):
+    """A run that trained steps 1..4 at temperature 0.5 and was resumed from checkpoint-4 at the recipe's 1.0: its
+    newest checkpoint's training_args.bin is the recipe's, its earlier ones say what steps 1..4 trained with (as
+    does a folder whose newest file was replaced by another run's). Before, only the newest was read and the run
+    was stored as the recipe's, unmarked."""
+    folder = _checkpoints(tmp_path, *tiny)
+    for step in (2, 4):
+        recipe_arguments(folder / f"checkpoint-{step}" / "training_args.bin", _run(folder), temperature=0.5)
+    with pytest.raises(DataError, match=r"temperature 0.5 \(training_args.bin of checkpoint\(s\) 2, 4\); the recipe's "
+                                        r"1.0; allowed: a run of the study's recipe"):
+        ingest.ingest(ingest.read(folder), _run(folder), 600, *tiny, *world)
+    (folder / "checkpoint-2" / "training_args.bin").unlink()
+    log = ingest.read(folder)
+    assert ingest.differing(log, _run(folder), ingest.prompt_lengths(_run(folder), tiny[1], world[0])) == [
+        ("temperature", "temperature 0.5 (training_args.bin of checkpoint(s) 4); the recipe's 1.0")]
+    assert ("training_args.bin of checkpoint(s) 2: not read (TRL saves one into every checkpoint), so the GRPOConfig "
+            "of the steps they saved is taken to be the newest checkpoint's") in log.unchecked
+
+
+def test_a_run_resumed_under_another_batch_is_refused_not_counted_by_the_first_batch(tmp_path, tiny):
+    """transformers keeps train_batch_size in trainer_state.json from the checkpoint a run resumes from (checked on
+    a real TRL run resumed at 32 completions a step from one of 64: its log still said 64), so every step after the
+    resume would be counted at the first batch's size; the resumed steps' training_args.bin says the batch."""
+    folder = _checkpoints(tmp_path, *tiny)
+    recipe_arguments(folder / "checkpoint-5" / "training_args.bin", _run(folder), per_device_train_batch_size=16)
+    with pytest.raises(DataError, match=r"checkpoint-5/training_args.bin: per_device_train_batch_size 16, while the "
+                                        r"log's train_batch_size is 8 .*allowed: one batch throughout the run"):
+        ingest.read(folder)
+
+
+def test_a_kl_term_or_entropy_bonus_the_log_shows_is_a_difference_whatever_training_args_says(tmp_path, tiny,
+                                                                                                world):
+    """TRL logs kl only where beta is not 0 and entropy_coef only with an entropy bonus: a folder whose every
+    training_args.bin was replaced by a recipe run's (as here: the recipe's file, the log of a run with both) is
+    still another run. Before, stored as the recipe's, unmarked."""
+    state = _state()
+    for entry in state["log_history"]:
+        if "loss" in entry:
+            entry.update({"kl": 0.002, "entropy_coef": 0.5})
+    folder = _checkpoints(tmp_path, *tiny, state)
+    assert ingest.differing(ingest.read(folder), _run(folder), ingest.prompt_lengths(_run(folder), tiny[1],
+                                                                                      world[0])) == [
+        ("beta", "beta other than 0: the log has kl at step(s) 1, 2, 3, 4, 5, which TRL logs only with a KL term; the "
+                 "recipe's 0.0"),
+        ("entropy_coef", "entropy_coef 0.5 at step(s) 1, 2, 3, 4, 5 (the log); the recipe's 0.0")]
+
+
+def test_a_grpo_setting_the_recipe_leaves_at_trls_default_is_held_to_it(tmp_path, tiny, world):
+    """Every setting of the folder's GRPOConfig, not only the recipe's keys: an entropy bonus in the loss, NEFTune
+    noise on the embeddings or reward weights train another run (before, each was stored as the recipe's, unmarked);
+    where and how often it saved, logged or checkpointed its activations are not what it trained. Needs trl: the
+    recipe's GRPOConfig gives TRL's defaults."""
+    pytest.importorskip("trl")
+    folder = _checkpoints(tmp_path, *tiny, entropy_coef=0.5, neftune_noise_alpha=5.0, reward_weights=[2.0],
+                          save_steps=1, save_only_model=True, gradient_checkpointing=False, logging_first_step=True)
+    log = ingest.read(folder)
+    assert sorted(ingest.differing(log, _run(folder), ingest.prompt_lengths(_run(folder), tiny[1], world[0]))) == [
+        ("entropy_coef", "entropy_coef 0.5 (training_args.bin); the recipe's 0.0"),
+        ("neftune_noise_alpha", "neftune_noise_alpha 5.0 (training_args.bin); the recipe's None"),
+        ("reward_weights", "reward_weights [2.0] (training_args.bin); the recipe's None")]
 
 
 @pytest.mark.parametrize("per_completion, said", [

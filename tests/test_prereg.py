@@ -271,6 +271,27 @@ def test_another_trl_run_in_an_ingested_folder_after_the_lock_demotes_the_planne
     assert "ingested.mc_k2.1.trainer_state_sha256 changed after the lock (2025-03-01)" in status["changes"]
 
 
+def test_a_lock_from_before_ingested_identities_held_checkpoint_files_reads_and_says_so(planned, tmp_path):
+    """A run's identity gained checkpoint_files (every checkpoint's files) after such locks were written: their
+    planned labels stand, with a note that changes to those files cannot be told, and not a change to every
+    ingested run (which demoted every planned contrast of a study locked before); what they hold still demotes."""
+    folder = tmp_path / "seed{seed}"
+    for seed in planned["seeds"]:
+        (tmp_path / f"seed{seed}" / "checkpoint-2").mkdir(parents=True)
+        (tmp_path / f"seed{seed}" / "checkpoint-2" / "trainer_state.json").write_text(json.dumps({"seed": seed}))
+    cfg = changed(planned, lambda c: c["arms"].update(mc_k2={"trainer": {"ingested": {"trl_output": str(folder)}}}))
+    old = copy.deepcopy(prereg.make_lock(cfg, LOCKED_AT))
+    for seeds in old["material"]["experiment"]["ingested"].values():
+        for ident in seeds.values():
+            del ident["checkpoint_files"]
+    status = prereg.compare(cfg, old)
+    assert status["state"] == "matches" and not status["changes"]
+    assert status["uncovered"] == ("its lock predates locks covering the ingested arms' checkpoint files (weights, "
+                                   "arguments, earlier logs): changes to them since cannot be told")
+    (tmp_path / "seed1" / "checkpoint-2" / "trainer_state.json").write_text(json.dumps({"seed": 1, "other": 1}))
+    assert prereg.compare(cfg, old, "2025-03-02T00:00:00+00:00")["demoted"] == ["T1", "T2", "S1"]
+
+
 def test_a_lock_from_before_the_verifier_and_analysis_were_covered_reads_and_says_so(planned):
     lock = prereg.make_lock(planned, LOCKED_AT)
     old = copy.deepcopy(lock)

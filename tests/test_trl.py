@@ -119,6 +119,21 @@ def test_every_recipe_key_has_its_mapping_written_down():
     assert all(f"`{key}`" in page for key in SCHEMA_RECIPE)
 
 
+def test_an_advantage_epsilon_trl_cannot_take_is_refused_by_key():
+    """TRL divides by the group's std + 1e-4, whatever the recipe says: at advantage_eps 0.1 the mcgrpo arms'
+    advantages shrink wherever a group's std is near 0.1, the TRL arm's do not. Before, the study trained both and
+    compared them as one recipe; an epsilon at most TRL's own differs only where a std is near 0 (docs/trl.md)."""
+    from mcgrpo.core.errors import ConfigError
+    cfg = copy.deepcopy(SMALL_STUDY)
+    cfg["arms"] = {"outcome": {}, "trl": {"trainer": {"trl": {}}}}
+    cfg["recipe"]["advantage_eps"] = 0.1
+    with pytest.raises(ConfigError, match=r"config key recipe.advantage_eps: 0.1 with TRL arm\(s\) 'trl': GRPOTrainer "
+                                          r"divides by the group's std \+ 0.0001 .*allowed: at most 0.0001"):
+        studies.validate(cfg)
+    cfg["recipe"]["advantage_eps"] = 1e-4
+    studies.validate(cfg)
+
+
 def test_a_trl_runs_identity_names_trls_version_and_its_scripts_hash(tmp_path):
     script = tmp_path / "mine.py"
     script.write_text("def trainer(setup):\n    return None\n")
@@ -361,6 +376,28 @@ def test_a_users_own_grpo_config_is_refused_by_key_before_the_first_step(world, 
                                                                   "disable_dropout", "top_k", "beta")})
     with pytest.raises(ConfigError, match=r"^GRPOConfig max_steps: 3; allowed: at least 75 "):
         Protocol(run, 600, tiny[1], world[1]).attach(default_trainer(setup))
+
+
+@pytest.mark.slow
+def test_chat_template_arguments_of_the_scripts_own_are_refused_by_key(world, tiny, tmp_path):
+    """GRPOTrainer renders every prompt with chat_template_kwargs: other ones (a model's thinking mode switched) feed
+    the arm other prompts than the study's other arms, the same rows of the stream rendered otherwise. Before, only
+    recorded in run.json (trl_settings.differ_from_recipe), the run trained and compared as the study's prompts."""
+    pytest.importorskip("trl")
+    from mcgrpo.core.errors import ConfigError
+    from mcgrpo.integrations.trl import Protocol, TRLRun, default_trainer
+    run = study_config.run_config(_study(), "trl", 1)
+    setup = TRLRun(run, *tiny, *world, 600, tmp_path).setup()
+    setup.args.chat_template_kwargs = {"enable_thinking": True}
+    with pytest.raises(ConfigError, match=r"^GRPOConfig chat_template_kwargs: \{'enable_thinking': True\}; allowed: "
+                                          r"None, as the recipe maps it"):
+        Protocol(run, 600, tiny[1], world[1]).attach(default_trainer(setup))
+    setup.args.chat_template_kwargs = None
+    trainer = default_trainer(setup)
+    trainer.chat_template_kwargs = {"enable_thinking": True}  # the trainer's own copy, set after building it
+    with pytest.raises(ConfigError, match=r"^GRPOTrainer chat_template_kwargs: \{'enable_thinking': True\}; allowed: "
+                                          r"\{\}, as its args say"):
+        Protocol(run, 600, tiny[1], world[1]).attach(trainer)
 
 
 @pytest.mark.slow

@@ -165,7 +165,7 @@ def _changes(now: dict, then: dict, locked_at: str) -> tuple[dict[str, str], lis
     """(planned id -> what changed for it, changes to the rest of the plan) from lock `then` to `now`."""
     day = datetime.fromisoformat(locked_at).date().isoformat()
     locked = then.get("experiment", {})  # older locks: only what they cover
-    covered = differences({k: v for k, v in now["experiment"].items() if k in locked}, locked)
+    covered = differences(_as_locked({k: v for k, v in now["experiment"].items() if k in locked}, locked), locked)
     shared = [f"{k} changed" for k in GLOBAL if now[k] != then[k]] + [
         f"{path} changed after the lock ({day})" for path in covered]
     plan_now, plan_then = entries(now["plan"]), entries(then["plan"])
@@ -174,6 +174,18 @@ def _changes(now: dict, then: dict, locked_at: str) -> tuple[dict[str, str], lis
                for i, e in plan_now.items() if shared or plan_then.get(i) != e}
     rest = shared + (["hypotheses changed"] if now["plan"]["hypotheses"] != then["plan"]["hypotheses"] else [])
     return touched, rest + [f"{i} removed from the plan" for i in sorted(set(plan_then) - set(plan_now))]
+
+
+def _as_locked(experiment: dict, locked: dict) -> dict:
+    """`experiment` with each ingested run's identity cut to the keys its lock holds: a key identities gained since
+    (checkpoint_files) was not covered, and `uncovered` says so, rather than a change to every such run."""
+    if "ingested" not in experiment:
+        return experiment
+    then = locked.get("ingested") or {}
+    return {**experiment, "ingested": {
+        arm: {seed: {k: v for k, v in ident.items() if k in then[arm][seed]}
+              if isinstance(ident, dict) and isinstance((then.get(arm) or {}).get(seed), dict) else ident
+              for seed, ident in seeds.items()} for arm, seeds in experiment["ingested"].items()}}
 
 
 def _new_amendments(current: list[dict], locked: list[dict], locked_at: str) -> list[dict]:
@@ -189,8 +201,12 @@ def uncovered(lock: dict | None) -> str:
     if "experiment" not in lock["material"]:
         return UNCOVERED
     missing = [k for k in LATER if k not in lock["material"]["experiment"]]
+    held = [i for seeds in (lock["material"]["experiment"].get("ingested") or {}).values() for i in seeds.values()]
+    if any(isinstance(i, dict) and "checkpoint_files" not in i for i in held):
+        missing.append("checkpoint_files")
     names = {"verifier": "verifier", "analysis": f"analysis.{', analysis.'.join(READING)}",
-             "ingested": "the ingested arms' folders", DRIFT_GAP: DRIFT_GAP}
+             "ingested": "the ingested arms' folders", DRIFT_GAP: DRIFT_GAP,
+             "checkpoint_files": "the ingested arms' checkpoint files (weights, arguments, earlier logs)"}
     return (f"its lock predates locks covering {', '.join(names[k] for k in missing)}: changes to them since "
             f"cannot be told") if missing else ""
 

@@ -28,7 +28,7 @@ RECIPE = {
     "adam_betas": "adam_beta1, adam_beta2 (optim adamw_torch, weight_decay 0: Adam)",
     "adam_eps": "adam_epsilon",
     "grad_clip": "max_grad_norm",
-    "advantage_eps": "not settable: TRL divides by the group's std + 1e-4 (by design, docs/trl.md)",
+    "advantage_eps": "not settable: TRL divides by the group's std + 1e-4 (by design, docs/trl.md); above it refused",
     "microbatch_size": "not used: memory only in mcgrpo; TRL scores the batch in one pass",
     "reward_verifier": "the reward function (mcgrpo's verifier of the study's verifier.rule)",
     "threads": "torch threads of the train job",
@@ -41,6 +41,8 @@ FIXED = {"gradient_accumulation_steps": 1, "steps_per_generation": 1, "num_itera
          "optim": "adamw_torch", "weight_decay": 0.0, "report_to": "none", "save_strategy": "no",
          "logging_strategy": "steps", "logging_steps": 1, "disable_tqdm": True, "log_completions": False,
          "dataloader_num_workers": 0}
+
+TRL_ADVANTAGE_EPS = 1e-4  # GRPOTrainer's (trl 1.16): advantages (R - mean) / (std + 1e-4), not settable
 
 # sampling settings the recipe leaves at TRL's defaults: another value samples another distribution
 SAMPLING = {"repetition_penalty": 1.0, "min_p": None, "generation_kwargs": None, "warmup_ratio": 0.0}
@@ -66,6 +68,13 @@ def problems(cfg: dict) -> list[str]:
                 found.append(f"config key arms.{arm}.trainer.ingested.trl_output: {folder} (seed {seed}): not a "
                              f"folder; allowed: the TRL output_dir of each seed ({{seed}} stands for the seed)")
     found += shared_runs(cfg)
+    named, eps = [*arms(cfg), *arms(cfg, "ingested")], cfg["recipe"]["advantage_eps"]
+    if named and eps > TRL_ADVANTAGE_EPS:
+        found.append(f"config key recipe.advantage_eps: {eps:g} with TRL arm(s) {', '.join(map(repr, named))}: "
+                     f"GRPOTrainer divides by the group's std + {TRL_ADVANTAGE_EPS:g} and cannot be given another "
+                     f"epsilon, so its advantages would differ from the recipe's wherever a group's std is near "
+                     f"{eps:g}, not only near 0; allowed: at most {TRL_ADVANTAGE_EPS:g} in a study with a TRL or "
+                     f"ingested arm (docs/trl.md)")
     for arm, block in {**arms(cfg), **arms(cfg, "ingested")}.items():
         spec, key = cfg["arms"][arm], f"config key arms.{arm}"
         credit = spec.get("credit") or {"outcome": {}}
@@ -164,21 +173,26 @@ def output_folder(block: dict, seed: int) -> Path:
     return Path(block["trl_output"].replace("{seed}", str(seed)))
 
 
+CHECKPOINT = r"checkpoint-([1-9]\d*)"  # the name TRL gives a checkpoint (f"checkpoint-{global_step}")
+
+
 def saved_checkpoints(folder: Path) -> dict[int, Path]:
-    """A TRL output folder's checkpoint-<step>/ folders by step (empty where there are none)."""
-    found = {int(m.group(1)): p for p in folder.iterdir() if (m := re.fullmatch(r"checkpoint-(\d+)", p.name))} \
+    """A TRL output folder's checkpoint-<step>/ folders by step (empty where there are none): by TRL's name only, so
+    that no two folders stand for one step (checkpoint-03 beside checkpoint-3: one read or the other by the
+    directory's order)."""
+    found = {int(m.group(1)): p for p in folder.iterdir() if (m := re.fullmatch(CHECKPOINT, p.name))} \
         if folder.is_dir() else {}
     return dict(sorted(found.items()))
 
 
 def ingested_identity(block: dict, seed: int) -> dict:
     """What an ingested run's identity holds instead of a recipe it was not trained by: what its folder says it did
-    (the sha256 of its newest checkpoint's trainer_state.json, the log, and training_args.bin, TRL's arguments) and
-    the reward functions its log names, beside the arm's block (the folder's path) in the run's config: a folder
-    changed since it was stored is another run, ingested anew."""
+    (the sha256 of its newest checkpoint's trainer_state.json, the log, and training_args.bin, TRL's arguments), the
+    reward functions its log names and every checkpoint's files (`checkpoint_files`), beside the arm's block (the
+    folder's path) in the run's config: a folder changed since it was stored is another run, ingested anew."""
     saved = saved_checkpoints(output_folder(block, seed))
     if not saved:
-        return {"trainer_state_sha256": None, "training_args_sha256": None, "rewards": []}
+        return {"trainer_state_sha256": None, "training_args_sha256": None, "rewards": [], "checkpoint_files": None}
     newest = saved[max(saved)]
 
     def digest(name: str) -> str | None:
@@ -188,7 +202,21 @@ def ingested_identity(block: dict, seed: int) -> dict:
     logged = json.loads(state.read_text()).get("log_history", []) if state.is_file() else []
     rewards = sorted({k.split("/")[1] for e in logged for k in e if k.startswith("rewards/") and k.count("/") == 2})
     return {"trainer_state_sha256": digest("trainer_state.json"), "training_args_sha256": digest("training_args.bin"),
-            "rewards": rewards}
+            "rewards": rewards, "checkpoint_files": checkpoint_files(saved)}
+
+
+def checkpoint_files(saved: dict[int, Path]) -> str:
+    """The sha256 of every file of every checkpoint by path, size and modification time: ingest evaluates each
+    checkpoint's weights and reads each one's log and arguments, so any of them rewritten (an earlier checkpoint's
+    weights replaced, a checkpoint added or removed) makes another run, where the newest log alone stays the same.
+    File times, not contents: a model's weights are too large to hash at every plan; a file touched, or copied in
+    place without its times, is another run too, ingested again."""
+    entries = []
+    for folder in saved.values():
+        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+            stat = path.stat()
+            entries.append((path.relative_to(folder.parent).as_posix(), stat.st_size, stat.st_mtime_ns))
+    return hashlib.sha256(json.dumps(entries).encode()).hexdigest()
 
 
 def grpo_arguments(run: dict, output_dir: str, max_steps: int, on_gpu: bool) -> dict:

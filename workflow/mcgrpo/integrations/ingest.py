@@ -32,8 +32,9 @@ from __future__ import annotations
 import json
 import math
 import pickle
+import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +54,8 @@ UNRECOVERED = (
     "train_cpu_seconds: TRL logs no CPU time",
     "reward_default, reward_strict, groups_*: the study's verifiers on the training batches (TRL logs its reward only)",
     "prompts.parquet: which problems each step trained on (TRL logs no prompt ids)",
+    "the reward: TRL's log names the run's reward functions (rewards/<name>/mean: the run's ingested.rewards), not "
+    "what they compute; that the run was rewarded by the study's reward_verifier is the user's word",
     "processes: how many ran the run (TRL's log does not say); one is assumed, refused only where a step's "
     "completions/mean_length x train_batch_size is no whole number (a mean over every process's completions)",
 )
@@ -66,7 +69,9 @@ class TRLLog:
     checkpoints: dict[int, Path]
     unchecked: list[str]  # what about the run's settings could not be checked
     batch: int = 0  # train_batch_size: the completions of a step
-    arguments: object = None  # the GRPOConfig of training_args.bin, where it could be read
+    arguments: object = None  # the GRPOConfig of the newest checkpoint's training_args.bin, where it could be read
+    earlier: dict[int, object] = field(default_factory=dict)  # every other checkpoint's, by step (None: not read)
+    shown: list[tuple[str, str]] = field(default_factory=list)  # (key, line): settings the log shows (`log_shows`)
 
 
 @dataclass
@@ -85,6 +90,11 @@ def checkpoints(folder: str | Path) -> dict[int, Path]:
     if not folder.is_dir():
         raise DataError(f"{folder}: not a folder; allowed: a TRL output_dir holding checkpoint-<step>/ folders")
     found = saved_checkpoints(folder)
+    renamed = sorted(p.name for p in folder.iterdir() if re.fullmatch(r"checkpoint-0\d*", p.name))
+    if renamed:
+        raise DataError(f"{folder}: {_few(renamed)}: not a name TRL gives a checkpoint; allowed: checkpoint-<step> "
+                        f"as TRL saves it, the step without leading zeros (a copy or a renamed folder would stand for "
+                        f"a step beside the checkpoint TRL saved there: remove it, or rename it checkpoint-<step>)")
     if not found:
         raise DataError(f"{folder}: no checkpoint-<step>/ folder; allowed: a TRL output_dir saved with "
                         f"save_strategy 'steps' (ingest evaluates the checkpoints)")
@@ -101,9 +111,28 @@ def read(folder: str | Path) -> TRLLog:
     frame = steps(state, path)
     for step, checkpoint in saved.items():
         check_checkpoint(step, checkpoint, state)
-    arguments, unchecked = check_arguments(saved[max(saved)])
-    return TRLLog(Path(folder), frame, saved, [unchecked] if unchecked else [],
-                  int(state.get("train_batch_size") or 0), arguments)
+    read_as = {step: check_arguments(checkpoint, state.get("train_batch_size")) for step, checkpoint in saved.items()}
+    arguments, unchecked = read_as.pop(max(saved))
+    unread = [step for step, (args, _) in read_as.items() if args is None]
+    said = [unchecked] if unchecked else []
+    if unread and arguments is not None:
+        said.append(f"training_args.bin of checkpoint(s) {_few(unread)}: not read (TRL saves one into every "
+                    f"checkpoint), so the GRPOConfig of the steps they saved is taken to be the newest checkpoint's")
+    return TRLLog(Path(folder), frame, saved, said, int(state.get("train_batch_size") or 0), arguments,
+                  {step: args for step, (args, _) in read_as.items()}, log_shows(state))
+
+
+def log_shows(state: dict) -> list[tuple[str, str]]:
+    """(key, line) for each setting other than the recipe's that the log itself shows, whatever training_args.bin
+    says (a file replaced by another run's): TRL (1.16) logs `kl` only where beta is not 0, and `entropy_coef` (its
+    value) only with an entropy bonus."""
+    entries = _step_entries(state)
+    kl = sorted(s for s, e in entries.items() if "kl" in e)
+    bonus = sorted(s for s, e in entries.items() if e.get("entropy_coef"))
+    return [*([("beta", f"beta other than 0: the log has kl at step(s) {_few(kl)}, which TRL logs only with a KL "
+                        f"term; the recipe's 0.0")] if kl else []),
+            *([("entropy_coef", f"entropy_coef {entries[bonus[0]]['entropy_coef']!r} at step(s) {_few(bonus)} (the "
+                                f"log); the recipe's 0.0")] if bonus else [])]
 
 
 def _step_entries(state: dict, last: int | None = None) -> dict[int, dict]:
@@ -138,10 +167,12 @@ def check_checkpoint(step: int, checkpoint: Path, newest: dict) -> None:
 ONE_BATCH = ("gradient_accumulation_steps", "steps_per_generation", "num_iterations")  # 1: a step is one batch
 
 
-def check_arguments(checkpoint: Path) -> tuple[object, str | None]:
+def check_arguments(checkpoint: Path, batch: int | None = None) -> tuple[object, str | None]:
     """The GRPOConfig of training_args.bin (None where it cannot be read) and what could not be checked, if anything;
-    refuses a run whose GRPOConfig makes a step other than one generated batch. Unpickling the file needs trl: where
-    it is missing the check is left to num_tokens, and the recipe's settings to the log (`differences`)."""
+    refuses a run whose GRPOConfig makes a step other than one generated batch, or other than `batch` completions
+    (the log's train_batch_size, which a run resumed under another batch keeps from the checkpoint it resumed
+    from: its steps' tokens would be counted by the wrong batch). Unpickling the file needs trl: where it is missing
+    the check is left to num_tokens, and the recipe's settings to the log (`differences`)."""
     path = checkpoint / "training_args.bin"
     try:
         import torch
@@ -150,6 +181,12 @@ def check_arguments(checkpoint: Path) -> tuple[object, str | None]:
         return None, (f"{path}: not read ({type(e).__name__}: {e}), so {', '.join(ONE_BATCH)} = 1 is assumed, not "
                       f"checked, nor the GRPOConfig's settings other than the batch and learning rate the log shows")
     wrong = [f"{key} {getattr(args, key)}" for key in ONE_BATCH if (getattr(args, key, 1) or 1) != 1]
+    per_step = getattr(args, "per_device_train_batch_size", batch)
+    if batch is not None and per_step != batch:
+        raise DataError(f"{path}: per_device_train_batch_size {per_step}, while the log's train_batch_size is {batch} "
+                        f"(trainer_state.json: a run resumed under another batch keeps the one it resumed from, and "
+                        f"its steps' tokens, completions/mean_length x train_batch_size, would be counted by it); "
+                        f"allowed: one batch throughout the run")
     if wrong:
         raise DataError(f"{path}: {', '.join(wrong)}; allowed: 1 (a step of the protocol is one optimizer step on "
                         f"one generated batch, and the log's per-step lengths count it)")
@@ -159,19 +196,50 @@ def check_arguments(checkpoint: Path) -> tuple[object, str | None]:
 # what a run's GRPOConfig must say to be the study's recipe (docs/trl.md, "Runs already made"): every setting a TRL
 # arm of the study trains with (mcgrpo.core.trl_config.grpo_arguments), the sampling settings it leaves at TRL's
 # defaults, and the share of tokens the loss keeps; not where the run was kept or logged (NOT_SETTINGS), the steps
-# (ONE_BATCH, refused above), nor the seed. A key the file lacks (another TRL's GRPOConfig) is a difference,
-# except where its absence means the recipe's value.
-IGNORED = {*NOT_SETTINGS, *ONE_BATCH, "seed"}
+# (ONE_BATCH, refused above), the seed, nor the batch (the log's train_batch_size, which each file must equal:
+# check_arguments). A key the file lacks (another TRL's GRPOConfig) is a difference, except where its absence means
+# the recipe's value.
+IGNORED = {*NOT_SETTINGS, *ONE_BATCH, "seed", "per_device_train_batch_size"}
 DEFAULTS = {**SAMPLING, "top_entropy_quantile": 1.0, "mask_truncated_completions": False,
             "chat_template_kwargs": None}
 SAME = {"adamw_torch_fused": "adamw_torch"}  # one algorithm, Adam in fused kernels (GRPOConfig's default optim)
 ABSENT = "<not in training_args.bin>"
 
 
+# GRPOConfig keys, or families of them by prefix, that say where a run was kept, logged, evaluated or pushed, how
+# it fit in memory or was fed (the prompts' order is the run's own: `prompts` checks them), or how long it was asked
+# to run: every other setting of a folder's GRPOConfig is compared with the recipe's (`trl_defaults`), those of
+# several processes too (deepspeed, fsdp, accelerator_config: a DeepSpeed config can set its own optimizer)
+NOT_TRAINING = ("save_", "logging_", "log_", "eval_", "hub_", "push_to_hub", "report_to", "run_name", "project",
+                "trackio_", "dataloader_", "ddp_", "debug", "skip_memory_metrics", "do_", "resume_from_checkpoint",
+                "local_rank", "per_device_eval_batch_size", "num_generations_eval", "prediction_loss_only",
+                "include_for_metrics", "batch_eval_metrics", "load_best_model_at_end", "metric_for_best_model",
+                "greater_is_better", "num_completions_to_print", "vllm_server_", "vllm_group_port",
+                "vllm_gpu_memory_utilization", "vllm_enable_sleep_mode", "ignore_data_skip",
+                "restore_callback_states_from_checkpoint", "enable_jit_checkpoint", "gradient_checkpointing",
+                "activation_checkpointing", "torch_empty_cache_steps", "ds3_gather_for_generation",
+                "include_num_input_tokens_seen", "num_train_epochs", "data_seed", "remove_unused_columns",
+                "label_names", "length_column_name", "train_sampling_strategy", "bf16_full_eval", "fp16_full_eval")
+
+
 def expected_arguments(run: dict) -> dict:
     """The GRPOConfig settings a folder of the study's recipe has, by key."""
     recipe = grpo_arguments(run, "", 0, False)
     return {k: v for k, v in {**DEFAULTS, **recipe}.items() if k not in IGNORED}
+
+
+def trl_defaults(run: dict, expected: dict) -> dict:
+    """Every other training setting of the recipe's GRPOConfig, at TRL's defaults (an entropy bonus, NEFTune noise,
+    reward weights, vLLM, ...: each changes what a run trains as much as the recipe's keys): compared where a
+    folder's file has the key, since a TRL without it trained without it. Empty where trl is not installed (a
+    GRPOConfig then cannot be read either: `training_args.bin` is the difference)."""
+    try:
+        from trl import GRPOConfig
+    except ImportError:
+        return {}
+    from mcgrpo.integrations.trl import settings
+    return {k: v for k, v in settings(GRPOConfig(**grpo_arguments(run, "", 1, False))).items()
+            if k not in expected and k not in IGNORED and not k.startswith(NOT_TRAINING)}
 
 
 def _plain(value):
@@ -248,7 +316,7 @@ def differing(log: TRLLog, run: dict, lengths: np.ndarray) -> list[tuple[str, st
     expected = expected_arguments(run)
     prompts = prompt_difference(log, lengths, expected["num_generations"])
     found = [("prompts", prompts)] if prompts else []
-    batch = expected["per_device_train_batch_size"]
+    batch = run["recipe"]["prompts_per_iteration"] * run["recipe"]["group_size"]
     if log.batch != batch:
         found.append(("train_batch_size", f"train_batch_size {log.batch} (trainer_state.json); the recipe's {batch} "
                                           f"(prompts_per_iteration x group_size)"))
@@ -259,12 +327,30 @@ def differing(log: TRLLog, run: dict, lengths: np.ndarray) -> list[tuple[str, st
     if len(rates) and not all(_same(float(r), float(rates.iloc[0])) for r in rates):
         found.append(("lr_scheduler_type", f"learning rate schedule: logged from {rates.iloc[0]:g} to "
                                            f"{rates.iloc[-1]:g} (the log); the recipe's constant"))
+    found += log.shown
     if log.arguments is None:
         return found + [("training_args.bin", f"{'; '.join(log.unchecked)} (install trl, the mcgrpo[trl] extra, to "
                                               f"check them)")]
-    return found + [(key, f"{key} {_argument(log.arguments, key)!r} (training_args.bin); the recipe's "
-                          f"{expected[key]!r}")
-                    for key in expected if not _same(_argument(log.arguments, key), expected[key])]
+    return found + argument_differences(log, expected, trl_defaults(run, expected))
+
+
+def argument_differences(log: TRLLog, expected: dict, defaults: dict) -> list[tuple[str, str]]:
+    """(key, line) for each setting of `expected`, and of `defaults` where the file has it, that a checkpoint's
+    training_args.bin says otherwise: every checkpoint's, since a run resumed from a checkpoint under another
+    GRPOConfig trained its earlier steps by the earlier file (the newest names only the last part); a line names
+    the checkpoints where not all say it."""
+    files = {step: args for step, args in {**log.earlier, max(log.checkpoints): log.arguments}.items()
+             if args is not None}
+    recipe = {**{k: _plain(v) for k, v in defaults.items()}, **expected}
+    by_value: dict[tuple[str, str], list[int]] = {}
+    for step, args in sorted(files.items()):
+        for key in [*expected, *(k for k in defaults if hasattr(args, k))]:
+            if not _same(_argument(args, key), recipe[key]):
+                by_value.setdefault((key, repr(_argument(args, key))), []).append(step)
+    def where(steps: list[int]) -> str:
+        return "training_args.bin" if len(steps) == len(files) else f"training_args.bin of checkpoint(s) {_few(steps)}"
+    return [(key, f"{key} {value} ({where(steps)}); the recipe's {recipe[key]!r}")
+            for (key, value), steps in by_value.items()]
 
 
 def steps(state: dict, path: Path | str = "trainer_state.json") -> pd.DataFrame:
@@ -600,6 +686,7 @@ def store_arm_run(run: dict, files: dict[str, str], config: str = "STUDY.yaml", 
     block = run["arm_config"]["trainer"]["ingested"]
     folder = output_folder(block, run["seed"])
     if ingested_identity(block, run["seed"]) != run["ingested"]:
-        raise ConfigError(f"{folder}: changed since this run was planned (its newest checkpoint is not the one the "
-                          f"run's identity names); allowed: rerun the workflow, which plans the folder as it is now")
+        raise ConfigError(f"{folder}: changed since this run was planned (its checkpoints are not the ones the "
+                          f"run's identity names: a log, arguments or weights rewritten, a checkpoint added or "
+                          f"removed); allowed: rerun the workflow, which plans the folder as it is now")
     return store_run(folder, run, files, accept or bool(block.get("accept_differences")), config)

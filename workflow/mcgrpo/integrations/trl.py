@@ -317,10 +317,11 @@ class Protocol(TrainerCallback):
 
 
 # GRPOConfig settings that a GRPOTrainer under the protocol must keep as the recipe maps them: the count (one
-# optimizer step on one generated batch of P x G), the prompt stream (in order), the loss and what the policy samples
-# (docs/trl.md, "A TRL arm"). Any other setting may differ, and is recorded.
+# optimizer step on one generated batch of P x G), the prompt stream (in order, rendered with the recipe's chat
+# template arguments: other ones render other prompts, e.g. a model's thinking mode), the loss and what the policy
+# samples (docs/trl.md, "A TRL arm"). Any other setting may differ, and is recorded.
 KEPT = ("per_device_train_batch_size", "num_generations", "max_completion_length", "temperature", "top_p", "top_k",
-        "lr_scheduler_type", "warmup_steps", "loss_type", "shuffle_dataset", "disable_dropout")
+        "lr_scheduler_type", "warmup_steps", "loss_type", "shuffle_dataset", "disable_dropout", "chat_template_kwargs")
 ONE_BATCH = ("steps_per_generation", "num_iterations", "gradient_accumulation_steps")
 
 
@@ -341,9 +342,9 @@ def refusals(args, recipe: dict, bound: int) -> list[str]:
     a max_steps under the protocol's bound (the run would end before B)."""
     wrong = [f"GRPOConfig {key}: {_value(args, key)}; allowed: 1 (an iteration of the protocol is one optimizer "
              f"step on one generated batch)" for key in ONE_BATCH if _value(args, key) != 1]
-    wrong += [f"GRPOConfig {key}: {_value(args, key)!r}; allowed: {recipe[key]!r}, as the recipe maps it (the arms "
-              f"of a study are compared on the same batch, prompts in order, loss and sampling; docs/trl.md)"
-              for key in KEPT if _differs(_value(args, key), recipe[key])]
+    wrong += [f"GRPOConfig {key}: {_value(args, key)!r}; allowed: {recipe.get(key)!r}, as the recipe maps it (the "
+              f"arms of a study are compared on the same batch, prompts in order and as rendered, loss and sampling; "
+              f"docs/trl.md)" for key in KEPT if _differs(_value(args, key), recipe.get(key))]
     wrong += [f"GRPOConfig {key}: {_value(args, key)!r}; allowed: {expected!r} (TRL's default; the recipe samples "
               f"with it)" for key, expected in SAMPLING.items() if hasattr(args, key)
               and _differs(_value(args, key), expected)]
@@ -371,7 +372,8 @@ def copies_differing(trainer) -> list[str]:
     run.json records."""
     args = trainer.args
     expected = {**{name: getattr(args, key, None) for name, key in COPIES.items()},
-                "epsilon_high": args.epsilon if args.epsilon_high is None else args.epsilon_high}
+                "epsilon_high": args.epsilon if args.epsilon_high is None else args.epsilon_high,
+                "chat_template_kwargs": args.chat_template_kwargs or {}}
     found = {name: getattr(trainer, name, None) for name in expected}
     if not trainer.use_vllm:  # vLLM samples with the copies above; transformers with the generation_config
         expected |= {f"generation_config.{k}": v for k, v in _generation_config(trainer).items()}
