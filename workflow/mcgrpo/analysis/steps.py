@@ -302,8 +302,9 @@ def figures_step(cfg: dict, results: Path) -> None:
     figures.accuracy_curves(evals, "tokens_total", B, out / "accuracy_vs_tokens.png", metric, eval_set, colours)
     figures.accuracy_curves(evals, runs.CLOCKS[cfg["analysis"]["clock"]], B, out / "accuracy_vs_time.png", metric,
                             eval_set, colours, where)
-    read, accepted, said = analysis_reader(cfg, results), _accepted(cfg, results), flags(cfg, results)
-    stale = _status(cfg, results).get("stale_runs")
+    # the arms' flags from the evaluations read above (the base arms' among them), not read again
+    read, accepted = analysis_reader(cfg, results), _accepted(cfg, results)
+    said, stale = _flags(cfg, evals, _bases(cfg), _overran(cfg, results)), _status(cfg, results).get("stale_runs")
     table, paired, diffs = read("contrasts", "contrasts"), read("paired", "paired"), read("differences")
     table = table[(table["metric"] == metric) & (table["eval_set"] == eval_set)]
     # the tables' words beside each bar; beside each panel of every evaluation, those about its arms (the points
@@ -330,18 +331,20 @@ def headline(cfg: dict, results: Path, runs: dict[str, str] | None = None) -> pd
 
 
 def tables_step(cfg: dict, results: Path) -> None:
-    for name, (df, title, note) in _tables(cfg, results).items():
+    for name, (df, title, note) in _tables(cfg, results, analysis_reader(cfg, results), flags(cfg, results)).items():
         tables.write_table(df, Path(results) / "tables" / name, title=title, note=note)
 
 
-def _tables(cfg: dict, results: Path) -> dict[str, tuple[pd.DataFrame, str, str]]:
-    """name -> (table, title, note) of every table the tables step writes, from the study's held analysis files."""
-    results, accepted, read = Path(results), _accepted(cfg, results), analysis_reader(cfg, results)
+def _tables(cfg: dict, results: Path, read: Callable[..., pd.DataFrame], said: dict
+            ) -> dict[str, tuple[pd.DataFrame, str, str]]:
+    """name -> (table, title, note) of every table the tables step writes, from the study's analysis files as `read`
+    (analysis_reader's) holds them and its arms' flags `said` (flags')."""
+    results, accepted = Path(results), _accepted(cfg, results)
     table, paired = read("contrasts", "contrasts"), read("paired", "paired")
     out = tables.study_tables(table, paired, _status(cfg, results), read("drift", "drift"), read("stages"),
                               read("groups"), read("budget_share"), read("extrapolation"),
                               cfg["analysis"]["drift_gap"], read("robustness"), cfg["analysis"]["clock"], accepted,
-                              flags(cfg, results))
+                              said)
     metric, eval_set = _headline(cfg)
     a = cfg["analysis"]
     planned = power.plan(paired[(paired["metric"] == metric) & (paired["eval_set"] == eval_set)], a["margin"],
@@ -351,16 +354,16 @@ def _tables(cfg: dict, results: Path) -> dict[str, tuple[pd.DataFrame, str, str]
     return out
 
 
-def held_tables(cfg: dict, results: Path) -> None:
+def held_tables(cfg: dict, results: Path, read: Callable[..., pd.DataFrame], said: dict) -> None:
     """Refuse a CSV of the tables step (tables/<name>.csv) that is not the table the study's analysis files give now:
     one edited by hand, or an older copy put back, is a verdict the analysis does not give, and Snakemake, which
     reruns the summary after it (its mtime is newer), would otherwise print the summary beside it without a word.
     The markdown and HTML copies are renderings of the same frame and are not read back; a study whose tables step
-    has not run (a step run by hand before it: no headline.csv) has no table to hold."""
+    has not run (a step run by hand before it: no headline.csv) has no table to hold. `read`, `said`: as _tables'."""
     folder = Path(results) / "tables"
     if not (folder / "headline.csv").exists():
         return
-    for name, (df, _, _) in _tables(cfg, results).items():
+    for name, (df, _, _) in _tables(cfg, results, read, said).items():
         if (folder / f"{name}.csv").exists():
             tables.held_csv(folder / f"{name}.csv", df)
 
@@ -371,9 +374,14 @@ def power_note(margin: float, alpha: float) -> str:
             f"margin). mean, sd: of the per-seed differences now.\n{power.ASSUMPTION}")
 
 
+def _bases(cfg: dict) -> list[str]:
+    """The study's base arms: where a floor at the first evaluation is looked for."""
+    return sorted({b for _, b in study_config.pairs(cfg)})
+
+
 def _base_evals(cfg: dict, results: Path) -> tuple[pd.DataFrame, list[str]]:
-    """(the evaluations of the study's base arms, those arms): where a floor at the first evaluation is looked for."""
-    bases = sorted({b for _, b in study_config.pairs(cfg)})
+    """(the evaluations of the study's base arms, those arms)."""
+    bases = _bases(cfg)
     loaded = runs.load(results, bases, cfg["seeds"], cfg["evaluation"]["sets"], False, cfg["analysis"]["clock"],
                        cfg["arms"])
     return runs.evals_frame(loaded), bases
@@ -421,13 +429,14 @@ def _flags(cfg: dict, evals: pd.DataFrame, bases: list[str], overran: pd.DataFra
 def summary_step(cfg: dict, results: Path) -> None:
     """summary.md (printed at the end of a run) and summary.rst (the report's first page)."""
     results, read = Path(results), analysis_reader(cfg, results)
-    held_tables(cfg, results)  # the summary is printed beside them: never beside tables it does not agree with
-    status, accepted = _status(cfg, results), _accepted(cfg, results)
     (evals, bases), overran = _base_evals(cfg, results), _overran(cfg, results)
+    said = _flags(cfg, evals, bases, overran)
+    held_tables(cfg, results, read, said)  # the summary is printed beside them: never beside tables it disagrees with
+    status, accepted = _status(cfg, results), _accepted(cfg, results)
     text = summary.lines(cfg["study"], read("contrasts", "contrasts"), tables.prereg_note(status),
                          str(results), cfg["analysis"]["clock"], read("robustness"),
                          [*summary.accepted_warnings(accepted), *_floors(cfg, evals, bases), *_overruns(overran)],
-                         stale=status.get("stale_runs"), accepted=accepted, flags=_flags(cfg, evals, bases, overran))
+                         stale=status.get("stale_runs"), accepted=accepted, flags=said)
     store.write_text(summary.markdown(text), results / "summary.md")
     store.write_text(summary.rst(text, summary.DESCRIPTION.read_text()), results / "summary.rst")
     print(summary.markdown(text), end="")
