@@ -341,7 +341,10 @@ def edited_while_running(planned: list[dict], before: set[str]) -> list[str]:
     then, perhaps edited, under the identity the job checked when it began. A plugin whose code was all imported
     when the job began ran as checked, whatever its files say at the end: no words."""
     changed = changed_since(planned)
-    late = sorted(m for m in set(sys.modules) - before if m.partition(".")[0] in _code_tops(planned)) if changed else []
+    if not changed:
+        return []
+    tops = _code_tops(planned)  # once: every module imported since is looked up in it
+    late = sorted(m for m in set(sys.modules) - before if m.partition(".")[0] in tops)
     return [f"{words} (imported during the run: {', '.join(late)})" for words in changed] if late else []
 
 
