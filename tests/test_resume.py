@@ -18,7 +18,7 @@ import torch
 
 from conftest import ROOT
 from mcgrpo.analysis import alike
-from mcgrpo.train import checkpoint, models
+from mcgrpo.train import attempts, checkpoint, models
 from mcgrpo.core import config as study_config, layout, manifest as run_manifest, run_data, store
 from mcgrpo import studies
 from mcgrpo import data
@@ -112,6 +112,47 @@ def test_interrupted_run_resumes_to_the_same_parquet(inputs, tmp_path, sig, stat
         (out / "run.json").read_text())["versions"].items()
     assert first["machine"]["device"] == "cpu" and alike.kept([first, second]) == [first, second]
     assert run_manifest.problems(out) == []  # sealed last, over every file the resumed run wrote
+
+
+SLOW_IMPORT = """import os, pathlib, time
+if os.environ.get("SLOW_IMPORT"):  # in the job, not in the test that plans its run
+    pathlib.Path(__file__).with_name("importing").touch()
+    time.sleep(3)  # a plugin whose import takes seconds (it imports torch, a model, ...)
+from mcgrpo import api
+
+
+class Outcome:
+    def __call__(self, rollouts, ctx):
+        advantages = api.group_advantages(rollouts.grouped(rollouts.rewards), ctx.advantage_eps)
+        return api.Credit(api.per_token(advantages, rollouts))
+"""
+
+
+@pytest.mark.slow
+def test_a_preemption_while_the_job_imports_its_plugin_ends_as_a_preemption(inputs, tmp_path, monkeypatch):
+    """The job checks its plugins (imports them) before it builds its trainer: SIGTERM then is caught, the trainer
+    checkpoints at its first boundary and the job exits 75 (requeued or retried, resuming), not 143 (failed)."""
+    command, _, cfg = inputs
+    (tmp_path / "slow_credit.py").write_text(SLOW_IMPORT)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "slow_credit", raising=False)  # forgotten after the test
+    with_plugin = copy.deepcopy(cfg)
+    with_plugin["arms"]["mc_k2"]["credit"] = {"slow_credit:Outcome": {}}
+    planned = command(tmp_path / "run", with_plugin)
+    monkeypatch.delitem(sys.modules, "slow_credit")
+    out = tmp_path / "run"
+    proc = subprocess.Popen(planned, env={**ENV, "PYTHONPATH": f"{ENV['PYTHONPATH']}:{tmp_path}", "SLOW_IMPORT": "1"},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while not (tmp_path / "importing").exists():
+        assert proc.poll() is None and time.time() < deadline, proc.stderr.read()[-3000:]
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGTERM)
+    err = proc.communicate(timeout=300)[1]
+    assert proc.returncode == 75, err[-3000:]
+    (first,) = json.loads((out / "checkpoints" / attempts.FILE).read_text())["attempts"]
+    assert first["outcome"] == "interrupted" and first["signal"] == "SIGTERM" and first["iterations"] >= 1
+    assert not (out / "run.json").exists()
 
 
 @pytest.mark.slow

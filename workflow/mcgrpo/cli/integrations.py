@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mcgrpo.cli.common import _files, _format, _seed, _training_run
 from mcgrpo.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from mcgrpo.train.job import Stops
 
 
 def ingest(args) -> None:
@@ -64,19 +68,23 @@ def _report_ingest(block: dict) -> None:
     print(f"stored {block['folder']} as steps 1..{block['stop_step']} of the run, {len(block['points'])} points")
 
 
-def _train_run(run: dict, files: dict[str, str], names: tuple[str, str], backend: str) -> None:
+def _train_run(run: dict, files: dict[str, str], names: tuple[str, str], backend: str,
+               stops: Stops | None = None) -> None:
     """The train job of a run, by who makes it: mcgrpo's trainer, TRL's (a TRL arm), or a finished TRL folder
-    stored (an ingested arm: mcgrpo.integrations.ingest)."""
+    stored (an ingested arm: mcgrpo.integrations.ingest). `stops`: the stop signals caught since the job began
+    (mcgrpo.train.job.Stops)."""
     from mcgrpo.train import job
     trainer = run["arm_config"].get("trainer") or {}
     if "ingested" in trainer:
+        if stops:
+            stops.release()
         from mcgrpo.integrations import ingest as trl_ingest
         return _report_ingest(trl_ingest.store_arm_run(run, files))
     runner = None
     if "trl" in trainer:  # TRL's GRPOTrainer under the protocol
         from mcgrpo.integrations.trl import TRLRun
         runner = TRLRun.for_job
-    job.train(run, files, names, backend, runner)
+    job.train(run, files, names, backend, runner, stops)
 
 
 COMMANDS = {"ingest": (ingest, _ingest_arguments)}

@@ -141,7 +141,8 @@ def train(args) -> None:
       python -m mcgrpo train --config config/config.yaml --arm mc_k4 --seed 1
     """
     from mcgrpo.train import job
-    job.logged(args.failed_log, lambda: _train_run(*_training_run(args), _tracking(args)))
+    stops = job.Stops.catch()  # before the plugins are checked (imported): a preemption then still exits 75
+    job.logged(args.failed_log, lambda: _train_run(*_training_run(args), _tracking(args), stops))
 
 
 def _train_arguments(v: argparse.ArgumentParser) -> None:

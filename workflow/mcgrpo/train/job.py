@@ -33,8 +33,42 @@ def logged(failed_log: str | None, work: Callable[[], None]) -> None:
         raise
 
 
+class Stops:
+    """The stop signals a job has caught, SIGTERM or SIGUSR1 (what SLURM sends before a time limit or a
+    preemption), from the job's first moment: checking its plugins as planned imports their code, and importing
+    torch takes seconds, and a signal in those seconds must still end the attempt as a preemption (status 75, once
+    the trainer has checkpointed), not kill the job (143)."""
+
+    def __init__(self) -> None:
+        self.caught: list[str] = []
+        self.trainer = None  # set once built: asked to stop at its next iteration boundary
+
+    @classmethod
+    def catch(cls) -> "Stops":
+        import signal
+        stops = cls()
+        for sig in (signal.SIGTERM, signal.SIGUSR1):
+            signal.signal(sig, stops._request)
+        return stops
+
+    def _request(self, signum, frame) -> None:
+        import signal
+        self.caught.append(signal.Signals(signum).name)
+        if self.trainer is not None:
+            self.trainer.stop_requested = True
+
+    def release(self) -> None:
+        """Give the signals back to their default, for a job with no trainer to checkpoint (an ingest): one caught
+        already ends the job now, as it would have uncaught."""
+        import signal
+        for sig in (signal.SIGTERM, signal.SIGUSR1):
+            signal.signal(sig, signal.SIG_DFL)
+        for name in self.caught[:1]:
+            signal.raise_signal(signal.Signals[name])
+
+
 def train(run: dict, files: dict[str, str], names: tuple[str, str], backend: str,
-          runner: Callable | None = None) -> None:
+          runner: Callable | None = None, stops: Stops | None = None) -> None:
     """One run (arm, seed): resume from its newest checkpoint, train to the budget, write its Parquet.
 
     `files` names the model, data, budget and out folder; `names` is (study, arm), what messages and trackers
@@ -50,18 +84,8 @@ def train(run: dict, files: dict[str, str], names: tuple[str, str], backend: str
     to Snakemake's retry. The final checkpoint stays (the workflow removes it once Snakemake has the outputs): a run ended by its job
     after finishing is written again from it, not trained again. Each attempt is logged and kept in run.json.
     """
-    import signal
+    stops = stops or Stops.catch()  # the CLI catches them before it checks the plugins (Stops)
     imported = set(sys.modules)  # the plugins' code the job checked as planned (mcgrpo.cli.common._as_planned)
-    signals = []  # caught before the heavy imports: importing torch takes seconds
-
-    def request_stop(signum, frame):
-        signals.append(signal.Signals(signum).name)
-        if trainer is not None:
-            trainer.stop_requested = True
-
-    trainer = None
-    for sig in (signal.SIGTERM, signal.SIGUSR1):
-        signal.signal(sig, request_stop)
     import torch
     from mcgrpo.train import attempts, models, requeue, tracking
     from mcgrpo import data
@@ -89,7 +113,8 @@ def train(run: dict, files: dict[str, str], names: tuple[str, str], backend: str
         store.remove_orphans(folder)
     trainer = (runner or mcgrpo_trainer)(run, model, tokenizer, pool, evals, B, out / "checkpoints", tracker, arm,
                                          checkpoint_identity(identity, trained_on, started_from))
-    trainer.stop_requested = bool(signals)
+    stops.trainer = trainer
+    trainer.stop_requested = bool(stops.caught)
     # what this attempt trains with (its engine built): a run resumed under another stack or on another machine is
     # told by the alike check (mcgrpo.analysis.alike), which run.json's versions and hardware, the last attempt's, hide
     attempts.note(out / "checkpoints", history, stack=stack(run), machine=hardware(model))
@@ -98,7 +123,7 @@ def train(run: dict, files: dict[str, str], names: tuple[str, str], backend: str
     except Interrupted:
         # recorded; under SLURM, the job requeued where the attempt made progress (no Snakemake retry spent)
         requeue.end_interrupted(out / "checkpoints", history, f"{study}.train.{arm}.s{run['seed']}",
-                                signal=signals[0], resumed_at=trainer.resumed_at, iterations=trainer.next_iteration,
+                                signal=stops.caught[0], resumed_at=trainer.resumed_at, iterations=trainer.next_iteration,
                                 checkpoint_seconds=trainer.checkpoint_seconds)
         raise
     finally:
