@@ -216,7 +216,9 @@ def screen(args) -> None:
       python -m mcgrpo screen --config config/studies/dense.yaml --arm mc_k4
     """
     from mcgrpo import screen as screening
-    cfg = _config(args)
+    from mcgrpo.train import contract
+    with contract.imports_checked():  # its plugins' first import, held to what the jobs hold theirs to
+        cfg = _config(args)
     # with --json, stdout holds the one object alone: what a plugin prints while it is measured goes to stderr
     with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
         table, folder, curve_from = screening.screen(cfg, args.arm, args.batches, args.out, args.curve, args.budget,

@@ -147,6 +147,13 @@ def imported(subject: Subject, load: Callable[[], Any]) -> Any:
     return out
 
 
+def imports_checked():
+    """A block whose loads of plugins are each held to `imported`: where a verb's validation of its study config is
+    its process's first import of the plugins (mcgrpo screen, train --config by hand), as a job's first import is
+    (mcgrpo.cli.common._as_planned), so that what it measures comes from a process the jobs would accept."""
+    return plugins.imports_checked(lambda kind, name, key, load: imported(Subject.of(kind, name, key), load))
+
+
 IMPORTED = ("a module that changes none of the process's global state when it is imported (torch's settings and kernel "
             "flags, numpy's error handling, the working folder, sys.path but appending, os.environ but adding): set "
             "what a computation needs inside the call that needs it, and restore it there (docs/plugins.md)")
