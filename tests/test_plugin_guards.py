@@ -317,8 +317,52 @@ def test_a_selector_that_hides_generated_groups_is_named(tiny, world):
 
 def test_a_verifier_that_does_not_return_a_bool_is_named(tiny, world):
     message, _ = _failure({"recipe": {"reward_verifier": f"{HERE}:says_yes"}}, tiny, world)
+    assert message.startswith(f"verifier '{HERE}:says_yes' (arms.bad.recipe.reward_verifier) in training arm bad seed "
+                              "1, iteration 0: it returned 'yes' for completion 0, not a bool; allowed: True or False")
+
+
+def test_a_verifier_the_study_sets_is_named_by_the_studys_key(tiny, world):
+    """Each message names the key in force: the recipe's where no arm sets its own (above: the arm's)."""
+    message, _ = _failure({"credit": {"rloo": {}}}, tiny, world, recipe__reward_verifier=f"{HERE}:says_yes")
     assert message.startswith(f"verifier '{HERE}:says_yes' (recipe.reward_verifier) in training arm bad seed 1, "
-                              "iteration 0: it returned 'yes' for completion 0, not a bool; allowed: True or False")
+                              "iteration 0: it returned 'yes' for completion 0"), message
+
+
+def yes_to_marked(text, reference):
+    """The default verdict, but 'yes' for a text ending in the mark JudgesMarked appends."""
+    return "yes" if text.endswith("#") else api.is_correct(text, reference)
+
+
+class JudgesMarked:
+    """Outcome-only credit that also judges its texts marked, as a rule judges its continuations (api.rewards)."""
+
+    def __call__(self, rollouts, ctx):
+        answers = [p["answer"] for p in rollouts.problems for _ in range(rollouts.group_size)]
+        api.rewards([t + "#" for t in rollouts.texts], answers, ctx)
+        return api.Credit(api.per_token(api.group_advantages(rollouts.grouped(rollouts.rewards), ctx.advantage_eps),
+                                        rollouts))
+
+
+def test_a_verifier_a_credit_rule_judges_with_is_named_by_the_arms_key(tiny, world):
+    message, _ = _failure({"credit": {f"{HERE}:JudgesMarked": {}},
+                           "recipe": {"reward_verifier": f"{HERE}:yes_to_marked"}}, tiny, world)
+    assert message.startswith(f"verifier '{HERE}:yes_to_marked' (arms.bad.recipe.reward_verifier) in training arm bad "
+                              "seed 1, iteration 0: it returned 'yes' for completion 0"), message
+
+
+def test_the_alignment_along_training_names_the_arms_verifier_by_the_arms_key(tiny, world):
+    """The probes along training reward with the run's recipe, the arm's own verifier: named by the arm's key too."""
+    along = {"arms": ["bad"], "every": 1, "batches": 1, "reference": {"k": 1, "cuts": 2}, "space": "lora",
+             "lora": {"rank": 2, "alpha": 4, "targets": ["q_proj", "v_proj"]}}
+    trainer = _trainer({"recipe": {"reward_verifier": "strict"}}, tiny, world, evaluation={"alignment": along})
+    assert trainer.verifier_key == trainer.along.verifier_key == "arms.bad.recipe.reward_verifier"
+
+
+def test_a_trl_arms_reward_names_its_verifier_by_the_arms_key():
+    from mcgrpo.integrations.trl import study_reward
+    cfg = studies.validate(edited_study(arms={"outcome": {}, "bad": {"recipe": {"reward_verifier": f"{HERE}:says_yes"}}}))
+    with pytest.raises(PluginError, match=r"^verifier '[^']+' \(arms.bad.recipe.reward_verifier\): it returned 'yes'"):
+        study_reward(study_config.run_config(cfg, "bad", 1), "bad")(["\\boxed{1}"], ["1"])
 
 
 def _gradient_tests_failure(rule: str, tiny, world) -> str:
@@ -1053,7 +1097,7 @@ def test_a_verifier_whose_verdict_drifts_between_batches_is_named(tiny, world):
     name = f"{HERE}:drifts"
     message, trainer = _failure({"recipe": {"reward_verifier": name}}, tiny, world)
     assert __import__("re").match(
-        rf"verifier '{name}' \(recipe.reward_verifier\) in training arm bad seed 1, iteration 1: it returned False, "
+        rf"verifier '{name}' \(arms.bad.recipe.reward_verifier\) in training arm bad seed 1, iteration 1: it returned False, "
         r"then True for a completion of its last batch judged again in this one \(text .*, reference '[^']+'\); "
         r"allowed: True or False", message), message
     assert trainer.updates == 1  # the first batch's rewards trained, none judged after the switch
@@ -1065,7 +1109,7 @@ def test_a_verifier_whose_verdict_varies_for_the_same_text_is_named(verifier, ti
     name = f"{HERE}:{verifier}"
     message, trainer = _failure({"recipe": {"reward_verifier": name}}, tiny, world)
     found = __import__("re").match(
-        rf"verifier '{name}' \(recipe.reward_verifier\) in training arm bad seed 1, iteration (\d+): it returned "
+        rf"verifier '{name}' \(arms.bad.recipe.reward_verifier\) in training arm bad seed 1, iteration (\d+): it returned "
         r"(True|False), then (True|False) for completion (\d+) judged again \(text .*, reference '[^']+'\); allowed: "
         r"True or False \(or 1 / 0\) for every completion, the same each time for the same \(text, reference\)",
         message)

@@ -331,10 +331,19 @@ def uses(arm: dict, recipe: dict, key: str) -> list[tuple[str, str, dict, str]]:
         credit, where = (options or {}, f"{where}.shuffled") if name == "shuffled" else ({}, where)
     found += [("selection", name, options or {}, f"{key}.selection") for name, options in
               (arm.get("selection") or {}).items()]
-    own = (arm.get("recipe") or {}).get("reward_verifier")
-    verifier, where = (own, f"{key}.recipe.reward_verifier") if own else (recipe.get("reward_verifier", "default"),
-                                                                          "recipe.reward_verifier")
+    verifier, where = reward_verifier(arm, recipe, key)
     return found + [("verifier", verifier, {}, where)]
+
+
+STUDY_VERIFIER = "recipe.reward_verifier"
+
+
+def reward_verifier(arm: dict, recipe: dict, key: str) -> tuple[str, str]:
+    """(name, config key) of the verifier that rewards an arm (`key`: the arm's, arms.<arm>): its own recipe's
+    where it sets one, else the recipe's (a run's merged recipe holds either, but not which key set it). Every
+    message about the verifier names this key, the one the user must edit."""
+    own = (arm.get("recipe") or {}).get("reward_verifier")
+    return (own, f"{key}.recipe.reward_verifier") if own else (recipe.get("reward_verifier", "default"), STUDY_VERIFIER)
 
 
 def identities(arm: dict, recipe: dict, key: str = "arm") -> list[dict]:
