@@ -1134,3 +1134,64 @@ def test_same_compares_a_plugins_attributes_by_value():
     twin = CountsPartly()
     twin.me, twin.summed = twin, nan.copy()
     assert same(loop, twin) and not same(loop, CountsPartly())
+
+
+class SignalledInside:
+    """Outcome-only credit during whose call the job gets SIGUSR1, as a call that never returns gets SLURM's signal
+    before its time limit."""
+
+    def __call__(self, rollouts, ctx):
+        import os
+        import signal
+        os.kill(os.getpid(), signal.SIGUSR1)
+        return api.Credit(api.per_token(api.group_advantages(rollouts.grouped(rollouts.rewards), ctx.advantage_eps),
+                                        rollouts))
+
+
+def test_a_stop_signal_during_a_plugin_call_names_the_call_in_the_jobs_log(tiny, world, capsys):
+    """A train job stops at its iteration's end; a call that never returns never reaches it, and the job's log must
+    say which plugin call it was waiting on."""
+    import signal
+    from mcgrpo.core.errors import Interrupted
+    from mcgrpo.train import job
+    trainer = _trainer({"credit": {f"{HERE}:SignalledInside": {}}}, tiny, world)
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGUSR1)}
+    try:
+        job.Stops.catch().trainer = trainer
+        with pytest.raises(Interrupted):
+            trainer.run(max_iterations=3)
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+    assert (f"mcgrpo: SIGUSR1 caught during a plugin call, credit rule '{HERE}:SignalledInside' (arms.bad.credit) in "
+            f"training arm bad seed 1, iteration 0 (running for 0 s): the run checkpoints and stops once that call "
+            f"returns") in capsys.readouterr().err
+    assert trainer.next_iteration == 1  # the call returned: it stopped at that iteration's end
+
+
+HUNG = """
+import os, signal
+from mcgrpo.train import contract, job
+def hangs():
+    os.kill(os.getpid(), signal.SIGTERM)
+    while True:
+        pass
+with job.named_when_stopped():
+    contract.Subject.of("credit", "my_rules:Loops", "arms.mine.credit").call(hangs)
+"""
+
+
+def test_a_job_without_a_trainer_names_the_plugin_call_it_is_ended_during(tmp_path):
+    """The gradient tests, calibration or a screen (no checkpoint to write) end on the signal as before, their log
+    naming the plugin call that was running: here one that never returns."""
+    import signal
+    import subprocess
+    import sys
+    from conftest import ROOT
+    done = subprocess.run([sys.executable, "-c", HUNG], capture_output=True, text=True, timeout=120,
+                          env={"PYTHONPATH": str(ROOT / "workflow"), "PATH": "/usr/bin:/bin"})
+    from mcgrpo.cli import train as verbs
+    assert all(hasattr(getattr(verbs, v), "__wrapped__") for v in ("calibrate", "gradient_tests", "screen"))
+    assert done.returncode == -signal.SIGTERM, done.stderr
+    assert ("mcgrpo: SIGTERM caught during a plugin call, credit rule 'my_rules:Loops' (arms.mine.credit) (running "
+            "for 0 s): the job ends") in done.stderr
