@@ -14,6 +14,7 @@ from mcgrpo.cli.common import (_as_planned, _config, _files, _format, _json, _po
 from mcgrpo.cli.integrations import _train_run
 from mcgrpo.core import config as study_config, store
 
+
 def _named_when_stopped(verb):
     """`verb` run inside job.named_when_stopped: a job with plugins to call and no trainer to checkpoint, whose log
     then names the plugin call a stop signal (SLURM's time limit) came during."""
