@@ -194,7 +194,7 @@ def test_a_plugin_rebuilt_at_a_checkpoint_cannot_change_the_rest_of_the_run(tiny
 def test_a_verifier_that_leaves_numpy_raising_is_named(tiny, world, process):
     name = f"{HERE}:judges_under_raise"
     message, _ = _stopped({"recipe": {"reward_verifier": name}}, tiny, world, max_iterations=1)
-    assert message.startswith(f"verifier '{name}' (recipe.reward_verifier) in training arm bad seed 1, "
+    assert message.startswith(f"verifier '{name}' (arms.bad.recipe.reward_verifier) in training arm bad seed 1, "
                               "iteration 0: it changed numpy's error handling (np.seterr)['divide'] from 'warn' to "
                               "'raise' and left it so"), message
 

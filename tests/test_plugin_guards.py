@@ -317,8 +317,52 @@ def test_a_selector_that_hides_generated_groups_is_named(tiny, world):
 
 def test_a_verifier_that_does_not_return_a_bool_is_named(tiny, world):
     message, _ = _failure({"recipe": {"reward_verifier": f"{HERE}:says_yes"}}, tiny, world)
+    assert message.startswith(f"verifier '{HERE}:says_yes' (arms.bad.recipe.reward_verifier) in training arm bad seed "
+                              "1, iteration 0: it returned 'yes' for completion 0, not a bool; allowed: True or False")
+
+
+def test_a_verifier_the_study_sets_is_named_by_the_studys_key(tiny, world):
+    """Each message names the key in force: the recipe's where no arm sets its own (above: the arm's)."""
+    message, _ = _failure({"credit": {"rloo": {}}}, tiny, world, recipe__reward_verifier=f"{HERE}:says_yes")
     assert message.startswith(f"verifier '{HERE}:says_yes' (recipe.reward_verifier) in training arm bad seed 1, "
-                              "iteration 0: it returned 'yes' for completion 0, not a bool; allowed: True or False")
+                              "iteration 0: it returned 'yes' for completion 0"), message
+
+
+def yes_to_marked(text, reference):
+    """The default verdict, but 'yes' for a text ending in the mark JudgesMarked appends."""
+    return "yes" if text.endswith("#") else api.is_correct(text, reference)
+
+
+class JudgesMarked:
+    """Outcome-only credit that also judges its texts marked, as a rule judges its continuations (api.rewards)."""
+
+    def __call__(self, rollouts, ctx):
+        answers = [p["answer"] for p in rollouts.problems for _ in range(rollouts.group_size)]
+        api.rewards([t + "#" for t in rollouts.texts], answers, ctx)
+        return api.Credit(api.per_token(api.group_advantages(rollouts.grouped(rollouts.rewards), ctx.advantage_eps),
+                                        rollouts))
+
+
+def test_a_verifier_a_credit_rule_judges_with_is_named_by_the_arms_key(tiny, world):
+    message, _ = _failure({"credit": {f"{HERE}:JudgesMarked": {}},
+                           "recipe": {"reward_verifier": f"{HERE}:yes_to_marked"}}, tiny, world)
+    assert message.startswith(f"verifier '{HERE}:yes_to_marked' (arms.bad.recipe.reward_verifier) in training arm bad "
+                              "seed 1, iteration 0: it returned 'yes' for completion 0"), message
+
+
+def test_the_alignment_along_training_names_the_arms_verifier_by_the_arms_key(tiny, world):
+    """The probes along training reward with the run's recipe, the arm's own verifier: named by the arm's key too."""
+    along = {"arms": ["bad"], "every": 1, "batches": 1, "reference": {"k": 1, "cuts": 2}, "space": "lora",
+             "lora": {"rank": 2, "alpha": 4, "targets": ["q_proj", "v_proj"]}}
+    trainer = _trainer({"recipe": {"reward_verifier": "strict"}}, tiny, world, evaluation={"alignment": along})
+    assert trainer.verifier_key == trainer.along.verifier_key == "arms.bad.recipe.reward_verifier"
+
+
+def test_a_trl_arms_reward_names_its_verifier_by_the_arms_key():
+    from mcgrpo.integrations.trl import study_reward
+    cfg = studies.validate(edited_study(arms={"outcome": {}, "bad": {"recipe": {"reward_verifier": f"{HERE}:says_yes"}}}))
+    with pytest.raises(PluginError, match=r"^verifier '[^']+' \(arms.bad.recipe.reward_verifier\): it returned 'yes'"):
+        study_reward(study_config.run_config(cfg, "bad", 1), "bad")(["\\boxed{1}"], ["1"])
 
 
 def _gradient_tests_failure(rule: str, tiny, world) -> str:
@@ -1053,7 +1097,7 @@ def test_a_verifier_whose_verdict_drifts_between_batches_is_named(tiny, world):
     name = f"{HERE}:drifts"
     message, trainer = _failure({"recipe": {"reward_verifier": name}}, tiny, world)
     assert __import__("re").match(
-        rf"verifier '{name}' \(recipe.reward_verifier\) in training arm bad seed 1, iteration 1: it returned False, "
+        rf"verifier '{name}' \(arms.bad.recipe.reward_verifier\) in training arm bad seed 1, iteration 1: it returned False, "
         r"then True for a completion of its last batch judged again in this one \(text .*, reference '[^']+'\); "
         r"allowed: True or False", message), message
     assert trainer.updates == 1  # the first batch's rewards trained, none judged after the switch
@@ -1065,7 +1109,7 @@ def test_a_verifier_whose_verdict_varies_for_the_same_text_is_named(verifier, ti
     name = f"{HERE}:{verifier}"
     message, trainer = _failure({"recipe": {"reward_verifier": name}}, tiny, world)
     found = __import__("re").match(
-        rf"verifier '{name}' \(recipe.reward_verifier\) in training arm bad seed 1, iteration (\d+): it returned "
+        rf"verifier '{name}' \(arms.bad.recipe.reward_verifier\) in training arm bad seed 1, iteration (\d+): it returned "
         r"(True|False), then (True|False) for completion (\d+) judged again \(text .*, reference '[^']+'\); allowed: "
         r"True or False \(or 1 / 0\) for every completion, the same each time for the same \(text, reference\)",
         message)
@@ -1090,3 +1134,64 @@ def test_same_compares_a_plugins_attributes_by_value():
     twin = CountsPartly()
     twin.me, twin.summed = twin, nan.copy()
     assert same(loop, twin) and not same(loop, CountsPartly())
+
+
+class SignalledInside:
+    """Outcome-only credit during whose call the job gets SIGUSR1, as a call that never returns gets SLURM's signal
+    before its time limit."""
+
+    def __call__(self, rollouts, ctx):
+        import os
+        import signal
+        os.kill(os.getpid(), signal.SIGUSR1)
+        return api.Credit(api.per_token(api.group_advantages(rollouts.grouped(rollouts.rewards), ctx.advantage_eps),
+                                        rollouts))
+
+
+def test_a_stop_signal_during_a_plugin_call_names_the_call_in_the_jobs_log(tiny, world, capsys):
+    """A train job stops at its iteration's end; a call that never returns never reaches it, and the job's log must
+    say which plugin call it was waiting on."""
+    import signal
+    from mcgrpo.core.errors import Interrupted
+    from mcgrpo.train import job
+    trainer = _trainer({"credit": {f"{HERE}:SignalledInside": {}}}, tiny, world)
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGUSR1)}
+    try:
+        job.Stops.catch().trainer = trainer
+        with pytest.raises(Interrupted):
+            trainer.run(max_iterations=3)
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+    assert (f"mcgrpo: SIGUSR1 caught during a plugin call, credit rule '{HERE}:SignalledInside' (arms.bad.credit) in "
+            f"training arm bad seed 1, iteration 0 (running for 0 s): the run checkpoints and stops once that call "
+            f"returns") in capsys.readouterr().err
+    assert trainer.next_iteration == 1  # the call returned: it stopped at that iteration's end
+
+
+HUNG = """
+import os, signal
+from mcgrpo.train import contract, job
+def hangs():
+    os.kill(os.getpid(), signal.SIGTERM)
+    while True:
+        pass
+with job.named_when_stopped():
+    contract.Subject.of("credit", "my_rules:Loops", "arms.mine.credit").call(hangs)
+"""
+
+
+def test_a_job_without_a_trainer_names_the_plugin_call_it_is_ended_during(tmp_path):
+    """The gradient tests, calibration or a screen (no checkpoint to write) end on the signal as before, their log
+    naming the plugin call that was running: here one that never returns."""
+    import signal
+    import subprocess
+    import sys
+    from conftest import ROOT
+    done = subprocess.run([sys.executable, "-c", HUNG], capture_output=True, text=True, timeout=120,
+                          env={"PYTHONPATH": str(ROOT / "workflow"), "PATH": "/usr/bin:/bin"})
+    from mcgrpo.cli import train as verbs
+    assert all(hasattr(getattr(verbs, v), "__wrapped__") for v in ("calibrate", "gradient_tests", "screen"))
+    assert done.returncode == -signal.SIGTERM, done.stderr
+    assert ("mcgrpo: SIGTERM caught during a plugin call, credit rule 'my_rules:Loops' (arms.mine.credit) (running "
+            "for 0 s): the job ends") in done.stderr

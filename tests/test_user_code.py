@@ -288,6 +288,29 @@ def test_a_plugin_whose_module_sets_a_torch_flag_as_it_is_imported_is_refused_by
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize("verb", [["screen", "--arm", "mine", "--batches", "2"], ["train", "--arm", "mine", "--seed", "1"]])
+def test_a_plugin_whose_module_sets_a_torch_flag_as_it_is_imported_is_refused_by_hand_as_by_the_jobs(
+        verb, code, tmp_path, capsys):
+    """`mcgrpo screen` (and a train by hand, --config) first imports its plugins validating the study: the same check
+    as the jobs', naming the key, else the screen's numbers would come from a process the jobs refuse to compute in."""
+    import torch
+    import yaml
+    code("my_fast.py", "import torch\ntorch.backends.mkldnn.enabled = False\n" + RULE)
+    study = tmp_path / "s.yaml"
+    study.write_text(yaml.safe_dump(edited_study(results_dir=str(tmp_path / "results"),
+                                                 arms={"outcome": {}, "mine": {"credit": {"my_fast:Flat": {}}}})))
+    torch.backends.mkldnn.enabled = True
+    try:
+        assert cli.main([verb[0], "--config", str(study), *verb[1:], "--out", str(tmp_path / "o")]) == 2
+        assert torch.backends.mkldnn.enabled is False  # imported, and refused: nothing computed under it
+    finally:
+        torch.backends.mkldnn.enabled = True
+    assert ("error: credit rule 'my_fast:Flat' (arms.mine.credit): importing its module changed "
+            "torch.backends.mkldnn.enabled from True to False and left it so; allowed: a module that changes none"
+            ) in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
 def test_a_job_whose_plugins_are_as_planned_is_not_held_up(code):
     code("my_credit.py", "from my_helpers import CAP\n" + RULE)
     code("my_helpers.py", "CAP = 1.0\n")

@@ -28,8 +28,9 @@ toward B, as a credit rule's `Credit.tokens_generated` does in mcgrpo's trainer.
 it raises: a token that nothing counts would break the matched-compute comparison silently.
 
 Verifier (group `mcgrpo.verifier`): a function `(text, reference) -> bool`, the training reward when a study's
-`recipe.reward_verifier` names it, the same each time for the same pair (a sample is judged twice). Evaluation
-always reports the built-in default and strict verifiers (read by the study's `verifier.rule`).
+`recipe.reward_verifier` (or an arm's own, `arms.<arm>.recipe.reward_verifier`) names it, the same each time for the
+same pair (a sample is judged twice). Evaluation always reports the built-in default and strict verifiers (read by
+the study's `verifier.rule`).
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ def rewards(texts: Sequence[str], answers: Sequence[str], ctx: CreditContext) ->
     rollout: its verifier (`ctx.verifier`: default, strict or a verifier plugin) read by its `verifier.rule`
     (`ctx.rule`). What a rule that samples continuations scores them with; a prefix plus its continuation is
     `ctx.prompter.decode(prefix + continuation)`."""
-    return reward(score(texts, answers, ctx.rule), texts, answers, ctx.verifier)
+    return reward(score(texts, answers, ctx.rule), texts, answers, ctx.verifier, ctx.verifier_key)
 
 
 class CharacterPrompter:

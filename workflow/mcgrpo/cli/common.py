@@ -111,7 +111,9 @@ def _training_run(args) -> tuple[dict, dict[str, str], tuple[str, str]]:
             _names(args.label)
     if args.arm is None or args.seed is None:
         raise ConfigError("train --config names the run with --arm A --seed N")
-    cfg = study_config.select_base(_study(args.config))
+    from mcgrpo.train import contract
+    with contract.imports_checked():  # its plugins' first import, held to what a job holds its own to
+        cfg = study_config.select_base(_study(args.config))
     run = study_config.run_config(cfg, args.arm, args.seed)
     defaults = {"model": layout.model_path(cfg), "data": layout.data_dir(cfg), "budget": layout.budget_path(cfg),
                 "out": layout.run_dir(cfg, args.arm, args.seed)}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import sys
 
@@ -12,6 +13,18 @@ from mcgrpo.cli.common import (_as_planned, _config, _files, _format, _json, _po
                                _study_source, _threads, _tracking, _training_run, _typed)
 from mcgrpo.cli.integrations import _train_run
 from mcgrpo.core import config as study_config, store
+
+
+def _named_when_stopped(verb):
+    """`verb` run inside job.named_when_stopped: a job with plugins to call and no trainer to checkpoint, whose log
+    then names the plugin call a stop signal (SLURM's time limit) came during."""
+    @functools.wraps(verb)
+    def run(args) -> None:
+        from mcgrpo.train import job
+        with job.named_when_stopped():
+            verb(args)
+    return run
+
 
 # What the stages that load a model read (the rules name the files).
 MODEL = "the model folder or reference file"
@@ -79,6 +92,7 @@ def _warm_start_arguments(v: argparse.ArgumentParser) -> None:
                    help="warm-start even where the shipped checkpoint is this model's (make tiny-model)")
 
 
+@_named_when_stopped
 def calibrate(args) -> None:
     """Write the budget B, from the calibration run or as the config gives it.
 
@@ -169,6 +183,7 @@ def _train_arguments(v: argparse.ArgumentParser) -> None:
 GRADIENT_BLOCKS = ("task", "model", "engine", "recipe", "gradient_tests", "arms")  # gradient_tests_config's
 
 
+@_named_when_stopped
 def gradient_tests(args) -> None:
     """Run the gradient tests at the initial policy, one row per arm, batch and measure.
 
@@ -202,6 +217,7 @@ def _gradient_tests_arguments(v: argparse.ArgumentParser) -> None:
            {"--model": MODEL, "--data": DATA, "--out": "gradient_tests.parquet to write"})
 
 
+@_named_when_stopped
 def screen(args) -> None:
     """Screen one arm before training, by its gradient tests against outcome-only.
 
@@ -216,7 +232,9 @@ def screen(args) -> None:
       python -m mcgrpo screen --config config/studies/dense.yaml --arm mc_k4
     """
     from mcgrpo import screen as screening
-    cfg = _config(args)
+    from mcgrpo.train import contract
+    with contract.imports_checked():  # its plugins' first import, held to what the jobs hold theirs to
+        cfg = _config(args)
     # with --json, stdout holds the one object alone: what a plugin prints while it is measured goes to stderr
     with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
         table, folder, curve_from = screening.screen(cfg, args.arm, args.batches, args.out, args.curve, args.budget,

@@ -16,6 +16,8 @@ imports the plugin's module, not torch.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import functools
 import hashlib
@@ -27,7 +29,7 @@ import sys
 import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from mcgrpo.core import user_code
 from mcgrpo.core.errors import ConfigError
@@ -177,9 +179,32 @@ def _identified(kind: str, name: str, factory: Any, dist: str | None, key: str) 
     return Plugin(kind, name, factory, False, dist, version, digest, reached)
 
 
+# Where a verb sets one (`imports_checked`), what every load of a plugin that is not built in goes through
+_import_check: contextvars.ContextVar[Callable | None] = contextvars.ContextVar("mcgrpo_import_check", default=None)
+
+
+@contextlib.contextmanager
+def imports_checked(check: Callable[[str, str, str, Callable[[], Plugin]], Plugin]) -> Iterator[None]:
+    """Inside the block, each `load` of a plugin that is not built in is made as `check(kind, name, key, load)`: a
+    verb whose config's validation is its process's first import of the plugins (mcgrpo screen) holds that import
+    to what a job holds its own to (contract.imported), without this module importing torch."""
+    token = _import_check.set(check)
+    try:
+        yield
+    finally:
+        _import_check.reset(token)
+
+
 def load(kind: str, name: str, key: str) -> Plugin:
     """The plugin a config names at `key`; ConfigError naming the key, the plugin and the installed ones when
     there is none of that name."""
+    check = _import_check.get()
+    if check is None or name in BUILTIN[kind]:
+        return _load(kind, name, key)
+    return check(kind, name, key, lambda: _load(kind, name, key))
+
+
+def _load(kind: str, name: str, key: str) -> Plugin:
     declared = entry_points(kind).get(name, []) if ":" not in name else []
     if len(declared) > int(name not in BUILTIN[kind]):
         raise _ambiguous(kind, name, key, declared)
@@ -306,10 +331,19 @@ def uses(arm: dict, recipe: dict, key: str) -> list[tuple[str, str, dict, str]]:
         credit, where = (options or {}, f"{where}.shuffled") if name == "shuffled" else ({}, where)
     found += [("selection", name, options or {}, f"{key}.selection") for name, options in
               (arm.get("selection") or {}).items()]
-    own = (arm.get("recipe") or {}).get("reward_verifier")
-    verifier, where = (own, f"{key}.recipe.reward_verifier") if own else (recipe.get("reward_verifier", "default"),
-                                                                          "recipe.reward_verifier")
+    verifier, where = reward_verifier(arm, recipe, key)
     return found + [("verifier", verifier, {}, where)]
+
+
+STUDY_VERIFIER = "recipe.reward_verifier"
+
+
+def reward_verifier(arm: dict, recipe: dict, key: str) -> tuple[str, str]:
+    """(name, config key) of the verifier that rewards an arm (`key`: the arm's, arms.<arm>): its own recipe's
+    where it sets one, else the recipe's (a run's merged recipe holds either, but not which key set it). Every
+    message about the verifier names this key, the one the user must edit."""
+    own = (arm.get("recipe") or {}).get("reward_verifier")
+    return (own, f"{key}.recipe.reward_verifier") if own else (recipe.get("reward_verifier", "default"), STUDY_VERIFIER)
 
 
 def identities(arm: dict, recipe: dict, key: str = "arm") -> list[dict]:

@@ -43,6 +43,7 @@ import pandas as pd
 import torch
 from transformers import TrainerCallback
 
+from mcgrpo.core import plugins
 from mcgrpo.core.budget import unit as budget_unit
 from mcgrpo.core.clock import STAGES, StageClock
 from mcgrpo.core.errors import ConfigError, Interrupted, McgrpoError
@@ -437,14 +438,16 @@ class Setup:
     reward: Callable[..., list[float]]  # the study's verifier as a TRL reward function
 
 
-def study_reward(run: dict) -> Callable[..., list[float]]:
-    """The study's training reward (recipe.reward_verifier under verifier.rule) as a TRL reward function."""
-    verifier, rule = run["recipe"]["reward_verifier"], study_rule(run)
+def study_reward(run: dict, arm: str = "run") -> Callable[..., list[float]]:
+    """The study's training reward (the arm's reward_verifier under verifier.rule) as a TRL reward function; `arm`:
+    the arm's name, which names the verifier's config key where the arm sets its own (plugins.reward_verifier)."""
+    verifier, key = plugins.reward_verifier(run.get("arm_config") or {}, run["recipe"], f"arms.{arm}")
+    rule = study_rule(run)
 
     def reward(completions, answer, **_) -> list[float]:
         texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
         answers = [str(a) for a in answer]
-        return training_reward(score(texts, answers, rule), texts, answers, verifier).tolist()
+        return training_reward(score(texts, answers, rule), texts, answers, verifier, key).tolist()
 
     reward.__name__ = f"mcgrpo_{verifier}"  # what TRL's logs call it
     return reward
@@ -606,7 +609,7 @@ class TRLRun:
                                                   self.model.device.type == "cuda"))
         self.protocol.settings = settings(args)  # before the script sees it: what a change is recorded against
         return Setup(copy.deepcopy(self.cfg), self.model, self.tokenizer, args,  # the script's own copy: `run`
-                     stream_dataset(self.cfg, self.pool, steps), study_reward(self.cfg))
+                     stream_dataset(self.cfg, self.pool, steps), study_reward(self.cfg, self.arm))
 
     def build(self, setup: Setup):
         """The arm's GRPOTrainer: its script's (the script the run's identity names) or the default one."""

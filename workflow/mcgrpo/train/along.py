@@ -19,7 +19,7 @@ import copy
 
 import pandas as pd
 
-from mcgrpo.core import store
+from mcgrpo.core import plugins, store
 from mcgrpo.train import checkpoint, contract, engines
 from mcgrpo.train import credit as credit_rules
 from mcgrpo.train.gradients import fixed_batches, parameter_space, probe, reference_rule
@@ -45,6 +45,7 @@ class AlongTraining:
         keys = {cfg["arm"]: f"arms.{cfg['arm']}.credit"}  # what a message about a rule's broken credit names
         self.subjects = {name: contract.Subject.of("credit", *credit_rules.named(c, keys.get(name, f"controls.{name}")))
                          for name, c in credits.items()}
+        self.verifier_key = plugins.reward_verifier(cfg["arm_config"], cfg["recipe"], f"arms.{cfg['arm']}")[1]
         self.needs_reference = any(getattr(r, "needs_reference", False) for r in self.rules.values())
         self.reference_model = reference_model
         self.batches = fixed_batches(len(pool), spec["batches"], cfg["recipe"]["prompts_per_iteration"], spec["seed"])
@@ -71,4 +72,4 @@ class AlongTraining:
         ratio = log_ratio(policy, self.reference_model, self.tokenizer.pad_token_id) if self.needs_reference else None
         return probe(policy, self.tokenizer, self.problems, r, self.rules, reference_rule(spec["reference"]),
                      self.batches, spec["seed"], engine, prompter, params, ratio, rule=study_rule(self.cfg),
-                     subjects=self.subjects)
+                     subjects=self.subjects, verifier_key=self.verifier_key)

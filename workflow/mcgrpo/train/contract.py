@@ -42,6 +42,7 @@ import numbers
 import os
 import pickle
 import sys
+import time
 import traceback
 import zlib
 from dataclasses import dataclass
@@ -121,7 +122,8 @@ class Subject:
     def _guarded(self, function: Callable, *args, **options) -> Any:
         """`function(*args, **options)`; a plugin's exception becomes one line naming the plugin and where it was
         raised (the original chained as its cause, whose traceback the job prints first). mcgrpo's own errors, a
-        preemption, and a built-in's exceptions pass as they are."""
+        preemption, and a built-in's exceptions pass as they are. Noted as running while it runs (`running`)."""
+        _running.append((self._prefix(), time.monotonic()))
         try:
             return function(*args, **options)
         except (McgrpoError, Interrupted):
@@ -130,6 +132,21 @@ class Subject:
             if self.builtin:
                 raise
             raise PluginError(f"{self._prefix()}: raised {type(e).__name__}: {_first_line(e)}{_origin(e)}") from e
+        finally:
+            _running.pop()
+
+
+_running: list[tuple[str, float]] = []  # the plugin calls in progress, innermost last: (words, when it began)
+
+
+def running() -> str:
+    """The innermost plugin call in progress and how long it has run, in words ('' where none): what a job says when
+    a stop signal comes during one (mcgrpo.train.job), since a call that never returns (a loop in a credit rule)
+    would otherwise end at the job's time limit with no word of which plugin it was."""
+    if not _running:
+        return ""
+    words, began = _running[-1]
+    return f"{words} (running for {time.monotonic() - began:.0f} s)"
 
 
 def imported(subject: Subject, load: Callable[[], Any]) -> Any:
@@ -145,6 +162,13 @@ def imported(subject: Subject, load: Callable[[], Any]) -> Any:
     if changed:
         raise subject.broken(f"importing its module changed {changed} and left it so", IMPORTED)
     return out
+
+
+def imports_checked():
+    """A block whose loads of plugins are each held to `imported`: where a verb's validation of its study config is
+    its process's first import of the plugins (mcgrpo screen, train --config by hand), as a job's first import is
+    (mcgrpo.cli.common._as_planned), so that what it measures comes from a process the jobs would accept."""
+    return plugins.imports_checked(lambda kind, name, key, load: imported(Subject.of(kind, name, key), load))
 
 
 IMPORTED = ("a module that changes none of the process's global state when it is imported (torch's settings and kernel "

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from mcgrpo.core import progress
+from mcgrpo.core import plugins, progress
 from mcgrpo.core.seeds import stable_seed
 from mcgrpo.train import credit as credit_rules
 from mcgrpo.train import contract, engines, updates
@@ -169,10 +169,12 @@ def fixed_batches(pool_size: int, batches: int, prompts: int, seed: int) -> list
 def probe(model, tokenizer, problems: list[dict], recipe: dict, rules: dict[str, Callable], reference,
           batches: Sequence[np.ndarray], seed: int, engine, prompter, params, log_ratio_fn=None,
           log: Callable[[str], None] = lambda line: None, rule: str = "whole_box",
-          subjects: dict[str, contract.Subject] | None = None) -> pd.DataFrame:
+          subjects: dict[str, contract.Subject] | None = None,
+          verifier_key: str = plugins.STUDY_VERIFIER) -> pd.DataFrame:
     """The long table (arm, batch, measure, value) of every rule on every batch, at the model as it is. Each rule's
     credit is checked before any linear algebra (mcgrpo.train.contract; `subjects`: what its messages name each
-    rule, by default as a built-in), its sampled tokens counted by the engine it is handed."""
+    rule, by default as a built-in), its sampled tokens counted by the engine it is handed. `verifier_key`: the key
+    that names the recipe's reward_verifier (the study's here, a run's own arm's along training)."""
     subjects = subjects or {}
     r, pad_id = recipe, tokenizer.pad_token_id
     features = PolicyView(model, prompter, problems, pad_id, r["microbatch_size"]).features_function()
@@ -180,13 +182,14 @@ def probe(model, tokenizer, problems: list[dict], recipe: dict, rules: dict[str,
     for b, indices in enumerate(batches):
         seeds = [stable_seed(seed, "gradient-rollout", b, k) for k in range(len(indices) * r["group_size"])]
         batch = sample_groups(engine, prompter, [problems[j] for j in indices], r["group_size"],
-                              r["completion_limit"], seeds, r["reward_verifier"], rule)
+                              r["completion_limit"], seeds, r["reward_verifier"], rule, verifier_key)
 
         memo = Memo(engine)
 
         def context(tag: str, sampler=memo) -> CreditContext:
             return CreditContext(engine=sampler, prompter=PrompterView(prompter), limit=r["completion_limit"],
                                  verifier=r["reward_verifier"], rule=rule, advantage_eps=r["advantage_eps"],
+                                 verifier_key=verifier_key,
                                  seed=(seed, f"gradient-{tag}", b), features=features,
                                  log_ratio=log_ratio_fn)
 

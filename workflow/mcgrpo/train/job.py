@@ -7,11 +7,12 @@ the run's manifest (mcgrpo.core.manifest).
 
 from __future__ import annotations
 
+import contextlib
 import platform
 import sys
 import traceback
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from mcgrpo import __version__
 from mcgrpo.core import config as study_config, manifest, store
@@ -54,6 +55,8 @@ class Stops:
     def _request(self, signum, frame) -> None:
         import signal
         self.caught.append(signal.Signals(signum).name)
+        _say_running(self.caught[-1], "the run checkpoints and stops once that call returns (one that never returns "
+                                      "ends with the job, at its time limit)")
         if self.trainer is not None:
             self.trainer.stop_requested = True
 
@@ -65,6 +68,33 @@ class Stops:
             signal.signal(sig, signal.SIG_DFL)
         for name in self.caught[:1]:
             signal.raise_signal(signal.Signals[name])
+
+
+@contextlib.contextmanager
+def named_when_stopped() -> Iterator[None]:
+    """For a job with no trainer to checkpoint (calibrate, the gradient tests, screen): SIGTERM or SIGUSR1 ends it as
+    their default action does, after a line naming the plugin call in progress, if one is; else a call that never
+    returns would end at the job's time limit with no word of which plugin it was."""
+    import signal
+
+    def stop(signum, frame) -> None:
+        _say_running(signal.Signals(signum).name, "the job ends")
+        signal.signal(signum, signal.SIG_DFL)
+        signal.raise_signal(signum)
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGUSR1)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _say_running(signal_name: str, then: str) -> None:
+    """A line in the job's log naming the plugin call a stop signal came during (contract.running), if any."""
+    contract = sys.modules.get("mcgrpo.train.contract")  # not imported: no plugin has run
+    busy = contract.running() if contract is not None else ""
+    if busy:
+        print(f"mcgrpo: {signal_name} caught during a plugin call, {busy}: {then}", file=sys.stderr, flush=True)
 
 
 def train(run: dict, files: dict[str, str], names: tuple[str, str], backend: str,

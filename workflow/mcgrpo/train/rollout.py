@@ -151,22 +151,27 @@ class Rollouts:
 
 
 def sample_groups(engine: Engine, prompter: Prompter, problems: list[dict], group_size: int,
-                  limit: int, seeds: Sequence[int], verifier: str, rule: str = "whole_box") -> Rollouts:
-    """G completions per problem, seeds[r] driving completion r, rewarded by `verifier` of `rule`."""
+                  limit: int, seeds: Sequence[int], verifier: str, rule: str = "whole_box",
+                  verifier_key: str = plugins.STUDY_VERIFIER) -> Rollouts:
+    """G completions per problem, seeds[r] driving completion r, rewarded by `verifier` of `rule` (named by the config
+    key `verifier_key`)."""
     prompts = [prompter(p["question"]) for p in problems for _ in range(group_size)]
     completions = engine.generate(prompts, [limit] * len(prompts), seeds)
     texts = [prompter.decode(c.tokens) for c in completions]
     answers = [p["answer"] for p in problems for _ in range(group_size)]
     scores = score(texts, answers, rule)
-    return Rollouts(problems, group_size, prompts, completions, texts, scores, reward(scores, texts, answers, verifier))
+    return Rollouts(problems, group_size, prompts, completions, texts, scores,
+                    reward(scores, texts, answers, verifier, verifier_key))
 
 
-def reward(scores: Scores, texts: Sequence[str], answers: Sequence[str], verifier: str) -> np.ndarray:
-    """The training reward under the named verifier: a built-in's from the scores, a plugin's (recipe.reward_verifier
-    naming an installed verifier, mcgrpo.core.plugins) from its verdict on each text, whatever `verifier.rule`.
-    Evaluation always reports the built-in verifiers (of the study's rule): the yardstick stays the same whatever
-    an arm trains on. A plugin's verdicts are checked to be bools (mcgrpo.train.contract)."""
+def reward(scores: Scores, texts: Sequence[str], answers: Sequence[str], verifier: str,
+           key: str = plugins.STUDY_VERIFIER) -> np.ndarray:
+    """The training reward under the named verifier: a built-in's from the scores, a plugin's (an installed verifier,
+    mcgrpo.core.plugins) from its verdict on each text, whatever `verifier.rule`. `key`: the config key that names it
+    in the run (an arm's own, arms.<arm>.recipe.reward_verifier, else the recipe's: plugins.reward_verifier), which
+    its messages name. Evaluation always reports the built-in verifiers (of the study's rule): the yardstick stays
+    the same whatever an arm trains on. A plugin's verdicts are checked to be bools (mcgrpo.train.contract)."""
     if verifier in VERIFIERS:
         return scores.reward(verifier)
-    judge = plugins.load("verifier", verifier, "recipe.reward_verifier").factory
-    return contract.verdicts(contract.Subject.of("verifier", verifier, "recipe.reward_verifier"), judge, texts, answers)
+    judge = plugins.load("verifier", verifier, key).factory
+    return contract.verdicts(contract.Subject.of("verifier", verifier, key), judge, texts, answers)

@@ -22,7 +22,7 @@ import torch
 from mcgrpo.train import along, checkpoint
 from mcgrpo.train import credit as credit_rules
 from mcgrpo.train import contract, engines, selection, updates
-from mcgrpo.core import progress
+from mcgrpo.core import plugins, progress
 from mcgrpo.core.store import COLUMNS
 from mcgrpo.core.budget import unit as budget_unit
 from mcgrpo.core.ledger import Ledger
@@ -85,6 +85,7 @@ class Trainer:
             "credit", *credit_rules.named(cfg["arm_config"].get("credit"), f"arms.{arm}.credit"))
         self.selector_subject = contract.Subject.of(
             "selection", next(iter(cfg["arm_config"].get("selection") or {}), "stream"), f"arms.{arm}.selection")
+        self.verifier_key = plugins.reward_verifier(cfg["arm_config"], r, f"arms.{arm}")[1]
         # what the plugins that cannot save their state held when built: unchanged at each checkpoint, or refused
         self.built = {part: contract.unsaved_state(getattr(self, part)) for part in ("credit", "selector")}
         # each built afresh, as a resumed run builds it: what a plugin's state_dict must restore it to at a checkpoint
@@ -148,7 +149,7 @@ class Trainer:
                 counted = engines.Counting(self.engine)
                 ctx = CreditContext(engine=counted, prompter=PrompterView(self.prompter), limit=r["completion_limit"],
                                     verifier=r["reward_verifier"], rule=self.rule, advantage_eps=r["advantage_eps"],
-                                    seed=(self.seed, i),
+                                    verifier_key=self.verifier_key, seed=(self.seed, i),
                                     features=self.features, log_ratio=self.log_ratio)
                 credit = contract.credit(self.credit_subject, self.credit_subject.call(self.credit, batch, ctx),
                                          batch, counted)
@@ -182,7 +183,7 @@ class Trainer:
             problems = [self.problems[j] for j in indices]
             seeds = [stable_seed(self.seed, "rollout", i, chunk, k) for k in range(len(problems) * r["group_size"])]
             return sample_groups(counted, self.prompter, problems, r["group_size"], r["completion_limit"],
-                                 seeds, r["reward_verifier"], self.rule)
+                                 seeds, r["reward_verifier"], self.rule, self.verifier_key)
 
         sample, as_sampled = contract.sampled(self.selector_subject, sample)
         out = contract.groups(self.selector_subject, self.selector_subject.call(self.selector.generate, i, chosen,

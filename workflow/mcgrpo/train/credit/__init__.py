@@ -28,6 +28,9 @@ class CreditContext:
     limit: int            # completion limit L
     verifier: str         # the training reward's verifier
     rule: str = "whole_box"  # how that verifier reads answers (verifier.rule)
+    # the config key that names the verifier in the run (an arm's own: arms.<arm>.recipe.reward_verifier), which
+    # messages about it name
+    verifier_key: str = plugins.STUDY_VERIFIER
     advantage_eps: float
     seed: tuple           # (run seed, iteration): the root of every draw the rule makes
     # the policy's last hidden state at prefix ends: (sequences, prefix lengths per sequence) -> one

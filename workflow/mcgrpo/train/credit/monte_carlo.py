@@ -130,8 +130,8 @@ def sample_continuations(rollouts: Rollouts, ctx: CreditContext, requests, k: in
             answers.append(problem["answer"])
     conts = ctx.engine.generate(prompts, limits, seeds) if prompts else []
     texts = [ctx.prompter.decode(pre + cont.tokens) for pre, cont in zip(texts_prefix, conts)]
-    correct = (reward(score(texts, answers, ctx.rule), texts, answers, ctx.verifier).reshape(-1, k) if conts
-               else np.zeros((0, k)))
+    correct = (reward(score(texts, answers, ctx.rule), texts, answers, ctx.verifier, ctx.verifier_key).reshape(-1, k)
+               if conts else np.zeros((0, k)))
     return Draws(requests, conts, correct)
 
 
