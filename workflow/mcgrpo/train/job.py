@@ -8,6 +8,7 @@ the run's manifest (mcgrpo.core.manifest).
 from __future__ import annotations
 
 import contextlib
+import os
 import platform
 import sys
 import traceback
@@ -93,8 +94,13 @@ def _say_running(signal_name: str, then: str) -> None:
     """A line in the job's log naming the plugin call a stop signal came during (contract.running), if any."""
     contract = sys.modules.get("mcgrpo.train.contract")  # not imported: no plugin has run
     busy = contract.running() if contract is not None else ""
-    if busy:
-        print(f"mcgrpo: {signal_name} caught during a plugin call, {busy}: {then}", file=sys.stderr, flush=True)
+    if not busy:
+        return
+    line = f"mcgrpo: {signal_name} caught during a plugin call, {busy}: {then}\n"
+    try:  # one write(2): a print from a signal handler that lands inside another print to stderr would raise
+        os.write(sys.stderr.fileno(), line.encode())
+    except (AttributeError, OSError, ValueError):  # a stderr with no file descriptor (captured in a test)
+        sys.stderr.write(line)
 
 
 def train(run: dict, files: dict[str, str], names: tuple[str, str], backend: str,
