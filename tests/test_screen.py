@@ -31,6 +31,22 @@ def test_an_arm_that_selects_prompts_or_is_missing_is_refused():
         screen.screen_config(cfg, "g")
 
 
+def test_an_arm_rewarded_by_its_own_verifier_is_refused_by_its_key():
+    """The gradient tests reward every arm's rollouts by the study's verifier: an arm rewarded by its own would be
+    measured under a reward it does not train on, so neither the screen nor the study's stage measures it. An arm
+    whose own verifier is the study's is measured."""
+    arms = {"outcome": {}, "strict": {"recipe": {"reward_verifier": "strict"}},
+            "same": {"credit": {"monte_carlo": {"k": 2}}, "recipe": {"reward_verifier": "default"}}}
+    cfg = studies.validate(edited_study(arms=arms))
+    with pytest.raises(ConfigError, match=re.escape(
+            "arm 'strict' is rewarded by its own verifier (arms.strict.recipe.reward_verifier: 'strict'), and the "
+            "gradient tests measure every arm on the same rollouts, rewarded by the study's ('default')")):
+        screen.screen_config(cfg, "strict")
+    assert screen.screen_config(cfg, "same")["gradient_tests"]["arms"] == ["same"]
+    with pytest.raises(ConfigError, match=re.escape("config key gradient_tests.arms[0]: arm 'strict' is rewarded")):
+        studies.validate(edited_study(arms=arms, gradient_tests={"arms": ["strict"]}))
+
+
 def test_the_prediction_reads_the_base_curve_at_e_times_B(tmp_path):
     # accuracy 0.2 at 0 tokens rising linearly to 0.6 at B = 1000: acc(e B) - acc(B) = -0.4 (1 - e)
     pd.DataFrame({"tokens": [0.0, 1000.0], "accuracy": [0.2, 0.6]}).to_csv(tmp_path / "curve.csv", index=False)
