@@ -353,9 +353,12 @@ def test_a_verifier_a_credit_rule_judges_with_is_named_by_the_arms_key(tiny, wor
 def test_the_alignment_along_training_names_the_arms_verifier_by_the_arms_key(tiny, world):
     """The probes along training reward with the run's recipe, the arm's own verifier: named by the arm's key too."""
     along = {"arms": ["bad"], "every": 1, "batches": 1, "reference": {"k": 1, "cuts": 2}, "space": "lora",
-             "lora": {"rank": 2, "alpha": 4, "targets": ["q_proj", "v_proj"]}}
+             "lora": {"rank": 2, "alpha": 4, "targets": ["q_proj", "v_proj"]},
+             "controls": {"mine": {f"{HERE}:JudgesMarked": {}}}}
     trainer = _trainer({"recipe": {"reward_verifier": "strict"}}, tiny, world, evaluation={"alignment": along})
     assert trainer.verifier_key == trainer.along.verifier_key == "arms.bad.recipe.reward_verifier"
+    # and a control's credit by the control's key
+    assert trainer.along.subjects["mine"].key == "evaluation.alignment.controls.mine"
 
 
 def test_a_trl_arms_reward_names_its_verifier_by_the_arms_key():

@@ -42,8 +42,10 @@ class AlongTraining:
         self.problems = problem_records(pool)
         credits = {"outcome": {}, cfg["arm"]: cfg["arm_config"].get("credit", {}), **spec["controls"]}
         self.rules = {name: credit_rules.build(c, pool, name) for name, c in credits.items()}
-        keys = {cfg["arm"]: f"arms.{cfg['arm']}.credit"}  # what a message about a rule's broken credit names
-        self.subjects = {name: contract.Subject.of("credit", *credit_rules.named(c, keys.get(name, f"controls.{name}")))
+        # what a message about a rule's broken credit names
+        keys = {cfg["arm"]: f"arms.{cfg['arm']}.credit", **{name: f"evaluation.alignment.controls.{name}"
+                                                          for name in spec["controls"]}}
+        self.subjects = {name: contract.Subject.of("credit", *credit_rules.named(c, keys.get(name, name)))
                          for name, c in credits.items()}
         self.verifier_key = plugins.reward_verifier(cfg["arm_config"], cfg["recipe"], f"arms.{cfg['arm']}")[1]
         self.needs_reference = any(getattr(r, "needs_reference", False) for r in self.rules.values())
