@@ -268,9 +268,12 @@ def test_a_plugin_edited_while_its_run_trained_is_not_stored_where_it_imported_t
         assert "(imported during the run: my_scale): it may have computed with the edited code" in err
 
 
-def test_a_plugin_whose_module_sets_a_torch_flag_as_it_is_imported_is_refused_by_the_job(code, tmp_path, capsys):
+@pytest.mark.parametrize("label, key", [([], "--run-json"), (["--label", "s/mine"], "arms.mine.credit")])
+def test_a_plugin_whose_module_sets_a_torch_flag_as_it_is_imported_is_refused_by_the_job(code, tmp_path, capsys,
+                                                                                         label, key):
     """Research code often sets a torch flag at its module's top (allow_tf32, oneDNN off): imported first by the job,
-    it would have the whole run compute under it, while the arms compared with it do not."""
+    it would have the whole run compute under it, while the arms compared with it do not. The message names the
+    plugin's config key where the rule's --label names the arm."""
     import torch
     code("my_fast.py", "import torch\ntorch.backends.mkldnn.enabled = False\n" + RULE)
     cfg = studies.validate(edited_study(arms={"outcome": {}, "mine": {"credit": {"my_fast:Flat": {}}}}))
@@ -280,10 +283,10 @@ def test_a_plugin_whose_module_sets_a_torch_flag_as_it_is_imported_is_refused_by
     files = ["--model", str(tmp_path / "m"), "--data", str(tmp_path / "d"), "--out", str(tmp_path / "o"),
              "--budget", str(tmp_path / "b.parquet")]
     try:
-        assert cli.main(["train", "--run-json", json.dumps(planned), *files]) == 2
+        assert cli.main(["train", "--run-json", json.dumps(planned), *files, *label]) == 2
     finally:
         torch.backends.mkldnn.enabled = True
-    assert ("error: credit rule 'my_fast:Flat' (--run-json): importing its module changed torch.backends.mkldnn.enabled "
+    assert (f"error: credit rule 'my_fast:Flat' ({key}): importing its module changed torch.backends.mkldnn.enabled "
             "from True to False and left it so; allowed: a module that changes none") in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
 

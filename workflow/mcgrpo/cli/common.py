@@ -75,20 +75,34 @@ def _run(args) -> dict:
                                                     RUN_BLOCKS, "--run-json"), "--run-json")
 
 
-def _as_planned(run: dict, option: str) -> dict:
+def _as_planned(run: dict, option: str, arm: str | None = None) -> dict:
     """`run` (what a rule passes), refused where a plugin it names changed since the workflow planned the job, or where
     importing one (its first import in the job: here) changed the process's global state (contract.imported)."""
     if run.get("plugins"):
         from mcgrpo.train import contract
+        keys = _plugin_keys(run, arm)
         for plugin in run["plugins"]:
-            contract.imported(contract.Subject(plugin["kind"], plugin["name"], option),
-                              lambda plugin=plugin: plugins.load(plugin["kind"], plugin["name"], option))
+            key = keys.get((plugin["kind"], plugin["name"]), option)
+            contract.imported(contract.Subject(plugin["kind"], plugin["name"], key),
+                              lambda plugin=plugin, key=key: plugins.load(plugin["kind"], plugin["name"], key))
     changed = plugins.changed_since(run.get("plugins", []))
     if changed:
         raise ConfigError(f"{option}: edited since the workflow planned this job: {'; '.join(changed)}; allowed: "
                           f"rerun the workflow, which plans the edited plugin's runs as other runs (its identity "
                           f"is part of their key)")
     return run
+
+
+def _plugin_keys(run: dict, arm: str | None) -> dict[tuple[str, str], str]:
+    """(kind, name) -> the config key that names each plugin of the run's arm (arms.<arm>.credit, ...; `arm`: its
+    name, which the rule's --label gives), what messages name; without one (a stage of several arms) none."""
+    if arm is None or "arm_config" not in run:
+        return {}
+    controls = (run["evaluation"].get("alignment") or {}).get("controls", {})  # measured along training in the run
+    used = [u for name, control in controls.items()
+            for u in plugins.uses({"credit": control}, run["recipe"], f"evaluation.alignment.controls.{name}")]
+    return {(kind, name): key for kind, name, _, key in
+            [*used, *plugins.uses(run["arm_config"], run["recipe"], f"arms.{arm}")]}
 
 
 def _training_run(args) -> tuple[dict, dict[str, str], tuple[str, str]]:
@@ -107,8 +121,9 @@ def _training_run(args) -> tuple[dict, dict[str, str], tuple[str, str]]:
             problems.append(f"train --run-json also needs {', '.join(missing)}")
         if problems:
             raise ConfigError("\n".join(problems))
-        return _as_planned(study_config.validate_blocks(run, RUN_BLOCKS, "--run-json"), "--run-json"), given, \
-            _names(args.label)
+        names = _names(args.label)
+        return _as_planned(study_config.validate_blocks(run, RUN_BLOCKS, "--run-json"), "--run-json",
+                           names[1] if args.label else None), given, names
     if args.arm is None or args.seed is None:
         raise ConfigError("train --config names the run with --arm A --seed N")
     from mcgrpo.train import contract
