@@ -121,23 +121,30 @@ def to_html(df: pd.DataFrame, title: str = "", note: str = "", cells: pd.DataFra
     return f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'>{style}</head><body>\n{head}{body}\n</body></html>\n"
 
 
-def write_table(df: pd.DataFrame, stem: Path, columns: list[str] | None = None, title: str = "",
-                note: str = "") -> tuple[Path, Path, Path]:
-    """Write `<stem>.csv` (raw values), `<stem>.md` and `<stem>.html` (readable) holding `columns` of `df`.
-
-    The title and note head the markdown and HTML copies, not the CSV; an empty table says so in words.
-    """
-    df = df if columns is None else df[columns]
-    stem = Path(stem)
+def readable_copies(df: pd.DataFrame, title: str = "", note: str = "") -> dict[str, str]:
+    """{"md": ..., "html": ...}: the markdown and HTML copies of `df` write_table writes, its title and note above
+    (an empty table says so in words)."""
     if any(_reader(c) in (formats.points, formats.percent) for c in df.columns):
         note = f"{note}\n{READING_NOTE}" if note else READING_NOTE
     preface = (f"### {title}\n\n" if title else "") + "".join(f"{line}\n\n" for line in note.splitlines()
                                                             if line.strip())
     cells = readable(df)  # once, for both readable copies
     body = to_markdown(df, cells) if len(df) else "*No rows in this study (the note says when there are).*\n"
+    return {"md": preface + body, "html": to_html(df, title, note, cells)}
+
+
+def write_table(df: pd.DataFrame, stem: Path, columns: list[str] | None = None, title: str = "",
+                note: str = "") -> tuple[Path, Path, Path]:
+    """Write `<stem>.csv` (raw values), `<stem>.md` and `<stem>.html` (readable_copies) holding `columns` of `df`.
+
+    The title and note head the markdown and HTML copies, not the CSV; an empty table says so in words.
+    """
+    df = df if columns is None else df[columns]
+    stem = Path(stem)
+    copies = readable_copies(df, title, note)
     return (write_text(df.to_csv(index=False), stem.parent / f"{stem.name}.csv"),
-            write_text(preface + body, stem.parent / f"{stem.name}.md"),
-            write_text(to_html(df, title, note, cells), stem.parent / f"{stem.name}.html"))
+            write_text(copies["md"], stem.parent / f"{stem.name}.md"),
+            write_text(copies["html"], stem.parent / f"{stem.name}.html"))
 
 
 def held_csv(path: Path, expected: pd.DataFrame, source: str = "the study's analysis") -> None:
@@ -159,6 +166,40 @@ def held_csv(path: Path, expected: pd.DataFrame, source: str = "the study's anal
     raise IntegrityError(f"{path}: line {row + 2}{named}, column {column}: {found.at[row, column]!r}, but {source} "
                          f"gives {want.at[row, column]!r}: edited by hand, or left from an earlier run of the study; "
                          f"{redo}")
+
+
+def held_copies(stem: Path, expected: pd.DataFrame, title: str = "", note: str = "",
+                source: str = "the study's analysis") -> None:
+    """Refuse `<stem>.md` or `<stem>.html`, the readable copies write_table wrote of the table `expected` (which
+    `source` gives now, with its `title` and `note`), where one is not that copy, naming its first differing line:
+    the report embeds the HTML copy and a reader opens the markdown one, so an older copy put back, or one edited by
+    hand, would show a verdict, a number or a warning the analysis does not give beside a CSV that does. A copy not
+    there is not held (as held_csv's callers leave a CSV not there)."""
+    stem = Path(stem)
+    copies = None
+    for ext in ("md", "html"):
+        path = stem.parent / f"{stem.name}.{ext}"
+        if not path.is_file():
+            continue
+        copies = copies or readable_copies(expected, title, note)  # rendered once, for both, only where held
+        with open(path, newline="", errors="replace") as f:  # as write_text wrote it: no newline translated
+            found = f.read()
+        if found != copies[ext]:
+            raise IntegrityError(_first_difference(path, found, copies[ext], source))
+
+
+def _first_difference(path: Path, found: str, want: str, source: str) -> str:
+    """The refusal of a readable copy `path` holding `found` where `source` gives `want`: its first differing line,
+    both versions (cut to 300 characters), and what is allowed."""
+    have, need = found.split("\n"), want.split("\n")
+    line = next((i for i, (a, b) in enumerate(zip(have, need)) if a != b), min(len(have), len(need)))
+
+    def shown(lines: list[str]) -> str:
+        text = lines[line] if line < len(lines) else "(no such line: the file ends before it)"
+        return repr(text if len(text) <= 300 else text[:300] + "...")
+    return (f"{path}: line {line + 1}: {shown(have)}, but {source} gives {shown(need)}: edited by hand, or left from "
+            f"an earlier run of the study; allowed: the copy its analysis writes now beside the CSV (snakemake "
+            f"--configfile STUDY --forcerun tables; in a programme, --forcerun {path})")
 
 
 def _cells(csv) -> pd.DataFrame:
