@@ -206,3 +206,27 @@ def test_an_equivalence_verdict_shows_its_planned_tests_p_in_the_prereg_table_as
     headline, prereg = (written[name][0].set_index("id") for name in ("headline", "prereg"))
     assert prereg.loc["S2", "p"] == headline.loc["S2", "p"] == 0.01 and prereg.loc["S2", "confirmed"] == "True"
     assert (prereg["p"] == headline["p"]).all()
+
+
+def test_a_crossed_interval_that_is_not_defined_says_why_never_the_mean_alone():
+    """The headline's crossed cell showed the mean alone ('-4.1') where the seed-by-problem bootstrap gave no interval:
+    a point estimate whose interval seemed lost. It is not defined with one seed, or for a metric without per-problem
+    scores (acc_greedy, read from evals.parquet alone): the cell now says n/a and why."""
+    from mcgrpo.analysis import tables
+    contrasts, status = _study()
+    t1, s1 = (contrasts.index[contrasts["id"] == i][0] for i in ("T1", "S1"))
+    contrasts.loc[t1, ["crossed_low", "crossed_high"]] = np.nan
+    contrasts.loc[t1, "metric"] = "acc_greedy"
+    contrasts.loc[s1, ["n", "ci_low", "ci_high", "crossed_low", "crossed_high"]] = [1, np.nan, np.nan, np.nan, np.nan]
+    crossed = tables.headline(contrasts).set_index("id")["crossed"]
+    assert crossed["T1"] == ("n/a (no per-problem scores of acc_greedy: it is read from evals.parquet, one number per "
+                             "evaluation, so problems cannot be resampled)")
+    assert crossed["S1"] == "n/a (1 seed: the seed-by-problem bootstrap needs two)"
+    assert crossed["S2"] == "-0.1 [-4.9, +4.8]"  # defined: as it was
+    assert tables.crossed_cell({"mean": np.nan, "crossed_low": np.nan, "crossed_high": np.nan, "n": 4,
+                                "metric": "acc_default"}) == "not defined"
+    # the pass@k table's crossed column is worded by the same cell
+    contrasts.loc[s1, "basis"], contrasts.loc[s1, "metric"] = "tokens", "acc_default"
+    paired = contrasts[["contrast", "basis", "metric", "eval_set"]].assign(value_a=0.5, value_b=0.4)
+    shown = tables._pass_at_k(contrasts.loc[[s1]], paired)
+    assert shown["crossed"].tolist() == ["n/a (1 seed: the seed-by-problem bootstrap needs two)"]

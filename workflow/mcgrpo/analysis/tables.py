@@ -245,6 +245,19 @@ def contrast_warnings(rows: pd.DataFrame, accepted: dict | None, stale: list[str
             for r in rows.assign(**_read_points(rows))[["a", "b", "eval_set", "warning"]].to_dict("records")]
 
 
+def crossed_cell(row) -> str:
+    """A contrast's crossed seed-by-problem interval as 'mean [low, high]'; where the mean is defined but the interval
+    is not, 'n/a' and why, never the mean alone (which would read as a point estimate whose interval went missing):
+    one seed (the bootstrap resamples seeds: it needs two), or a metric without per-problem scores (read from
+    evals.parquet alone: the bootstrap resamples problems); not defined where the mean is not."""
+    if formats.missing(row["mean"]) or not (formats.missing(row["crossed_low"]) or formats.missing(row["crossed_high"])):
+        return interval(row["mean"], row["crossed_low"], row["crossed_high"])
+    if row["n"] < 2:
+        return f"n/a ({int(row['n'])} seed: the seed-by-problem bootstrap needs two)"
+    return (f"n/a (no per-problem scores of {row['metric']}: it is read from evals.parquet, one number per "
+            f"evaluation, so problems cannot be resampled)")
+
+
 def prereg_note(status: dict) -> str:
     """One line on the plan against its lock, and a warning line for stale runs."""
     state = status["state"]
@@ -294,7 +307,7 @@ def _pass_at_k(contrasts: pd.DataFrame, paired: pd.DataFrame) -> pd.DataFrame:
              "a": means.loc[(r["contrast"], "tokens", r["metric"], r["eval_set"]), "value_a"],
              "base": means.loc[(r["contrast"], "tokens", r["metric"], r["eval_set"]), "value_b"],
              "difference": interval(r["mean"], r["ci_low"], r["ci_high"]), "p": r["p"],
-             "crossed": interval(r["mean"], r["crossed_low"], r["crossed_high"])} for _, r in keep.iterrows()]
+             "crossed": crossed_cell(r)} for _, r in keep.iterrows()]
     return pd.DataFrame(rows, columns=["contrast", "eval_set", "k", "n", "a", "base", "difference", "p", "crossed"]
                         ).sort_values(["contrast", "eval_set", "k"], kind="stable")
 
@@ -369,7 +382,7 @@ def headline(contrasts: pd.DataFrame, checks: pd.DataFrame | None = None, accept
         "p": [summary.planned_p(r) for _, r in rows.iterrows()], "p_holm": rows["p_holm"],
         "result": [summary.result(r) for _, r in rows.iterrows()],  # the summary's words: 'inconclusive (...)'
         "verdict": [summary.verdict(r) for _, r in rows.iterrows()],
-        "crossed": [interval(*v) for v in zip(rows["mean"], rows["crossed_low"], rows["crossed_high"])],
+        "crossed": [crossed_cell(r) for r in rows.to_dict("records")],
         "strict": cells(lambda r: interval(r["strict_mean"], r["strict_low"], r["strict_high"])
                         if r["strict_metric"] else "(the metric is strict)"),
         "drift": cells(robustness.drift_cell),
