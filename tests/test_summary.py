@@ -204,8 +204,72 @@ def test_an_equivalence_verdict_shows_its_planned_tests_p_in_the_prereg_table_as
                                   "reported": r["label"], "note": ""} for _, r in contrasts.iterrows()}
     written = _tables(contrasts, status, {})
     headline, prereg = (written[name][0].set_index("id") for name in ("headline", "prereg"))
-    assert prereg.loc["S2", "p"] == headline.loc["S2", "p"] == 0.01 and prereg.loc["S2", "confirmed"] == "True"
+    assert prereg.loc["S2", "p"] == headline.loc["S2", "p"] == 0.01 and prereg.loc["S2", "verdict"] == "confirmed"
     assert (prereg["p"] == headline["p"]).all()
+
+
+def _checks(contrasts, labels: dict[str, str]) -> pd.DataFrame:
+    """analysis/robustness.parquet of the planned `contrasts`, each labelled as `labels` says ('robust', 'fragile:
+    ...'): every check read, none failed but those the label names."""
+    from mcgrpo.analysis import robustness
+    rows = []
+    for _, r in contrasts[contrasts["id"] != ""].iterrows():
+        rows.append({**{c: r[c] for c in ("contrast", "basis", "metric", "eval_set", "id", "a", "b", "direction",
+                                          "confirmed", "margin", "crossed_low", "crossed_high")},
+                     "crossed_holds": True, "strict_metric": "acc_strict", "strict_mean": r["mean"],
+                     "strict_low": r["ci_low"], "strict_high": r["ci_high"], "strict_p": r["p"], "strict_holds": True,
+                     "strict_uninformative": "", "drifted_a": 0, "evaluations_a": 9, "drifted_b": 0,
+                     "evaluations_b": 9, "drift_holds": True, "other_clock": "", "clock_recorded": True,
+                     "clock_mean": np.nan, "clock_low": np.nan, "clock_high": np.nan, "clock_p": np.nan,
+                     "clock_holds": None, "clock_uninformative": "", "alike_compared": 4, "alike_holds": True,
+                     "alike_unlike": "", "robust": labels[r["id"]] == "robust", "robustness": labels[r["id"]]})
+    return pd.DataFrame(rows, columns=robustness.COLUMNS)
+
+
+def _planned_status(contrasts, **status) -> dict:
+    """A plan status whose labels are the planned `contrasts`' own (the prereg table lists them)."""
+    labels = {r["id"]: {**r[["label", "family", "direction", "a", "b", "basis", "metric"]].to_dict(),
+                        "reported": r["label"], "note": r["note"]} for _, r in contrasts.iterrows() if r["id"]}
+    return {"state": "matches", "locked_at": "2025-01-01T00:00:00+00:00", "changes": [], "amended": [],
+            "demoted": [], "labels": labels, "stale_runs": [], **status}
+
+
+FRAGILE = "fragile: on the strict verifier -0.5 [-3.5, +2.5]"
+
+
+def test_every_table_that_shows_a_verdict_words_it_and_what_goes_beside_it_as_the_headline():
+    """The prereg and contrasts tables had a `confirmed` column alone: T1 read 'True' there where the headline and
+    summary said 'confirmed, but fragile: ...', and an uninformative S2 read 'False' in the contrasts table. Every
+    table that shows a verdict now shows the headline's result, verdict, robustness and warning cells beside it,
+    worded by one function (tables.verdict_cells)."""
+    from mcgrpo.analysis import tables
+    contrasts, _ = _study()
+    s2 = contrasts.index[contrasts["id"] == "S2"][0]
+    contrasts.loc[s2, ["uninformative", "confirmed", "p", "tost_p"]] = ["every seed gave the same difference", False,
+                                                                       np.nan, np.nan]
+    contrasts.loc[contrasts["id"] == "S3", "warning"] = "arms read up to 30% of B apart in tokens"
+    status = _planned_status(contrasts)
+    checks = _checks(contrasts, {"T1": FRAGILE, "S1": "robust", "S2": "uninformative: every seed gave the same "
+                                 "difference", "S3": "robust"})
+    written = tables.study_tables(contrasts, contrasts[["contrast", "basis", "metric", "eval_set"]].assign(
+        value_a=0.5, value_b=0.4), status, pd.DataFrame({"arm": [], "eval_set": [], "seed": [], "drifted": pd.Series(
+            [], dtype=bool), "gap": []}), pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), 0.05, checks,
+        accepted={"filter": {1: ["learning_rate"]}})
+    headline = written["headline"][0].set_index("id")[tables.VERDICT_COLUMNS]
+    assert headline.loc["T1"].tolist() == ["mc_k4 trails outcome", "confirmed", FRAGILE, ""]
+    assert headline.loc["S2", ["verdict", "robustness"]].tolist() == [
+        "uninformative", "uninformative: every seed gave the same difference"]
+    assert headline.loc["S3", "warning"] == ("arms read up to 30% of B apart in tokens; filter: recipe differences "
+                                             "accepted (learning_rate)")
+    for name in ("prereg", "contrasts", "robustness"):
+        table, _, note = written[name]
+        assert "confirmed" not in table.columns, name  # the verdict is worded once, as the headline words it
+        shown = table[table["id"] != ""].set_index("id")[tables.VERDICT_COLUMNS]
+        pd.testing.assert_frame_equal(shown.loc[headline.index], headline, check_names=False, obj=name)
+        assert tables.VERDICT_NOTE in note, name
+    # the summary's sentence says the same beside the same verdict
+    text = summary.lines("default", contrasts, "", "r", robustness=checks, accepted={"filter": {1: ["learning_rate"]}})
+    assert next(line for line in text if line.startswith("- T1")).endswith(f": confirmed, but {FRAGILE}")
 
 
 def test_a_crossed_interval_that_is_not_defined_says_why_never_the_mean_alone():

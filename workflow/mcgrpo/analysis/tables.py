@@ -222,7 +222,8 @@ BASIS_NOTE = ("Bases: tokens = each run at its first evaluation at or after B; u
               "reading would need a curve beyond its end.")
 CONTRAST_COLUMNS = ["id", "label", "family", "direction", "contrast", "basis", "metric", "eval_set", "n", "mean",
                     "ci_low", "ci_high", "p", "p_holm", "tost_p", "noninferior", "crossed_low", "crossed_high",
-                    "higher_in", "confirmed", "uninformative", "read", "tokens_a", "tokens_b", "warning", "note"]
+                    "higher_in", "result", "verdict", "robustness", "uninformative", "read", "tokens_a", "tokens_b",
+                    "warning", "note"]
 TOKENS_NOTE = ("tokens_a, tokens_b: the generated tokens each arm had spent at the point read, mean over seeds; "
                "warning: where, at equal tokens, two arms' points differ by more than a tenth of B, where an arm's "
                "runs were stored with recipe differences accepted (the keys that differ) or trained with a config "
@@ -243,6 +244,27 @@ def contrast_warnings(rows: pd.DataFrame, accepted: dict | None, stale: list[str
     """Each contrast's warning, as the summary words it beside its verdict (summary.warning)."""
     return [summary.warning(r, accepted, stale, flags)
             for r in rows.assign(**_read_points(rows))[["a", "b", "eval_set", "warning"]].to_dict("records")]
+
+VERDICT_COLUMNS = ["result", "verdict", "robustness", "warning"]
+VERDICT_NOTE = ("result, verdict, robustness, warning: as the headline and the summary give them beside the same "
+                "verdict: the result in words (trails, beats, matches within the margin, on par, inconclusive); "
+                "confirmed, not confirmed, uninformative or exploratory; robust, or the checks the verdict fails "
+                "(tables/robustness.md), or why the data cannot tell the arms apart (empty: no checks, an exploratory "
+                "contrast); what a reader of the verdict must see beside it.")
+
+
+def verdict_cells(rows: pd.DataFrame, checks: pd.DataFrame | None = None, accepted: dict | None = None,
+                  stale: list[str] | None = None, flags: dict | None = None) -> dict[str, list[str]]:
+    """The cells every table that shows a contrast's verdict shows beside it, worded once (VERDICT_COLUMNS): `result`
+    (summary.result: what the numbers show), `verdict` (summary.verdict), `robustness` ('uninformative: <why>' where
+    the data cannot tell the arms apart, else its label in `checks`, analysis/robustness.parquet: 'robust',
+    'fragile: ...', 'inconclusive: ...'; '' for a contrast with no checks, an exploratory one) and `warning`
+    (contrast_warnings: what the summary says beside the same verdict), for each of `rows` (contrasts.parquet rows)."""
+    labels, records = summary.labels(checks), rows.to_dict("records")
+    return {"result": [summary.result(r) for r in records], "verdict": [summary.verdict(r) for r in records],
+            "robustness": [f"uninformative: {summary.uninformative(r)}" if summary.uninformative(r)
+                           else labels.get(r["id"], "") if r["id"] else "" for r in records],
+            "warning": contrast_warnings(rows, accepted, stale, flags)}
 
 
 def crossed_cell(row) -> str:
@@ -276,14 +298,14 @@ def prereg_note(status: dict) -> str:
 
 
 def _contrasts(contrasts: pd.DataFrame, accepted: dict | None = None, stale: list[str] | None = None,
-               flags: dict | None = None) -> pd.DataFrame:
+               flags: dict | None = None, checks: pd.DataFrame | None = None) -> pd.DataFrame:
     # One vocabulary in every table: a Holm family belongs to a planned primary contrast; the analysis marks
     # the others' family "secondary", which is a label, so they show none (as in the prereg table).
     return contrasts.assign(
         higher_in=[NOT_DEFINED if pd.isna(k) else f"{int(k)} of {n}" for k, n in zip(contrasts["seeds_higher"], contrasts["n"])],
         family=contrasts["family"].replace("secondary", ""),
         uninformative=contrasts.get("uninformative", ""),
-        **{**_read_points(contrasts), "warning": contrast_warnings(contrasts, accepted, stale, flags)})[CONTRAST_COLUMNS]
+        **{**_read_points(contrasts), **verdict_cells(contrasts, checks, accepted, stale, flags)})[CONTRAST_COLUMNS]
 
 
 def _bases(contrasts: pd.DataFrame) -> pd.DataFrame:
@@ -331,30 +353,28 @@ def _budget_share(shares: pd.DataFrame) -> pd.DataFrame:
         ["contrast", "metric", "eval_set", "axis", "n", "target", "share", "resamples_reached", "curve_end"]]
 
 
-def _confirmed(row) -> str:
-    """The prereg table's confirmed cell: True/False, uninformative, or empty (no result, or exploratory)."""
-    if row is None:
-        return ""
-    if summary.uninformative(row):
-        return "uninformative"
-    return "" if pd.isna(row["confirmed"]) else str(bool(row["confirmed"]))
+PREREG_COLUMNS = ["id", "planned", "reported", "family", "direction", "contrast", "basis", "metric", "difference",
+                  "p", "p_holm", *VERDICT_COLUMNS, "note"]
 
 
-def _prereg(contrasts: pd.DataFrame, status: dict) -> pd.DataFrame:
-    """Every planned contrast: its planned and reported label, its result (with the planned test's p, as the
-    headline and summary give it beside the verdict) and why a label changed."""
-    result = contrasts[contrasts["id"] != ""].set_index("id")
+def _prereg(contrasts: pd.DataFrame, status: dict, checks: pd.DataFrame | None = None, accepted: dict | None = None,
+            stale: list[str] | None = None, flags: dict | None = None) -> pd.DataFrame:
+    """Every planned contrast: its planned and reported label, its difference (with the planned test's p, as the
+    headline and summary give it beside the verdict), its verdict with the words the headline gives beside it
+    (verdict_cells), and why a label changed."""
+    result = contrasts[contrasts["id"] != ""]
+    judged = pd.DataFrame(verdict_cells(result, checks, accepted, stale, flags), index=result["id"].tolist())
+    result = result.set_index("id")
     rows = []
     for i, e in status["labels"].items():
         r = result.loc[i] if i in result.index else None
         rows.append({"id": i, "planned": e["label"], "reported": e["reported"], "family": e["family"] if e["label"] == "primary" else "",
                      "direction": e["direction"], "contrast": f"{e['a']}-vs-{e['b']}", "basis": e["basis"],
-                     "metric": e["metric"], "result": "" if r is None else interval(r["mean"], r["ci_low"], r["ci_high"]),
+                     "metric": e["metric"], "difference": "" if r is None else interval(r["mean"], r["ci_low"], r["ci_high"]),
                      "p": np.nan if r is None else summary.planned_p(r), "p_holm": np.nan if r is None else r["p_holm"],
-                     "confirmed": _confirmed(r),
+                     **{c: "" if r is None else judged.at[i, c] for c in VERDICT_COLUMNS},
                      "note": e["note"]})
-    return pd.DataFrame(rows, columns=["id", "planned", "reported", "family", "direction", "contrast", "basis",
-                                       "metric", "result", "p", "p_holm", "confirmed", "note"])
+    return pd.DataFrame(rows, columns=PREREG_COLUMNS)
 
 
 HEADLINE_COLUMNS = ["id", "label", "contrast", "basis", "n", "tokens_a", "tokens_b", "difference", "p", "p_holm",
@@ -371,17 +391,16 @@ def headline(contrasts: pd.DataFrame, checks: pd.DataFrame | None = None, accept
 
     def cells(make):  # a check's cell, empty where the contrast has no checks
         return [make(r) if pd.notna(r["robustness"]) else "" for _, r in found.iterrows()]
-    # an uninformative contrast says why, checked or not (a demoted one has no checks)
-    labelled = [f"uninformative: {summary.uninformative(r)}" if summary.uninformative(r) else label
-                for (_, r), label in zip(rows.iterrows(), cells(lambda r: r["robustness"]))]
+    # as every table that shows a verdict words it; an uninformative contrast says why, checked or not
+    judged = verdict_cells(rows, checks, accepted, stale, flags)
     return pd.DataFrame({
         "id": rows["id"], "label": rows["label"], "contrast": [f"{a} minus {b}" for a, b in zip(rows["a"], rows["b"])],
         "basis": [summary.basis_words(r) for r in rows.to_dict("records")], "n": rows["n"],
         **{c: v.to_numpy() for c, v in _read_points(rows).items() if c != "warning"},
         "difference": [interval(*v) for v in zip(rows["mean"], rows["ci_low"], rows["ci_high"])],
         "p": [summary.planned_p(r) for _, r in rows.iterrows()], "p_holm": rows["p_holm"],
-        "result": [summary.result(r) for _, r in rows.iterrows()],  # the summary's words: 'inconclusive (...)'
-        "verdict": [summary.verdict(r) for _, r in rows.iterrows()],
+        "result": judged["result"],  # the summary's words: 'inconclusive (...)'
+        "verdict": judged["verdict"],
         "crossed": [crossed_cell(r) for r in rows.to_dict("records")],
         "strict": cells(lambda r: interval(r["strict_mean"], r["strict_low"], r["strict_high"])
                         if r["strict_metric"] else "(the metric is strict)"),
@@ -389,19 +408,27 @@ def headline(contrasts: pd.DataFrame, checks: pd.DataFrame | None = None, accept
         "other_clock": cells(lambda r: "" if not r["other_clock"] else "not recorded" if not r["clock_recorded"]
                              else interval(r["clock_mean"], r["clock_low"], r["clock_high"])),
         "alike": cells(robustness.alike_cell),
-        "robustness": labelled, "warning": contrast_warnings(rows, accepted, stale, flags)},
+        "robustness": judged["robustness"], "warning": judged["warning"]},
         columns=HEADLINE_COLUMNS)
 
 
-def _robustness(checks: pd.DataFrame | None) -> pd.DataFrame:
-    """Every check of every planned contrast, with whether the verdict holds on it (empty without the checks)."""
-    columns = ["id", "contrast", "basis", "metric", "eval_set", "confirmed", "crossed_low", "crossed_high",
-               "crossed_holds", "strict_metric", "strict_mean", "strict_low", "strict_high", "strict_p", "strict_holds",
-               "drift", "drift_holds", "other_clock", "clock_mean", "clock_low", "clock_high", "clock_p",
-               "clock_holds", "alike_compared", "alike_holds", "alike_unlike", "robustness"]
+ROBUSTNESS_COLUMNS = ["id", "contrast", "basis", "metric", "eval_set", "result", "verdict", "crossed_low",
+                      "crossed_high", "crossed_holds", "strict_metric", "strict_mean", "strict_low", "strict_high",
+                      "strict_p", "strict_holds", "drift", "drift_holds", "other_clock", "clock_mean", "clock_low",
+                      "clock_high", "clock_p", "clock_holds", "alike_compared", "alike_holds", "alike_unlike",
+                      "robustness", "warning"]
+
+
+def _robustness(checks: pd.DataFrame | None, contrasts: pd.DataFrame, accepted: dict | None = None,
+                stale: list[str] | None = None, flags: dict | None = None) -> pd.DataFrame:
+    """Every check of every planned contrast, with whether the verdict holds on it, and the verdict with the words the
+    headline gives beside it (verdict_cells of its `contrasts` row; empty without the checks)."""
     if checks is None or checks.empty:
-        return pd.DataFrame(columns=columns)
-    return checks.assign(drift=[robustness.drift_cell(r) for _, r in checks.iterrows()])[columns]
+        return pd.DataFrame(columns=ROBUSTNESS_COLUMNS)
+    rows = summary.planned(contrasts).set_index("id", drop=False).loc[checks["id"]]
+    judged = verdict_cells(rows, checks, accepted, stale, flags)
+    return checks.assign(drift=[robustness.drift_cell(r) for _, r in checks.iterrows()],
+                         **{c: judged[c] for c in ("result", "verdict", "warning")})[ROBUSTNESS_COLUMNS]
 
 
 ROBUSTNESS_NOTE = ("A verdict holds on a check when the check, judged by the contrast's own rule, reaches the same "
@@ -415,7 +442,7 @@ ROBUSTNESS_NOTE = ("A verdict holds on a check when the check, judged by the con
                    "timed on one machine (alike_compared: the pairs whose run.json records them). robust: the "
                    "verdict holds on "
                    "every check that applies; an empty holds cell: the check does not apply. "
-                   + summary.UNINFORMATIVE_NOTE)
+                   + summary.UNINFORMATIVE_NOTE + "\n" + VERDICT_NOTE)
 
 
 def study_tables(contrasts: pd.DataFrame, paired: pd.DataFrame, status: dict, drift: pd.DataFrame,
@@ -453,13 +480,15 @@ def _study_tables(contrasts, paired, status, drift, stages, groups, shares, extr
                      f"other_clock: equal time on the {other}; alike: each seed's two runs made under one stack "
                      f"(and, on the time bases, timed on one machine); robustness: robust, or the checks the verdict "
                      f"fails (tables/robustness.md).\n{TOKENS_NOTE}\n{summary.UNINFORMATIVE_NOTE}"),
-        "robustness": (_robustness(checks), "Robustness of each preregistered verdict",
+        "robustness": (_robustness(checks, contrasts, accepted, status.get("stale_runs"), flags),
+                       "Robustness of each preregistered verdict",
                        ROBUSTNESS_NOTE.format(gap=gap, other=other)),
-        "contrasts": (_contrasts(contrasts, accepted, status.get("stale_runs"), flags),
+        "contrasts": (_contrasts(contrasts, accepted, status.get("stale_runs"), flags, checks),
                       "Every contrast (A minus base, paired by seed)",
                       f"{plan_note}\nmean, 95% paired-t CI (ci_low, ci_high), two-sided p; p_holm: Holm within "
                       f"the primary family; tost_p: equivalence within ±margin; noninferior: lower 90% bound > "
-                      f"-margin; crossed: 95% seed-by-problem bootstrap.\n{TOKENS_NOTE}\n{BASIS_NOTE}"),
+                      f"-margin; crossed: 95% seed-by-problem bootstrap.\n{VERDICT_NOTE}\n{TOKENS_NOTE}\n"
+                      f"{BASIS_NOTE}"),
         "equal_bases": (_bases(contrasts), "Equal tokens against equal time (and equal updates)",
                         f"mean difference [95% paired-t CI], A minus base.\n{BASIS_NOTE}"),
         "stage_seconds": (stages, "Training seconds per stage before B (mean over seeds)",
@@ -485,5 +514,6 @@ def _study_tables(contrasts, paired, status, drift, stages, groups, shares, extr
                           "An arm of efficiency e is supposed to reach after t tokens what the base reaches after "
                           "e*t; mean: observed minus extrapolated, over evaluations up to B, then seeds [95% CI]. "
                           "Empty without analysis.efficiency."),
-        "prereg": (_prereg(contrasts, status), "Preregistered contrasts: planned and reported labels", plan_note),
+        "prereg": (_prereg(contrasts, status, checks, accepted, status.get("stale_runs"), flags),
+                   "Preregistered contrasts: planned and reported labels", f"{plan_note}\n{VERDICT_NOTE}"),
     }
