@@ -272,6 +272,38 @@ def test_every_table_that_shows_a_verdict_words_it_and_what_goes_beside_it_as_th
     assert next(line for line in text if line.startswith("- T1")).endswith(f": confirmed, but {FRAGILE}")
 
 
+AMENDMENT = "amended 2025-02-01: the secondary contrast moved to equal time (T*) before any run finished"
+
+
+def test_an_amended_contrasts_verdict_says_amended_wherever_it_is_shown():
+    """A contrast amended after the lock kept its label, and the plan note said only 'with dated amendments': its
+    verdict line in summary.md, the headline and every other table read as a plain preregistered verdict. Each now
+    says it was amended after the lock, and when and why, in its warning; the plan note names the amended contrasts;
+    the other verdicts read as before."""
+    from mcgrpo.analysis import tables
+    contrasts, _ = _study()
+    plain_status = _planned_status(contrasts)
+    contrasts.loc[contrasts["id"] == "S1", "note"] = AMENDMENT
+    status = _planned_status(contrasts, state="amended", amended=["S1"], changes=["S1: changed after the lock"])
+    note = tables.prereg_note(status)
+    assert note == ("The plan changed since its lock of 2025-01-01T00:00:00+00:00, with dated amendments. Changes: S1: "
+                    "changed after the lock. Amended after the lock: S1 (each verdict says so beside it, in its "
+                    "warning).")
+    said = f"{summary.AMENDED} ({AMENDMENT})"
+    text = summary.lines("default", contrasts, note, "r")
+    s1 = next(line for line in text if line.startswith("- S1"))
+    assert s1.endswith(f": confirmed (warning: {said})")
+    written = _tables(contrasts, status, {})
+    for name in ("headline", "contrasts", "prereg"):
+        warnings = written[name][0].set_index("id")["warning"]
+        assert warnings["S1"] == said and (warnings.drop(index=["S1", ""], errors="ignore") == "").all(), name
+    # a verdict not amended reads byte for byte as before; so does every line of a study without amendments
+    plain = summary.lines("default", contrasts.assign(note=""), tables.prereg_note(plain_status), "r")
+    assert [line for line in text if line.startswith("- ") and not line.startswith("- S1")] == [
+        line for line in plain if line.startswith("- ") and not line.startswith("- S1")]
+    assert summary.warning({"a": "x", "b": "y", "eval_set": "e", "note": "demoted: recipe.lr changed"}) == ""
+
+
 def test_a_crossed_interval_that_is_not_defined_says_why_never_the_mean_alone():
     """The headline's crossed cell showed the mean alone ('-4.1') where the seed-by-problem bootstrap gave no interval:
     a point estimate whose interval seemed lost. It is not defined with one seed, or for a metric without per-problem

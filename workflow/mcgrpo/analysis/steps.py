@@ -308,8 +308,8 @@ def figures_step(cfg: dict, results: Path) -> None:
     table, paired, diffs = read("contrasts", "contrasts"), read("paired", "paired"), read("differences")
     table = table[(table["metric"] == metric) & (table["eval_set"] == eval_set)]
     # the tables' words beside each bar; beside each panel of every evaluation, those about its arms (the points
-    # read apart are of the reading at B alone)
-    panels = {r["contrast"]: summary.warning({**r, "warning": ""}, accepted, stale, said) for r in
+    # read apart, and an amendment after the lock, are of the reading at B alone)
+    panels = {r["contrast"]: summary.warning({**r, "warning": "", "note": ""}, accepted, stale, said) for r in
               table.to_dict("records")}
     table = table.assign(warning=tables.contrast_warnings(table, accepted, stale, said))
     figures.difference_from_base(diffs[(diffs["metric"] == metric) & (diffs["eval_set"] == eval_set)]

@@ -241,9 +241,12 @@ def _read_points(contrasts: pd.DataFrame) -> dict[str, pd.Series]:
 
 def contrast_warnings(rows: pd.DataFrame, accepted: dict | None, stale: list[str] | None = None,
                       flags: dict | None = None) -> list[str]:
-    """Each contrast's warning, as the summary words it beside its verdict (summary.warning)."""
-    return [summary.warning(r, accepted, stale, flags)
-            for r in rows.assign(**_read_points(rows))[["a", "b", "eval_set", "warning"]].to_dict("records")]
+    """Each contrast's warning, as the summary words it beside its verdict (summary.warning: its amendment after the
+    lock, from its `note`, among them)."""
+    notes = rows["note"] if "note" in rows else ""
+    return [summary.warning(r, accepted, stale, flags) for r in rows.assign(**_read_points(rows), note=notes)[
+        ["a", "b", "eval_set", "warning", "note"]].to_dict("records")]
+
 
 VERDICT_COLUMNS = ["result", "verdict", "robustness", "warning"]
 VERDICT_NOTE = ("result, verdict, robustness, warning: as the headline and the summary give them beside the same "
@@ -292,6 +295,9 @@ def prereg_note(status: dict) -> str:
     changes = f" Changes: {'; '.join(status['changes'])}." if status["changes"] and state != "missing" else ""
     if status.get("uncovered") and state not in ("missing", "late"):
         changes += f" Note: {status['uncovered']}."
+    if status.get("amended") and state not in ("missing", "late"):
+        changes += (f" Amended after the lock: {', '.join(status['amended'])} (each verdict says so beside it, in "
+                    f"its warning).")
     stale = (f"\nWarning: {summary.STALE}: {', '.join(status['stale_runs'])} (each verdict with their arms says "
              f"so beside it, and so does its warning in the tables)." if status.get("stale_runs") else "")
     return line + changes + stale
