@@ -47,8 +47,9 @@ use rule drift as summary with:
         SUMMARY_RST,
     params:
         **analysis_step("summary"),
-        # the summary holds each table to the analysis: an older one put back under an old mtime reruns it
-        tables=sealed(*(path for path in TABLES if path.endswith(".csv"))),
+        # the summary holds each table (its CSV, markdown and HTML copies) to the analysis: an older one put back
+        # under an old mtime reruns it
+        tables=sealed(*TABLES),
     log:
         f"{R}/logs/summary.log",
 

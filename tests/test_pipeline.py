@@ -183,6 +183,24 @@ def test_an_older_table_put_back_under_its_old_mtime_reruns_the_summary_which_re
     assert failed.returncode != 0 and "train" not in jobs(failed), said[-4000:]
     assert "tables/headline.csv: line 2 (T1), column verdict: 'edited', but the study's analysis gives" in said
 
+
+def test_a_readable_copy_put_back_under_its_old_mtime_reruns_the_summary_which_refuses_it(finished_study, tmp_path):
+    """The summary rule's checksum param covered the tables' CSVs alone: an edited tables/headline.html (what the
+    report embeds) put back with the old one's mtime reran nothing, and the report showed a verdict the summary does
+    not give. Every copy's sha256 is now a param of the summary rule, which reruns and refuses it, naming its line."""
+    work = tmp_path / "work"
+    shutil.copytree(finished_study.parent.parent, work, symlinks=True)
+    page = work / "results" / "mini" / "tables" / "headline.html"
+    stat, text = page.stat(), page.read_text()
+    lines = text.split("\n")
+    at = next(i for i, line in enumerate(lines) if "<td>T1</td>" in line)
+    page.write_text("\n".join([*lines[:at], lines[at].replace("T1", "T9"), *lines[at + 1:]]))
+    os.utime(page, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    failed = snakemake(work, "analysis")
+    said = failed.stdout + failed.stderr
+    assert failed.returncode != 0 and "train" not in jobs(failed), said[-4000:]
+    assert f"tables/headline.html: line {at + 1}: '      <td>T9</td>', but the study's analysis gives" in said
+
 def test_a_bad_config_fails_before_any_job_naming_the_key(tmp_path):
     (tmp_path / "study.yaml").write_text(yaml.safe_dump({**SMALL_STUDY, "recipe": {"group_sise": 4}}))
     done = snakemake(tmp_path, "-n")

@@ -490,6 +490,43 @@ def test_the_summary_is_never_written_beside_a_table_its_analysis_does_not_give(
     assert path.read_bytes() == (root / "tables" / "headline.csv").read_bytes()
 
 
+def test_the_summary_is_never_written_beside_a_readable_copy_its_analysis_does_not_give(results, tmp_path):
+    """The summary held each table's CSV to its analysis files, but not the markdown and HTML copies of the same
+    table, which a reader opens and the report embeds: an older tables/headline.html put back (here: the study's at
+    another margin, every contrast exploratory), or a headline.md edited by hand, was shown beside a CSV and a summary
+    that say otherwise, without a word. Each copy is now held to the table its analysis gives, naming the file and its
+    first differing line."""
+    from mcgrpo.core.errors import IntegrityError
+    cfg, root = results
+    older, folder = tmp_path / "older", tmp_path / "restored"
+    copy_study(root, older)
+    copy_study(root, folder)
+    rerun(ANALYSIS, {**cfg, "analysis": {**cfg["analysis"], "margin": 0.05}}, older)
+    page = folder / "tables" / "headline.html"
+    page.write_bytes((older / "tables" / "headline.html").read_bytes())
+    with pytest.raises(IntegrityError, match=rf"{page}: line 4: '<p>The plan changed since its lock of .*', but the "
+                                             rf"study's analysis gives '<p>The plan matches its lock of .*': edited by "
+                                             rf"hand, or left from an earlier run of the study; allowed: the copy its "
+                                             rf"analysis writes now beside the CSV \(snakemake --configfile STUDY "
+                                             rf"--forcerun tables"):
+        steps.summary_step(cfg, folder)
+    page.write_bytes((root / "tables" / "headline.html").read_bytes())
+    # one verdict edited in the markdown copy, its CSV and HTML as the analysis gives them
+    md = folder / "tables" / "headline.md"
+    lines = md.read_text().split("\n")
+    at = next(i for i, line in enumerate(lines) if line.startswith("| T1 |"))
+    assert "| confirmed |" in lines[at]
+    edited = lines[at].replace("| confirmed |", "| not confirmed |")
+    md.write_text("\n".join([*lines[:at], edited, *lines[at + 1:]]))
+    with pytest.raises(IntegrityError, match=rf"{md}: line {at + 1}: '\| T1 \|.*\| not confirmed \|.*', but the "
+                                             rf"study's analysis gives '\| T1 \|.*\| confirmed \|.*'"):
+        steps.summary_step(cfg, folder)
+    steps.tables_step(cfg, folder)
+    steps.summary_step(cfg, folder)
+    for ext in ("md", "html"):
+        assert (folder / "tables" / f"headline.{ext}").read_bytes() == (root / "tables" / f"headline.{ext}").read_bytes()
+
+
 def test_analysis_only_names_a_removed_budget_or_gradient_tests_file_before_any_job(tmp_path):
     """analysis_only leaves out the rules that make B and the gradient tests. Snakemake calls a job whose input is
     missing and unproducible up to date while its outputs exist (even under --forcerun), and a rerun for another

@@ -204,5 +204,125 @@ def test_an_equivalence_verdict_shows_its_planned_tests_p_in_the_prereg_table_as
                                   "reported": r["label"], "note": ""} for _, r in contrasts.iterrows()}
     written = _tables(contrasts, status, {})
     headline, prereg = (written[name][0].set_index("id") for name in ("headline", "prereg"))
-    assert prereg.loc["S2", "p"] == headline.loc["S2", "p"] == 0.01 and prereg.loc["S2", "confirmed"] == "True"
+    assert prereg.loc["S2", "p"] == headline.loc["S2", "p"] == 0.01 and prereg.loc["S2", "verdict"] == "confirmed"
     assert (prereg["p"] == headline["p"]).all()
+
+
+def _checks(contrasts, labels: dict[str, str]) -> pd.DataFrame:
+    """analysis/robustness.parquet of the planned `contrasts`, each labelled as `labels` says ('robust', 'fragile:
+    ...'): every check read, none failed but those the label names."""
+    from mcgrpo.analysis import robustness
+    rows = []
+    for _, r in contrasts[contrasts["id"] != ""].iterrows():
+        rows.append({**{c: r[c] for c in ("contrast", "basis", "metric", "eval_set", "id", "a", "b", "direction",
+                                          "confirmed", "margin", "crossed_low", "crossed_high")},
+                     "crossed_holds": True, "strict_metric": "acc_strict", "strict_mean": r["mean"],
+                     "strict_low": r["ci_low"], "strict_high": r["ci_high"], "strict_p": r["p"], "strict_holds": True,
+                     "strict_uninformative": "", "drifted_a": 0, "evaluations_a": 9, "drifted_b": 0,
+                     "evaluations_b": 9, "drift_holds": True, "other_clock": "", "clock_recorded": True,
+                     "clock_mean": np.nan, "clock_low": np.nan, "clock_high": np.nan, "clock_p": np.nan,
+                     "clock_holds": None, "clock_uninformative": "", "alike_compared": 4, "alike_holds": True,
+                     "alike_unlike": "", "robust": labels[r["id"]] == "robust", "robustness": labels[r["id"]]})
+    return pd.DataFrame(rows, columns=robustness.COLUMNS)
+
+
+def _planned_status(contrasts, **status) -> dict:
+    """A plan status whose labels are the planned `contrasts`' own (the prereg table lists them)."""
+    labels = {r["id"]: {**r[["label", "family", "direction", "a", "b", "basis", "metric"]].to_dict(),
+                        "reported": r["label"], "note": r["note"]} for _, r in contrasts.iterrows() if r["id"]}
+    return {"state": "matches", "locked_at": "2025-01-01T00:00:00+00:00", "changes": [], "amended": [],
+            "demoted": [], "labels": labels, "stale_runs": [], **status}
+
+
+FRAGILE = "fragile: on the strict verifier -0.5 [-3.5, +2.5]"
+
+
+def test_every_table_that_shows_a_verdict_words_it_and_what_goes_beside_it_as_the_headline():
+    """The prereg and contrasts tables had a `confirmed` column alone: T1 read 'True' there where the headline and
+    summary said 'confirmed, but fragile: ...', and an uninformative S2 read 'False' in the contrasts table. Every
+    table that shows a verdict now shows the headline's result, verdict, robustness and warning cells beside it,
+    worded by one function (tables.verdict_cells)."""
+    from mcgrpo.analysis import tables
+    contrasts, _ = _study()
+    s2 = contrasts.index[contrasts["id"] == "S2"][0]
+    contrasts.loc[s2, ["uninformative", "confirmed", "p", "tost_p"]] = ["every seed gave the same difference", False,
+                                                                       np.nan, np.nan]
+    contrasts.loc[contrasts["id"] == "S3", "warning"] = "arms read up to 30% of B apart in tokens"
+    status = _planned_status(contrasts)
+    checks = _checks(contrasts, {"T1": FRAGILE, "S1": "robust", "S2": "uninformative: every seed gave the same "
+                                 "difference", "S3": "robust"})
+    written = tables.study_tables(contrasts, contrasts[["contrast", "basis", "metric", "eval_set"]].assign(
+        value_a=0.5, value_b=0.4), status, pd.DataFrame({"arm": [], "eval_set": [], "seed": [], "drifted": pd.Series(
+            [], dtype=bool), "gap": []}), pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), 0.05, checks,
+        accepted={"filter": {1: ["learning_rate"]}})
+    headline = written["headline"][0].set_index("id")[tables.VERDICT_COLUMNS]
+    assert headline.loc["T1"].tolist() == ["mc_k4 trails outcome", "confirmed", FRAGILE, ""]
+    assert headline.loc["S2", ["verdict", "robustness"]].tolist() == [
+        "uninformative", "uninformative: every seed gave the same difference"]
+    assert headline.loc["S3", "warning"] == ("arms read up to 30% of B apart in tokens; filter: recipe differences "
+                                             "accepted (learning_rate)")
+    for name in ("prereg", "contrasts", "robustness"):
+        table, _, note = written[name]
+        assert "confirmed" not in table.columns, name  # the verdict is worded once, as the headline words it
+        shown = table[table["id"] != ""].set_index("id")[tables.VERDICT_COLUMNS]
+        pd.testing.assert_frame_equal(shown.loc[headline.index], headline, check_names=False, obj=name)
+        assert tables.VERDICT_NOTE in note, name
+    # the summary's sentence says the same beside the same verdict
+    text = summary.lines("default", contrasts, "", "r", robustness=checks, accepted={"filter": {1: ["learning_rate"]}})
+    assert next(line for line in text if line.startswith("- T1")).endswith(f": confirmed, but {FRAGILE}")
+
+
+AMENDMENT = "amended 2025-02-01: the secondary contrast moved to equal time (T*) before any run finished"
+
+
+def test_an_amended_contrasts_verdict_says_amended_wherever_it_is_shown():
+    """A contrast amended after the lock kept its label, and the plan note said only 'with dated amendments': its
+    verdict line in summary.md, the headline and every other table read as a plain preregistered verdict. Each now
+    says it was amended after the lock, and when and why, in its warning; the plan note names the amended contrasts;
+    the other verdicts read as before."""
+    from mcgrpo.analysis import tables
+    contrasts, _ = _study()
+    plain_status = _planned_status(contrasts)
+    contrasts.loc[contrasts["id"] == "S1", "note"] = AMENDMENT
+    status = _planned_status(contrasts, state="amended", amended=["S1"], changes=["S1: changed after the lock"])
+    note = tables.prereg_note(status)
+    assert note == ("The plan changed since its lock of 2025-01-01T00:00:00+00:00, with dated amendments. Changes: S1: "
+                    "changed after the lock. Amended after the lock: S1 (each verdict says so beside it, in its "
+                    "warning).")
+    said = f"{summary.AMENDED} ({AMENDMENT})"
+    text = summary.lines("default", contrasts, note, "r")
+    s1 = next(line for line in text if line.startswith("- S1"))
+    assert s1.endswith(f": confirmed (warning: {said})")
+    written = _tables(contrasts, status, {})
+    for name in ("headline", "contrasts", "prereg"):
+        warnings = written[name][0].set_index("id")["warning"]
+        assert warnings["S1"] == said and (warnings.drop(index=["S1", ""], errors="ignore") == "").all(), name
+    # a verdict not amended reads byte for byte as before; so does every line of a study without amendments
+    plain = summary.lines("default", contrasts.assign(note=""), tables.prereg_note(plain_status), "r")
+    assert [line for line in text if line.startswith("- ") and not line.startswith("- S1")] == [
+        line for line in plain if line.startswith("- ") and not line.startswith("- S1")]
+    assert summary.warning({"a": "x", "b": "y", "eval_set": "e", "note": "demoted: recipe.lr changed"}) == ""
+
+
+def test_a_crossed_interval_that_is_not_defined_says_why_never_the_mean_alone():
+    """The headline's crossed cell showed the mean alone ('-4.1') where the seed-by-problem bootstrap gave no interval:
+    a point estimate whose interval seemed lost. It is not defined with one seed, or for a metric without per-problem
+    scores (acc_greedy, read from evals.parquet alone): the cell now says n/a and why."""
+    from mcgrpo.analysis import tables
+    contrasts, status = _study()
+    t1, s1 = (contrasts.index[contrasts["id"] == i][0] for i in ("T1", "S1"))
+    contrasts.loc[t1, ["crossed_low", "crossed_high"]] = np.nan
+    contrasts.loc[t1, "metric"] = "acc_greedy"
+    contrasts.loc[s1, ["n", "ci_low", "ci_high", "crossed_low", "crossed_high"]] = [1, np.nan, np.nan, np.nan, np.nan]
+    crossed = tables.headline(contrasts).set_index("id")["crossed"]
+    assert crossed["T1"] == ("n/a (no per-problem scores of acc_greedy: it is read from evals.parquet, one number per "
+                             "evaluation, so problems cannot be resampled)")
+    assert crossed["S1"] == "n/a (1 seed: the seed-by-problem bootstrap needs two)"
+    assert crossed["S2"] == "-0.1 [-4.9, +4.8]"  # defined: as it was
+    assert tables.crossed_cell({"mean": np.nan, "crossed_low": np.nan, "crossed_high": np.nan, "n": 4,
+                                "metric": "acc_default"}) == "not defined"
+    # the pass@k table's crossed column is worded by the same cell
+    contrasts.loc[s1, "basis"], contrasts.loc[s1, "metric"] = "tokens", "acc_default"
+    paired = contrasts[["contrast", "basis", "metric", "eval_set"]].assign(value_a=0.5, value_b=0.4)
+    shown = tables._pass_at_k(contrasts.loc[[s1]], paired)
+    assert shown["crossed"].tolist() == ["n/a (1 seed: the seed-by-problem bootstrap needs two)"]

@@ -18,18 +18,18 @@ def metric_words(metric: str) -> str:
     return f"{'accuracy' if measure == 'acc' else measure} ({verifier} verifier)" if measure else metric
 
 
-def _missing(value) -> bool:
+def missing(value) -> bool:
     return value is None or (isinstance(value, (float, np.floating)) and not np.isfinite(value))
 
 
 def points(value: float) -> str:
     """A difference of accuracies (fractions) in signed points: 0.0612 -> '+6.1'."""
-    return "n/a" if _missing(value) else f"{100 * value:+.1f}"
+    return "n/a" if missing(value) else f"{100 * value:+.1f}"
 
 
 def percent(value: float) -> str:
     """An accuracy (fraction) in percent: 0.4219 -> '42.2%'."""
-    return "n/a" if _missing(value) else f"{100 * value:.1f}%"
+    return "n/a" if missing(value) else f"{100 * value:.1f}%"
 
 
 NOT_DEFINED = "not defined"  # a reading that would need a curve beyond its end: no number
@@ -38,23 +38,23 @@ NOT_DEFINED = "not defined"  # a reading that would need a curve beyond its end:
 def interval(mean: float, low: float, high: float) -> str:
     """'mean [low, high]' in points, or the mean alone where the interval is undefined (one seed); not defined
     where the mean is."""
-    if _missing(mean):
+    if missing(mean):
         return NOT_DEFINED
-    if _missing(low) or _missing(high):
+    if missing(low) or missing(high):
         return points(mean)
     return f"{points(mean)} [{points(low)}, {points(high)}]"
 
 
 def p_value(p: float) -> str:
     """p to three places; below 0.0005 as '<0.001'; 'n/a' where undefined (no variation between seeds)."""
-    if _missing(p):
+    if missing(p):
         return "n/a"
     return "<0.001" if p < 0.0005 else f"{p:.3f}"
 
 
 def tokens(n: float) -> str:
     """A token count to three significant digits: 600 -> '600', 135_000 -> '135k', 1_250_000 -> '1.25M'."""
-    if _missing(n):
+    if missing(n):
         return "n/a"
     for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(n) >= scale:

@@ -308,8 +308,8 @@ def figures_step(cfg: dict, results: Path) -> None:
     table, paired, diffs = read("contrasts", "contrasts"), read("paired", "paired"), read("differences")
     table = table[(table["metric"] == metric) & (table["eval_set"] == eval_set)]
     # the tables' words beside each bar; beside each panel of every evaluation, those about its arms (the points
-    # read apart are of the reading at B alone)
-    panels = {r["contrast"]: summary.warning({**r, "warning": ""}, accepted, stale, said) for r in
+    # read apart, and an amendment after the lock, are of the reading at B alone)
+    panels = {r["contrast"]: summary.warning({**r, "warning": "", "note": ""}, accepted, stale, said) for r in
               table.to_dict("records")}
     table = table.assign(warning=tables.contrast_warnings(table, accepted, stale, said))
     figures.difference_from_base(diffs[(diffs["metric"] == metric) & (diffs["eval_set"] == eval_set)]
@@ -355,17 +355,19 @@ def _tables(cfg: dict, results: Path, read: Callable[..., pd.DataFrame], said: d
 
 
 def held_tables(cfg: dict, results: Path, read: Callable[..., pd.DataFrame], said: dict) -> None:
-    """Refuse a CSV of the tables step (tables/<name>.csv) that is not the table the study's analysis files give now:
-    one edited by hand, or an older copy put back, is a verdict the analysis does not give, and Snakemake, which
-    reruns the summary after it (its mtime is newer), would otherwise print the summary beside it without a word.
-    The markdown and HTML copies are renderings of the same frame and are not read back; a study whose tables step
-    has not run (a step run by hand before it: no headline.csv) has no table to hold. `read`, `said`: as _tables'."""
+    """Refuse a table of the tables step (tables/<name>.csv, and its markdown and HTML copies, which a reader opens
+    and the report embeds) that is not the table the study's analysis files give now: one edited by hand, or an older
+    copy put back, is a verdict the analysis does not give, and Snakemake, which reruns the summary after it (its
+    mtime is newer, or the summary rule's checksum of it changed), would otherwise print the summary beside it
+    without a word. A study whose tables step has not run (a step run by hand before it: no headline.csv) has no
+    table to hold. `read`, `said`: as _tables'."""
     folder = Path(results) / "tables"
     if not (folder / "headline.csv").exists():
         return
-    for name, (df, _, _) in _tables(cfg, results, read, said).items():
+    for name, (df, title, note) in _tables(cfg, results, read, said).items():
         if (folder / f"{name}.csv").exists():
             tables.held_csv(folder / f"{name}.csv", df)
+        tables.held_copies(folder / name, df, title, note)
 
 
 def power_note(margin: float, alpha: float) -> str:

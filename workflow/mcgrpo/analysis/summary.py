@@ -211,13 +211,24 @@ def flag_cell(a: str, b: str, eval_set: str, flags: dict[tuple[str, str | None],
     return "; ".join(words for (arm, where), words in flags.items() if arm in (a, b) and where in (None, eval_set))
 
 
+AMENDED = "amended after the preregistration lock"
+
+
+def amended(row) -> str:
+    """Where the contrast's plan entry was changed after the lock and a dated amendment covers it (prereg.compare:
+    its label kept, its `note` 'amended <date>: <why>'), the words every line showing its verdict carries: 'amended
+    after the preregistration lock (amended 2026-03-02: ...)'; '' elsewhere (and in a table without notes)."""
+    note = row.get("note", "")
+    return f"{AMENDED} ({note})" if isinstance(note, str) and note.startswith("amended ") else ""
+
+
 def warning(row, accepted: dict | None = None, stale: list[str] | None = None,
             flags: dict[tuple[str, str | None], str] | None = None) -> str:
     """Everything a reader of a contrast's verdict must see beside it, in every place that shows the verdict: its
-    arms read far apart in tokens (the contrasts.parquet row's `warning`; none in a table from before it), its
-    `runs_warning`, then its arms' `flags` (flag_cell); '' where none."""
+    plan entry `amended` after the lock, its arms read far apart in tokens (the contrasts.parquet row's `warning`;
+    none in a table from before it), its `runs_warning`, then its arms' `flags` (flag_cell); '' where none."""
     apart = row.get("warning", "")
-    return "; ".join(w for w in (apart if isinstance(apart, str) else "",
+    return "; ".join(w for w in (amended(row), apart if isinstance(apart, str) else "",
                                  runs_warning(row["a"], row["b"], accepted, stale),
                                  flag_cell(row["a"], row["b"], row["eval_set"], flags or {})) if w)
 

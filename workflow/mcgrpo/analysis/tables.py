@@ -121,23 +121,30 @@ def to_html(df: pd.DataFrame, title: str = "", note: str = "", cells: pd.DataFra
     return f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'>{style}</head><body>\n{head}{body}\n</body></html>\n"
 
 
-def write_table(df: pd.DataFrame, stem: Path, columns: list[str] | None = None, title: str = "",
-                note: str = "") -> tuple[Path, Path, Path]:
-    """Write `<stem>.csv` (raw values), `<stem>.md` and `<stem>.html` (readable) holding `columns` of `df`.
-
-    The title and note head the markdown and HTML copies, not the CSV; an empty table says so in words.
-    """
-    df = df if columns is None else df[columns]
-    stem = Path(stem)
+def readable_copies(df: pd.DataFrame, title: str = "", note: str = "") -> dict[str, str]:
+    """{"md": ..., "html": ...}: the markdown and HTML copies of `df` write_table writes, its title and note above
+    (an empty table says so in words)."""
     if any(_reader(c) in (formats.points, formats.percent) for c in df.columns):
         note = f"{note}\n{READING_NOTE}" if note else READING_NOTE
     preface = (f"### {title}\n\n" if title else "") + "".join(f"{line}\n\n" for line in note.splitlines()
                                                             if line.strip())
     cells = readable(df)  # once, for both readable copies
     body = to_markdown(df, cells) if len(df) else "*No rows in this study (the note says when there are).*\n"
+    return {"md": preface + body, "html": to_html(df, title, note, cells)}
+
+
+def write_table(df: pd.DataFrame, stem: Path, columns: list[str] | None = None, title: str = "",
+                note: str = "") -> tuple[Path, Path, Path]:
+    """Write `<stem>.csv` (raw values), `<stem>.md` and `<stem>.html` (readable_copies) holding `columns` of `df`.
+
+    The title and note head the markdown and HTML copies, not the CSV; an empty table says so in words.
+    """
+    df = df if columns is None else df[columns]
+    stem = Path(stem)
+    copies = readable_copies(df, title, note)
     return (write_text(df.to_csv(index=False), stem.parent / f"{stem.name}.csv"),
-            write_text(preface + body, stem.parent / f"{stem.name}.md"),
-            write_text(to_html(df, title, note, cells), stem.parent / f"{stem.name}.html"))
+            write_text(copies["md"], stem.parent / f"{stem.name}.md"),
+            write_text(copies["html"], stem.parent / f"{stem.name}.html"))
 
 
 def held_csv(path: Path, expected: pd.DataFrame, source: str = "the study's analysis") -> None:
@@ -161,6 +168,40 @@ def held_csv(path: Path, expected: pd.DataFrame, source: str = "the study's anal
                          f"{redo}")
 
 
+def held_copies(stem: Path, expected: pd.DataFrame, title: str = "", note: str = "",
+                source: str = "the study's analysis") -> None:
+    """Refuse `<stem>.md` or `<stem>.html`, the readable copies write_table wrote of the table `expected` (which
+    `source` gives now, with its `title` and `note`), where one is not that copy, naming its first differing line:
+    the report embeds the HTML copy and a reader opens the markdown one, so an older copy put back, or one edited by
+    hand, would show a verdict, a number or a warning the analysis does not give beside a CSV that does. A copy not
+    there is not held (as held_csv's callers leave a CSV not there)."""
+    stem = Path(stem)
+    copies = None
+    for ext in ("md", "html"):
+        path = stem.parent / f"{stem.name}.{ext}"
+        if not path.is_file():
+            continue
+        copies = copies or readable_copies(expected, title, note)  # rendered once, for both, only where held
+        with open(path, newline="", errors="replace") as f:  # as write_text wrote it: no newline translated
+            found = f.read()
+        if found != copies[ext]:
+            raise IntegrityError(_first_difference(path, found, copies[ext], source))
+
+
+def _first_difference(path: Path, found: str, want: str, source: str) -> str:
+    """The refusal of a readable copy `path` holding `found` where `source` gives `want`: its first differing line,
+    both versions (cut to 300 characters), and what is allowed."""
+    have, need = found.split("\n"), want.split("\n")
+    line = next((i for i, (a, b) in enumerate(zip(have, need)) if a != b), min(len(have), len(need)))
+
+    def shown(lines: list[str]) -> str:
+        text = lines[line] if line < len(lines) else "(no such line: the file ends before it)"
+        return repr(text if len(text) <= 300 else text[:300] + "...")
+    return (f"{path}: line {line + 1}: {shown(have)}, but {source} gives {shown(need)}: edited by hand, or left from "
+            f"an earlier run of the study; allowed: the copy its analysis writes now beside the CSV (snakemake "
+            f"--configfile STUDY --forcerun tables; in a programme, --forcerun {path})")
+
+
 def _cells(csv) -> pd.DataFrame:
     """A CSV as write_table writes it, read back with every cell a string (a table of no columns: empty)."""
     try:
@@ -181,7 +222,8 @@ BASIS_NOTE = ("Bases: tokens = each run at its first evaluation at or after B; u
               "reading would need a curve beyond its end.")
 CONTRAST_COLUMNS = ["id", "label", "family", "direction", "contrast", "basis", "metric", "eval_set", "n", "mean",
                     "ci_low", "ci_high", "p", "p_holm", "tost_p", "noninferior", "crossed_low", "crossed_high",
-                    "higher_in", "confirmed", "uninformative", "read", "tokens_a", "tokens_b", "warning", "note"]
+                    "higher_in", "result", "verdict", "robustness", "uninformative", "read", "tokens_a", "tokens_b",
+                    "warning", "note"]
 TOKENS_NOTE = ("tokens_a, tokens_b: the generated tokens each arm had spent at the point read, mean over seeds; "
                "warning: where, at equal tokens, two arms' points differ by more than a tenth of B, where an arm's "
                "runs were stored with recipe differences accepted (the keys that differ) or trained with a config "
@@ -199,9 +241,46 @@ def _read_points(contrasts: pd.DataFrame) -> dict[str, pd.Series]:
 
 def contrast_warnings(rows: pd.DataFrame, accepted: dict | None, stale: list[str] | None = None,
                       flags: dict | None = None) -> list[str]:
-    """Each contrast's warning, as the summary words it beside its verdict (summary.warning)."""
-    return [summary.warning(r, accepted, stale, flags)
-            for r in rows.assign(**_read_points(rows))[["a", "b", "eval_set", "warning"]].to_dict("records")]
+    """Each contrast's warning, as the summary words it beside its verdict (summary.warning: its amendment after the
+    lock, from its `note`, among them)."""
+    notes = rows["note"] if "note" in rows else ""
+    return [summary.warning(r, accepted, stale, flags) for r in rows.assign(**_read_points(rows), note=notes)[
+        ["a", "b", "eval_set", "warning", "note"]].to_dict("records")]
+
+
+VERDICT_COLUMNS = ["result", "verdict", "robustness", "warning"]
+VERDICT_NOTE = ("result, verdict, robustness, warning: as the headline and the summary give them beside the same "
+                "verdict: the result in words (trails, beats, matches within the margin, on par, inconclusive); "
+                "confirmed, not confirmed, uninformative or exploratory; robust, or the checks the verdict fails "
+                "(tables/robustness.md), or why the data cannot tell the arms apart (empty: no checks, an exploratory "
+                "contrast); what a reader of the verdict must see beside it.")
+
+
+def verdict_cells(rows: pd.DataFrame, checks: pd.DataFrame | None = None, accepted: dict | None = None,
+                  stale: list[str] | None = None, flags: dict | None = None) -> dict[str, list[str]]:
+    """The cells every table that shows a contrast's verdict shows beside it, worded once (VERDICT_COLUMNS): `result`
+    (summary.result: what the numbers show), `verdict` (summary.verdict), `robustness` ('uninformative: <why>' where
+    the data cannot tell the arms apart, else its label in `checks`, analysis/robustness.parquet: 'robust',
+    'fragile: ...', 'inconclusive: ...'; '' for a contrast with no checks, an exploratory one) and `warning`
+    (contrast_warnings: what the summary says beside the same verdict), for each of `rows` (contrasts.parquet rows)."""
+    labels, records = summary.labels(checks), rows.to_dict("records")
+    return {"result": [summary.result(r) for r in records], "verdict": [summary.verdict(r) for r in records],
+            "robustness": [f"uninformative: {summary.uninformative(r)}" if summary.uninformative(r)
+                           else labels.get(r["id"], "") if r["id"] else "" for r in records],
+            "warning": contrast_warnings(rows, accepted, stale, flags)}
+
+
+def crossed_cell(row) -> str:
+    """A contrast's crossed seed-by-problem interval as 'mean [low, high]'; where the mean is defined but the interval
+    is not, 'n/a' and why, never the mean alone (which would read as a point estimate whose interval went missing):
+    one seed (the bootstrap resamples seeds: it needs two), or a metric without per-problem scores (read from
+    evals.parquet alone: the bootstrap resamples problems); not defined where the mean is not."""
+    if formats.missing(row["mean"]) or not (formats.missing(row["crossed_low"]) or formats.missing(row["crossed_high"])):
+        return interval(row["mean"], row["crossed_low"], row["crossed_high"])
+    if row["n"] < 2:
+        return f"n/a ({int(row['n'])} seed: the seed-by-problem bootstrap needs two)"
+    return (f"n/a (no per-problem scores of {row['metric']}: it is read from evals.parquet, one number per "
+            f"evaluation, so problems cannot be resampled)")
 
 
 def prereg_note(status: dict) -> str:
@@ -216,20 +295,23 @@ def prereg_note(status: dict) -> str:
     changes = f" Changes: {'; '.join(status['changes'])}." if status["changes"] and state != "missing" else ""
     if status.get("uncovered") and state not in ("missing", "late"):
         changes += f" Note: {status['uncovered']}."
+    if status.get("amended") and state not in ("missing", "late"):
+        changes += (f" Amended after the lock: {', '.join(status['amended'])} (each verdict says so beside it, in "
+                    f"its warning).")
     stale = (f"\nWarning: {summary.STALE}: {', '.join(status['stale_runs'])} (each verdict with their arms says "
              f"so beside it, and so does its warning in the tables)." if status.get("stale_runs") else "")
     return line + changes + stale
 
 
 def _contrasts(contrasts: pd.DataFrame, accepted: dict | None = None, stale: list[str] | None = None,
-               flags: dict | None = None) -> pd.DataFrame:
+               flags: dict | None = None, checks: pd.DataFrame | None = None) -> pd.DataFrame:
     # One vocabulary in every table: a Holm family belongs to a planned primary contrast; the analysis marks
     # the others' family "secondary", which is a label, so they show none (as in the prereg table).
     return contrasts.assign(
         higher_in=[NOT_DEFINED if pd.isna(k) else f"{int(k)} of {n}" for k, n in zip(contrasts["seeds_higher"], contrasts["n"])],
         family=contrasts["family"].replace("secondary", ""),
         uninformative=contrasts.get("uninformative", ""),
-        **{**_read_points(contrasts), "warning": contrast_warnings(contrasts, accepted, stale, flags)})[CONTRAST_COLUMNS]
+        **{**_read_points(contrasts), **verdict_cells(contrasts, checks, accepted, stale, flags)})[CONTRAST_COLUMNS]
 
 
 def _bases(contrasts: pd.DataFrame) -> pd.DataFrame:
@@ -253,7 +335,7 @@ def _pass_at_k(contrasts: pd.DataFrame, paired: pd.DataFrame) -> pd.DataFrame:
              "a": means.loc[(r["contrast"], "tokens", r["metric"], r["eval_set"]), "value_a"],
              "base": means.loc[(r["contrast"], "tokens", r["metric"], r["eval_set"]), "value_b"],
              "difference": interval(r["mean"], r["ci_low"], r["ci_high"]), "p": r["p"],
-             "crossed": interval(r["mean"], r["crossed_low"], r["crossed_high"])} for _, r in keep.iterrows()]
+             "crossed": crossed_cell(r)} for _, r in keep.iterrows()]
     return pd.DataFrame(rows, columns=["contrast", "eval_set", "k", "n", "a", "base", "difference", "p", "crossed"]
                         ).sort_values(["contrast", "eval_set", "k"], kind="stable")
 
@@ -277,30 +359,28 @@ def _budget_share(shares: pd.DataFrame) -> pd.DataFrame:
         ["contrast", "metric", "eval_set", "axis", "n", "target", "share", "resamples_reached", "curve_end"]]
 
 
-def _confirmed(row) -> str:
-    """The prereg table's confirmed cell: True/False, uninformative, or empty (no result, or exploratory)."""
-    if row is None:
-        return ""
-    if summary.uninformative(row):
-        return "uninformative"
-    return "" if pd.isna(row["confirmed"]) else str(bool(row["confirmed"]))
+PREREG_COLUMNS = ["id", "planned", "reported", "family", "direction", "contrast", "basis", "metric", "difference",
+                  "p", "p_holm", *VERDICT_COLUMNS, "note"]
 
 
-def _prereg(contrasts: pd.DataFrame, status: dict) -> pd.DataFrame:
-    """Every planned contrast: its planned and reported label, its result (with the planned test's p, as the
-    headline and summary give it beside the verdict) and why a label changed."""
-    result = contrasts[contrasts["id"] != ""].set_index("id")
+def _prereg(contrasts: pd.DataFrame, status: dict, checks: pd.DataFrame | None = None, accepted: dict | None = None,
+            stale: list[str] | None = None, flags: dict | None = None) -> pd.DataFrame:
+    """Every planned contrast: its planned and reported label, its difference (with the planned test's p, as the
+    headline and summary give it beside the verdict), its verdict with the words the headline gives beside it
+    (verdict_cells), and why a label changed."""
+    result = contrasts[contrasts["id"] != ""]
+    judged = pd.DataFrame(verdict_cells(result, checks, accepted, stale, flags), index=result["id"].tolist())
+    result = result.set_index("id")
     rows = []
     for i, e in status["labels"].items():
         r = result.loc[i] if i in result.index else None
         rows.append({"id": i, "planned": e["label"], "reported": e["reported"], "family": e["family"] if e["label"] == "primary" else "",
                      "direction": e["direction"], "contrast": f"{e['a']}-vs-{e['b']}", "basis": e["basis"],
-                     "metric": e["metric"], "result": "" if r is None else interval(r["mean"], r["ci_low"], r["ci_high"]),
+                     "metric": e["metric"], "difference": "" if r is None else interval(r["mean"], r["ci_low"], r["ci_high"]),
                      "p": np.nan if r is None else summary.planned_p(r), "p_holm": np.nan if r is None else r["p_holm"],
-                     "confirmed": _confirmed(r),
+                     **{c: "" if r is None else judged.at[i, c] for c in VERDICT_COLUMNS},
                      "note": e["note"]})
-    return pd.DataFrame(rows, columns=["id", "planned", "reported", "family", "direction", "contrast", "basis",
-                                       "metric", "result", "p", "p_holm", "confirmed", "note"])
+    return pd.DataFrame(rows, columns=PREREG_COLUMNS)
 
 
 HEADLINE_COLUMNS = ["id", "label", "contrast", "basis", "n", "tokens_a", "tokens_b", "difference", "p", "p_holm",
@@ -317,37 +397,44 @@ def headline(contrasts: pd.DataFrame, checks: pd.DataFrame | None = None, accept
 
     def cells(make):  # a check's cell, empty where the contrast has no checks
         return [make(r) if pd.notna(r["robustness"]) else "" for _, r in found.iterrows()]
-    # an uninformative contrast says why, checked or not (a demoted one has no checks)
-    labelled = [f"uninformative: {summary.uninformative(r)}" if summary.uninformative(r) else label
-                for (_, r), label in zip(rows.iterrows(), cells(lambda r: r["robustness"]))]
+    # as every table that shows a verdict words it; an uninformative contrast says why, checked or not
+    judged = verdict_cells(rows, checks, accepted, stale, flags)
     return pd.DataFrame({
         "id": rows["id"], "label": rows["label"], "contrast": [f"{a} minus {b}" for a, b in zip(rows["a"], rows["b"])],
         "basis": [summary.basis_words(r) for r in rows.to_dict("records")], "n": rows["n"],
         **{c: v.to_numpy() for c, v in _read_points(rows).items() if c != "warning"},
         "difference": [interval(*v) for v in zip(rows["mean"], rows["ci_low"], rows["ci_high"])],
         "p": [summary.planned_p(r) for _, r in rows.iterrows()], "p_holm": rows["p_holm"],
-        "result": [summary.result(r) for _, r in rows.iterrows()],  # the summary's words: 'inconclusive (...)'
-        "verdict": [summary.verdict(r) for _, r in rows.iterrows()],
-        "crossed": [interval(*v) for v in zip(rows["mean"], rows["crossed_low"], rows["crossed_high"])],
+        "result": judged["result"],  # the summary's words: 'inconclusive (...)'
+        "verdict": judged["verdict"],
+        "crossed": [crossed_cell(r) for r in rows.to_dict("records")],
         "strict": cells(lambda r: interval(r["strict_mean"], r["strict_low"], r["strict_high"])
                         if r["strict_metric"] else "(the metric is strict)"),
         "drift": cells(robustness.drift_cell),
         "other_clock": cells(lambda r: "" if not r["other_clock"] else "not recorded" if not r["clock_recorded"]
                              else interval(r["clock_mean"], r["clock_low"], r["clock_high"])),
         "alike": cells(robustness.alike_cell),
-        "robustness": labelled, "warning": contrast_warnings(rows, accepted, stale, flags)},
+        "robustness": judged["robustness"], "warning": judged["warning"]},
         columns=HEADLINE_COLUMNS)
 
 
-def _robustness(checks: pd.DataFrame | None) -> pd.DataFrame:
-    """Every check of every planned contrast, with whether the verdict holds on it (empty without the checks)."""
-    columns = ["id", "contrast", "basis", "metric", "eval_set", "confirmed", "crossed_low", "crossed_high",
-               "crossed_holds", "strict_metric", "strict_mean", "strict_low", "strict_high", "strict_p", "strict_holds",
-               "drift", "drift_holds", "other_clock", "clock_mean", "clock_low", "clock_high", "clock_p",
-               "clock_holds", "alike_compared", "alike_holds", "alike_unlike", "robustness"]
+ROBUSTNESS_COLUMNS = ["id", "contrast", "basis", "metric", "eval_set", "result", "verdict", "crossed_low",
+                      "crossed_high", "crossed_holds", "strict_metric", "strict_mean", "strict_low", "strict_high",
+                      "strict_p", "strict_holds", "drift", "drift_holds", "other_clock", "clock_mean", "clock_low",
+                      "clock_high", "clock_p", "clock_holds", "alike_compared", "alike_holds", "alike_unlike",
+                      "robustness", "warning"]
+
+
+def _robustness(checks: pd.DataFrame | None, contrasts: pd.DataFrame, accepted: dict | None = None,
+                stale: list[str] | None = None, flags: dict | None = None) -> pd.DataFrame:
+    """Every check of every planned contrast, with whether the verdict holds on it, and the verdict with the words the
+    headline gives beside it (verdict_cells of its `contrasts` row; empty without the checks)."""
     if checks is None or checks.empty:
-        return pd.DataFrame(columns=columns)
-    return checks.assign(drift=[robustness.drift_cell(r) for _, r in checks.iterrows()])[columns]
+        return pd.DataFrame(columns=ROBUSTNESS_COLUMNS)
+    rows = summary.planned(contrasts).set_index("id", drop=False).loc[checks["id"]]
+    judged = verdict_cells(rows, checks, accepted, stale, flags)
+    return checks.assign(drift=[robustness.drift_cell(r) for _, r in checks.iterrows()],
+                         **{c: judged[c] for c in ("result", "verdict", "warning")})[ROBUSTNESS_COLUMNS]
 
 
 ROBUSTNESS_NOTE = ("A verdict holds on a check when the check, judged by the contrast's own rule, reaches the same "
@@ -361,7 +448,7 @@ ROBUSTNESS_NOTE = ("A verdict holds on a check when the check, judged by the con
                    "timed on one machine (alike_compared: the pairs whose run.json records them). robust: the "
                    "verdict holds on "
                    "every check that applies; an empty holds cell: the check does not apply. "
-                   + summary.UNINFORMATIVE_NOTE)
+                   + summary.UNINFORMATIVE_NOTE + "\n" + VERDICT_NOTE)
 
 
 def study_tables(contrasts: pd.DataFrame, paired: pd.DataFrame, status: dict, drift: pd.DataFrame,
@@ -399,13 +486,15 @@ def _study_tables(contrasts, paired, status, drift, stages, groups, shares, extr
                      f"other_clock: equal time on the {other}; alike: each seed's two runs made under one stack "
                      f"(and, on the time bases, timed on one machine); robustness: robust, or the checks the verdict "
                      f"fails (tables/robustness.md).\n{TOKENS_NOTE}\n{summary.UNINFORMATIVE_NOTE}"),
-        "robustness": (_robustness(checks), "Robustness of each preregistered verdict",
+        "robustness": (_robustness(checks, contrasts, accepted, status.get("stale_runs"), flags),
+                       "Robustness of each preregistered verdict",
                        ROBUSTNESS_NOTE.format(gap=gap, other=other)),
-        "contrasts": (_contrasts(contrasts, accepted, status.get("stale_runs"), flags),
+        "contrasts": (_contrasts(contrasts, accepted, status.get("stale_runs"), flags, checks),
                       "Every contrast (A minus base, paired by seed)",
                       f"{plan_note}\nmean, 95% paired-t CI (ci_low, ci_high), two-sided p; p_holm: Holm within "
                       f"the primary family; tost_p: equivalence within ±margin; noninferior: lower 90% bound > "
-                      f"-margin; crossed: 95% seed-by-problem bootstrap.\n{TOKENS_NOTE}\n{BASIS_NOTE}"),
+                      f"-margin; crossed: 95% seed-by-problem bootstrap.\n{VERDICT_NOTE}\n{TOKENS_NOTE}\n"
+                      f"{BASIS_NOTE}"),
         "equal_bases": (_bases(contrasts), "Equal tokens against equal time (and equal updates)",
                         f"mean difference [95% paired-t CI], A minus base.\n{BASIS_NOTE}"),
         "stage_seconds": (stages, "Training seconds per stage before B (mean over seeds)",
@@ -431,5 +520,6 @@ def _study_tables(contrasts, paired, status, drift, stages, groups, shares, extr
                           "An arm of efficiency e is supposed to reach after t tokens what the base reaches after "
                           "e*t; mean: observed minus extrapolated, over evaluations up to B, then seeds [95% CI]. "
                           "Empty without analysis.efficiency."),
-        "prereg": (_prereg(contrasts, status), "Preregistered contrasts: planned and reported labels", plan_note),
+        "prereg": (_prereg(contrasts, status, checks, accepted, status.get("stale_runs"), flags),
+                   "Preregistered contrasts: planned and reported labels", f"{plan_note}\n{VERDICT_NOTE}"),
     }
