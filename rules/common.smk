@@ -197,6 +197,25 @@ def rule_files(rule):
 workflow._prepare_dag = rule_targets(workflow._prepare_dag)
 
 
+def checking_links(prepare):
+    """Before the DAG (Snakemake's --forcerun is known only then): a study folder that is a link elsewhere, or under
+    one, whose links into the store were made relative to its spelled path stops the workflow, naming it
+    (mcgrpo.core.layout.check_links_resolve); `--forcerun link_study` (or --forceall) links them again."""
+
+    def prepare_dag(*args, **kwargs):
+        settings = workflow.dag_settings
+        relinking = not ANALYSIS_ONLY and (settings.forceall or "link_study" in settings.forcerun)
+        with stopping():
+            for study in S.values():
+                layout.check_links_resolve(study.cfg, layout.run_keys(study.cfg), relinking)
+        return prepare(*args, **kwargs)
+
+    return prepare_dag
+
+
+workflow._prepare_dag = checking_links(workflow._prepare_dag)
+
+
 def folder_of(name, level=0):
     """A params function: the folder holding input `name` (`level` folders further up)."""
     return lambda wildcards, input: str(Path(input[name]).parents[level])
