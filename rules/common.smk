@@ -9,6 +9,7 @@ import re
 import shlex
 import socket
 import sys
+import time
 import uuid
 
 from pathlib import Path
@@ -143,6 +144,7 @@ shell.prefix(f"set -euo pipefail; PYTHON={PYTHON}; ")
 # jobs, and the Snakemakes SLURM starts for them, inherit the variable.
 os.environ.setdefault(study_turns.SESSION, uuid.uuid4().hex)
 os.environ.setdefault(study_turns.SNAKEMAKE, f"{socket.gethostname()} {os.getpid()}")  # whether it still runs
+os.environ.setdefault(study_turns.STARTED, repr(time.time()))  # before its DAG: what another wrote since is kept
 IN_TURN = f"$PYTHON -m {study_turns.__name__} --folder {{params.folder:q}} --log {{log:q}} --outputs {{output:q}} --"
 
 
