@@ -90,7 +90,8 @@ class Study:
         self.alignment = bool(cfg["evaluation"].get("alignment"))  # the gradient tests along training
         # The study's stored runs, each by its name in the store and the first (arm, seed) naming it (what its
         # messages and trackers call it): two arms of a study that train the same run share one.
-        self.named = layout.first_names(layout.run_keys(cfg))
+        self.keys = layout.run_keys(cfg)  # (arm, seed) -> its stored run's name
+        self.named = layout.first_names(self.keys)
         # The analysis reads the whole study config, less the switches saying how Snakemake was invoked, the images
         # its jobs run in and where training reports to (where a job runs or reports is no part of what it
         # computes, nor of the config_hash of what it writes).
@@ -209,7 +210,7 @@ def checking_links(prepare):
         relinking = not ANALYSIS_ONLY and (settings.forceall or "link_study" in settings.forcerun)
         with stopping():
             for study in S.values():
-                layout.check_links_resolve(study.cfg, layout.run_keys(study.cfg), relinking)
+                layout.check_links_resolve(study.cfg, study.keys, relinking)
         return prepare(*args, **kwargs)
 
     return prepare_dag

@@ -135,19 +135,29 @@ def clear(outputs: list[str]) -> None:
 def written_meanwhile(outputs: list[str], command: list[str], started: str | None) -> bool:
     """Whether every output of a KEPT stage's job was written since its Snakemake started (`started`, STARTED's
     value), stamped with the config hash of the job's --run-json: another session's same measurement, made while
-    this one's job waited for the turn. An output from before the start is one its DAG scheduled to replace."""
+    this one's job waited for the turn. An output from before the start is one its DAG scheduled to replace (the
+    comparison trusts the clocks of the hosts involved to agree within seconds, as Snakemake's own mtimes do)."""
     verb = command[command.index("mcgrpo") + 1] if "mcgrpo" in command[:-1] else None
     if verb not in KEPT or "--run-json" not in command[:-1] or not outputs or not started:
         return False
     from mcgrpo.core.config import config_hash  # only here: the analysis jobs start without these imports
+    from mcgrpo.core.errors import DataError
     from mcgrpo.core.store import parquet_metadata
     stamp = config_hash(json.loads(command[command.index("--run-json") + 1]))
-    for path in map(Path, outputs):
-        if not path.is_file() or path.stat().st_mtime < float(started):
-            return False
-        if parquet_metadata(path).get("config_hash") != stamp:
-            return False
-    return True
+    try:
+        return all(Path(path).stat().st_mtime >= float(started) and parquet_metadata(path).get("config_hash") == stamp
+                   for path in outputs)
+    except (OSError, DataError):  # missing, or unreadable: measured again
+        return False
+
+
+def _open_log(path: str, waited: str) -> int:
+    """The job's log, emptied, starting with what its turn waited for."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    log = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    if waited:
+        os.write(log, f"{waited}\n".encode())
+    return log
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -163,20 +173,16 @@ def main(argv: list[str] | None = None) -> None:
     if not command:
         parser.error("no COMMAND after --")
     fd, waited = take(args.folder, os.environ.get(SESSION) or f"{os.getpid()}@{holder()['host']}", args.grace)
-    kept = written_meanwhile(args.outputs, command, os.environ.get(STARTED))
-    if not kept:
-        clear(args.outputs)
-    Path(args.log).parent.mkdir(parents=True, exist_ok=True)
-    log = os.open(args.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    if waited:
-        os.write(log, f"{waited}\n".encode())
-    if kept:
+    if written_meanwhile(args.outputs, command, os.environ.get(STARTED)):
         line = (f"mcgrpo: {', '.join(args.outputs)}: written by another Snakemake since this one started, for the "
                 f"same config: kept, not run again")
         print(line, file=sys.stderr, flush=True)
+        log = _open_log(args.log, waited)
         os.write(log, f"{line}\n".encode())
         os.close(log)
         return
+    clear(args.outputs)
+    log = _open_log(args.log, waited)
     sys.stdout.flush(), sys.stderr.flush()
     os.dup2(log, 1), os.dup2(log, 2)
     os.close(log)
