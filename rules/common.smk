@@ -9,6 +9,7 @@ import re
 import shlex
 import socket
 import sys
+import time
 import uuid
 
 from pathlib import Path
@@ -89,7 +90,8 @@ class Study:
         self.alignment = bool(cfg["evaluation"].get("alignment"))  # the gradient tests along training
         # The study's stored runs, each by its name in the store and the first (arm, seed) naming it (what its
         # messages and trackers call it): two arms of a study that train the same run share one.
-        self.named = layout.first_names(layout.run_keys(cfg))
+        self.keys = layout.run_keys(cfg)  # (arm, seed) -> its stored run's name
+        self.named = layout.first_names(self.keys)
         # The analysis reads the whole study config, less the switches saying how Snakemake was invoked, the images
         # its jobs run in and where training reports to (where a job runs or reports is no part of what it
         # computes, nor of the config_hash of what it writes).
@@ -143,6 +145,7 @@ shell.prefix(f"set -euo pipefail; PYTHON={PYTHON}; ")
 # jobs, and the Snakemakes SLURM starts for them, inherit the variable.
 os.environ.setdefault(study_turns.SESSION, uuid.uuid4().hex)
 os.environ.setdefault(study_turns.SNAKEMAKE, f"{socket.gethostname()} {os.getpid()}")  # whether it still runs
+os.environ.setdefault(study_turns.STARTED, repr(time.time()))  # before its DAG: what another wrote since is kept
 IN_TURN = f"$PYTHON -m {study_turns.__name__} --folder {{params.folder:q}} --log {{log:q}} --outputs {{output:q}} --"
 
 
@@ -195,6 +198,25 @@ def rule_files(rule):
 
 
 workflow._prepare_dag = rule_targets(workflow._prepare_dag)
+
+
+def checking_links(prepare):
+    """Before the DAG (Snakemake's --forcerun is known only then): a study folder that is a link elsewhere, or under
+    one, whose links into the store were made relative to its spelled path stops the workflow, naming it
+    (mcgrpo.core.layout.check_links_resolve); `--forcerun link_study` (or --forceall) links them again."""
+
+    def prepare_dag(*args, **kwargs):
+        settings = workflow.dag_settings
+        relinking = not ANALYSIS_ONLY and (settings.forceall or "link_study" in settings.forcerun)
+        with stopping():
+            for study in S.values():
+                layout.check_links_resolve(study.cfg, study.keys, relinking)
+        return prepare(*args, **kwargs)
+
+    return prepare_dag
+
+
+workflow._prepare_dag = checking_links(workflow._prepare_dag)
 
 
 def folder_of(name, level=0):

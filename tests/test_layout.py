@@ -80,3 +80,63 @@ def test_a_link_replaces_an_older_link_but_never_a_folder(tmp_path):
     with pytest.raises(DataError, match="mc_k2/seed1: a folder of its own, where the run store links to"):
         layout.link(folder, new)
     assert (folder / "evals.parquet").read_text() == "weeks of GPU time"
+
+
+def _linked_elsewhere(tmp_path, cfg) -> tuple:
+    """results/<study> as a link to a folder elsewhere (a disk with room), the store beside it under results/."""
+    results = tmp_path / "work" / "results"
+    real = tmp_path / "elsewhere" / cfg["study"]
+    real.mkdir(parents=True)
+    results.mkdir(parents=True)
+    (results / cfg["study"]).symlink_to(real, target_is_directory=True)
+    return {**cfg, "results_dir": str(results)}, real
+
+
+@pytest.mark.parametrize("linked", ["study", "results"])
+def test_links_resolve_where_the_study_folder_or_results_is_itself_a_link(tmp_path, linked):
+    cfg, real = _linked_elsewhere(tmp_path, _study())
+    if linked == "results":  # results/ itself a link, the study folder a real one inside it
+        (tmp_path / "work" / "results" / cfg["study"]).unlink()
+        (tmp_path / "work" / "results").rename(tmp_path / "moved")
+        (tmp_path / "work" / "results").symlink_to(tmp_path / "moved", target_is_directory=True)
+    links = layout.study_links(cfg)
+    for path, target in links.items():
+        target.mkdir(parents=True, exist_ok=True)
+        layout.link(path, target)
+        assert path.resolve() == target.resolve() and not os.path.isabs(os.readlink(path)), (path, os.readlink(path))
+    assert layout.misresolved(links) == []
+    layout.check_links_resolve(cfg)
+
+
+def test_links_made_against_the_spelled_path_of_a_linked_study_folder_stop_the_workflow_naming_it(tmp_path):
+    cfg, real = _linked_elsewhere(tmp_path, _study())
+    links = layout.study_links(cfg)
+    for path, target in links.items():  # as link() made them before: relative to the path as spelled
+        target.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.symlink_to(os.path.relpath(target, path.parent), target_is_directory=True)
+    assert sorted(layout.misresolved(links)) == sorted(links) and not any(p.exists() for p in links)
+    folder = layout.study_dir(cfg)
+    with pytest.raises(DataError, match=rf"{re.escape(str(folder))}: 5 links into the run store do not resolve from "
+                                        rf"{re.escape(str(real))}, where the folder really is .*allowed: `snakemake "
+                                        r"--forcerun link_study`"):
+        layout.check_links_resolve(cfg)
+    layout.check_links_resolve(cfg, relinking=True)  # link_study forced: it links them again
+    for path, target in links.items():
+        layout.link(path, target)
+    assert layout.misresolved(links) == [] and all(p.resolve() == t.resolve() for p, t in links.items())
+
+
+def test_snakemake_stops_before_any_job_on_a_linked_study_folder_whose_links_do_not_resolve(tmp_path):
+    """The dry-run's own message, not "Missing input files" nor a run "not in the store" from an analysis job."""
+    cfg, real = _linked_elsewhere(tmp_path, _study())
+    work = tmp_path / "work"
+    for path, target in layout.study_links({**cfg, "results_dir": str(work / "results")}).items():
+        target.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.symlink_to(os.path.relpath(target, path.parent), target_is_directory=True)
+    (work / "study.yaml").write_text(yaml.safe_dump({**SMALL_STUDY, "results_dir": "results"}))
+    done = run_snakemake(work, "-n", "--cores", "1", timeout=300)
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "results/mini: 5 links into the run store do not resolve from" in done.stderr
+    assert "Building DAG" not in done.stdout + done.stderr

@@ -10,6 +10,10 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+import yaml
+
+from conftest import SMALL_STUDY, SNAKEMAKE_ENV, snakemake, snakemake_command
 from mcgrpo.core import study_turns
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -18,21 +22,21 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT / "workflow")}
 HOLD = [sys.executable, "-c", "import os, time\nwhile not os.path.exists('go'): time.sleep(0.05)"]
 
 
-def job(tmp_path, session, command, outputs=(), log="logs/job.log", grace=0.5, snakemake=None):
+def job(tmp_path, session, command, outputs=(), log="logs/job.log", grace=0.5, snakemake=None, folder="study"):
     """A job started as a wrapped rule starts it: python -m mcgrpo.core.study_turns ... -- COMMAND (another
     session's turn kept `grace` seconds after its last job, not the workflow's minute), its session's Snakemake
     `snakemake` ("host pid"; default: this test's process, which runs)."""
-    argv = [sys.executable, "-m", study_turns.__name__, "--folder", "study", "--log", log, "--grace", str(grace),
+    argv = [sys.executable, "-m", study_turns.__name__, "--folder", folder, "--log", log, "--grace", str(grace),
             "--outputs", *outputs, "--", *command]
     mine = snakemake or f"{socket.gethostname()} {os.getpid()}"
     return subprocess.Popen(argv, cwd=tmp_path, env={**ENV, study_turns.SESSION: session, study_turns.SNAKEMAKE: mine},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def holding(tmp_path, session, snakemake=None):
+def holding(tmp_path, session, snakemake=None, folder="study"):
     """A job of `session` that has taken the study's turn and holds it until `go`."""
-    holder = job(tmp_path, session, HOLD, log="logs/holder.log", snakemake=snakemake)
-    turn, deadline = tmp_path / "study" / study_turns.TURN, time.monotonic() + 30
+    holder = job(tmp_path, session, HOLD, log="logs/holder.log", snakemake=snakemake, folder=folder)
+    turn, deadline = tmp_path / folder / study_turns.TURN, time.monotonic() + 30
     while not turn.exists() or json.loads(turn.read_text() or "{}").get("session") != session:
         assert holder.poll() is None and time.monotonic() < deadline, holder.communicate()
         time.sleep(0.05)
@@ -148,3 +152,95 @@ def test_every_rule_that_writes_a_study_folder_runs_in_its_turn(tmp_path):
     assert {"link_study", "gradient_tests", "drift", "contrasts", "tables", "figures", "summary"} <= set(writers)
     for name, shell in writers.items():
         assert shell and f"-m {study_turns.__name__} " in shell, (name, shell)
+
+
+RUN_JSON = json.dumps({"study": "mini", "gradient_tests": {"batches": 2}}, sort_keys=True)
+# A gradient-tests job's command as the rule writes it; run, it would fail (no such model): only kept, it succeeds.
+MEASURE = [sys.executable, "-m", "mcgrpo", "gradient-tests", "--run-json", RUN_JSON, "--model", "nowhere",
+           "--data", "nowhere", "--out", "gradient_tests.parquet"]
+
+
+def measured(path: Path, run_json: str = RUN_JSON) -> bytes:
+    """gradient_tests.parquet as the stage writes it: stamped with its --run-json's config hash."""
+    import pandas as pd
+    from mcgrpo.core.config import config_hash
+    from mcgrpo.core.store import write_parquet
+    write_parquet(pd.DataFrame({"arm": ["outcome"], "value": [1.0]}), path, config_hash(json.loads(run_json)))
+    return path.read_bytes()
+
+
+def test_gradient_tests_another_snakemake_measured_while_this_one_waited_are_kept_not_measured_again(tmp_path):
+    """The second Snakemake's DAG was built while the first measured (the file missing); its job waits for the
+    turn, then finds the first's file, written since it started, for the same config: kept, nothing run."""
+    started = repr(time.time() - 5)
+    holder = holding(tmp_path, "first")
+    waiting = subprocess.Popen(
+        [sys.executable, "-m", study_turns.__name__, "--folder", "study", "--log", "logs/gradient_tests.log",
+         "--grace", "0.5", "--outputs", "gradient_tests.parquet", "--", *MEASURE],
+        cwd=tmp_path, env={**ENV, study_turns.SESSION: "second", study_turns.STARTED: started},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    written = measured(tmp_path / "gradient_tests.parquet")  # the first's job, done while the second waits
+    (tmp_path / "go").touch()
+    holder.wait(timeout=30)
+    out, err = waiting.communicate(timeout=30)
+    assert waiting.returncode == 0, err
+    assert (tmp_path / "gradient_tests.parquet").read_bytes() == written
+    assert "gradient_tests.parquet: written by another Snakemake since this one started, for the same config: " \
+           "kept, not run again" in (tmp_path / "logs" / "gradient_tests.log").read_text()
+
+
+def test_gradient_tests_from_before_the_start_of_another_config_or_of_another_stage_are_measured_again(tmp_path):
+    """What the DAG scheduled to replace (older than its Snakemake), another config's measurement, and every
+    other stage's outputs (the analysis: each session writes its own) are removed and run as before."""
+    out = tmp_path / "gradient_tests.parquet"
+    measured(out)
+    after, before = repr(out.stat().st_mtime - 1), repr(out.stat().st_mtime + 1)
+    assert study_turns.written_meanwhile([str(out)], MEASURE, after)
+    assert not study_turns.written_meanwhile([str(out)], MEASURE, before)  # from before: what the DAG replaces
+    assert not study_turns.written_meanwhile([str(out)], MEASURE, None)  # a job started without a Snakemake
+    assert not study_turns.written_meanwhile([str(out), str(tmp_path / "missing")], MEASURE, after)
+    other = MEASURE.copy()
+    other[other.index("--run-json") + 1] = json.dumps({"study": "mini", "gradient_tests": {"batches": 3}})
+    assert not study_turns.written_meanwhile([str(out)], other, after)  # another config's measurement
+    contrasts = [sys.executable, "-m", "mcgrpo", "contrasts", "--config-json", "{}", "--out", str(out)]
+    assert not study_turns.written_meanwhile([str(out)], contrasts, after)
+    done = job(tmp_path, "a", ["sh", "-c", "test ! -e gradient_tests.parquet && echo measured"],
+               outputs=["gradient_tests.parquet"])
+    assert done.wait(timeout=30) == 0 and not out.exists()  # another stage's job: removed and run, as always
+
+
+@pytest.mark.slow
+def test_two_snakemakes_measure_the_gradient_tests_once_and_a_second_dry_run_schedules_nothing(tmp_path):
+    """Two working folders, one store: both build their DAG while the file is missing (a third session holds the
+    study's turn meanwhile, as the first's measuring job would). One measures; the other's job, its turn come,
+    keeps that file instead of measuring the same batches again. Then neither has anything left to do."""
+    store = tmp_path / "store"
+    study = {**SMALL_STUDY, "results_dir": str(store / "results"), "gradient_tests": {"batches": 2, "arms": ["mc_k2"]}}
+    folders = [tmp_path / "first", tmp_path / "second"]
+    for folder in folders:
+        folder.mkdir()
+        (folder / "study.yaml").write_text(yaml.safe_dump(study))
+    built = snakemake(folders[0], "--cores", "1", "warm_start")  # data and model first, as a store's second user
+    assert built.returncode == 0, built.stderr[-3000:]
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # the blocker's Snakemake has ended: no grace once its job drops the turn
+    blocker = holding(store, "blocker", snakemake=f"{socket.gethostname()} {gone.pid}", folder="results/mini")
+    logs = [tmp_path / f"{folder.name}.log" for folder in folders]
+    runs = [subprocess.Popen(snakemake_command(folder, "--cores", "1", "gradient_tests"), cwd=ROOT, env=SNAKEMAKE_ENV,
+                             stdout=log.open("w"), stderr=subprocess.STDOUT) for folder, log in zip(folders, logs)]
+    deadline = time.monotonic() + 300
+    while not all("waiting for them" in log.read_text() for log in logs):  # both DAGs built, both jobs waiting
+        assert all(run.poll() is None for run in runs) and time.monotonic() < deadline, [log.read_text() for log in logs]
+        time.sleep(0.5)
+    (store / "go").touch()
+    blocker.wait(timeout=30)
+    while None in [run.poll() for run in runs]:  # each reaped as it ends: a zombie's pid would look alive
+        assert time.monotonic() < deadline + 300, [log.read_text()[-3000:] for log in logs]
+        time.sleep(0.2)
+    assert [run.returncode for run in runs] == [0, 0], [log.read_text()[-3000:] for log in logs]
+    kept = [log for log in logs if "gradient_tests.parquet: written by another Snakemake since this one started, for "
+                                   "the same config: kept, not run again" in log.read_text()]
+    assert len(kept) == 1, [log.read_text()[-3000:] for log in logs]
+    for folder in folders:
+        dry = snakemake(folder, "-n", "--cores", "1", "gradient_tests")
+        assert dry.returncode == 0 and "Nothing to be done" in dry.stdout + dry.stderr, dry.stdout[-3000:]

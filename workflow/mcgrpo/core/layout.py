@@ -201,5 +201,42 @@ def link(path: Path, target: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fresh = path.with_name(f".{path.name}.link")  # made aside, then renamed over the old link in one step
     fresh.unlink(missing_ok=True)
-    os.symlink(os.path.relpath(target, path.parent), fresh, target_is_directory=True)
+    os.symlink(link_text(path, target), fresh, target_is_directory=True)
     os.replace(fresh, path)
+
+
+def link_text(path: Path, target: Path) -> str:
+    """What a link at `path` to `target` says: relative (a results folder copied or moved whole keeps its links),
+    from the folder the link really is in to the target's real folder. The system resolves a relative link from
+    where it really is: where the study folder, or results/, is itself a link elsewhere, a text relative to the
+    spelled path would point beside the real folder, at nothing."""
+    return os.path.relpath(Path(target).parent.resolve() / Path(target).name, Path(path).parent.resolve())
+
+
+def misresolved(links: dict[Path, Path]) -> list[Path]:
+    """The links among `links` ({link: target}, study_links) that lead to their target from the path they are
+    spelled under but not from where they really are: made relative to the spelled path (by an mcgrpo before
+    link_text, or before a folder above them was moved elsewhere and linked back), under a folder that is now a link."""
+    bad = []
+    for path, target in links.items():
+        if not path.is_symlink():
+            continue
+        spelled = os.path.realpath(os.path.normpath(path.parent / os.readlink(path)))
+        if spelled == os.path.realpath(target) != os.path.realpath(path):
+            bad.append(path)
+    return bad
+
+
+def check_links_resolve(cfg: dict, keys: dict[tuple[str, int], str] | None = None, relinking: bool = False) -> None:
+    """Before any job: the study's links into the store (study_links) that do not resolve from where its folder
+    really is (misresolved) stop the workflow with one message, unless `relinking` (link_study is forced: it links
+    them again by link_text). Otherwise every reader would name the runs as not in the store, or Snakemake its
+    files as missing inputs, and rerunning would not mend them (link_study reruns only when the plan changes)."""
+    bad = [] if relinking else misresolved(study_links(cfg, keys=keys))
+    if bad:
+        folder = study_dir(cfg)
+        raise DataError(f"{folder}: {len(bad)} links into the run store do not resolve from {folder.resolve()}, "
+                        f"where the folder really is (a link, or under one), e.g. {bad[0]} -> {os.readlink(bad[0])}; "
+                        f"they were made relative to {folder} as spelled; allowed: `snakemake --forcerun "
+                        f"link_study` (without analysis_only), which links them again from where the folder is "
+                        f"(the stored runs are kept), or the real folder put back at {folder} in place of the link")

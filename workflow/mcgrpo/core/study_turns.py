@@ -18,6 +18,12 @@ same analysis of the same stored runs, wrote. A turn stays with a session GRACE 
 its Snakemake may still run (it checks that job's outputs before its next job takes the turn again). The lock, like
 a run's claim, is dropped by the operating system when its job ends however it ends; the file is never removed (a
 process waiting on a removed file's lock would hold a lock nobody else sees).
+
+A stage of hours (KEPT: the gradient tests) is not run again for what another session wrote meanwhile: a second
+Snakemake whose DAG was built while the first measured found the file missing, waited for the turn, and measured
+the same batches again. Its job keeps outputs written since its own Snakemake started (STARTED: after its DAG
+found them missing or out of date) and stamped with the config hash of its `--run-json` (the same measurement),
+and runs nothing. The analysis, seconds, is written again by each session, from what its own DAG read.
 """
 
 from __future__ import annotations
@@ -35,6 +41,10 @@ from mcgrpo.core.run_claims import content, describe, holder
 TURN = ".turn"
 SESSION = "MCGRPO_SESSION"  # exported by each Snakemake (rules/common.smk); a job without it is a session alone
 SNAKEMAKE = "MCGRPO_SNAKEMAKE"  # "host pid" of the session's Snakemake, exported with it: whether it still runs
+STARTED = "MCGRPO_STARTED"  # when the session's Snakemake started (time.time()), before it built its DAG
+# `python -m mcgrpo <verb>` stages whose outputs another session may have written meanwhile (written_meanwhile):
+# each stamps them with the config hash of its --run-json (mcgrpo.core.store.write_parquet).
+KEPT = {"gradient-tests"}
 # Seconds a turn stays with its session after its last job ended: its Snakemake has yet to learn of the end (at
 # once here, at its next status check on SLURM), check that job's outputs and start its next job, which takes the
 # turn again. A job of another session that took it at once removed those outputs under the check, and failed the
@@ -122,6 +132,34 @@ def clear(outputs: list[str]) -> None:
         Path(path).unlink(missing_ok=True)
 
 
+def written_meanwhile(outputs: list[str], command: list[str], started: str | None) -> bool:
+    """Whether every output of a KEPT stage's job was written since its Snakemake started (`started`, STARTED's
+    value), stamped with the config hash of the job's --run-json: another session's same measurement, made while
+    this one's job waited for the turn. An output from before the start is one its DAG scheduled to replace (the
+    comparison trusts the clocks of the hosts involved to agree within seconds, as Snakemake's own mtimes do)."""
+    verb = command[command.index("mcgrpo") + 1] if "mcgrpo" in command[:-1] else None
+    if verb not in KEPT or "--run-json" not in command[:-1] or not outputs or not started:
+        return False
+    from mcgrpo.core.config import config_hash  # only here: the analysis jobs start without these imports
+    from mcgrpo.core.errors import DataError
+    from mcgrpo.core.store import parquet_metadata
+    stamp = config_hash(json.loads(command[command.index("--run-json") + 1]))
+    try:
+        return all(Path(path).stat().st_mtime >= float(started) and parquet_metadata(path).get("config_hash") == stamp
+                   for path in outputs)
+    except (OSError, DataError):  # missing, or unreadable: measured again
+        return False
+
+
+def _open_log(path: str, waited: str) -> int:
+    """The job's log, emptied, starting with what its turn waited for."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    log = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    if waited:
+        os.write(log, f"{waited}\n".encode())
+    return log
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m mcgrpo.core.study_turns", description=__doc__.split("\n")[0])
     parser.add_argument("--folder", required=True, type=Path, help="the study's folder")
@@ -135,11 +173,16 @@ def main(argv: list[str] | None = None) -> None:
     if not command:
         parser.error("no COMMAND after --")
     fd, waited = take(args.folder, os.environ.get(SESSION) or f"{os.getpid()}@{holder()['host']}", args.grace)
+    if written_meanwhile(args.outputs, command, os.environ.get(STARTED)):
+        line = (f"mcgrpo: {', '.join(args.outputs)}: written by another Snakemake since this one started, for the "
+                f"same config: kept, not run again")
+        print(line, file=sys.stderr, flush=True)
+        log = _open_log(args.log, waited)
+        os.write(log, f"{line}\n".encode())
+        os.close(log)
+        return
     clear(args.outputs)
-    Path(args.log).parent.mkdir(parents=True, exist_ok=True)
-    log = os.open(args.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    if waited:
-        os.write(log, f"{waited}\n".encode())
+    log = _open_log(args.log, waited)
     sys.stdout.flush(), sys.stderr.flush()
     os.dup2(log, 1), os.dup2(log, 2)
     os.close(log)
