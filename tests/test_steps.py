@@ -467,17 +467,23 @@ def test_the_programme_summary_holds_each_headline_to_the_studys_analysis(result
     assert "contrasts.parquet: written for config" in capsys.readouterr().err
 
 
+def _beside_an_older_analysis(results, tmp_path):
+    """(cfg, the study's folder, a copy analysed at another margin: every contrast exploratory, a copy to restore
+    its files into)."""
+    cfg, root = results
+    older, folder = tmp_path / "older", tmp_path / "restored"
+    copy_study(root, older)
+    copy_study(root, folder)
+    rerun(ANALYSIS, {**cfg, "analysis": {**cfg["analysis"], "margin": 0.05}}, older)
+    return cfg, root, older, folder
+
 
 def test_the_summary_is_never_written_beside_a_table_its_analysis_does_not_give(results, tmp_path):
     """An older tables/headline.csv put back (here: one of the study analysed at another margin, every contrast
     exploratory) is newer than summary.md, so Snakemake reruns the summary alone: it was written, and printed, beside
     a headline of other verdicts without a word. The summary step now holds each table to its analysis files."""
     from mcgrpo.core.errors import IntegrityError
-    cfg, root = results
-    older, folder = tmp_path / "older", tmp_path / "restored"
-    copy_study(root, older)
-    copy_study(root, folder)
-    rerun(ANALYSIS, {**cfg, "analysis": {**cfg["analysis"], "margin": 0.05}}, older)
+    cfg, root, older, folder = _beside_an_older_analysis(results, tmp_path)
     path = folder / "tables" / "headline.csv"
     path.write_bytes((older / "tables" / "headline.csv").read_bytes())
     with pytest.raises(IntegrityError, match=rf"{path}: line 2 \(T1\), column label: 'exploratory', but the study's "
@@ -497,11 +503,7 @@ def test_the_summary_is_never_written_beside_a_readable_copy_its_analysis_does_n
     that say otherwise, without a word. Each copy is now held to the table its analysis gives, naming the file and its
     first differing line."""
     from mcgrpo.core.errors import IntegrityError
-    cfg, root = results
-    older, folder = tmp_path / "older", tmp_path / "restored"
-    copy_study(root, older)
-    copy_study(root, folder)
-    rerun(ANALYSIS, {**cfg, "analysis": {**cfg["analysis"], "margin": 0.05}}, older)
+    cfg, root, older, folder = _beside_an_older_analysis(results, tmp_path)
     page = folder / "tables" / "headline.html"
     page.write_bytes((older / "tables" / "headline.html").read_bytes())
     with pytest.raises(IntegrityError, match=rf"{page}: line 4: '<p>The plan changed since its lock of .*', but the "
