@@ -48,9 +48,10 @@ RICH = edited_study(
     arms={"outcome": {"description": "the base"},
           "mc_k2": {"credit": MC,
                     "lr": {"scale": 2.0, "schedule": "linear_decay"},
-                    "update": {"epochs": 2, "minibatches": 2, "clip": 0.2},
-                    "recipe": {"reward_verifier": "strict"}},
-          "picked": {"selection": {"history_filter": {"candidates": 8, "keep": 2}}}},
+                    "update": {"epochs": 2, "minibatches": 2, "clip": 0.2}},
+          # its own verifier: not an arm of the gradient tests, which reward by the study's
+          "picked": {"selection": {"history_filter": {"candidates": 8, "keep": 2}},
+                     "recipe": {"reward_verifier": "strict"}}},
     gradient_tests={"batches": 4, "arms": ["mc_k2"], "controls": {"shuffled_mc": {"shuffled": MC}},
                     "k_sweep": [1, 2]},
 )
