@@ -162,6 +162,7 @@ def test_a_pooled_fit_with_no_residual_variance_is_uninformative_not_confirmed()
     assert not pooled["confirmed"] and pd.isna(pooled["holds_across_bases"])
     assert pooled["uninformative"] == ("within every base every seed gave the same difference: no variance is left "
                                        "to test the pooled mean against")
+    assert steps.bases_verdicts(bases.table(alike, 0.02))["verdict"].iloc[-1] == "uninformative"  # never a bare False
     single = {b: (c, p.iloc[:1]) for b, (c, p) in per_base([-0.05, -0.03, -0.04]).items()}
     pooled = bases.table(single, 0.02).iloc[-1]
     assert np.isnan(pooled["p"]) and not pooled["confirmed"] and pd.isna(pooled["holds_across_bases"])
@@ -243,6 +244,9 @@ def test_every_base_and_pooled_verdict_states_its_fragility(tmp_path):
     table = read_parquet(tmp_path / "bases" / "analysis" / "bases.parquet").set_index("base")
     assert table["robustness"].tolist() == ["robust", drifted, "robust", f"fragile: base 1: {drifted}"]
     assert table.loc["pooled", "confirmed"]  # the verdict is the plan's; its fragility is beside it
+    shown = pd.read_csv(tmp_path / "bases" / "tables" / "bases.csv", keep_default_na=False)
+    assert shown.columns[shown.columns.get_loc("confirmed") + 1] == "verdict"  # in words, beside the raw flag
+    assert shown["verdict"].tolist() == ["confirmed"] * 4
     _analysed(cfg, [-0.05, -0.04, -0.06])
     steps.pool_bases(cfg)
     assert read_parquet(tmp_path / "bases" / "analysis" / "bases.parquet")["robustness"].iloc[-1] == "robust"

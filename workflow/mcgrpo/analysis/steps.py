@@ -506,9 +506,18 @@ def pool_bases(cfg: dict) -> str:
     a, out = cfg["analysis"], study_dir(cfg)
     table = bases.table(per_base, a["margin"], a["alpha"], judged)
     _write(table, out, "bases", cfg, runs_read)
-    tables.write_table(table, out / "tables" / "bases", title="Each planned contrast per warm-start base and pooled",
-                       note=bases.NOTE)
+    tables.write_table(bases_verdicts(table), out / "tables" / "bases",
+                       title="Each planned contrast per warm-start base and pooled", note=bases.NOTE)
     return (out / "tables" / "bases.md").read_text()
+
+
+def bases_verdicts(table: pd.DataFrame) -> pd.DataFrame:
+    """The bases table as tables/bases.* show it: each row's verdict in the words every table gives it
+    (summary.verdict: confirmed, not confirmed, uninformative, exploratory) beside the plan's raw `confirmed`, which
+    alone reads an uninformative row as a plain False."""
+    at = table.columns.get_loc("confirmed") + 1
+    return table.iloc[:, :at].assign(verdict=[summary.verdict(r) for r in table.to_dict("records")]).join(
+        table.iloc[:, at:])
 
 
 def base_evals(cfg: dict, results: Path, base: str, eval_set: str) -> pd.DataFrame:
