@@ -15,7 +15,7 @@ import pytest
 from conftest import ROOT, edited_study
 from mcgrpo import cli, studies
 from mcgrpo.core import config as study_config, plugins, trl_config, user_code
-from mcgrpo.core.errors import ConfigError
+from mcgrpo.core.errors import ConfigError, PluginError
 
 RULE = "class Flat:\n    def __call__(self, rollouts, ctx):\n        return None\n"
 TEMPLATE = ROOT / "examples" / "my-intervention"
@@ -266,6 +266,34 @@ def test_a_plugin_edited_while_its_run_trained_is_not_stored_where_it_imported_t
         err = capsys.readouterr().err
         assert "edited while this run trained: credit plugin 'my_lazy:Lazy': module my_scale " in err
         assert "(imported during the run: my_scale): it may have computed with the edited code" in err
+
+
+def test_a_plugin_edited_while_the_screen_measured_it_is_not_screened(code, tmp_path, capsys, monkeypatch):
+    """The screen is one process, but minutes long: a module its plugin imports inside a call, edited meanwhile,
+    would be measured as the edited code and written as the code whose identity the screen took. As a job's run,
+    such a screen writes nothing."""
+    from mcgrpo import data, screen
+    from mcgrpo.core import layout
+    from mcgrpo.train import gradients, models
+    from mcgrpo.train.models.tiny import build_model, build_tokenizer
+    code("my_lazy.py", LAZY)
+    code("my_scale.py", "SCALE = 1.0\n")
+    cfg = studies.validate(edited_study(results_dir=str(tmp_path / "results"),
+                                        arms={"outcome": {}, "mine": {"credit": {"my_lazy:Lazy": {}}}}))
+    data.write(*data.build(cfg["task"]), layout.data_dir(cfg), "")
+    tokenizer = build_tokenizer()
+    models.save(build_model(tokenizer, 32, 1, 2, 64, 96, seed=0), tokenizer, layout.model_path(cfg))
+    sys.modules.pop("my_scale", None)  # imported in the plugin's first call
+    measured = gradients.run
+
+    def edited_once_begun(*args, **kwargs):  # its identity taken, its first call still to come
+        code("my_scale.py", "SCALE = 2.0  # edited while the screen measured\n")
+        return measured(*args, **kwargs)
+    monkeypatch.setattr(gradients, "run", edited_once_begun)
+    with pytest.raises(PluginError, match=r"^edited while the screen measured: credit plugin 'my_lazy:Lazy': module "
+                                          r"my_scale .*\(screen it again\)$"):
+        screen.screen(cfg, "mine", batches=2, out=tmp_path / "screened", curve=None, log=lambda line: None)
+    assert not (tmp_path / "screened").exists()
 
 
 @pytest.mark.parametrize("label, key", [([], "--run-json"), (["--label", "s/mine"], "arms.mine.credit")])

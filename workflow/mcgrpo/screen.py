@@ -13,6 +13,7 @@ results is written over: the tables go to their own folder.
 from __future__ import annotations
 
 import copy
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,6 +61,7 @@ def measure(cfg: dict, arm: str, batches: int | None, log: Callable[[str], None]
     from mcgrpo import data
     from mcgrpo.core import config as study_config
     from mcgrpo.train import gradients, models
+    from mcgrpo.train.job import ran_as_planned
     run = study_config.gradient_tests_config(screen_config(cfg, arm, batches))
     model, pool = layout.model_path(cfg), layout.data_dir(cfg)
     missing = [str(p) for p in (model, pool) if not Path(p).exists()]
@@ -70,7 +72,10 @@ def measure(cfg: dict, arm: str, batches: int | None, log: Callable[[str], None]
     torch.set_num_threads(run["recipe"]["threads"])
     problems, _ = data.read(pool, [])
     policy, tokenizer = models.load(model)
-    return gradients.run(run, policy, tokenizer, problems, log=log)
+    imported = set(sys.modules)  # the plugins' code as its identity was taken above (job.ran_as_planned)
+    tests = gradients.run(run, policy, tokenizer, problems, log=log)
+    ran_as_planned(run, imported, "the screen measured", "screen it again")  # as a job, before anything is written
+    return tests
 
 
 @dataclass

@@ -178,18 +178,20 @@ def train(run: dict, files: dict[str, str], names: tuple[str, str], backend: str
     })
 
 
-def ran_as_planned(run: dict, imported: set[str]) -> None:
+def ran_as_planned(run: dict, imported: set[str], during: str = "this run trained",
+                   again: str = "rerun the workflow: it plans the edited plugin's runs afresh") -> None:
     """Refuse to store a run whose plugin was edited while it trained and whose code was imported during it (inside
     a call, after the job checked the plugin as planned): its numbers may be the edited code's, stored under the
-    identity of the code it was planned with, beside that code's runs."""
+    identity of the code it was planned with, beside that code's runs. `during`, `again`: what the message calls
+    the computation and how to make it afresh (a screen's: mcgrpo.screen)."""
     from mcgrpo.core import plugins
     from mcgrpo.core.errors import PluginError
     edited = plugins.edited_while_running(run.get("plugins", []), imported)
     if edited:
-        raise PluginError(f"edited while this run trained: {'; '.join(edited)}: it may have computed with the edited "
+        raise PluginError(f"edited while {during}: {'; '.join(edited)}: it may have computed with the edited "
                           f"code under the identity it was planned with, so it is not stored; allowed: a plugin's "
                           f"files left as they are until its runs end, or its modules imported at the top of its "
-                          f"own (rerun the workflow: it plans the edited plugin's runs afresh)")
+                          f"own ({again})")
 
 
 def checkpoint_identity(identity: str, trained_on: dict[str, str], started_from: str) -> str:
