@@ -68,13 +68,12 @@ def gradient_test_problems(cfg: dict, tests: dict) -> list[str]:
         elif arms[arm].get("selection"):
             found.append(f"config key gradient_tests.arms[{i}]: arm {arm!r} selects prompts, which fixed batches "
                          f"cannot measure; allowed: arms without a selection block")
-        elif _own_verifier(cfg, arm):
+        elif own := _own_verifier(cfg, arm):
             found.append(f"config key gradient_tests.arms[{i}]: arm {arm!r} is rewarded by its own verifier "
-                         f"(arms.{arm}.recipe.reward_verifier: {_own_verifier(cfg, arm)!r}), and the gradient tests "
-                         f"measure every arm on the same rollouts, rewarded by the study's "
-                         f"({_study_verifier(cfg)!r}): its measures would be of a reward it does not train on; "
-                         f"allowed: arms rewarded by recipe.reward_verifier (measure this one along training: "
-                         f"evaluation.alignment)")
+                         f"({own}), and the gradient tests measure every arm on the same "
+                         f"rollouts, rewarded by the study's ({_study_verifier(cfg)!r}): its measures would be of a "
+                         f"reward it does not train on; allowed: arms rewarded by recipe.reward_verifier (measure "
+                         f"this one along training: evaluation.alignment)")
     found += _control_names("gradient_tests", tests, arms)
     if tests.get("enabled", True) and tests and cfg["budget"].get("iterations") is not None:
         found.append("config key gradient_tests: its prediction sets per-token efficiency beside the equal-tokens "
@@ -87,10 +86,11 @@ def _study_verifier(cfg: dict) -> str:
     return (cfg.get("recipe") or {}).get("reward_verifier", "default")
 
 
-def _own_verifier(cfg: dict, arm: str) -> str | None:
-    """The verifier an arm's own recipe rewards it by, where it is not the study's."""
-    own = (cfg["arms"][arm].get("recipe") or {}).get("reward_verifier")
-    return own if own not in (None, _study_verifier(cfg)) else None
+def _own_verifier(cfg: dict, arm: str) -> str:
+    """'<its key>: <name>' of the verifier an arm's own recipe rewards it by (plugins.reward_verifier), where it is
+    not the study's; '' elsewhere."""
+    name, key = plugins.reward_verifier(cfg["arms"][arm], cfg.get("recipe") or {}, f"arms.{arm}")
+    return f"{key}: {name!r}" if key != plugins.STUDY_VERIFIER and name != _study_verifier(cfg) else ""
 
 
 def _control_names(key: str, block: dict, arms: dict) -> list[str]:
