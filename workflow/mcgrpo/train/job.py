@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+import signal
 import sys
 import traceback
 from pathlib import Path
@@ -35,6 +36,9 @@ def logged(failed_log: str | None, work: Callable[[], None]) -> None:
         raise
 
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)  # what SLURM sends before a time limit or a preemption
+
+
 class Stops:
     """The stop signals a job has caught, SIGTERM or SIGUSR1 (what SLURM sends before a time limit or a
     preemption), from the job's first moment: checking its plugins as planned imports their code, and importing
@@ -47,14 +51,12 @@ class Stops:
 
     @classmethod
     def catch(cls) -> "Stops":
-        import signal
         stops = cls()
-        for sig in (signal.SIGTERM, signal.SIGUSR1):
+        for sig in STOP_SIGNALS:
             signal.signal(sig, stops._request)
         return stops
 
     def _request(self, signum, frame) -> None:
-        import signal
         self.caught.append(signal.Signals(signum).name)
         _say_running(self.caught[-1], "the run checkpoints and stops once that call returns (one that never returns "
                                       "ends with the job, at its time limit)")
@@ -64,8 +66,7 @@ class Stops:
     def release(self) -> None:
         """Give the signals back to their default, for a job with no trainer to checkpoint (an ingest): one caught
         already ends the job now, as it would have uncaught."""
-        import signal
-        for sig in (signal.SIGTERM, signal.SIGUSR1):
+        for sig in STOP_SIGNALS:
             signal.signal(sig, signal.SIG_DFL)
         for name in self.caught[:1]:
             signal.raise_signal(signal.Signals[name])
@@ -76,13 +77,12 @@ def named_when_stopped() -> Iterator[None]:
     """For a job with no trainer to checkpoint (calibrate, the gradient tests, screen): SIGTERM or SIGUSR1 ends it as
     their default action does, after a line naming the plugin call in progress, if one is; else a call that never
     returns would end at the job's time limit with no word of which plugin it was."""
-    import signal
 
     def stop(signum, frame) -> None:
         _say_running(signal.Signals(signum).name, "the job ends")
         signal.signal(signum, signal.SIG_DFL)
         signal.raise_signal(signum)
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGUSR1)}
+    previous = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
     try:
         yield
     finally:
