@@ -169,22 +169,41 @@ def model_of(wildcards):
     return study_of(wildcards).model
 
 
-def rule_targets(prepare):
-    """Rules keyed by a wildcard (every rule that writes a study's or the store's files) stay targets by name, as
-    they were when a study was the whole DAG: `snakemake prereg_lock`, `snakemake prepare_data`, `snakemake
-    train`. Before the DAG is built, a rule name among the targets becomes the first output of each of its jobs
-    in this DAG (each study's, or each stored file's); Snakemake itself takes no rule with wildcards as a target."""
+def before_dag(prepare):
+    """What must happen before Snakemake builds the DAG, the first point where its targets and --forcerun are known:
+    the study folders' links into the store are checked (check_links), then rule names among the targets become
+    files (rule_targets)."""
 
     def prepare_dag(*args, **kwargs):
-        targets = workflow.dag_settings.targets
-        if any(workflow.is_rule(t) and workflow.get_rule(t).has_wildcards() for t in targets):
-            workflow.dag_settings.targets = frozenset(
-                path for t in targets
-                for path in (rule_files(workflow.get_rule(t)) if workflow.is_rule(t) and workflow.get_rule(t).has_wildcards()
-                             else [t]))
+        settings = workflow.dag_settings
+        check_links(settings)
+        settings.targets = rule_targets(settings.targets)
         return prepare(*args, **kwargs)
 
     return prepare_dag
+
+
+def check_links(settings):
+    """A study folder that is a link elsewhere, or under one, whose links into the store were made relative to its
+    spelled path stops the workflow, naming it (mcgrpo.core.layout.check_links_resolve), unless its link_study job is
+    forced (--forcerun link_study, or its store.parquet, or --forceall), which links them again."""
+    forced = set(settings.forcerun) | {os.path.abspath(target) for target in settings.forcerun}
+    with stopping():
+        for name, study in S.items():
+            store = os.path.abspath(apply_wildcards(STORE, {"study": name}))
+            relinking = not ANALYSIS_ONLY and (settings.forceall or bool({"link_study", store} & forced))
+            layout.check_links_resolve(study.cfg, study.keys, relinking)
+
+
+def rule_targets(targets):
+    """Rules keyed by a wildcard (every rule that writes a study's or the store's files) stay targets by name, as
+    they were when a study was the whole DAG: `snakemake prereg_lock`, `snakemake prepare_data`, `snakemake
+    train`. A rule name among the targets becomes the first output of each of its jobs in this DAG (each study's, or
+    each stored file's); Snakemake itself takes no rule with wildcards as a target."""
+    keyed = [t for t in targets if workflow.is_rule(t) and workflow.get_rule(t).has_wildcards()]
+    if not keyed:
+        return targets
+    return frozenset(path for t in targets for path in (rule_files(workflow.get_rule(t)) if t in keyed else [t]))
 
 
 def rule_files(rule):
@@ -197,26 +216,7 @@ def rule_files(rule):
     return [path for path in files if rule.is_producer(path)]
 
 
-workflow._prepare_dag = rule_targets(workflow._prepare_dag)
-
-
-def checking_links(prepare):
-    """Before the DAG (Snakemake's --forcerun is known only then): a study folder that is a link elsewhere, or under
-    one, whose links into the store were made relative to its spelled path stops the workflow, naming it
-    (mcgrpo.core.layout.check_links_resolve); `--forcerun link_study` (or --forceall) links them again."""
-
-    def prepare_dag(*args, **kwargs):
-        settings = workflow.dag_settings
-        relinking = not ANALYSIS_ONLY and (settings.forceall or "link_study" in settings.forcerun)
-        with stopping():
-            for study in S.values():
-                layout.check_links_resolve(study.cfg, study.keys, relinking)
-        return prepare(*args, **kwargs)
-
-    return prepare_dag
-
-
-workflow._prepare_dag = checking_links(workflow._prepare_dag)
+workflow._prepare_dag = before_dag(workflow._prepare_dag)
 
 
 def folder_of(name, level=0):

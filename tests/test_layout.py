@@ -140,3 +140,6 @@ def test_snakemake_stops_before_any_job_on_a_linked_study_folder_whose_links_do_
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
     assert "results/mini: 5 links into the run store do not resolve from" in done.stderr
     assert "Building DAG" not in done.stdout + done.stderr
+    for forced in ("link_study", "results/mini/runs/store.parquet", "./results/mini/runs/store.parquet"):
+        done = run_snakemake(work, "-n", "--cores", "1", "--forcerun", forced, timeout=300)  # links them again
+        assert "do not resolve" not in done.stderr and "Building DAG" in done.stdout + done.stderr, forced
