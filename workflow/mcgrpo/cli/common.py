@@ -98,11 +98,8 @@ def _plugin_keys(run: dict, arm: str | None) -> dict[tuple[str, str], str]:
     name, which the rule's --label gives), what messages name; without one (a stage of several arms) none."""
     if arm is None or "arm_config" not in run:
         return {}
-    controls = (run["evaluation"].get("alignment") or {}).get("controls", {})  # measured along training in the run
-    used = [u for name, control in controls.items()
-            for u in plugins.uses({"credit": control}, run["recipe"], f"evaluation.alignment.controls.{name}")]
     return {(kind, name): key for kind, name, _, key in
-            [*used, *plugins.uses(run["arm_config"], run["recipe"], f"arms.{arm}")]}
+            plugins.run_uses(arm, run["arm_config"], run["recipe"], run["evaluation"])}
 
 
 def _training_run(args) -> tuple[dict, dict[str, str], tuple[str, str]]:

@@ -411,11 +411,8 @@ def run_config(cfg: dict, arm: str, seed: int) -> dict[str, Any]:
     if "ingested" in (spec.get("trainer") or {}):  # a finished TRL run stored: what its folder says it did
         from mcgrpo.core.trl_config import ingested_identity
         run["ingested"] = ingested_identity(spec["trainer"]["ingested"], seed)
-    used = plugins.identities(spec, run["recipe"], f"arms.{arm}")  # none for built-ins: their runs keep their hash
-    # the controls measured along training compute credit in the run, as its arm does: their plugins are part of it
-    for name, control in (along.get("controls", {}) if measured else {}).items():
-        key = f"evaluation.alignment.controls.{name}"
-        used += [p for p in plugins.identities({"credit": control}, run["recipe"], key) if p not in used]
+    # its arm's and the controls it measures along training (none for built-ins: their runs keep their hash)
+    used = plugins.identities(plugins.run_uses(arm, spec, run["recipe"], evaluation))
     if used:
         run["plugins"] = used
     if cfg.get("verifier"):  # absent where the study sets none: its runs keep their hashes
@@ -501,9 +498,9 @@ def gradient_tests_config(cfg: dict) -> dict[str, Any] | None:
            "arms": {arm: copy.deepcopy(cfg["arms"][arm]) for arm in tests["arms"]}}
     blocks = {**{f"arms.{name}": arm for name, arm in out["arms"].items()},
               **{f"gradient_tests.controls.{name}": {"credit": c} for name, c in tests["controls"].items()}}
-    used = [p for key, block in blocks.items() for p in plugins.identities(block, cfg["recipe"], key)]
+    used = [p for key, block in blocks.items() for p in plugins.identities(plugins.uses(block, cfg["recipe"], key))]
     # outcome-only, always measured, is rewarded by the recipe's verifier: a plugin's, with no arm or control listed
-    used += [p for p in plugins.identities({}, cfg["recipe"], "gradient_tests") if p not in used]
+    used += [p for p in plugins.identities(plugins.uses({}, cfg["recipe"], "gradient_tests")) if p not in used]
     return {**out, "plugins": used} if used else out
 
 

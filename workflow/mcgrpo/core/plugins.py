@@ -346,11 +346,25 @@ def reward_verifier(arm: dict, recipe: dict, key: str) -> tuple[str, str]:
     return (own, f"{key}.recipe.reward_verifier") if own else (recipe.get("reward_verifier", "default"), STUDY_VERIFIER)
 
 
-def identities(arm: dict, recipe: dict, key: str = "arm") -> list[dict]:
-    """The identity of every plugin (not built-in) an arm uses: what its runs' config hash includes. `key` is the
-    arm's config key, which a plugin that does not load is named by."""
-    return [load(kind, name, where).identity() for kind, name, _, where in uses(arm, recipe, key)
-            if name not in BUILTIN[kind]]
+ALIGNMENT_CONTROLS = "evaluation.alignment.controls"
+
+
+def run_uses(arm: str, spec: dict, recipe: dict, evaluation: dict) -> list[tuple[str, str, dict, str]]:
+    """uses() of one run: its arm's (`spec`, keyed arms.<arm>), then those of the credit controls it measures along
+    training (its resolved evaluation block's alignment controls, keyed evaluation.alignment.controls.<name>: they
+    compute credit in the run as its arm does), each plugin once, under the first key that names it. The run's
+    identity (run_config), its job's messages and the probes along training all read this one list."""
+    found = uses(spec, recipe, f"arms.{arm}")
+    for name, control in ((evaluation.get("alignment") or {}).get("controls") or {}).items():
+        found += [u for u in uses({"credit": control}, recipe, f"{ALIGNMENT_CONTROLS}.{name}")
+                  if u[:2] not in {f[:2] for f in found}]
+    return found
+
+
+def identities(used: list[tuple[str, str, dict, str]]) -> list[dict]:
+    """The identity of every plugin (not built-in) among `used` (uses(), run_uses()): what a run's config hash
+    includes. A plugin that does not load is named by its key."""
+    return [load(kind, name, key).identity() for kind, name, _, key in used if name not in BUILTIN[kind]]
 
 
 

@@ -43,8 +43,8 @@ class AlongTraining:
         credits = {"outcome": {}, cfg["arm"]: cfg["arm_config"].get("credit", {}), **spec["controls"]}
         self.rules = {name: credit_rules.build(c, pool, name) for name, c in credits.items()}
         # what a message about a rule's broken credit names
-        keys = {cfg["arm"]: f"arms.{cfg['arm']}.credit", **{name: f"evaluation.alignment.controls.{name}"
-                                                          for name in spec["controls"]}}
+        keys = {cfg["arm"]: f"arms.{cfg['arm']}.credit",
+                **{name: f"{plugins.ALIGNMENT_CONTROLS}.{name}" for name in spec["controls"]}}
         self.subjects = {name: contract.Subject.of("credit", *credit_rules.named(c, keys.get(name, name)))
                          for name, c in credits.items()}
         self.verifier_key = plugins.reward_verifier(cfg["arm_config"], cfg["recipe"], f"arms.{cfg['arm']}")[1]

@@ -37,7 +37,7 @@ def problems(cfg: dict) -> list[str]:
     tests = cfg.get("gradient_tests") or {}
     credits.update({f"gradient_tests.controls.{name}": c for name, c in tests.get("controls", {}).items()})
     along = cfg["evaluation"].get("alignment") or {}
-    credits.update({f"evaluation.alignment.controls.{name}": c for name, c in along.get("controls", {}).items()})
+    credits.update({f"{plugins.ALIGNMENT_CONTROLS}.{name}": c for name, c in along.get("controls", {}).items()})
     found += gradient_test_problems(cfg, tests) + alignment_problems(cfg, along) + verifier_problems(cfg)
     found += [p for key, credit in credits.items() for p in credit_problems(key, credit, recipe, cfg["task"])]
     found += same_arms(cfg) + trl_config.problems(cfg)
