@@ -625,6 +625,23 @@ def test_a_grpo_setting_the_recipe_leaves_at_trls_default_is_held_to_it(tmp_path
         ("reward_weights", "reward_weights [2.0] (training_args.bin); the recipe's None")]
 
 
+def test_a_setting_this_trl_does_not_have_is_a_difference_not_read_past(tmp_path, tiny, world):
+    """A newer TRL's GRPOConfig unpickles here with its new keys as attributes: a key TRL 1.16 lacks (here a length
+    penalty, as a newer TRL's loss, sampling or importance-sampling switch would be) changes what the run trained, or
+    what its log's tokens and times count, in a way this TRL cannot tell. Before, read past: the run was stored as
+    the recipe's, unmarked. A key of the families that say where a run was kept or logged is not a setting."""
+    pytest.importorskip("trl")
+    folder = _checkpoints(tmp_path, *tiny, length_penalty_coef=0.1, logging_new_backend="x", _cache=1)
+    recipe_arguments(folder / "checkpoint-2" / "training_args.bin", _run(folder))
+    from trl import __version__
+    assert ingest.differing(ingest.read(folder), _run(folder), ingest.prompt_lengths(_run(folder), tiny[1],
+                                                                                      world[0])) == [
+        ("length_penalty_coef", f"length_penalty_coef 0.1 (training_args.bin of checkpoint(s) 5): not a setting of "
+                                f"the GRPOConfig of TRL {__version__}, which ingest reads the folder by (another "
+                                f"TRL's: what it does to training, or to what the log's tokens and times count, is "
+                                f"not known here)")]
+
+
 @pytest.mark.parametrize("per_completion, said", [
     (4, r"prompt tokens per completion 4.00 on average over steps 1..5 \(num_tokens' growth less the completion "
         r"tokens, the log, step\(s\) 1, 2, 3, 4, 5 outside 7..12\); the study's 64 training prompts rendered by its "
