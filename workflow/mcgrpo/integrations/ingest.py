@@ -58,6 +58,9 @@ UNRECOVERED = (
     "what they compute; that the run was rewarded by the study's reward_verifier is the user's word",
     "processes: how many ran the run (TRL's log does not say); one is assumed, refused only where a step's "
     "completions/mean_length x train_batch_size is no whole number (a mean over every process's completions)",
+    "tokens_rollout, train_seconds: the TRL log's own records (completions/mean_length x train_batch_size, step_time), "
+    "held to each other (num_tokens, num_input_tokens_seen, the prompts' lengths), not recounted: no file of the "
+    "folder holds the completions' tokens or a clock, so a log edited alike in every checkpoint is stored as it says",
 )
 
 
@@ -162,6 +165,22 @@ def check_checkpoint(step: int, checkpoint: Path, newest: dict) -> None:
         raise DataError(f"{path}: its log differs from the newest checkpoint's at step(s) {_few(other)}; allowed: "
                         f"checkpoints of one run (a checkpoint left by another run or an abandoned resume is not "
                         f"the model the log counts: remove it, or ingest a folder holding one run)")
+    check_count(path, own, ours.get(step, {}).get("num_tokens"))
+
+
+def check_count(path: Path, state: dict, logged) -> None:
+    """Refuses a trainer_state.json whose num_input_tokens_seen is not the num_tokens its log has at its step: TRL
+    (1.16) keeps one running count of prompt and completion tokens in the trainer's state, logs it as num_tokens
+    and transformers saves it beside the log, so a log whose counts were edited without it (tokens made fewer in
+    completions/mean_length and num_tokens alike) is not the run's. A count of 0 or none (a TRL that kept it
+    outside the state) is not checked; a log and count edited alike are not seen (ingested.unrecovered)."""
+    seen = state.get("num_input_tokens_seen")
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (seen, logged))
+    if numbers and seen and not _same(float(seen), float(logged)):
+        raise DataError(f"{path}: num_input_tokens_seen {seen}, while its log's num_tokens at step "
+                        f"{state.get('global_step')} is {logged}; allowed: TRL's one running count, which it logs as "
+                        f"num_tokens and transformers saves as num_input_tokens_seen (a log whose token counts were "
+                        f"edited without it does not say what the run generated)")
 
 
 ONE_BATCH = ("gradient_accumulation_steps", "steps_per_generation", "num_iterations")  # 1: a step is one batch
