@@ -188,8 +188,9 @@ def saved_checkpoints(folder: Path) -> dict[int, Path]:
 def ingested_identity(block: dict, seed: int) -> dict:
     """What an ingested run's identity holds instead of a recipe it was not trained by: what its folder says it did
     (the sha256 of its newest checkpoint's trainer_state.json, the log, and training_args.bin, TRL's arguments), the
-    reward functions its log names and every checkpoint's files (`checkpoint_files`, `checkpoint_changes`), beside the arm's block (the
-    folder's path) in the run's config: a folder changed since it was stored is another run, ingested anew."""
+    reward functions its log names and every checkpoint's files (`checkpoint_files`, `checkpoint_changes`), beside
+    the arm's block (the folder's path) in the run's config: a folder changed since it was stored is another run,
+    ingested anew."""
     saved = saved_checkpoints(output_folder(block, seed))
     if not saved:
         return {"trainer_state_sha256": None, "training_args_sha256": None, "rewards": [], "checkpoint_files": None,

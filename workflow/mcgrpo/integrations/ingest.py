@@ -24,7 +24,8 @@ study's recipe is refused by key, or stored with its differences listed where th
 The checkpoints are then evaluated with mcgrpo's Evaluator (the study's sets, samples, common random numbers and
 every verifier) and the run written by the train job's writer. What the logs cannot give is listed in run.json
 (`ingested.unrecovered`): tokens a reward function generated without TRL logging them, the time of each stage, the
-verifiers' verdicts and groups of the training batches, the prompts trained on.
+verifiers' verdicts and groups of the training batches, the prompts trained on; and that the run's tokens and clock
+are its log's own records, held to each other but not recounted (a log edited alike in every checkpoint is not seen).
 """
 
 from __future__ import annotations
@@ -270,11 +271,11 @@ def trl_defaults(config, expected: dict) -> dict:
 
 def unknown_settings(log: TRLLog, config, expected: dict) -> list[tuple[str, str]]:
     """(key, line) for each setting a checkpoint's training_args.bin has that neither `expected` (compared above) nor
-    the recipe's GRPOConfig `config` (the installed TRL's, trl_config.TRL_VERSION) has: another TRL's (a newer one's loss, sampling or
-    importance-sampling switch, or an older one's since removed), unpickled here as its attributes without a word.
-    What it does to training, or to what the log's tokens and times mean, this TRL cannot tell, so its value cannot
-    be held to the recipe: a difference by its key. Private attributes and keys of the families that say where a
-    run was kept or logged (NOT_TRAINING) are not settings. Empty without trl (nothing to know keys by)."""
+    the recipe's GRPOConfig `config` (the installed TRL's, trl_config.TRL_VERSION) has: another TRL's (a newer one's
+    loss, sampling or importance-sampling switch, or an older one's since removed), unpickled here as attributes
+    without a word. What it does to training, or to what the log's tokens and times mean, this TRL cannot tell, so
+    its value cannot be held to the recipe: a difference by its key. Private attributes and keys of the families
+    that say where a run was kept or logged (NOT_TRAINING) are not settings. Empty without trl."""
     if config is None:
         return []
     known = {*expected, *vars(config), *(f.name for f in fields(config))}
