@@ -25,6 +25,9 @@ from test_ingest import recipe_arguments, write_states
 
 NAN = math.nan
 
+# the words beside every verdict with an ingested arm (mcgrpo.analysis.summary.ingested_flags)
+OWN_RECORDS = "mine's tokens and training time are its TRL logs' own records (ingested, not counted by mcgrpo)"
+
 
 def _iterations(recorded: bool) -> dict[str, np.ndarray]:
     """Three iterations as mcgrpo records them, or as an ingested run does (groups, prompts, stages NaN)."""
@@ -90,17 +93,13 @@ def test_a_study_with_an_ingested_arm_runs_to_its_summary(tmp_path, tiny):
     assert groups.loc["mine", ["share_mixed"]].isna().all() and groups.loc["outcome", "share_mixed"] >= 0
     headline = pd.read_csv(results / "tables" / "headline.csv")
     assert headline["n"].tolist() == [2] and "tokens_a" in headline
-    assert headline["warning"].iloc[0].endswith("mine: recipe differences accepted (learning_rate)")
+    assert headline["warning"].iloc[0].endswith(f"mine: recipe differences accepted (learning_rate); {OWN_RECORDS}")
     summary = (results / "summary.md").read_text()
     assert "T1" in summary and ("Warning: arm mine's runs of seed 2 were stored with recipe differences accepted "
                                 "(accept_differences): learning_rate differs from the study's recipe") in summary
     record = json.loads((results / "runs" / "mine" / "seed1" / "run.json").read_text())
     assert record["ingested"]["stop_step"] == 4 and record["attempts"] == []
     assert not record["ingested"]["accepted_differences"]  # seed 1: the recipe's own
-
-
-# the words beside every verdict with an ingested arm (mcgrpo.analysis.summary.ingested_flags)
-OWN_RECORDS = "mine's tokens and training time are its TRL logs' own records (ingested, not counted by mcgrpo)"
 
 
 def test_runs_stored_with_recipe_differences_accepted_are_named_in_every_table_and_the_summary(tmp_path):
