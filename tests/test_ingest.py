@@ -39,16 +39,18 @@ def _state(mean_lengths=MEAN_LENGTHS, batch: int = 8, prompt_tokens: int = 80, d
                  "completions/mean_length": length, "completions/clipped_ratio": 0.125, "step_time": 2.0}
         entries.append({k: v for k, v in entry.items() if k != drop})
     entries.append({"step": len(mean_lengths), "train_runtime": 10.0, "train_loss": 0.03})  # TRL's summary entry
-    return {"global_step": len(mean_lengths), "train_batch_size": batch, "logging_steps": 1, "log_history": entries}
+    return {"global_step": len(mean_lengths), "train_batch_size": batch, "logging_steps": 1, "log_history": entries,
+            "num_input_tokens_seen": seen}  # TRL's running count, which it logs as num_tokens
 
 
 def saved_state(state: dict, step: int) -> dict:
     """The trainer_state.json TRL saves into checkpoint-<step> of the run whose newest log is `state`: the log up to
-    that step (the newest checkpoint's is `state` itself)."""
+    that step and TRL's count there (the newest checkpoint's is `state` itself)."""
     if step == state["global_step"]:
         return state
-    return {**state, "global_step": step, "log_history": [e for e in state["log_history"] if e["step"] <= step
-                                                           and "loss" in e]}
+    log = [e for e in state["log_history"] if e["step"] <= step and "loss" in e]
+    counted = {"num_input_tokens_seen": log[-1]["num_tokens"]} if log and "num_tokens" in log[-1] else {}
+    return {**state, "global_step": step, "log_history": log, **counted}
 
 
 def write_states(out: Path, state: dict, saved) -> None:
@@ -261,6 +263,45 @@ def test_num_tokens_that_falls_is_refused_as_a_restarted_count(tmp_path):
                                         r"step 3, 274 at step 4\): a count restarted .*allowed: TRL's running count, "
                                         r"which never falls"):
         ingest.read(_folder(tmp_path, state))
+
+
+def _fewer_tokens(state: dict) -> dict:
+    """`state`'s log with 4 tokens fewer per completion at every step, completions/mean_length and num_tokens alike
+    (each step's prompt tokens as they were): the edit that would make the run look cheaper in tokens."""
+    forged = copy.deepcopy(state)
+    for entry in forged["log_history"]:
+        if "loss" in entry:
+            entry["completions/mean_length"] -= 4
+            entry["num_tokens"] -= 32 * entry["step"]
+    return forged
+
+
+def test_token_counts_edited_in_every_checkpoints_log_but_not_trls_saved_count_are_refused(tmp_path):
+    """TRL keeps one running count, logged as num_tokens and saved by transformers as num_input_tokens_seen: a log
+    whose mean lengths and num_tokens were lowered alike in every checkpoint (so that the checkpoints agree and the
+    prompt tokens stay in range) was counted at 32 tokens a step fewer than the run generated, unseen, before."""
+    state, folder = _state(), tmp_path / "trl-out"
+    for step in (2, 4, 5):
+        (folder / f"checkpoint-{step}").mkdir(parents=True)
+        kept = saved_state(state, step)["num_input_tokens_seen"]
+        (folder / f"checkpoint-{step}" / "trainer_state.json").write_text(json.dumps(
+            {**saved_state(_fewer_tokens(state), step), "num_input_tokens_seen": kept}))
+    with pytest.raises(DataError, match=r"checkpoint-2/trainer_state.json: num_input_tokens_seen 500, while its "
+                                        r"log's num_tokens at step 2 is 436; allowed: TRL's one running count"):
+        ingest.read(folder)
+
+
+def test_a_log_and_count_edited_alike_are_stored_as_they_say_and_the_run_says_so(tmp_path):
+    """What no file of the folder can check: the run's tokens and seconds are its log's own records, and its
+    run.json says so (ingested.unrecovered), the words every reader of the run sees."""
+    forged = _fewer_tokens(_state())
+    forged["num_input_tokens_seen"] = forged["log_history"][-2]["num_tokens"]  # step 5's
+    log = ingest.read(_folder(tmp_path, forged))
+    assert log.steps["tokens_total"].tolist() == [t - 32 * s for s, t in enumerate(TOTALS, start=1)]
+    assert ("tokens_rollout, train_seconds: the TRL log's own records (completions/mean_length x train_batch_size, "
+            "step_time), held to each other (num_tokens, num_input_tokens_seen, the prompts' lengths), not "
+            "recounted: no file of the folder holds the completions' tokens or a clock, so a log edited alike in "
+            "every checkpoint is stored as it says") in ingest.unrecovered(log, [])
 
 
 def test_a_checkpoint_without_its_own_log_is_refused_not_evaluated_as_the_runs(tmp_path):
@@ -488,6 +529,30 @@ def test_a_checkpoints_weights_rewritten_after_planning_make_another_run(tmp_pat
         ingest.store_arm_run(run, {})
 
 
+def test_weights_edited_in_place_with_their_times_set_back_make_another_run(tmp_path, tiny):
+    """checkpoint-4's weights changed in place, their size and modification time set back as `touch -r` does:
+    before, checkpoint_files (size and mtime) saw nothing, so the run kept its key, a lock held no change and the
+    train job planned before evaluated the edited weights as the planned run. The file's change time (ctime), which
+    the write and the setting back both move to the present, makes it another run; the job refuses by name."""
+    import os
+    import time
+    from mcgrpo.core import layout
+    folder = _checkpoints(tmp_path, *tiny)
+    before, run = layout.run_key(_study(folder), "mine", 1), _run(folder)
+    weights = next((folder / "checkpoint-4").glob("*.safetensors"))
+    kept = weights.stat()
+    time.sleep(0.05)  # past a coarse clock's tick: an edit made later than the save
+    edited = bytearray(weights.read_bytes())
+    edited[-1] ^= 1
+    weights.write_bytes(bytes(edited))
+    os.utime(weights, ns=(kept.st_atime_ns, kept.st_mtime_ns))
+    assert (weights.stat().st_size, weights.stat().st_mtime_ns) == (kept.st_size, kept.st_mtime_ns)
+    assert layout.run_key(_study(folder), "mine", 1) != before
+    with pytest.raises(ConfigError, match=r"trl-out: changed since this run was planned \(its checkpoints are not the "
+                                          r"ones the run's identity names"):
+        ingest.store_arm_run(run, {})
+
+
 def test_the_run_trained_by_its_earliest_checkpoints_time(tmp_path):
     """run.json's ingested.saved_by, which the preregistration reads as the run's start (at the latest)."""
     import os
@@ -623,6 +688,23 @@ def test_a_grpo_setting_the_recipe_leaves_at_trls_default_is_held_to_it(tmp_path
         ("entropy_coef", "entropy_coef 0.5 (training_args.bin); the recipe's 0.0"),
         ("neftune_noise_alpha", "neftune_noise_alpha 5.0 (training_args.bin); the recipe's None"),
         ("reward_weights", "reward_weights [2.0] (training_args.bin); the recipe's None")]
+
+
+def test_a_setting_this_trl_does_not_have_is_a_difference_not_read_past(tmp_path, tiny, world):
+    """A newer TRL's GRPOConfig unpickles here with its new keys as attributes: a key TRL 1.16 lacks (here a length
+    penalty, as a newer TRL's loss, sampling or importance-sampling switch would be) changes what the run trained, or
+    what its log's tokens and times count, in a way this TRL cannot tell. Before, read past: the run was stored as
+    the recipe's, unmarked. A key of the families that say where a run was kept or logged is not a setting."""
+    pytest.importorskip("trl")
+    folder = _checkpoints(tmp_path, *tiny, length_penalty_coef=0.1, logging_new_backend="x", _cache=1)
+    recipe_arguments(folder / "checkpoint-2" / "training_args.bin", _run(folder))
+    from trl import __version__
+    assert ingest.differing(ingest.read(folder), _run(folder), ingest.prompt_lengths(_run(folder), tiny[1],
+                                                                                      world[0])) == [
+        ("length_penalty_coef", f"length_penalty_coef 0.1 (training_args.bin of checkpoint(s) 5): not a setting of "
+                                f"the GRPOConfig of TRL {__version__}, which ingest reads the folder by (another "
+                                f"TRL's: what it does to training, or to what the log's tokens and times count, is "
+                                f"not known here)")]
 
 
 @pytest.mark.parametrize("per_completion, said", [
@@ -921,7 +1003,8 @@ def test_the_plain_trl_example_keeps_to_the_studys_recipe(tmp_path, tiny):
 def test_contrast_reads_ingested_runs_as_any_others(tmp_path, tiny, world, monkeypatch):
     """Two seeds of an ingested TRL run beside an arm whose runs hold the same evaluations, stored and linked as
     the workflow does: the contrast at equal tokens reads each seed at its point B (index 4, checkpoint-4) and finds
-    a difference of exactly 0."""
+    a difference of exactly 0. Its warning says what the verdict rests on: the ingested arm's tokens and time are its
+    TRL logs' own records (before, nothing said so)."""
     from mcgrpo.analysis import recompute
     from mcgrpo.core import layout, store
     from mcgrpo.core.budget import budget_table
@@ -939,8 +1022,11 @@ def test_contrast_reads_ingested_runs_as_any_others(tmp_path, tiny, world, monke
     results = layout.study_dir(cfg)
     layout.link_study({**cfg, "arms": {k: cfg["arms"][k] for k in ("outcome", "mine")}},
                       results / "runs" / "store.parquet")
-    table, paired, _ = recompute.contrast(results, "mine", "outcome", "tokens", "acc_default", resamples=200)
+    table, paired, _ = recompute.contrast(results, "mine", "outcome", "tokens", "acc_default", study=cfg,
+                                          resamples=200)
     assert table["n"].iloc[0] == 2 and (paired["diff"] == 0).all() and paired["seed"].tolist() == [1, 2]
+    assert table["warning"].iloc[0] == ("mine's tokens and training time are its TRL logs' own records (ingested, "
+                                        "not counted by mcgrpo)")
     for seed, value in zip(paired["seed"], paired["value_a"]):
         ev = store.read_contract(results / "runs" / "mine" / f"seed{seed}" / "evals.parquet", "evals")
         assert value == pytest.approx(ev.loc[ev["eval_index"] == 4, "acc_default"].iloc[0])

@@ -25,6 +25,9 @@ from test_ingest import recipe_arguments, write_states
 
 NAN = math.nan
 
+# the words beside every verdict with an ingested arm (mcgrpo.analysis.summary.ingested_flags)
+OWN_RECORDS = "mine's tokens and training time are its TRL logs' own records (ingested, not counted by mcgrpo)"
+
 
 def _iterations(recorded: bool) -> dict[str, np.ndarray]:
     """Three iterations as mcgrpo records them, or as an ingested run does (groups, prompts, stages NaN)."""
@@ -90,7 +93,7 @@ def test_a_study_with_an_ingested_arm_runs_to_its_summary(tmp_path, tiny):
     assert groups.loc["mine", ["share_mixed"]].isna().all() and groups.loc["outcome", "share_mixed"] >= 0
     headline = pd.read_csv(results / "tables" / "headline.csv")
     assert headline["n"].tolist() == [2] and "tokens_a" in headline
-    assert headline["warning"].iloc[0].endswith("mine: recipe differences accepted (learning_rate)")
+    assert headline["warning"].iloc[0].endswith(f"mine: recipe differences accepted (learning_rate); {OWN_RECORDS}")
     summary = (results / "summary.md").read_text()
     assert "T1" in summary and ("Warning: arm mine's runs of seed 2 were stored with recipe differences accepted "
                                 "(accept_differences): learning_rate differs from the study's recipe") in summary
@@ -152,14 +155,14 @@ def test_runs_stored_with_recipe_differences_accepted_are_named_in_every_table_a
     assert f"Warning: {warning}." in (root / "summary.md").read_text()
     mark = "mine: recipe differences accepted (train_batch_size, learning_rate)"
     headline = pd.read_csv(root / "tables" / "headline.csv")
-    assert headline["id"].tolist() == ["T1"] and headline["warning"].iloc[0].endswith(mark)
+    assert headline["id"].tolist() == ["T1"] and headline["warning"].iloc[0] == f"{mark}; {OWN_RECORDS}"
     contrasts = pd.read_csv(root / "tables" / "contrasts.csv")
-    assert len(contrasts) > 1 and contrasts["warning"].str.endswith(mark).all()
+    assert len(contrasts) > 1 and contrasts["warning"].str.endswith(f"{mark}; {OWN_RECORDS}").all()
     for table in (root / "tables").glob("*.md"):
         assert f"Warning: {warning}." in table.read_text(), table.name
     assert warning in (root / "tables" / "headline.html").read_text().replace("&#x27;", "'")
 
-    # the same study, its mine runs all of the recipe: no mark anywhere
+    # the same study, its mine runs all of the recipe: no mark anywhere but what every ingested arm's verdict rests on
     for seed in (1, 2):
         run_json = plain / "runs" / "mine" / f"seed{seed}" / "run.json"
         record = json.loads(run_json.read_text())
@@ -171,4 +174,4 @@ def test_runs_stored_with_recipe_differences_accepted_are_named_in_every_table_a
         getattr(steps, f"{step}_step")(cfg, plain)
     assert "recipe differences" not in (plain / "summary.md").read_text()
     assert not any("Warning: arm mine" in t.read_text() for t in (plain / "tables").glob("*.md"))
-    assert pd.read_csv(plain / "tables" / "headline.csv")["warning"].isna().all()
+    assert (pd.read_csv(plain / "tables" / "headline.csv")["warning"] == OWN_RECORDS).all()

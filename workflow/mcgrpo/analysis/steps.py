@@ -14,7 +14,7 @@ import pandas as pd
 
 from mcgrpo.analysis import (alike, along, bases, breakdown, contrasts, curves, drift, efficiency, figures,
                              informative, power, prereg, robustness, runs, summary, tables, verifiers)
-from mcgrpo.core import manifest, store, study_runs
+from mcgrpo.core import manifest, store, study_runs, trl_config
 from mcgrpo.core import config as study_config
 from mcgrpo.core.errors import ConfigError, DataError, IntegrityError, MissingFile
 from mcgrpo.core.layout import study_dir
@@ -423,9 +423,15 @@ def flags(cfg: dict, results: Path) -> dict[tuple[str, str | None], str]:
 
 
 def _flags(cfg: dict, evals: pd.DataFrame, bases: list[str], overran: pd.DataFrame | None) -> dict:
-    """flags of _base_evals's `evals` and `bases` and _overran's `overran`, already read."""
-    return {**informative.floor_flags(evals, bases, cfg["analysis"]["metrics"][0], cfg["evaluation"]["sets"]),
-            **(verifiers.overran_flags(overran) if overran is not None else {})}
+    """flags of _base_evals's `evals` and `bases` and _overran's `overran`, already read, and of the ingested arms
+    (summary.ingested_flags); two for one arm and set joined."""
+    found: dict[tuple[str, str | None], str] = {}
+    for key, words in [*informative.floor_flags(evals, bases, cfg["analysis"]["metrics"][0],
+                                                cfg["evaluation"]["sets"]).items(),
+                       *(verifiers.overran_flags(overran) if overran is not None else {}).items(),
+                       *summary.ingested_flags(list(trl_config.arms(cfg, "ingested"))).items()]:
+        found[key] = f"{found[key]}; {words}" if key in found else words
+    return found
 
 
 def summary_step(cfg: dict, results: Path) -> None:

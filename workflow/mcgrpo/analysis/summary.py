@@ -174,6 +174,14 @@ def accepted_warnings(accepted: dict[str, dict[int, list[str]]]) -> list[str]:
     return out
 
 
+def ingested_flags(arms: list[str]) -> dict[tuple[str, None], str]:
+    """{(arm, None): words} per ingested arm, for the warning beside each verdict with it (flag_cell): its runs'
+    tokens and training time are what its TRL folders' logs say, held to each other but not counted by mcgrpo (a log
+    edited alike in every checkpoint is not seen: docs/trl.md, "Runs already made"), so the verdict rests on them."""
+    return {(arm, None): f"{arm}'s tokens and training time are its TRL logs' own records (ingested, not counted "
+                         f"by mcgrpo)" for arm in arms}
+
+
 def _differing(by_seed: dict[int, list[str]]) -> str:
     """What the keys are of: GRPOConfig keys are the recipe's; `prompts` (mcgrpo.integrations.ingest.differing) is
     the training prompts the log implies."""

@@ -227,9 +227,10 @@ CONTRAST_COLUMNS = ["id", "label", "family", "direction", "contrast", "basis", "
 TOKENS_NOTE = ("tokens_a, tokens_b: the generated tokens each arm had spent at the point read, mean over seeds; "
                "warning: where, at equal tokens, two arms' points differ by more than a tenth of B, where an arm's "
                "runs were stored with recipe differences accepted (the keys that differ) or trained with a config "
-               "other than the current one, where an arm scored 0 at its first evaluation in every seed, and where "
-               "math-verify checks of an arm's samples overran and were counted wrong: the summary's words beside "
-               "the same verdict.")
+               "other than the current one, where an arm scored 0 at its first evaluation in every seed, where "
+               "math-verify checks of an arm's samples overran and were counted wrong, and where an arm is ingested "
+               "(its tokens and training time its TRL logs' own records): the summary's words beside the same "
+               "verdict.")
 
 
 def _read_points(contrasts: pd.DataFrame) -> dict[str, pd.Series]:

@@ -24,7 +24,8 @@ study's recipe is refused by key, or stored with its differences listed where th
 The checkpoints are then evaluated with mcgrpo's Evaluator (the study's sets, samples, common random numbers and
 every verifier) and the run written by the train job's writer. What the logs cannot give is listed in run.json
 (`ingested.unrecovered`): tokens a reward function generated without TRL logging them, the time of each stage, the
-verifiers' verdicts and groups of the training batches, the prompts trained on.
+verifiers' verdicts and groups of the training batches, the prompts trained on; and that the run's tokens and clock
+are its log's own records, held to each other but not recounted (a log edited alike in every checkpoint is not seen).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import math
 import pickle
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -58,6 +59,9 @@ UNRECOVERED = (
     "what they compute; that the run was rewarded by the study's reward_verifier is the user's word",
     "processes: how many ran the run (TRL's log does not say); one is assumed, refused only where a step's "
     "completions/mean_length x train_batch_size is no whole number (a mean over every process's completions)",
+    "tokens_rollout, train_seconds: the TRL log's own records (completions/mean_length x train_batch_size, step_time), "
+    "held to each other (num_tokens, num_input_tokens_seen, the prompts' lengths), not recounted: no file of the "
+    "folder holds the completions' tokens or a clock, so a log edited alike in every checkpoint is stored as it says",
 )
 
 
@@ -162,6 +166,22 @@ def check_checkpoint(step: int, checkpoint: Path, newest: dict) -> None:
         raise DataError(f"{path}: its log differs from the newest checkpoint's at step(s) {_few(other)}; allowed: "
                         f"checkpoints of one run (a checkpoint left by another run or an abandoned resume is not "
                         f"the model the log counts: remove it, or ingest a folder holding one run)")
+    check_count(path, own, ours.get(step, {}).get("num_tokens"))
+
+
+def check_count(path: Path, state: dict, logged) -> None:
+    """Refuses a trainer_state.json whose num_input_tokens_seen is not the num_tokens its log has at its step: TRL
+    (1.16) keeps one running count of prompt and completion tokens in the trainer's state, logs it as num_tokens
+    and transformers saves it beside the log, so a log whose counts were edited without it (tokens made fewer in
+    completions/mean_length and num_tokens alike) is not the run's. A count of 0 or none (a TRL that kept it
+    outside the state) is not checked; a log and count edited alike are not seen (ingested.unrecovered)."""
+    seen = state.get("num_input_tokens_seen")
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (seen, logged))
+    if numbers and seen and not _same(float(seen), float(logged)):
+        raise DataError(f"{path}: num_input_tokens_seen {seen}, while its log's num_tokens at step "
+                        f"{state.get('global_step')} is {logged}; allowed: TRL's one running count, which it logs as "
+                        f"num_tokens and transformers saves as num_input_tokens_seen (a log whose token counts were "
+                        f"edited without it does not say what the run generated)")
 
 
 ONE_BATCH = ("gradient_accumulation_steps", "steps_per_generation", "num_iterations")  # 1: a step is one batch
@@ -198,7 +218,7 @@ def check_arguments(checkpoint: Path, batch: int | None = None) -> tuple[object,
 # defaults, and the share of tokens the loss keeps; not where the run was kept or logged (NOT_SETTINGS), the steps
 # (ONE_BATCH, refused above), the seed, nor the batch (the log's train_batch_size, which each file must equal:
 # check_arguments). A key the file lacks (another TRL's GRPOConfig) is a difference, except where its absence means
-# the recipe's value.
+# the recipe's value; a key it has that this TRL's GRPOConfig lacks is one too (`unknown_settings`).
 IGNORED = {*NOT_SETTINGS, *ONE_BATCH, "seed", "per_device_train_batch_size"}
 DEFAULTS = {**SAMPLING, "top_entropy_quantile": 1.0, "mask_truncated_completions": False,
             "chat_template_kwargs": None}
@@ -228,18 +248,46 @@ def expected_arguments(run: dict) -> dict:
     return {k: v for k, v in {**DEFAULTS, **recipe}.items() if k not in IGNORED}
 
 
-def trl_defaults(run: dict, expected: dict) -> dict:
-    """Every other training setting of the recipe's GRPOConfig, at TRL's defaults (an entropy bonus, NEFTune noise,
-    reward weights, vLLM, ...: each changes what a run trains as much as the recipe's keys): compared where a
-    folder's file has the key, since a TRL without it trained without it. Empty where trl is not installed (a
-    GRPOConfig then cannot be read either: `training_args.bin` is the difference)."""
+def recipe_config(run: dict):
+    """The recipe's GRPOConfig under the trl installed here (None where it is not: a GRPOConfig then cannot be read
+    either, and `training_args.bin` is the difference)."""
     try:
         from trl import GRPOConfig
     except ImportError:
+        return None
+    return GRPOConfig(**grpo_arguments(run, "", 1, False))
+
+
+def trl_defaults(config, expected: dict) -> dict:
+    """Every other training setting of the recipe's GRPOConfig `config`, at TRL's defaults (an entropy bonus, NEFTune
+    noise, reward weights, vLLM, ...: each changes what a run trains as much as the recipe's keys): compared where a
+    folder's file has the key, since a TRL without it trained without it. Empty without trl."""
+    if config is None:
         return {}
     from mcgrpo.integrations.trl import settings
-    return {k: v for k, v in settings(GRPOConfig(**grpo_arguments(run, "", 1, False))).items()
+    return {k: v for k, v in settings(config).items()
             if k not in expected and k not in IGNORED and not k.startswith(NOT_TRAINING)}
+
+
+def unknown_settings(log: TRLLog, config, expected: dict) -> list[tuple[str, str]]:
+    """(key, line) for each setting a checkpoint's training_args.bin has that neither `expected` (compared above) nor
+    the recipe's GRPOConfig `config` (the installed TRL's, trl_config.TRL_VERSION) has: another TRL's (a newer one's
+    loss, sampling or importance-sampling switch, or an older one's since removed), unpickled here as attributes
+    without a word. What it does to training, or to what the log's tokens and times mean, this TRL cannot tell, so
+    its value cannot be held to the recipe: a difference by its key. Private attributes and keys of the families
+    that say where a run was kept or logged (NOT_TRAINING) are not settings. Empty without trl."""
+    if config is None:
+        return []
+    known = {*expected, *vars(config), *(f.name for f in fields(config))}
+    by_value: dict[tuple[str, str], list[int]] = {}
+    for step, args in sorted(_read_files(log).items()):
+        for key, value in vars(args).items():
+            if key not in known and key not in IGNORED and not key.startswith(("_", *NOT_TRAINING)):
+                by_value.setdefault((key, repr(_plain(value))), []).append(step)
+    return [(key, f"{key} {value} ({_where(steps, log)}): not a setting of the GRPOConfig of TRL "
+                  f"{_installed_trl()}, which ingest reads the folder by (another TRL's: what it does to training, "
+                  f"or to what the log's tokens and times count, is not known here)")
+            for (key, value), steps in by_value.items()]
 
 
 def _plain(value):
@@ -331,7 +379,26 @@ def differing(log: TRLLog, run: dict, lengths: np.ndarray) -> list[tuple[str, st
     if log.arguments is None:
         return found + [("training_args.bin", f"{'; '.join(log.unchecked)} (install trl, the mcgrpo[trl] extra, to "
                                               f"check them)")]
-    return found + argument_differences(log, expected, trl_defaults(run, expected))
+    config = recipe_config(run)
+    return [*found, *argument_differences(log, expected, trl_defaults(config, expected)),
+            *unknown_settings(log, config, expected)]
+
+
+def _read_files(log: TRLLog) -> dict[int, object]:
+    """Every checkpoint's GRPOConfig that could be read, by step."""
+    return {step: args for step, args in {**log.earlier, max(log.checkpoints): log.arguments}.items()
+            if args is not None}
+
+
+def _where(steps: list[int], log: TRLLog) -> str:
+    """The files that say a value: all of them, or the checkpoints named where not all say it."""
+    every = len(steps) == len(_read_files(log))
+    return "training_args.bin" if every else f"training_args.bin of checkpoint(s) {_few(steps)}"
+
+
+def _installed_trl() -> str:
+    from trl import __version__
+    return __version__
 
 
 def argument_differences(log: TRLLog, expected: dict, defaults: dict) -> list[tuple[str, str]]:
@@ -339,17 +406,13 @@ def argument_differences(log: TRLLog, expected: dict, defaults: dict) -> list[tu
     training_args.bin says otherwise: every checkpoint's, since a run resumed from a checkpoint under another
     GRPOConfig trained its earlier steps by the earlier file (the newest names only the last part); a line names
     the checkpoints where not all say it."""
-    files = {step: args for step, args in {**log.earlier, max(log.checkpoints): log.arguments}.items()
-             if args is not None}
     recipe = {**{k: _plain(v) for k, v in defaults.items()}, **expected}
     by_value: dict[tuple[str, str], list[int]] = {}
-    for step, args in sorted(files.items()):
+    for step, args in sorted(_read_files(log).items()):
         for key in [*expected, *(k for k in defaults if hasattr(args, k))]:
             if not _same(_argument(args, key), recipe[key]):
                 by_value.setdefault((key, repr(_argument(args, key))), []).append(step)
-    def where(steps: list[int]) -> str:
-        return "training_args.bin" if len(steps) == len(files) else f"training_args.bin of checkpoint(s) {_few(steps)}"
-    return [(key, f"{key} {value} ({where(steps)}); the recipe's {recipe[key]!r}")
+    return [(key, f"{key} {value} ({_where(steps, log)}); the recipe's {recipe[key]!r}")
             for (key, value), steps in by_value.items()]
 
 
