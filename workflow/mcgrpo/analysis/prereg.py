@@ -36,7 +36,6 @@ READING = ("alpha", "clock", "resamples", "bootstrap_seed")
 # before it was covered (whose `analysis` lacks it) reads as not covering it rather than as changed
 DRIFT_GAP = "analysis.drift_gap"
 LATER = ("verifier", "analysis", "ingested", DRIFT_GAP)  # experiment keys added since its first locks: compared where locked
-HELD_LATER = ("checkpoint_files", "checkpoint_changes")  # keys ingested identities gained since: compared where locked
 
 
 def material(cfg: dict) -> dict:
@@ -179,7 +178,7 @@ def _changes(now: dict, then: dict, locked_at: str) -> tuple[dict[str, str], lis
 
 def _as_locked(experiment: dict, locked: dict) -> dict:
     """`experiment` with each ingested run's identity cut to the keys its lock holds: a key identities gained since
-    (HELD_LATER) was not covered, and `uncovered` says so, rather than a change to every such run."""
+    (checkpoint_files) was not covered, and `uncovered` says so, rather than a change to every such run."""
     if "ingested" not in experiment:
         return experiment
     then = locked.get("ingested") or {}
@@ -203,11 +202,11 @@ def uncovered(lock: dict | None) -> str:
         return UNCOVERED
     missing = [k for k in LATER if k not in lock["material"]["experiment"]]
     held = [i for seeds in (lock["material"]["experiment"].get("ingested") or {}).values() for i in seeds.values()]
-    missing += [k for k in HELD_LATER if any(isinstance(i, dict) and k not in i for i in held)]
+    if any(isinstance(i, dict) and "checkpoint_files" not in i for i in held):
+        missing.append("checkpoint_files")
     names = {"verifier": "verifier", "analysis": f"analysis.{', analysis.'.join(READING)}",
              "ingested": "the ingested arms' folders", DRIFT_GAP: DRIFT_GAP,
-             "checkpoint_files": "the ingested arms' checkpoint files (weights, arguments, earlier logs)",
-             "checkpoint_changes": "the ingested arms' checkpoint files edited in place with their times set back"}
+             "checkpoint_files": "the ingested arms' checkpoint files (weights, arguments, earlier logs)"}
     return (f"its lock predates locks covering {', '.join(names[k] for k in missing)}: changes to them since "
             f"cannot be told") if missing else ""
 

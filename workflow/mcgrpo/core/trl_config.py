@@ -188,13 +188,11 @@ def saved_checkpoints(folder: Path) -> dict[int, Path]:
 def ingested_identity(block: dict, seed: int) -> dict:
     """What an ingested run's identity holds instead of a recipe it was not trained by: what its folder says it did
     (the sha256 of its newest checkpoint's trainer_state.json, the log, and training_args.bin, TRL's arguments), the
-    reward functions its log names and every checkpoint's files (`checkpoint_files`, `checkpoint_changes`), beside
-    the arm's block (the folder's path) in the run's config: a folder changed since it was stored is another run,
-    ingested anew."""
+    reward functions its log names and every checkpoint's files (`checkpoint_files`), beside the arm's block (the
+    folder's path) in the run's config: a folder changed since it was stored is another run, ingested anew."""
     saved = saved_checkpoints(output_folder(block, seed))
     if not saved:
-        return {"trainer_state_sha256": None, "training_args_sha256": None, "rewards": [], "checkpoint_files": None,
-                "checkpoint_changes": None}
+        return {"trainer_state_sha256": None, "training_args_sha256": None, "rewards": [], "checkpoint_files": None}
     newest = saved[max(saved)]
 
     def digest(name: str) -> str | None:
@@ -204,8 +202,7 @@ def ingested_identity(block: dict, seed: int) -> dict:
     logged = json.loads(state.read_text()).get("log_history", []) if state.is_file() else []
     rewards = sorted({k.split("/")[1] for e in logged for k in e if k.startswith("rewards/") and k.count("/") == 2})
     return {"trainer_state_sha256": digest("trainer_state.json"), "training_args_sha256": digest("training_args.bin"),
-            "rewards": rewards, "checkpoint_files": checkpoint_files(saved),
-            "checkpoint_changes": checkpoint_changes(saved)}
+            "rewards": rewards, "checkpoint_files": checkpoint_files(saved)}
 
 
 def checkpoint_files(saved: dict[int, Path]) -> str:
@@ -214,24 +211,11 @@ def checkpoint_files(saved: dict[int, Path]) -> str:
     weights replaced, a checkpoint added or removed) makes another run, where the newest log alone stays the same.
     File times, not contents: a model's weights are too large to hash at every plan; a file touched, or copied in
     place without its times, is another run too, ingested again."""
-    return _stamped(saved, lambda stat: (stat.st_size, stat.st_mtime_ns))
-
-
-def checkpoint_changes(saved: dict[int, Path]) -> str:
-    """The sha256 of every file of every checkpoint by path and inode change time (ctime), which the system sets to
-    the present at any write or change of a file's times, permissions or owner, and which no user call sets back: a
-    file edited in place with its size and modification time restored (`touch -r`), which checkpoint_files cannot
-    see, is another run. A folder copied, even with its times (cp -a, rsync -a), or restored from a backup, has new
-    ones: another run too, ingested again."""
-    return _stamped(saved, lambda stat: (stat.st_ctime_ns,))
-
-
-def _stamped(saved: dict[int, Path], stamp) -> str:
-    """The sha256 of every file of every checkpoint by path and `stamp` of its stat."""
     entries = []
     for folder in saved.values():
         for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-            entries.append((path.relative_to(folder.parent).as_posix(), *stamp(path.stat())))
+            stat = path.stat()
+            entries.append((path.relative_to(folder.parent).as_posix(), stat.st_size, stat.st_mtime_ns))
     return hashlib.sha256(json.dumps(entries).encode()).hexdigest()
 
 
