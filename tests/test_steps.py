@@ -605,6 +605,31 @@ def test_contrast_verb_with_the_study_labels_a_plan_changed_since_the_lock_as_th
     assert "margin 0.02 (the study's)" in capsys.readouterr().out
 
 
+def test_contrast_verb_reads_a_planned_contrast_given_other_than_planned_as_exploratory(results, tmp_path, capsys):
+    """`--alpha 0.5` (or any reading the lock fixes, given otherwise) once printed T1 `primary`, Holm-adjusted, with
+    `verdict: confirmed`, worded as the preregistered verdict, which the study's lock reads at 0.05; the workflow
+    reports a contrast read so after the lock as exploratory. The verb now does, naming what departs; a value given
+    as the lock's own keeps the planned test."""
+    import yaml
+    cfg, root = results
+    verb = ["contrast", "--results", str(root), "--a", "mc_k2", "--b", "outcome", "--out"]
+    assert main([*verb, str(tmp_path / "given.parquet"), "--alpha", "0.5", "--resamples", "200"]) == 0
+    one, printed = read_parquet(tmp_path / "given.parquet").iloc[0], capsys.readouterr().out
+    assert one["label"] == "exploratory" and pd.isna(one["confirmed"]) and one["robustness"] == ""
+    assert ("verdict: exploratory (demoted: read with alpha 0.5 (given; the lock's: 0.05); resamples 200 (given; "
+            "the lock's: 10000), not as planned; leave out --alpha, --resamples to read the planned test)\n") in printed
+    assert main([*verb, str(tmp_path / "same.parquet"), "--alpha", "0.05", "--margin", "0.02"]) == 0
+    same = read_parquet(tmp_path / "same.parquet").iloc[0]
+    workflow = read_contract(root / "analysis" / "contrasts.parquet", "contrasts").set_index("id").loc["T1"]
+    assert same["label"] == "primary" and same["p_holm"] == pytest.approx(workflow["p_holm"])
+    assert "(demoted" not in capsys.readouterr().out
+    study = tmp_path / "study.yaml"
+    study.write_text(yaml.safe_dump(cfg))
+    assert main([*verb, str(tmp_path / "study.parquet"), "--config", str(study), "--drift-gap", "0.3"]) == 0
+    assert read_parquet(tmp_path / "study.parquet").iloc[0]["label"] == "exploratory"
+    assert "(demoted: read with drift_gap 0.3 (given; the study's: 0.1), not as planned" in capsys.readouterr().out
+
+
 def test_contrast_verb_never_writes_over_a_file_it_did_not_write(results, tmp_path, capsys):
     """--out once wrote wherever it pointed (a study's analysis/contrasts.parquet, a run's file), and an --out not
     ending in .parquet got its per-seed values written over the contrast itself. Both are refused, naming --out."""

@@ -69,6 +69,24 @@ def reading(locked: dict | None, given: dict, said: str = "the lock's") -> dict[
     return out
 
 
+def departures(read: dict[str, tuple[object, str]], planned: dict[str, tuple[object, str]], said: str) -> list[str]:
+    """'alpha 0.2 (given; the lock's: 0.05)' for each key of `read` given other than the plan reads it (`planned`:
+    `reading` without anything given, where `said` fixes the value): a planned contrast read so is not the planned
+    test, as the workflow reports a contrast whose reading changed after the lock without an amendment."""
+    return [f"{key} {value} (given; {said}: {planned[key][0]})" for key, (value, where) in read.items()
+            if where == "given" and planned[key][1] == said and value != planned[key][0]]
+
+
+def demoted(plan: dict[tuple, dict], departed: list[str]) -> dict[tuple, dict]:
+    """`plan` with every entry exploratory where the contrast is read other than planned (`departed`), its note
+    saying why, as prereg.compare words a demotion; as it is where nothing departs."""
+    if not departed:
+        return plan
+    options = ", ".join(sorted({"--" + d.split()[0].replace("_", "-") for d in departed}))
+    note = f"demoted: read with {'; '.join(departed)}, not as planned; leave out {options} to read the planned test"
+    return {k: {**e, "label": "exploratory", "note": note} for k, e in plan.items()}
+
+
 def _plan(results: Path, study: dict | None) -> tuple[dict | None, dict[tuple, dict], str, list[str]]:
     """(the config a contrast is labelled and read by, its labels, how `reading` names it, the runs trained with a
     config other than it): the study's `study`, labelled against the lock as the workflow's contrasts step labels it
@@ -100,6 +118,7 @@ def contrast(results: Path, a: str, b: str, basis: str, metric: str, eval_set: s
         raise ConfigError(f"--eval-set {eval_set!r}: not evaluated; allowed: {', '.join(sets)}")
     locked, plan, said, stale = _plan(results, study)
     read = reading(locked, given, said)
+    plan = demoted(plan, departures(read, reading(locked, {}, said), said))
     v = {key: value for key, (value, _) in read.items()}
     wanted = (a, b, basis, metric, eval_set)
     chosen = [wanted, *_family(wanted, plan, planned_keys(locked) if locked else [])]
