@@ -421,6 +421,35 @@ def test_a_prereg_status_of_another_plan_is_named_never_worded(results, tmp_path
     steps.summary_step(cfg, folder)
 
 
+def test_labels_of_a_lock_since_removed_or_replaced_are_named_never_shown(results, tmp_path):
+    """The config and runs unchanged, the lock removed (or locked again, or an older one put back) after the
+    contrasts step labelled the study: contrasts.parquet and prereg.json still passed every check, so a step run by
+    hand (or under --rerun-triggers mtime), and a programme's summary, showed T1 `primary` and its verdict, while
+    `mcgrpo contrast`, reading the lock, gives `exploratory`. The labels are held to the lock as it is now."""
+    from mcgrpo.core.errors import IntegrityError
+    cfg, root = results
+    folder = tmp_path / "relocked"
+    copy_study(root, folder)
+    lock, path = folder / "prereg.lock.json", folder / "analysis" / "prereg.json"
+    kept = lock.read_bytes()
+    lock.unlink()
+    with pytest.raises(IntegrityError, match=rf"{path}: labels the plan against the lock of 2025-01-01T00:00:00\+00:00 "
+                                             rf"\(sha256 [0-9a-f]{{12}}\), but {lock} is now no lock \(removed, locked "
+                                             rf"again or put back since\); allowed: the labels against the lock as it "
+                                             rf"is \(snakemake --configfile STUDY --forcerun {folder}/analysis/"
+                                             rf"contrasts.parquet\)"):
+        steps.headline(cfg, folder)  # what a programme's summary holds each study's headline to
+    write_json(prereg.make_lock(cfg, datetime(2025, 6, 1, tzinfo=timezone.utc)), lock)  # locked again, late
+    for step in (steps.tables_step, steps.summary_step):
+        with pytest.raises(IntegrityError, match=r"but .*prereg.lock.json is now the lock of 2025-06-01"):
+            step(cfg, folder)
+    rerun(("contrasts", "robustness", "tables"), cfg, folder)
+    assert set(steps.headline(cfg, folder)["label"]) == {"exploratory"}  # locked after training started
+    lock.write_bytes(kept)
+    with pytest.raises(IntegrityError, match=r"labels the plan against the lock of 2025-06-01"):
+        steps.summary_step(cfg, folder)
+
+
 def test_a_step_run_by_hand_with_the_studys_switches_reads_what_the_workflows_jobs_wrote(results, tmp_path):
     """The workflow hands each analysis job the study less the switches saying how it ran (analysis_only,
     tracking, ...); `mcgrpo <step> --config STUDY.yaml` by hand sees the file as written, switches and all. Both

@@ -137,13 +137,34 @@ def _held_to(path: Path, said: str, found: str, what: str, expected: str, remedy
 
 def _status(cfg: dict, results: Path) -> dict:
     """analysis/prereg.json, the contrasts step's plan against the lock, checked to be of `cfg`'s plan (its
-    sha256_now): a stale or copied one would word the summary's preregistration note for another plan."""
+    sha256_now) and of the lock as it is now (_held_to_lock): a stale or copied one would word the summary's
+    preregistration note, and leave every label, for another plan or lock."""
     path = Path(results) / "analysis" / "prereg.json"
     status = store.read_json(path)
     found = str(status.get("sha256_now") if isinstance(status, dict) else None)
     _held_to(path, f"the plan against its lock for plan {found[:12]}", found, "plan",
              study_config.config_hash(prereg.material(cfg)))
+    _held_to_lock(path, status, Path(results))
     return status
+
+
+def _held_to_lock(path: Path, status: dict, results: Path) -> None:
+    """Refuse `path` (prereg.json), whose labels, and contrasts.parquet's written with it, are of the lock it records,
+    where the study's lock is now another or none (removed, re-locked, an older one put back): the config and runs
+    are the same, so nothing else tells, and a table, the summary or a programme would show a label that `mcgrpo
+    contrast`, reading the lock, does not give."""
+    lock = prereg.read_lock(results)
+    now = (lock["sha256"], lock["locked_at"]) if lock else (None, None)
+    then = (status.get("sha256_lock"), status.get("locked_at"))
+    if then != now:
+        raise IntegrityError(f"{path}: labels the plan against {_lock_words(*then)}, but {results / prereg.LOCK} is "
+                             f"now {_lock_words(*now)} (removed, locked again or put back since); allowed: the labels "
+                             f"against the lock as it is (snakemake --configfile STUDY --forcerun "
+                             f"{results / 'analysis' / 'contrasts.parquet'})")
+
+
+def _lock_words(sha256: str | None, locked_at: str | None) -> str:
+    return f"the lock of {locked_at} (sha256 {sha256[:12]})" if sha256 else "no lock"
 
 
 def drift_step(cfg: dict, results: Path) -> None:
