@@ -496,6 +496,39 @@ def test_the_programme_summary_holds_each_headline_to_the_studys_analysis(result
     assert "contrasts.parquet: written for config" in capsys.readouterr().err
 
 
+def test_a_summary_this_run_did_not_write_is_named_never_printed_as_the_results(results, tmp_path, monkeypatch):
+    """A run ends printing the first study's summary.md (a programme's verdicts.md) as it finds it: after `--touch`,
+    a run of other targets, or `--rerun-triggers mtime` following an edit of the config, that was an earlier config's
+    verdicts (here every contrast primary, where alpha changed after the lock makes them exploratory), printed as
+    this run's results. It is printed only where it is what the analysis gives now; else the reason, naming it."""
+    from mcgrpo import programme
+    from mcgrpo.core.errors import IntegrityError
+    cfg, root = results
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / cfg["results_dir"] / cfg["study"]
+    copy_study(root, folder)
+    steps.summary_step(cfg, folder)  # the copy's own (the summary names its folder)
+    ours = programme.Programme("p", "p.yaml", {cfg["study"]: cfg})
+    verdicts = ours.folder / "verdicts.md"
+    assert programme.main([*_summary(cfg, tmp_path)[:5], "--markdown", str(verdicts), "--studies", json.dumps(cfg)]) == 0
+    assert steps.held_summary(cfg, folder) == (folder / "summary.md").read_text()
+    assert programme.held_summary(ours) == verdicts.read_text()
+    edited = copy.deepcopy(cfg)
+    edited["analysis"]["alpha"] = 0.5
+    with pytest.raises(IntegrityError, match="contrasts.parquet: written for config"):  # --touch: nothing rerun
+        steps.held_summary(edited, folder)
+    rerun(("drift", "contrasts", "robustness", "curves", "breakdown", "tables"), edited, folder)  # all but the summary
+    with pytest.raises(IntegrityError, match=rf"{folder}/summary.md: not the summary the study's analysis gives now "
+                                             rf"\(left from an earlier config or training: this run did not write "
+                                             rf"it\); allowed: the summary step's own \(snakemake --configfile STUDY "
+                                             rf"--forcerun {folder}/summary.md\)"):
+        steps.held_summary(edited, folder)
+    with pytest.raises(IntegrityError, match=rf"{verdicts}: not the verdicts its studies' analysis gives now"):
+        programme.held_summary(programme.Programme("p", "p.yaml", {cfg["study"]: edited}))
+    steps.summary_step(edited, folder)
+    assert "T1 (exploratory" in steps.held_summary(edited, folder)
+
+
 def _beside_an_older_analysis(results, tmp_path):
     """(cfg, the study's folder, a copy analysed at another margin: every contrast exploratory, a copy to restore
     its files into)."""

@@ -451,18 +451,36 @@ def _flags(cfg: dict, evals: pd.DataFrame, bases: list[str], overran: pd.DataFra
 
 def summary_step(cfg: dict, results: Path) -> None:
     """summary.md (printed at the end of a run) and summary.rst (the report's first page)."""
+    results, text = Path(results), summary_lines(cfg, results)
+    store.write_text(summary.markdown(text), results / "summary.md")
+    store.write_text(summary.rst(text, summary.DESCRIPTION.read_text()), results / "summary.rst")
+    print(summary.markdown(text), end="")
+
+
+def held_summary(cfg: dict, results: Path) -> str:
+    """summary.md as the end of a run prints it, held to the summary the study's analysis gives now: a run that
+    did not rerun the summary step (other targets, `--touch`, `--rerun-triggers mtime` after an edit of the
+    config) would otherwise print the verdicts of an earlier config or training as this one's. Refused, naming it."""
+    path, now = Path(results) / "summary.md", summary.markdown(summary_lines(cfg, results))
+    if path.read_text() != now:
+        raise IntegrityError(f"{path}: not the summary the study's analysis gives now (left from an earlier config "
+                             f"or training: this run did not write it); allowed: the summary step's own "
+                             f"(snakemake --configfile STUDY --forcerun {path})")
+    return now
+
+
+def summary_lines(cfg: dict, results: Path) -> list[str]:
+    """The summary's lines, from the study's analysis files (held to its config, runs and lock) beside the tables
+    they give now (held_tables)."""
     results, read = Path(results), analysis_reader(cfg, results)
     (evals, bases), overran = _base_evals(cfg, results), _overran(cfg, results)
     said = _flags(cfg, evals, bases, overran)
     held_tables(cfg, results, read, said)  # the summary is printed beside them: never beside tables it disagrees with
     status, accepted = _status(cfg, results), _accepted(cfg, results)
-    text = summary.lines(cfg["study"], read("contrasts", "contrasts"), tables.prereg_note(status),
+    return summary.lines(cfg["study"], read("contrasts", "contrasts"), tables.prereg_note(status),
                          str(results), cfg["analysis"]["clock"], read("robustness"),
                          [*summary.accepted_warnings(accepted), *_floors(cfg, evals, bases), *_overruns(overran)],
                          stale=status.get("stale_runs"), accepted=accepted, flags=said)
-    store.write_text(summary.markdown(text), results / "summary.md")
-    store.write_text(summary.rst(text, summary.DESCRIPTION.read_text()), results / "summary.rst")
-    print(summary.markdown(text), end="")
 
 
 def alignment_step(cfg: dict, results: Path) -> None:
