@@ -661,6 +661,11 @@ def test_contrast_verb_with_the_study_labels_a_plan_changed_since_the_lock_as_th
     verb = ["contrast", "--results", str(folder), "--a", "mc_k2", "--b", "outcome", "--out"]
     assert main([*verb, str(tmp_path / "lock.parquet")]) == 0
     assert read_contract(tmp_path / "lock.parquet", "contrasts").iloc[0]["label"] == "primary"  # cannot tell
+    # but says that the study's tables do not: it once printed `primary` and the verdict without a word
+    assert (f"warning: the study's last analysis ({folder}/analysis/prereg.json) reports T1 exploratory (demoted: "
+            f"changed after the lock without a dated amendment), not primary: its config changed the plan since the "
+            f"lock, which this reading of the lock alone cannot tell; give --config STUDY.yaml to label it as the "
+            f"workflow does\n") in capsys.readouterr().out
     assert main([*verb, str(tmp_path / "study.parquet"), "--config", str(study)]) == 0
     one = read_contract(tmp_path / "study.parquet", "contrasts").iloc[0]
     assert one["label"] == "exploratory" and one["mean"] == pytest.approx(workflow["mean"])

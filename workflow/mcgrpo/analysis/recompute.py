@@ -13,7 +13,8 @@ from mcgrpo.analysis import contrasts, drift, prereg, robustness, runs, summary
 from mcgrpo.analysis.plan import planned_keys
 from mcgrpo.analysis.steps import budget, flags
 from mcgrpo.core import config as study_config
-from mcgrpo.core.errors import ConfigError, DataError
+from mcgrpo.core import store
+from mcgrpo.core.errors import ConfigError, DataError, McgrpoError
 from mcgrpo.core.study_runs import accepted_differences, index, index_path, records
 
 
@@ -98,6 +99,25 @@ def _plan(results: Path, study: dict | None) -> tuple[dict | None, dict[tuple, d
     return study, prereg.labels(study, status), "the study's", status["stale_runs"]
 
 
+def analysed_label(results: Path, row) -> str:
+    """Where the verb reads the lock's plan (no study config) and the study's last analysis (analysis/prereg.json,
+    of the lock as it is) reported the contrast's plan id with another label (its config changed the plan since the
+    lock): a warning saying so, since the verb cannot tell it; '' elsewhere."""
+    path = Path(results) / "analysis" / "prereg.json"
+    try:
+        status = store.read_json(path)
+        lock = prereg.read_lock(results)
+        theirs = status["labels"][row["id"]] if status.get("sha256_lock") == (lock or {}).get("sha256") else None
+    except (McgrpoError, KeyError, TypeError, AttributeError):
+        return ""
+    if not isinstance(theirs, dict) or theirs.get("reported") in (None, row["label"]):
+        return ""
+    note = f" ({theirs['note']})" if theirs.get("note") else ""
+    return (f"the study's last analysis ({path}) reports {row['id']} {theirs['reported']}{note}, not {row['label']}: "
+            f"its config changed the plan since the lock, which this reading of the lock alone cannot tell; give "
+            f"--config STUDY.yaml to label it as the workflow does")
+
+
 def contrast(results: Path, a: str, b: str, basis: str, metric: str, eval_set: str | None = None,
              study: dict | None = None, **given) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     """One contrast from a results folder alone: arms and seeds from runs/, B from calibration/, the labels from
@@ -105,8 +125,8 @@ def contrast(results: Path, a: str, b: str, basis: str, metric: str, eval_set: s
     clock, resamples, bootstrap_seed) from `given`, else the study's or the lock's, as the workflow's contrasts step
     reads the study's. A primary contrast is Holm-adjusted with the rest of its family, which is recomputed with
     it. The table's `warning` is the study tables' (arms read far apart in tokens, runs stored with recipe
-    differences accepted, and, given `study`, runs trained under another config and its arms' steps.flags), its
-    `robustness` the robustness step's label ('' for an exploratory contrast). Returns (table, paired, reading)."""
+    differences accepted, and, given `study`, runs trained under another config and its arms' steps.flags; without
+    it, a label the study's last analysis gives otherwise: analysed_label), its `robustness` the robustness step's label ('' for an exploratory contrast). Returns (table, paired, reading)."""
     results = Path(results)
     seeds = _shared_seeds(results, {a, b})
     first = runs.folders(results, [a], seeds[:1])[a, seeds[0]]
@@ -118,7 +138,8 @@ def contrast(results: Path, a: str, b: str, basis: str, metric: str, eval_set: s
         raise ConfigError(f"--eval-set {eval_set!r}: not evaluated; allowed: {', '.join(sets)}")
     locked, plan, said, stale = _plan(results, study)
     read = reading(locked, given, said)
-    plan = demoted(plan, departures(read, reading(locked, {}, said), said))
+    departed = departures(read, reading(locked, {}, said), said)
+    plan = demoted(plan, departed)
     v = {key: value for key, (value, _) in read.items()}
     wanted = (a, b, basis, metric, eval_set)
     chosen = [wanted, *_family(wanted, plan, planned_keys(locked) if locked else [])]
@@ -130,8 +151,10 @@ def contrast(results: Path, a: str, b: str, basis: str, metric: str, eval_set: s
                                     v["bootstrap_seed"])
     mine = (paired[contrasts.KEY] == [contrasts.name(a, b), basis, metric, eval_set]).all(axis=1)
     table = table.iloc[:1].reset_index(drop=True)
-    table["warning"] = [summary.warning(table.iloc[0], accepted_differences(results, [a, b], seeds), stale,
-                                        flags(study, results) if study else {})]
+    warnings = [summary.warning(table.iloc[0], accepted_differences(results, [a, b], seeds), stale,
+                                flags(study, results) if study else {}),
+                analysed_label(results, table.iloc[0]) if study is None and table.at[0, "id"] and not departed else ""]
+    table["warning"] = ["; ".join(w for w in warnings if w)]
     checks = robustness.table(table, loaded, drift.drift_table(runs.evals_frame(loaded), v["drift_gap"]), B,
                               v["clock"], v["alpha"], records(results, [a, b], seeds, arms_plan))
     table["robustness"] = checks["robustness"].tolist() or [""]  # none: an exploratory contrast has no checks
