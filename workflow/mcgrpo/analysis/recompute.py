@@ -126,7 +126,9 @@ def contrast(results: Path, a: str, b: str, basis: str, metric: str, eval_set: s
     reads the study's. A primary contrast is Holm-adjusted with the rest of its family, which is recomputed with
     it. The table's `warning` is the study tables' (arms read far apart in tokens, runs stored with recipe
     differences accepted, and, given `study`, runs trained under another config and its arms' steps.flags; without
-    it, a label the study's last analysis gives otherwise: analysed_label), its `robustness` the robustness step's label ('' for an exploratory contrast). Returns (table, paired, reading)."""
+    it, a label the study's last analysis gives otherwise: analysed_label), its `robustness` the robustness step's
+    label ('' for an exploratory contrast, and for a planned one read with a value given other than planned:
+    departures, demoted). Returns (table, paired, reading)."""
     results = Path(results)
     seeds = _shared_seeds(results, {a, b})
     first = runs.folders(results, [a], seeds[:1])[a, seeds[0]]
