@@ -666,6 +666,10 @@ def test_contrast_verb_with_the_study_labels_a_plan_changed_since_the_lock_as_th
             f"changed after the lock without a dated amendment), not primary: its config changed the plan since the "
             f"lock, which this reading of the lock alone cannot tell; give --config STUDY.yaml to label it as the "
             f"workflow does\n") in capsys.readouterr().out
+    del edited["plan"]["primary"][0]  # T1 dropped from the plan since the lock: exploratory in the tables too
+    steps.contrasts_step(studies.validate(edited), folder)
+    assert main([*verb, str(tmp_path / "lock.parquet")]) == 0
+    assert "reports T1 exploratory (no longer in the study's plan), not primary" in capsys.readouterr().out
     assert main([*verb, str(tmp_path / "study.parquet"), "--config", str(study)]) == 0
     one = read_contract(tmp_path / "study.parquet", "contrasts").iloc[0]
     assert one["label"] == "exploratory" and one["mean"] == pytest.approx(workflow["mean"])

@@ -99,6 +99,9 @@ def _plan(results: Path, study: dict | None) -> tuple[dict | None, dict[tuple, d
     return study, prereg.labels(study, status), "the study's", status["stale_runs"]
 
 
+NOT_PLANNED = {"reported": "exploratory", "note": "no longer in the study's plan"}  # an id prereg.json does not label
+
+
 def analysed_label(results: Path, row) -> str:
     """Where the verb reads the lock's plan (no study config) and the study's last analysis (analysis/prereg.json,
     of the lock as it is) reported the contrast's plan id with another label (its config changed the plan since the
@@ -107,7 +110,8 @@ def analysed_label(results: Path, row) -> str:
     try:
         status = store.read_json(path)
         lock = prereg.read_lock(results)
-        theirs = status["labels"][row["id"]] if status.get("sha256_lock") == (lock or {}).get("sha256") else None
+        held = status.get("sha256_lock") == (lock or {}).get("sha256")  # labels of the lock as it is
+        theirs = status["labels"].get(row["id"], NOT_PLANNED) if held else None
     except (McgrpoError, KeyError, TypeError, AttributeError):
         return ""
     if not isinstance(theirs, dict) or theirs.get("reported") in (None, row["label"]):
