@@ -670,6 +670,13 @@ def test_contrast_verb_with_the_study_labels_a_plan_changed_since_the_lock_as_th
     steps.contrasts_step(studies.validate(edited), folder)
     assert main([*verb, str(tmp_path / "lock.parquet")]) == 0
     assert "reports T1 exploratory (no longer in the study's plan), not primary" in capsys.readouterr().out
+    amended = copy.deepcopy(edited)  # T1 back, its new prediction covered by a dated amendment: primary still
+    amended["plan"]["primary"].insert(0, {**cfg["plan"]["primary"][0], "direction": "greater"})
+    amended["plan"]["amendments"] = [{"date": "2025-02-01", "note": "T1 predicts a gain", "ids": ["T1"]}]
+    steps.contrasts_step(studies.validate(amended), folder)
+    assert main([*verb, str(tmp_path / "lock.parquet")]) == 0
+    assert ("reports T1 primary (amended 2025-02-01: T1 predicts a gain): its config changed the plan since the lock"
+            in capsys.readouterr().out)
     assert main([*verb, str(tmp_path / "study.parquet"), "--config", str(study)]) == 0
     one = read_contract(tmp_path / "study.parquet", "contrasts").iloc[0]
     assert one["label"] == "exploratory" and one["mean"] == pytest.approx(workflow["mean"])

@@ -104,8 +104,9 @@ NOT_PLANNED = {"reported": "exploratory", "note": "no longer in the study's plan
 
 def analysed_label(results: Path, row) -> str:
     """Where the verb reads the lock's plan (no study config) and the study's last analysis (analysis/prereg.json,
-    of the lock as it is) reported the contrast's plan id with another label (its config changed the plan since the
-    lock): a warning saying so, since the verb cannot tell it; '' elsewhere."""
+    of the lock as it is) reported the contrast's plan id with another label, or amended (read with what the amendment
+    changed): its config changed the plan since the lock. A warning saying so, since the verb cannot tell it; ''
+    elsewhere."""
     path = Path(results) / "analysis" / "prereg.json"
     try:
         status = store.read_json(path)
@@ -114,12 +115,15 @@ def analysed_label(results: Path, row) -> str:
         theirs = status["labels"].get(row["id"], NOT_PLANNED) if held else None
     except (McgrpoError, KeyError, TypeError, AttributeError):
         return ""
-    if not isinstance(theirs, dict) or theirs.get("reported") in (None, row["label"]):
+    if not isinstance(theirs, dict) or theirs.get("reported") is None:
         return ""
-    note = f" ({theirs['note']})" if theirs.get("note") else ""
-    return (f"the study's last analysis ({path}) reports {row['id']} {theirs['reported']}{note}, not {row['label']}: "
-            f"its config changed the plan since the lock, which this reading of the lock alone cannot tell; give "
-            f"--config STUDY.yaml to label it as the workflow does")
+    note, other = str(theirs.get("note") or ""), theirs["reported"] != row["label"]
+    if not (other or note.startswith("amended")):  # an amendment keeps the label but may change what is read
+        return ""
+    said = f" ({note})" if note else ""
+    return (f"the study's last analysis ({path}) reports {row['id']} {theirs['reported']}{said}"
+            + (f", not {row['label']}" if other else "") + ": its config changed the plan since the lock, which this "
+            "reading of the lock alone cannot tell; give --config STUDY.yaml to label it as the workflow does")
 
 
 def contrast(results: Path, a: str, b: str, basis: str, metric: str, eval_set: str | None = None,
