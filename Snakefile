@@ -122,11 +122,12 @@ onerror:
 
 
 # Once every job has succeeded: finished runs drop their checkpoints (rules/train.smk), and the results are the
-# last thing a run prints (a run that did not reach the summary prints nothing here).
+# last thing a run prints (a run that did not reach the summary prints nothing here; one whose summary is not what
+# the analysis gives now says why instead: analysis_helpers.smk's held_results).
 onsuccess:
     if not ANALYSIS_ONLY:
         clear_finished_checkpoints()
-    summary = Path(PROGRAMME_SUMMARY[1] if PROGRAMME else SUMMARY.format(study=FIRST["study"]))
-    if summary.exists():
+    said = held_results()  # the summary, held to the analysis now, or why it is not printed
+    if said:
         print(file=sys.stderr)
-        print(summary.read_text(), file=sys.stderr)
+        print(said, file=sys.stderr)

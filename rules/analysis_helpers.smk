@@ -55,6 +55,25 @@ def sealed_runs(wildcards):
     return manifest.fingerprint([Path(path).parent for path in study_files(S[wildcards.study], "manifest.json")])
 
 
+def held_results():
+    """What a run prints as it ends: the first study's summary (a programme's verdicts), held to what its analysis
+    gives now (mcgrpo.analysis.steps.held_summary, mcgrpo.programme.held_summary), else why it is not printed: a run
+    that did not write it (other targets, --touch, --rerun-triggers mtime after an edit) must not show an earlier
+    config's verdicts as the results. '' where no summary was written yet."""
+    from mcgrpo.analysis import steps
+    from mcgrpo.core.errors import McgrpoError
+
+    path = Path(PROGRAMME_SUMMARY[1] if PROGRAMME else SUMMARY.format(study=FIRST["study"]))
+    if not path.exists():
+        return ""
+    try:
+        if PROGRAMME:
+            return programmes.held_summary(PROGRAMME)
+        return steps.held_summary(FIRST, S[FIRST["study"]].folder)
+    except McgrpoError as e:
+        return f"The results are not printed: {e}"
+
+
 # contrasts.smk
 def lock_input(wildcards):
     """The lock is an input where it exists or can be made; an analysis-only rerun of a study that was never

@@ -421,6 +421,35 @@ def test_a_prereg_status_of_another_plan_is_named_never_worded(results, tmp_path
     steps.summary_step(cfg, folder)
 
 
+def test_labels_of_a_lock_since_removed_or_replaced_are_named_never_shown(results, tmp_path):
+    """The config and runs unchanged, the lock removed (or locked again, or an older one put back) after the
+    contrasts step labelled the study: contrasts.parquet and prereg.json still passed every check, so a step run by
+    hand (or under --rerun-triggers mtime), and a programme's summary, showed T1 `primary` and its verdict, while
+    `mcgrpo contrast`, reading the lock, gives `exploratory`. The labels are held to the lock as it is now."""
+    from mcgrpo.core.errors import IntegrityError
+    cfg, root = results
+    folder = tmp_path / "relocked"
+    copy_study(root, folder)
+    lock, path = folder / "prereg.lock.json", folder / "analysis" / "prereg.json"
+    kept = lock.read_bytes()
+    lock.unlink()
+    with pytest.raises(IntegrityError, match=rf"{path}: labels the plan against the lock of 2025-01-01T00:00:00\+00:00 "
+                                             rf"\(sha256 [0-9a-f]{{12}}\), but {lock} is now no lock \(removed, locked "
+                                             rf"again or put back since\); allowed: the labels against the lock as it "
+                                             rf"is \(snakemake --configfile STUDY --forcerun {folder}/analysis/"
+                                             rf"contrasts.parquet\)"):
+        steps.headline(cfg, folder)  # what a programme's summary holds each study's headline to
+    write_json(prereg.make_lock(cfg, datetime(2025, 6, 1, tzinfo=timezone.utc)), lock)  # locked again, late
+    for step in (steps.tables_step, steps.summary_step):
+        with pytest.raises(IntegrityError, match=r"but .*prereg.lock.json is now the lock of 2025-06-01"):
+            step(cfg, folder)
+    rerun(("contrasts", "robustness", "tables"), cfg, folder)
+    assert set(steps.headline(cfg, folder)["label"]) == {"exploratory"}  # locked after training started
+    lock.write_bytes(kept)
+    with pytest.raises(IntegrityError, match=r"labels the plan against the lock of 2025-06-01"):
+        steps.summary_step(cfg, folder)
+
+
 def test_a_step_run_by_hand_with_the_studys_switches_reads_what_the_workflows_jobs_wrote(results, tmp_path):
     """The workflow hands each analysis job the study less the switches saying how it ran (analysis_only,
     tracking, ...); `mcgrpo <step> --config STUDY.yaml` by hand sees the file as written, switches and all. Both
@@ -465,6 +494,39 @@ def test_the_programme_summary_holds_each_headline_to_the_studys_analysis(result
     edited = {**cfg, "analysis": {**cfg["analysis"], "margin": 0.05}}
     assert programme.main(_summary(edited, tmp_path)) == 2
     assert "contrasts.parquet: written for config" in capsys.readouterr().err
+
+
+def test_a_summary_this_run_did_not_write_is_named_never_printed_as_the_results(results, tmp_path, monkeypatch):
+    """A run ends printing the first study's summary.md (a programme's verdicts.md) as it finds it: after `--touch`,
+    a run of other targets, or `--rerun-triggers mtime` following an edit of the config, that was an earlier config's
+    verdicts (here every contrast primary, where alpha changed after the lock makes them exploratory), printed as
+    this run's results. It is printed only where it is what the analysis gives now; else the reason, naming it."""
+    from mcgrpo import programme
+    from mcgrpo.core.errors import IntegrityError
+    cfg, root = results
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / cfg["results_dir"] / cfg["study"]
+    copy_study(root, folder)
+    steps.summary_step(cfg, folder)  # the copy's own (the summary names its folder)
+    ours = programme.Programme("p", "p.yaml", {cfg["study"]: cfg})
+    verdicts = ours.folder / "verdicts.md"
+    assert programme.main([*_summary(cfg, tmp_path)[:5], "--markdown", str(verdicts), "--studies", json.dumps(cfg)]) == 0
+    assert steps.held_summary(cfg, folder) == (folder / "summary.md").read_text()
+    assert programme.held_summary(ours) == verdicts.read_text()
+    edited = copy.deepcopy(cfg)
+    edited["analysis"]["alpha"] = 0.5
+    with pytest.raises(IntegrityError, match="contrasts.parquet: written for config"):  # --touch: nothing rerun
+        steps.held_summary(edited, folder)
+    rerun(("drift", "contrasts", "robustness", "curves", "breakdown", "tables"), edited, folder)  # all but the summary
+    with pytest.raises(IntegrityError, match=rf"{folder}/summary.md: not the summary the study's analysis gives now "
+                                             rf"\(left from an earlier config or training: this run did not write "
+                                             rf"it\); allowed: the summary step's own \(snakemake --configfile STUDY "
+                                             rf"--forcerun {folder}/summary.md\)"):
+        steps.held_summary(edited, folder)
+    with pytest.raises(IntegrityError, match=rf"{verdicts}: not the verdicts its studies' analysis gives now"):
+        programme.held_summary(programme.Programme("p", "p.yaml", {cfg["study"]: edited}))
+    steps.summary_step(edited, folder)
+    assert "T1 (exploratory" in steps.held_summary(edited, folder)
 
 
 def _beside_an_older_analysis(results, tmp_path):
@@ -599,10 +661,51 @@ def test_contrast_verb_with_the_study_labels_a_plan_changed_since_the_lock_as_th
     verb = ["contrast", "--results", str(folder), "--a", "mc_k2", "--b", "outcome", "--out"]
     assert main([*verb, str(tmp_path / "lock.parquet")]) == 0
     assert read_contract(tmp_path / "lock.parquet", "contrasts").iloc[0]["label"] == "primary"  # cannot tell
+    # but says that the study's tables do not: it once printed `primary` and the verdict without a word
+    assert (f"warning: the study's last analysis ({folder}/analysis/prereg.json) reports T1 exploratory (demoted: "
+            f"changed after the lock without a dated amendment), not primary: its config changed the plan since the "
+            f"lock, which this reading of the lock alone cannot tell; give --config STUDY.yaml to label it as the "
+            f"workflow does\n") in capsys.readouterr().out
+    del edited["plan"]["primary"][0]  # T1 dropped from the plan since the lock: exploratory in the tables too
+    steps.contrasts_step(studies.validate(edited), folder)
+    assert main([*verb, str(tmp_path / "lock.parquet")]) == 0
+    assert "reports T1 exploratory (no longer in the study's plan), not primary" in capsys.readouterr().out
+    amended = copy.deepcopy(edited)  # T1 back, its new prediction covered by a dated amendment: primary still
+    amended["plan"]["primary"].insert(0, {**cfg["plan"]["primary"][0], "direction": "greater"})
+    amended["plan"]["amendments"] = [{"date": "2025-02-01", "note": "T1 predicts a gain", "ids": ["T1"]}]
+    steps.contrasts_step(studies.validate(amended), folder)
+    assert main([*verb, str(tmp_path / "lock.parquet")]) == 0
+    assert ("reports T1 primary (amended 2025-02-01: T1 predicts a gain): its config changed the plan since the lock"
+            in capsys.readouterr().out)
     assert main([*verb, str(tmp_path / "study.parquet"), "--config", str(study)]) == 0
     one = read_contract(tmp_path / "study.parquet", "contrasts").iloc[0]
     assert one["label"] == "exploratory" and one["mean"] == pytest.approx(workflow["mean"])
     assert "margin 0.02 (the study's)" in capsys.readouterr().out
+
+
+def test_contrast_verb_reads_a_planned_contrast_given_other_than_planned_as_exploratory(results, tmp_path, capsys):
+    """`--alpha 0.5` (or any reading the lock fixes, given otherwise) once printed T1 `primary`, Holm-adjusted, with
+    `verdict: confirmed`, worded as the preregistered verdict, which the study's lock reads at 0.05; the workflow
+    reports a contrast read so after the lock as exploratory. The verb now does, naming what departs; a value given
+    as the lock's own keeps the planned test."""
+    import yaml
+    cfg, root = results
+    verb = ["contrast", "--results", str(root), "--a", "mc_k2", "--b", "outcome", "--out"]
+    assert main([*verb, str(tmp_path / "given.parquet"), "--alpha", "0.5", "--resamples", "200"]) == 0
+    one, printed = read_parquet(tmp_path / "given.parquet").iloc[0], capsys.readouterr().out
+    assert one["label"] == "exploratory" and pd.isna(one["confirmed"]) and one["robustness"] == ""
+    assert ("verdict: exploratory (demoted: read with alpha 0.5 (given; the lock's: 0.05); resamples 200 (given; "
+            "the lock's: 10000), not as planned; leave out --alpha, --resamples to read the planned test)\n") in printed
+    assert main([*verb, str(tmp_path / "same.parquet"), "--alpha", "0.05", "--margin", "0.02"]) == 0
+    same = read_parquet(tmp_path / "same.parquet").iloc[0]
+    workflow = read_contract(root / "analysis" / "contrasts.parquet", "contrasts").set_index("id").loc["T1"]
+    assert same["label"] == "primary" and same["p_holm"] == pytest.approx(workflow["p_holm"])
+    assert "(demoted" not in capsys.readouterr().out
+    study = tmp_path / "study.yaml"
+    study.write_text(yaml.safe_dump(cfg))
+    assert main([*verb, str(tmp_path / "study.parquet"), "--config", str(study), "--drift-gap", "0.3"]) == 0
+    assert read_parquet(tmp_path / "study.parquet").iloc[0]["label"] == "exploratory"
+    assert "(demoted: read with drift_gap 0.3 (given; the study's: 0.1), not as planned" in capsys.readouterr().out
 
 
 def test_contrast_verb_never_writes_over_a_file_it_did_not_write(results, tmp_path, capsys):

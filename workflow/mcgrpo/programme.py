@@ -234,11 +234,31 @@ def write_summary(name: str, headlines: dict[str, Path], parquet: Path, markdown
     from mcgrpo.core import store
     table = verdicts(headlines, clocks)
     store.write_parquet(table, parquet, identity or study_config.config_hash(sorted(headlines)))
-    lines = [f"# Programme {name}: the preregistered verdicts of its {len(headlines)} studies", "",
+    store.write_text(verdicts_markdown(name, table, len(headlines)), markdown)
+
+
+def verdicts_markdown(name: str, table, studies: int) -> str:
+    """verdicts.md of the `verdicts` `table` of programme `name`'s `studies` studies."""
+    lines = [f"# Programme {name}: the preregistered verdicts of its {studies} studies", "",
              "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     shown = table.assign(**{c: table[c].map(_p_cell) for c in ("p", "p_holm")})
     lines += ["| " + " | ".join(str(v).replace("|", "\\|") for v in row) + " |" for row in shown.itertuples(index=False)]
-    store.write_text("\n".join(lines) + "\n", markdown)
+    return "\n".join(lines) + "\n"
+
+
+def held_summary(programme: Programme) -> str:
+    """verdicts.md as the end of a run prints it, held to the verdicts its studies' analysis gives now (held): a run
+    that did not rerun the programme's summary (other targets, `--touch`, `--rerun-triggers mtime` after an edit of
+    a study) would otherwise print the verdicts of an earlier config or training as this one's. Refused, naming it."""
+    from mcgrpo.core.errors import IntegrityError
+    configs, path = programme.studies, programme.folder / "verdicts.md"
+    table = verdicts(held(configs), {study: cfg["analysis"]["clock"] for study, cfg in configs.items()})
+    now = verdicts_markdown(programme.name, table, len(configs))
+    if path.read_text() != now:
+        raise IntegrityError(f"{path}: not the verdicts its studies' analysis gives now (left from an earlier config "
+                             f"or training: this run did not write it); allowed: the programme summary's own "
+                             f"(snakemake --configfile PROGRAMME --forcerun {path})")
+    return now
 
 
 def _p_cell(text: str) -> str:

@@ -13,7 +13,8 @@ from mcgrpo.analysis import contrasts, drift, prereg, robustness, runs, summary
 from mcgrpo.analysis.plan import planned_keys
 from mcgrpo.analysis.steps import budget, flags
 from mcgrpo.core import config as study_config
-from mcgrpo.core.errors import ConfigError, DataError
+from mcgrpo.core import store
+from mcgrpo.core.errors import ConfigError, DataError, McgrpoError
 from mcgrpo.core.study_runs import accepted_differences, index, index_path, records
 
 
@@ -69,6 +70,24 @@ def reading(locked: dict | None, given: dict, said: str = "the lock's") -> dict[
     return out
 
 
+def departures(read: dict[str, tuple[object, str]], planned: dict[str, tuple[object, str]], said: str) -> list[str]:
+    """'alpha 0.2 (given; the lock's: 0.05)' for each key of `read` given other than the plan reads it (`planned`:
+    `reading` without anything given, where `said` fixes the value): a planned contrast read so is not the planned
+    test, as the workflow reports a contrast whose reading changed after the lock without an amendment."""
+    return [f"{key} {value} (given; {said}: {planned[key][0]})" for key, (value, where) in read.items()
+            if where == "given" and planned[key][1] == said and value != planned[key][0]]
+
+
+def demoted(plan: dict[tuple, dict], departed: list[str]) -> dict[tuple, dict]:
+    """`plan` with every entry exploratory where the contrast is read other than planned (`departed`), its note
+    saying why, as prereg.compare words a demotion; as it is where nothing departs."""
+    if not departed:
+        return plan
+    options = ", ".join(sorted({"--" + d.split()[0].replace("_", "-") for d in departed}))
+    note = f"demoted: read with {'; '.join(departed)}, not as planned; leave out {options} to read the planned test"
+    return {k: {**e, "label": "exploratory", "note": note} for k, e in plan.items()}
+
+
 def _plan(results: Path, study: dict | None) -> tuple[dict | None, dict[tuple, dict], str, list[str]]:
     """(the config a contrast is labelled and read by, its labels, how `reading` names it, the runs trained with a
     config other than it): the study's `study`, labelled against the lock as the workflow's contrasts step labels it
@@ -80,6 +99,33 @@ def _plan(results: Path, study: dict | None) -> tuple[dict | None, dict[tuple, d
     return study, prereg.labels(study, status), "the study's", status["stale_runs"]
 
 
+NOT_PLANNED = {"reported": "exploratory", "note": "no longer in the study's plan"}  # an id prereg.json does not label
+
+
+def analysed_label(results: Path, row) -> str:
+    """Where the verb reads the lock's plan (no study config) and the study's last analysis (analysis/prereg.json,
+    of the lock as it is) reported the contrast's plan id with another label, or amended (read with what the amendment
+    changed): its config changed the plan since the lock. A warning saying so, since the verb cannot tell it; ''
+    elsewhere."""
+    path = Path(results) / "analysis" / "prereg.json"
+    try:
+        status = store.read_json(path)
+        lock = prereg.read_lock(results)
+        held = status.get("sha256_lock") == (lock or {}).get("sha256")  # labels of the lock as it is
+        theirs = status["labels"].get(row["id"], NOT_PLANNED) if held else None
+    except (McgrpoError, KeyError, TypeError, AttributeError):
+        return ""
+    if not isinstance(theirs, dict) or theirs.get("reported") is None:
+        return ""
+    note, other = str(theirs.get("note") or ""), theirs["reported"] != row["label"]
+    if not (other or note.startswith("amended")):  # an amendment keeps the label but may change what is read
+        return ""
+    said = f" ({note})" if note else ""
+    return (f"the study's last analysis ({path}) reports {row['id']} {theirs['reported']}{said}"
+            + (f", not {row['label']}" if other else "") + ": its config changed the plan since the lock, which this "
+            "reading of the lock alone cannot tell; give --config STUDY.yaml to label it as the workflow does")
+
+
 def contrast(results: Path, a: str, b: str, basis: str, metric: str, eval_set: str | None = None,
              study: dict | None = None, **given) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     """One contrast from a results folder alone: arms and seeds from runs/, B from calibration/, the labels from
@@ -87,8 +133,10 @@ def contrast(results: Path, a: str, b: str, basis: str, metric: str, eval_set: s
     clock, resamples, bootstrap_seed) from `given`, else the study's or the lock's, as the workflow's contrasts step
     reads the study's. A primary contrast is Holm-adjusted with the rest of its family, which is recomputed with
     it. The table's `warning` is the study tables' (arms read far apart in tokens, runs stored with recipe
-    differences accepted, and, given `study`, runs trained under another config and its arms' steps.flags), its
-    `robustness` the robustness step's label ('' for an exploratory contrast). Returns (table, paired, reading)."""
+    differences accepted, and, given `study`, runs trained under another config and its arms' steps.flags; without
+    it, a label the study's last analysis gives otherwise: analysed_label), its `robustness` the robustness step's
+    label ('' for an exploratory contrast, and for a planned one read with a value given other than planned:
+    departures, demoted). Returns (table, paired, reading)."""
     results = Path(results)
     seeds = _shared_seeds(results, {a, b})
     first = runs.folders(results, [a], seeds[:1])[a, seeds[0]]
@@ -100,6 +148,8 @@ def contrast(results: Path, a: str, b: str, basis: str, metric: str, eval_set: s
         raise ConfigError(f"--eval-set {eval_set!r}: not evaluated; allowed: {', '.join(sets)}")
     locked, plan, said, stale = _plan(results, study)
     read = reading(locked, given, said)
+    departed = departures(read, reading(locked, {}, said), said)
+    plan = demoted(plan, departed)
     v = {key: value for key, (value, _) in read.items()}
     wanted = (a, b, basis, metric, eval_set)
     chosen = [wanted, *_family(wanted, plan, planned_keys(locked) if locked else [])]
@@ -111,8 +161,10 @@ def contrast(results: Path, a: str, b: str, basis: str, metric: str, eval_set: s
                                     v["bootstrap_seed"])
     mine = (paired[contrasts.KEY] == [contrasts.name(a, b), basis, metric, eval_set]).all(axis=1)
     table = table.iloc[:1].reset_index(drop=True)
-    table["warning"] = [summary.warning(table.iloc[0], accepted_differences(results, [a, b], seeds), stale,
-                                        flags(study, results) if study else {})]
+    warnings = [summary.warning(table.iloc[0], accepted_differences(results, [a, b], seeds), stale,
+                                flags(study, results) if study else {}),
+                analysed_label(results, table.iloc[0]) if study is None and table.at[0, "id"] and not departed else ""]
+    table["warning"] = ["; ".join(w for w in warnings if w)]
     checks = robustness.table(table, loaded, drift.drift_table(runs.evals_frame(loaded), v["drift_gap"]), B,
                               v["clock"], v["alpha"], records(results, [a, b], seeds, arms_plan))
     table["robustness"] = checks["robustness"].tolist() or [""]  # none: an exploratory contrast has no checks

@@ -137,13 +137,34 @@ def _held_to(path: Path, said: str, found: str, what: str, expected: str, remedy
 
 def _status(cfg: dict, results: Path) -> dict:
     """analysis/prereg.json, the contrasts step's plan against the lock, checked to be of `cfg`'s plan (its
-    sha256_now): a stale or copied one would word the summary's preregistration note for another plan."""
+    sha256_now) and of the lock as it is now (_held_to_lock): a stale or copied one would word the summary's
+    preregistration note, and leave every label, for another plan or lock."""
     path = Path(results) / "analysis" / "prereg.json"
     status = store.read_json(path)
     found = str(status.get("sha256_now") if isinstance(status, dict) else None)
     _held_to(path, f"the plan against its lock for plan {found[:12]}", found, "plan",
              study_config.config_hash(prereg.material(cfg)))
+    _held_to_lock(path, status, Path(results))
     return status
+
+
+def _held_to_lock(path: Path, status: dict, results: Path) -> None:
+    """Refuse `path` (prereg.json), whose labels, and contrasts.parquet's written with it, are of the lock it records,
+    where the study's lock is now another or none (removed, re-locked, an older one put back): the config and runs
+    are the same, so nothing else tells, and a table, the summary or a programme would show a label that `mcgrpo
+    contrast`, reading the lock, does not give."""
+    lock = prereg.read_lock(results)
+    now = (lock["sha256"], lock["locked_at"]) if lock else (None, None)
+    then = (status.get("sha256_lock"), status.get("locked_at"))
+    if then != now:
+        raise IntegrityError(f"{path}: labels the plan against {_lock_words(*then)}, but {results / prereg.LOCK} is "
+                             f"now {_lock_words(*now)} (removed, locked again or put back since); allowed: the labels "
+                             f"against the lock as it is (snakemake --configfile STUDY --forcerun "
+                             f"{results / 'analysis' / 'contrasts.parquet'})")
+
+
+def _lock_words(sha256: str | None, locked_at: str | None) -> str:
+    return f"the lock of {locked_at} (sha256 {sha256[:12]})" if sha256 else "no lock"
 
 
 def drift_step(cfg: dict, results: Path) -> None:
@@ -436,18 +457,36 @@ def _flags(cfg: dict, evals: pd.DataFrame, bases: list[str], overran: pd.DataFra
 
 def summary_step(cfg: dict, results: Path) -> None:
     """summary.md (printed at the end of a run) and summary.rst (the report's first page)."""
+    results, text = Path(results), summary_lines(cfg, results)
+    store.write_text(summary.markdown(text), results / "summary.md")
+    store.write_text(summary.rst(text, summary.DESCRIPTION.read_text()), results / "summary.rst")
+    print(summary.markdown(text), end="")
+
+
+def held_summary(cfg: dict, results: Path) -> str:
+    """summary.md as the end of a run prints it, held to the summary the study's analysis gives now: a run that
+    did not rerun the summary step (other targets, `--touch`, `--rerun-triggers mtime` after an edit of the
+    config) would otherwise print the verdicts of an earlier config or training as this one's. Refused, naming it."""
+    path, now = Path(results) / "summary.md", summary.markdown(summary_lines(cfg, results))
+    if path.read_text() != now:
+        raise IntegrityError(f"{path}: not the summary the study's analysis gives now (left from an earlier config "
+                             f"or training: this run did not write it); allowed: the summary step's own "
+                             f"(snakemake --configfile STUDY --forcerun {path})")
+    return now
+
+
+def summary_lines(cfg: dict, results: Path) -> list[str]:
+    """The summary's lines, from the study's analysis files (held to its config, runs and lock) beside the tables
+    they give now (held_tables)."""
     results, read = Path(results), analysis_reader(cfg, results)
     (evals, bases), overran = _base_evals(cfg, results), _overran(cfg, results)
     said = _flags(cfg, evals, bases, overran)
     held_tables(cfg, results, read, said)  # the summary is printed beside them: never beside tables it disagrees with
     status, accepted = _status(cfg, results), _accepted(cfg, results)
-    text = summary.lines(cfg["study"], read("contrasts", "contrasts"), tables.prereg_note(status),
+    return summary.lines(cfg["study"], read("contrasts", "contrasts"), tables.prereg_note(status),
                          str(results), cfg["analysis"]["clock"], read("robustness"),
                          [*summary.accepted_warnings(accepted), *_floors(cfg, evals, bases), *_overruns(overran)],
                          stale=status.get("stale_runs"), accepted=accepted, flags=said)
-    store.write_text(summary.markdown(text), results / "summary.md")
-    store.write_text(summary.rst(text, summary.DESCRIPTION.read_text()), results / "summary.rst")
-    print(summary.markdown(text), end="")
 
 
 def alignment_step(cfg: dict, results: Path) -> None:

@@ -86,8 +86,9 @@ def contrast(args) -> None:
     """Recompute one contrast from a results folder alone; print it and write it as Parquet.
 
     Read as the workflow reads it: margin, alpha, clock, resamples, bootstrap seed and drift gap the lock's, unless
-    given. The result in words and the verdict are printed as the summary words them: with its robustness (the
-    robustness step's checks) and any warning.
+    given; a planned contrast read with any of them given other than planned is exploratory, saying so. The result
+    in words and the verdict are printed as the summary words them: with its robustness (the robustness step's
+    checks) and any warning.
 
     Example:
       python -m mcgrpo contrast --results results/default --a mc_k4 --b outcome --basis tokens
@@ -108,7 +109,8 @@ def contrast(args) -> None:
                              "seeds_higher"]]))
     print("read with: " + ", ".join(f"{key} {value} ({where})" for key, (value, where) in read.items()))
     print(f"result: {summary.result(row)} at {summary.basis_words(row)}")
-    print(f"verdict: {summary.judged(row, row['robustness'])}")
+    demoted = row["note"] if str(row["note"]).startswith("demoted") else ""  # why a planned contrast reads exploratory
+    print(f"verdict: {summary.judged(row, row['robustness'])}" + (f" ({demoted})" if demoted else ""))
     if row["warning"]:
         print(f"warning: {row['warning']}")
     print(f"written: {out}")
