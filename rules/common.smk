@@ -2,6 +2,7 @@
 # store's keys and paths, how a job runs the package, and the input and resource helpers of both. What one side alone
 # uses is beside its rules, in train_helpers.smk or analysis_helpers.smk (snakemake --lint wants functions and rules
 # in separate files); the targets are in targets.smk. The package does the work; rules only wire files together.
+import hashlib
 import itertools
 import json
 import os
@@ -16,7 +17,36 @@ from pathlib import Path
 from snakemake.io import apply_wildcards
 from snakemake.settings.types import DeploymentMethod
 
-sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
+
+
+def own_code(ours: Path) -> None:
+    """This checkout's package first on the path. The workflow's profile may have imported an installed mcgrpo
+    already (profiles/default): where it is not this checkout's code (a venv installed from another checkout, or an
+    older install), this process and every job (`$PYTHON -m mcgrpo`) would compute the study with that code, not
+    the code of the Snakefile run, without a word; stop before anything is read. Held by content (.py and .yaml
+    files), so an install of the same code elsewhere (pip install . of this checkout, an image's) is fine."""
+    sys.path.insert(0, str(ours))
+    imported = sys.modules.get("mcgrpo")
+    if imported is None or Path(imported.__file__).parent.resolve() == (ours / "mcgrpo").resolve():
+        return
+    theirs = Path(imported.__file__).parent
+    if code_digest(theirs) != code_digest(ours / "mcgrpo"):
+        print(f"Error: {theirs}: the mcgrpo this Python ({sys.executable}) imports is not this workflow's "
+              f"({ours / 'mcgrpo'}): its code differs, so this run's jobs would compute the study with other code "
+              f"than the Snakefile's; allowed: this checkout's own environment (`make env` in {ours.parent}, or "
+              f"pip install -e {ours.parent}), or PYTHONPATH={ours}", file=sys.stderr)
+        sys.exit(2)  # as a user error (mcgrpo.core.errors.stopping), whose module may be the other copy's
+
+
+def code_digest(package: Path) -> str:
+    """The sha256 of a package's code: every .py and .yaml file below it, by relative path and bytes."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in package.rglob("*") if p.suffix in (".py", ".yaml") and "__pycache__" not in p.parts):
+        digest.update(f"{path.relative_to(package)}\0".encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
+own_code(Path(workflow.basedir) / "workflow")
 from mcgrpo.core import config as study_config  # noqa: E402
 from mcgrpo.core import layout
 from mcgrpo import studies

@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT, SMALL_STUDY, edited_study
+from conftest import ROOT, SMALL_STUDY, SNAKEMAKE_ENV, edited_study
 from mcgrpo import cli, studies
 from mcgrpo.core import config as study_config, layout, templating
 from mcgrpo.core.errors import ConfigError, UserExit
@@ -591,6 +592,33 @@ def test_a_snakefile_error_names_the_file_and_line_of_its_key(tmp_path):
         f"{paths[1]}:2: config key recipe.group_size: 4.5 is not allowed; allowed: an integer (written without a "
         f"decimal point)",
         f"{paths[1]}:3: config key recipe.lr: 5 is greater than the maximum of 1"]  # the file that overrides
+
+
+def test_a_python_that_imports_another_checkouts_mcgrpo_stops_the_workflow(tmp_path):
+    """One venv, two checkouts: the profile imports the package the venv was installed from, and every job runs it
+    (`$PYTHON -m mcgrpo`), so a run of the other checkout's Snakefile computed its study with this code, silently.
+    A copy of the same code runs; an edited one stops before any job, naming both; its own PYTHONPATH runs."""
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    for part in ("Snakefile", "rules", "profiles", "config", "workflow"):
+        source = ROOT / part
+        (shutil.copytree(source, checkout / part, ignore=shutil.ignore_patterns("__pycache__")) if source.is_dir()
+         else shutil.copy(source, checkout / part))
+
+    def dry_run(pythonpath: Path) -> subprocess.CompletedProcess:  # from the checkout, as its user runs it
+        return subprocess.run([sys.executable, "-m", "snakemake", "-n", "-d", str(tmp_path / "work")], cwd=checkout,
+                              env={**SNAKEMAKE_ENV, "PYTHONPATH": str(pythonpath)}, capture_output=True, text=True,
+                              timeout=600)
+
+    assert dry_run(ROOT / "workflow").returncode == 0  # the same code installed elsewhere
+    api = checkout / "workflow" / "mcgrpo" / "api.py"
+    api.write_text(api.read_text() + "# edited in this checkout only\n")
+    done = dry_run(ROOT / "workflow")
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert (f"Error: {ROOT / 'workflow' / 'mcgrpo'}: the mcgrpo this Python ({sys.executable}) imports is not this "
+            f"workflow's ({checkout / 'workflow' / 'mcgrpo'}): its code differs" in done.stderr), done.stderr[-3000:]
+    assert f"PYTHONPATH={checkout / 'workflow'}" in done.stderr
+    assert dry_run(checkout / "workflow").returncode == 0
 
 
 def test_stopping_ends_a_user_error_with_its_message_and_lets_a_bug_through(capsys):
