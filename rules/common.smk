@@ -229,11 +229,19 @@ def rule_targets(targets):
     """Rules keyed by a wildcard (every rule that writes a study's or the store's files) stay targets by name, as
     they were when a study was the whole DAG: `snakemake prereg_lock`, `snakemake prepare_data`, `snakemake
     train`. A rule name among the targets becomes the first output of each of its jobs in this DAG (each study's, or
-    each stored file's); Snakemake itself takes no rule with wildcards as a target."""
+    each stored file's); Snakemake itself takes no rule with wildcards as a target. Where the rule has no job left
+    (every study locked: LOCKED), there is nothing to do, and the run says so rather than build its default target
+    (an empty target list), the whole workflow, or name the existing files as having no rule."""
     keyed = [t for t in targets if workflow.is_rule(t) and workflow.get_rule(t).has_wildcards()]
     if not keyed:
         return targets
-    return frozenset(path for t in targets for path in (rule_files(workflow.get_rule(t)) if t in keyed else [t]))
+    files = frozenset(path for t in targets for path in (rule_files(workflow.get_rule(t)) if t in keyed else [t]))
+    if not files:
+        why = (" (every study is locked: a lock is written once, never again; a changed plan is a dated "
+               "plan.amendments entry)" if "prereg_lock" in keyed else "")
+        print(f"Nothing to be done: {', '.join(keyed)} has no job in this workflow{why}", file=sys.stderr)
+        sys.exit(0)
+    return files
 
 
 def rule_files(rule):

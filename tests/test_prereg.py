@@ -191,6 +191,27 @@ def test_prereg_lock_verb_writes_once_and_refuses_to_relock(tmp_path, planned, c
     assert "the study is locked already; a changed plan needs a dated plan.amendments entry" in capsys.readouterr().err
 
 
+def test_a_locked_study_has_no_lock_job_so_nothing_snakemake_decides_rewrites_its_lock(tmp_path):
+    """Snakemake deletes a job's outputs before it runs it, and protected() stops nothing for root: a prereg_lock.py
+    newer than the lock (an update of mcgrpo), --forceall or --forcerun prereg_lock re-locked a finished study as
+    root, its preregistration gone and every planned contrast demoted. A study's lock that exists has no job."""
+    import yaml
+    from conftest import SMALL_STUDY, snakemake
+    from test_pipeline import jobs
+    (tmp_path / "study.yaml").write_text(yaml.safe_dump(SMALL_STUDY))
+    assert "prereg_lock" in jobs(snakemake(tmp_path, "-n", timeout=300))  # not locked yet: locked first
+    lock = tmp_path / "results" / "mini" / "prereg.lock.json"
+    lock.parent.mkdir(parents=True)
+    lock.write_text('{"the": "lock"}')
+    for forced in (["--forceall"], ["--forcerun", "prereg_lock"]):
+        done = snakemake(tmp_path, "-n", *forced, timeout=300)
+        assert done.returncode == 0 and jobs(done) and "prereg_lock" not in jobs(done), (forced, done.stderr[-2000:])
+    done = snakemake(tmp_path, "-n", "prereg_lock", timeout=300)
+    assert done.returncode == 0 and not jobs(done), done.stderr[-2000:]
+    assert "Nothing to be done: prereg_lock has no job in this workflow (every study is locked" in done.stderr
+    assert lock.read_text() == '{"the": "lock"}'
+
+
 def test_a_recipe_changed_after_the_lock_demotes_the_planned_contrasts_with_a_dated_reason(planned):
     """The lock covers the experiment, not only the plan's text (issue 30: recipe.lr changed and the runs retrained,
     and the summary still said the plan matched its lock)."""
