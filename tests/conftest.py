@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -50,6 +51,17 @@ def snakemake(workdir, *args, configfile="study.yaml", snakefile=ROOT / "Snakefi
     """Run Snakemake (`snakemake_command`) from the repo root, where its profiles are; output captured."""
     return subprocess.run(snakemake_command(workdir, *args, configfile=configfile, snakefile=snakefile), cwd=ROOT,
                           env=env or SNAKEMAKE_ENV, capture_output=True, text=True, timeout=timeout)
+
+
+def checkout_copy(dest: Path) -> Path:
+    """A copy of this checkout's workflow (Snakefile, rules, profiles, config, its package) at `dest`: another
+    checkout, or this one after an update, to run Snakemake from."""
+    dest.mkdir(parents=True)
+    for part in ("Snakefile", "rules", "profiles", "config", "workflow"):
+        source = ROOT / part
+        (shutil.copytree(source, dest / part, ignore=shutil.ignore_patterns("__pycache__")) if source.is_dir()
+         else shutil.copy(source, dest / part))
+    return dest
 
 
 def read_untimed(path) -> pd.DataFrame:

@@ -436,7 +436,7 @@ exec "$@"
 def test_a_finished_study_switched_to_apptainer_reruns_only_without_software_env(tmp_path):
     """docs/containers.md as written, with a stand-in apptainer: a study finished without containers, switched to
     `--sdm apptainer`, would rerun every job (software environment definition has changed); with
-    `--rerun-triggers mtime params input code` nothing; and `--apptainer-args="--nv -B ..."` reaches apptainer."""
+    `--rerun-triggers mtime params input` nothing; and `--apptainer-args="--nv -B ..."` reaches apptainer."""
     import yaml
 
     from conftest import SMALL_STUDY, SNAKEMAKE_ENV, snakemake, snakemake_command
@@ -461,13 +461,13 @@ def test_a_finished_study_switched_to_apptainer_reruns_only_without_software_env
     everything = dry()
     assert "software environment definition has changed" in everything
     assert re.search(r"^train\s+\d+$", everything, re.M), everything[-3000:]  # training included
-    assert "Nothing to be done" in dry("--rerun-triggers", "mtime", "params", "input", "code")
-    assert "Nothing to be done" in dry("--rerun-triggers", "mtime", "params", "input", "code",
+    assert "Nothing to be done" in dry("--rerun-triggers", "mtime", "params", "input")
+    assert "Nothing to be done" in dry("--rerun-triggers", "mtime", "params", "input",
                                        f"--apptainer-args=--nv -B /data -B {Path.home()}/.cache/huggingface")
     summary = (tmp_path / "results" / "mini" / "summary.md").read_text()
     # One job for real, through a shell as a reader types it ($HOME expanded there).
     command = snakemake_command(tmp_path, "--cores", "1", "--sdm", "apptainer", "--rerun-triggers", "mtime", "params",
-                                "input", "code", "--forcerun", "summary", *configs, configfile=None)
+                                "input", "--forcerun", "summary", *configs, configfile=None)
     line = " ".join(shlex.quote(c) for c in command) + ' --apptainer-args="--nv -B /data -B $HOME/.cache/huggingface"'
     ran = subprocess.run(["bash", "-c", line], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert ran.returncode == 0, ran.stderr[-3000:]

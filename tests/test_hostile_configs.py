@@ -15,7 +15,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT, SMALL_STUDY, SNAKEMAKE_ENV, edited_study
+from conftest import ROOT, SMALL_STUDY, SNAKEMAKE_ENV, checkout_copy, edited_study
 from mcgrpo import cli, studies
 from mcgrpo.core import config as study_config, layout, templating
 from mcgrpo.core.errors import ConfigError, UserExit
@@ -598,12 +597,7 @@ def test_a_python_that_imports_another_checkouts_mcgrpo_stops_the_workflow(tmp_p
     """One venv, two checkouts: the profile imports the package the venv was installed from, and every job runs it
     (`$PYTHON -m mcgrpo`), so a run of the other checkout's Snakefile computed its study with this code, silently.
     A copy of the same code runs; an edited one stops before any job, naming both; its own PYTHONPATH runs."""
-    checkout = tmp_path / "checkout"
-    checkout.mkdir()
-    for part in ("Snakefile", "rules", "profiles", "config", "workflow"):
-        source = ROOT / part
-        (shutil.copytree(source, checkout / part, ignore=shutil.ignore_patterns("__pycache__")) if source.is_dir()
-         else shutil.copy(source, checkout / part))
+    checkout = checkout_copy(tmp_path / "checkout")
 
     def dry_run(pythonpath: Path) -> subprocess.CompletedProcess:  # from the checkout, as its user runs it
         return subprocess.run([sys.executable, "-m", "snakemake", "-n", "-d", str(tmp_path / "work")], cwd=checkout,

@@ -7,6 +7,7 @@ import copy
 import json
 import shutil
 import subprocess
+import sys
 from datetime import datetime, timezone
 
 import pandas as pd
@@ -38,6 +39,23 @@ def finished_study(tmp_path_factory):
     done = snakemake(workdir)
     assert done.returncode == 0, done.stderr[-4000:]
     return workdir / "results" / "mini"
+
+
+@pytest.mark.slow
+def test_an_update_that_rewords_a_rule_retrains_nothing_and_relocks_nothing(finished_study, tmp_path):
+    """Snakemake's code trigger compares a rule's shell text and a script's file time: an update of mcgrpo that
+    rewords the train rule's command deleted every finished run and trained it again, and a newer prereg_lock.py
+    re-locked the study. The workflow's profile leaves the trigger out; nothing a job computes changed."""
+    from conftest import SNAKEMAKE_ENV, checkout_copy
+    updated = checkout_copy(tmp_path / "updated")
+    train = updated / "rules" / "train.smk"
+    train.write_text(train.read_text().replace("export MCGRPO_CONSOLE_FD=3; ", "export MCGRPO_CONSOLE_FD=3;  "))
+    (updated / "workflow" / "scripts" / "prereg_lock.py").touch()
+    workdir = finished_study.parents[1]
+    done = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-d", str(workdir), "--configfile",
+                           str(workdir / "study.yaml")], cwd=updated, capture_output=True, text=True, timeout=600,
+                          env={**SNAKEMAKE_ENV, "PYTHONPATH": str(updated / "workflow")})
+    assert done.returncode == 0 and "Nothing to be done" in done.stdout + done.stderr, done.stderr[-3000:]
 
 
 def test_every_stage_writes_its_contract(finished_study):
