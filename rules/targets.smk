@@ -23,8 +23,10 @@ SHOWN = [f"{R}/{path}" for rule in dict.fromkeys([*shown.TABLES, *shown.FIGURES]
 
 
 def shown_files(wildcards):
-    """An input function: every table and figure the job's study shows (its summary is written beside them)."""
-    return [f"{R}/{path}".format(study=wildcards.study) for path in shown.files(S[wildcards.study].cfg)]
+    """An input function: every table and figure the job's study shows (its summary is written beside them) and the
+    analysis files they are written from (which the summary holds them to)."""
+    cfg = S[wildcards.study].cfg
+    return [f"{R}/{path}".format(study=wildcards.study) for path in (*shown.files(cfg), *shown.sources(cfg))]
 
 
 SUMMARY, SUMMARY_RST = f"{R}/summary.md", f"{R}/summary.rst"

@@ -68,6 +68,7 @@ def test_every_table_and_figure_a_study_writes_is_one_the_summary_holds(study):
     cfg, folder = study
     written = {str(p.relative_to(folder)) for p in (*folder.glob("tables/*"), *folder.glob("figures/*.png"))}
     assert written == set(shown.files(cfg))
+    assert all((folder / path).is_file() for path in shown.sources(cfg))  # what the summary waits for
     read = steps.analysis_reader(cfg, folder)
     for rule, maker in steps._MAKERS.items():
         assert set(maker(cfg, folder, read, steps.flags(cfg, folder))) == set(shown.TABLES[rule])

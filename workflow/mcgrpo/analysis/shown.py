@@ -17,6 +17,10 @@ TABLES = {"tables": ("headline", "robustness", "prereg", "contrasts", "equal_bas
           "alignment": ("alignment",),
           "verifiers": ("verifiers",)}
 TABLE_FORMATS = ("csv", "md", "html")
+# rule -> the analysis files (analysis/<name>.parquet) it writes its tables from, besides the tables step's (which the
+# summary reads anyway): the summary reads them to hold the tables, so it waits for them
+SOURCES = {"prediction": ("efficiency", "prediction", "second_moment"), "alignment": ("alignment",),
+           "verifiers": ("verifiers",)}
 # rule -> the figures it draws, each as figures/<name>.png (and a PDF beside it, for papers)
 FIGURES = {"figures": ("accuracy_vs_tokens", "accuracy_vs_time", "difference_from_base", "per_seed",
                        "stage_seconds", "drift"),
@@ -47,6 +51,12 @@ def files(cfg: dict) -> list[str]:
     """Every table and figure study `cfg` shows, relative to its folder: the summary's inputs."""
     return [path for rule in dict.fromkeys([*TABLES, *FIGURES]) if planned(cfg, rule)
             for path in (*table_files(rule), *figure_files(rule))]
+
+
+def sources(cfg: dict) -> list[str]:
+    """Every analysis file study `cfg`'s tables other than the tables step's are written from (SOURCES), relative to
+    its folder: inputs of the summary, which holds the tables to them."""
+    return [f"analysis/{name}.parquet" for rule, names in SOURCES.items() if planned(cfg, rule) for name in names]
 
 
 def any_there(folder: Path, rule: str) -> bool:
