@@ -37,8 +37,7 @@ use rule drift as tables with:
 # The results summary: printed when a run ends (the Snakefile's onsuccess), the first page of the report.
 use rule drift as summary with:
     input:
-        FIGURES,
-        TABLES,
+        shown_files,  # every table and figure the study shows, which the summary holds to its analysis
         rules.contrasts.output,
         rules.robustness.output,
         store=STORE,
@@ -47,9 +46,9 @@ use rule drift as summary with:
         SUMMARY_RST,
     params:
         **analysis_step("summary"),
-        # the summary holds each table (its CSV, markdown and HTML copies) to the analysis: an older one put back
-        # under an old mtime reruns it
-        tables=sealed(*TABLES),
+        # the summary holds each table (its CSV, markdown and HTML copies) and figure it shows to the analysis: an
+        # older one put back under an old mtime reruns it
+        shown=sealed(*SHOWN),
     log:
         f"{R}/logs/summary.log",
 
@@ -81,6 +80,7 @@ use rule drift as verifiers with:
         run_files("samples.parquet"),
         store=STORE,
     output:
+        f"{R}/analysis/verifiers.parquet",
         [reported(path, "table") if path.endswith(".html") else path for path in VERIFIER_TABLES],
     params:
         **analysis_step("verifiers"),

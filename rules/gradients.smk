@@ -42,6 +42,7 @@ use rule drift as prediction with:
     output:
         f"{R}/analysis/efficiency.parquet",
         f"{R}/analysis/prediction.parquet",
+        f"{R}/analysis/second_moment.parquet",
         PREDICTION_TARGETS,
     params:
         **analysis_step("prediction"),

@@ -1,23 +1,34 @@
 # The targets of the rules all and analysis: figures and tables of each study, each marked for `snakemake --report
-# report.html`, and the report's first page.
-FIGURE_NAMES = ("accuracy_vs_tokens", "accuracy_vs_time", "difference_from_base", "per_seed", "stage_seconds",
-                "drift")
-TABLE_NAMES = ("headline", "robustness", "prereg", "contrasts", "equal_bases", "pass_at_k", "budget_share", "stage_seconds", "groups",
-               "drift", "extrapolation", "power")
-FIGURES = [f"{R}/figures/{name}.png" for name in FIGURE_NAMES]
+# report.html`, and the report's first page. Every table and figure a study shows is listed once, by the rule that
+# writes it (mcgrpo.analysis.shown): the summary holds each to its analysis (SHOWN).
+from mcgrpo.analysis import shown
+
+FIGURE_NAMES, TABLE_NAMES = shown.FIGURES["figures"], shown.TABLES["tables"]
+FIGURES = [f"{R}/{path}" for path in shown.figure_files("figures")]
 FIGURE_PDFS = [f"{R}/figures/{name}.pdf" for name in FIGURE_NAMES]  # vector copies, for papers
-TABLES = [f"{R}/tables/{name}.{ext}" for name in TABLE_NAMES for ext in ("csv", "md", "html")]
+TABLES = [f"{R}/{path}" for path in shown.table_files("tables")]
 
 # The gradient tests and their prediction table and figure, for the studies that have them.
 GRADIENT_STUDIES = [name for name, study in S.items() if study.gradient]
 GRADIENT_TESTS = f"{R}/analysis/gradient_tests.parquet"
-PREDICTION_TARGETS = [f"{R}/figures/prediction.png"] + [f"{R}/tables/{name}.{ext}" for name in ("efficiency", "prediction")
-                                                        for ext in ("csv", "md", "html")]
+PREDICTION_TARGETS = [f"{R}/{path}" for path in (*shown.figure_files("prediction"), *shown.table_files("prediction"))]
 # Alignment along training (evaluation.alignment), for the studies that measure it.
 ALIGNMENT_STUDIES = [name for name, study in S.items() if study.alignment]
-ALIGNMENT_TARGETS = [f"{R}/analysis/alignment.parquet"] + [f"{R}/tables/alignment.{ext}" for ext in ("csv", "md", "html")]
+ALIGNMENT_TARGETS = [f"{R}/analysis/alignment.parquet"] + [f"{R}/{path}" for path in shown.table_files("alignment")]
 # The three verifier rules side by side on every evaluation's samples (verifier.rule).
-VERIFIER_TABLES = [f"{R}/tables/verifiers.{ext}" for ext in ("csv", "md", "html")]
+VERIFIER_TABLES = [f"{R}/{path}" for path in shown.table_files("verifiers")]
+# Every table and figure any study shows: the summary's checksum of them (rules/figures.smk).
+SHOWN = [f"{R}/{path}" for rule in dict.fromkeys([*shown.TABLES, *shown.FIGURES])
+         for path in (*shown.table_files(rule), *shown.figure_files(rule))]
+
+
+def shown_files(wildcards):
+    """An input function: every table and figure the job's study shows (its summary is written beside them) and the
+    analysis files they are written from (which the summary holds them to)."""
+    cfg = S[wildcards.study].cfg
+    return [f"{R}/{path}".format(study=wildcards.study) for path in (*shown.files(cfg), *shown.sources(cfg))]
+
+
 SUMMARY, SUMMARY_RST = f"{R}/summary.md", f"{R}/summary.rst"
 
 

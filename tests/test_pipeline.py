@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import copy
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -218,6 +219,38 @@ def test_a_readable_copy_put_back_under_its_old_mtime_reruns_the_summary_which_r
     said = failed.stdout + failed.stderr
     assert failed.returncode != 0 and "train" not in jobs(failed), said[-4000:]
     assert f"tables/headline.html: line {at + 1}: '      <td>T9</td>', but the study's analysis gives" in said
+
+@pytest.mark.parametrize("name, said", [
+    ("tables/verifiers.html", r"tables/verifiers.html: line \d+: '.*', but the study's analysis gives '.*'.*--forcerun "
+                              r"verifiers; "),
+    ("figures/drift.png", r"figures/drift.png: its pixels are not the ones drawn \(edited after it was drawn\); allowed: "
+                          r"the figure its analysis draws now \(snakemake --configfile STUDY --forcerun figures; ")])
+def test_a_shown_file_of_another_step_put_back_under_its_old_mtime_reruns_the_summary_which_refuses_it(
+        finished_study, tmp_path, name, said):
+    """The summary rule held the tables step's files alone: a verifiers.html (which the report embeds) or a figure
+    edited and put back with the old one's mtime reran nothing, and the report showed it. Every shown file is now an
+    input of the summary rule and its sha256 a param (shown.files), so the summary reruns and refuses it."""
+    from PIL import Image, PngImagePlugin
+    work = tmp_path / "work"
+    shutil.copytree(finished_study.parent.parent, work, symlinks=True)
+    path = work / "results" / "mini" / name
+    stat = path.stat()
+    if path.suffix == ".png":  # one pixel painted over, the PNG's text kept, as an image editor saves it
+        with Image.open(path) as image:
+            text, painted = dict(image.text), image.copy()
+        painted.putpixel((5, 5), (255, 0, 0, 255))
+        info = PngImagePlugin.PngInfo()
+        for key, value in text.items():
+            info.add_text(key, value)
+        painted.save(path, pnginfo=info)
+    else:
+        path.write_text(path.read_text().replace("<td>", "<td>9", 1))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    failed = snakemake(work, "analysis")
+    out = failed.stdout + failed.stderr
+    assert failed.returncode != 0 and "train" not in jobs(failed), out[-4000:]
+    assert re.search(said, out), out[-4000:]
+
 
 def test_a_bad_config_fails_before_any_job_naming_the_key(tmp_path):
     (tmp_path / "study.yaml").write_text(yaml.safe_dump({**SMALL_STUDY, "recipe": {"group_sise": 4}}))

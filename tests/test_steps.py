@@ -171,8 +171,8 @@ def test_headline_table_has_one_readable_line_per_planned_contrast(results):
 
 
 # Every analysis step the summary waits for, in order: what the workflow reruns when the study's config changes
-# (the figures aside: nothing reads them).
-ANALYSIS = ("drift", "contrasts", "robustness", "curves", "breakdown", "tables", "summary")
+# (the figures among them: the summary holds them to the analysis, steps.held_shown).
+ANALYSIS = ("drift", "contrasts", "robustness", "curves", "breakdown", "figures", "tables", "summary")
 
 
 def rerun(names, cfg, folder) -> None:

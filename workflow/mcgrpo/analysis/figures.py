@@ -8,6 +8,10 @@ equivalence margin is a grey band around zero.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import hashlib
+import io
 import textwrap
 from pathlib import Path
 
@@ -21,6 +25,7 @@ from mcgrpo.analysis.curves import mean_curve
 from mcgrpo.analysis.formats import BASIS_WORDS, CLOCK_WORDS, metric_words
 from mcgrpo.analysis.runs import CLOCKS
 from mcgrpo.core.clock import STAGES
+from mcgrpo.core.errors import IntegrityError
 from mcgrpo.core.store import atomic
 
 # x column -> (axis name, (divisor, unit) from largest to smallest)
@@ -71,16 +76,77 @@ def _fit_titles(fig: Figure) -> None:
         fig._suptitle.set_text(_wrap(fig._suptitle.get_text(), fig.get_figwidth(), fig._suptitle.get_fontsize()))
 
 
+# A PNG's text keys: what it was drawn from (the stamp its step gives, steps.drawn_from), and a seal of that stamp
+# and its pixels.
+STAMP, SEAL = "mcgrpo drawn_from", "mcgrpo seal"
+_stamp: contextvars.ContextVar[str] = contextvars.ContextVar("mcgrpo_figure_stamp", default="")
+
+
+@contextlib.contextmanager
+def stamped(drawn_from: str):
+    """Every figure saved in the block carries `drawn_from` (held_figure)."""
+    token = _stamp.set(drawn_from)
+    try:
+        yield
+    finally:
+        _stamp.reset(token)
+
+
+def _seal(image, stamp: str) -> str:
+    """sha256 of `stamp`, the image's size and its RGBA pixels."""
+    rgba = image.convert("RGBA")
+    return hashlib.sha256(f"{stamp}\n{rgba.size}\n".encode() + rgba.tobytes()).hexdigest()
+
+
+def _png(fig: Figure, path: Path) -> None:
+    """`fig` as a PNG at 150 dpi carrying the stamp of the block (stamped) and its seal (held_figure)."""
+    from PIL import Image, PngImagePlugin
+    buffer, stamp = io.BytesIO(), _stamp.get()
+    fig.savefig(buffer, dpi=150, format="png")
+    with Image.open(buffer) as image:
+        text = PngImagePlugin.PngInfo()
+        for key, value in {**image.text, STAMP: stamp, SEAL: _seal(image, stamp)}.items():
+            text.add_text(key, value)
+        image.save(path, format="png", pnginfo=text)
+
+
+def held_figure(path: Path, drawn_from: str, redo: str) -> None:
+    """Refuse `path`, a PNG the report shows, where it was not drawn from what its step reads now (`drawn_from`), or
+    its pixels are not the ones drawn; `redo`: what draws it again. A figure cannot be held byte for byte to the
+    figure its analysis would draw now, as a table is: matplotlib, freetype and zlib draw and pack the same data into
+    other bytes from one version to the next, so a comparison would refuse every study drawn under another stack.
+    Instead each PNG carries the stamp of the analysis files, runs and config it was drawn from and a seal of that
+    stamp and its pixels: an older figure put back, or one from an earlier config, carries another stamp; one edited
+    by hand has other pixels. The seal is a checksum, not a signature: it catches a figure changed by mistake, not
+    one forged with this code. A figure not there is not held (as a table not there)."""
+    from PIL import Image
+    if not path.is_file():
+        return
+    with Image.open(path) as image:
+        stamp, seal = image.text.get(STAMP), image.text.get(SEAL)
+        if stamp is None or seal is None:
+            raise IntegrityError(f"{path}: records no analysis it was drawn from (drawn before figures were stamped, "
+                                 f"or by hand); allowed: the figure its analysis draws now ({redo})")
+        if seal != _seal(image, stamp):
+            raise IntegrityError(f"{path}: its pixels are not the ones drawn (edited after it was drawn); allowed: "
+                                 f"the figure its analysis draws now ({redo})")
+    if stamp != drawn_from:
+        raise IntegrityError(f"{path}: drawn from analysis files, runs or a config other than the study's now (its "
+                             f"stamp {stamp[:12] or '(none)'}, the study's {drawn_from[:12]}): left from an earlier "
+                             f"run of the study, or put back; allowed: the figure its analysis draws now ({redo})")
+
+
 def _save(fig: Figure, path: str | Path, bottom: float = 0.0) -> Path:
-    """Save as PNG at 150 dpi and as PDF beside it, leaving `bottom` (a fraction of the height) for a legend."""
+    """Save as PNG at 150 dpi (stamped: _png) and as PDF beside it, leaving `bottom` (a fraction of the height) for a
+    legend."""
     _fit_titles(fig)
     fig.tight_layout(rect=(0, bottom, 1, 1))
     path = Path(path)
-    for out in (path, path.with_suffix(".pdf")):
-        with atomic(out) as tmp:
-            # No creation date in the PDF: the same Parquet gives the same bytes (a rerun, another machine, an image)
-            fig.savefig(tmp, dpi=150, format=out.suffix.lstrip("."),
-                        metadata={"CreationDate": None} if out.suffix == ".pdf" else None)
+    with atomic(path) as tmp:
+        _png(fig, tmp)
+    with atomic(path.with_suffix(".pdf")) as tmp:
+        # No creation date in the PDF: the same Parquet gives the same bytes (a rerun, another machine, an image)
+        fig.savefig(tmp, dpi=150, format="pdf", metadata={"CreationDate": None})
     return path
 
 

@@ -5,6 +5,7 @@ its outputs there, so any of them can be rerun from the stored runs alone.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 from pathlib import Path
 from typing import Callable
@@ -13,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from mcgrpo.analysis import (alike, along, bases, breakdown, contrasts, curves, drift, efficiency, figures,
-                             informative, power, prereg, robustness, runs, summary, tables, verifiers)
+                             informative, power, prereg, robustness, runs, shown, summary, tables, verifiers)
 from mcgrpo.core import manifest, store, study_runs, trl_config
 from mcgrpo.core import config as study_config
 from mcgrpo.core.errors import ConfigError, DataError, IntegrityError, MissingFile
@@ -254,25 +255,34 @@ def prediction_step(cfg: dict, results: Path) -> None:
     table = efficiency.prediction_table(trained, read("contrasts", "contrasts"), base, metric, eval_set,
                                         read("extrapolation"))
     rho = efficiency.rank_agreement(table)
+    fit = efficiency.second_moment_fit(tests, cfg["gradient_tests"]["resamples"], cfg["gradient_tests"]["seed"])
     _write(measured, results, "efficiency", cfg, held)
     _write(table.assign(**rho), results, "prediction", cfg, held)
-    accepted = _accepted(cfg, results)
-    tables.write_table(measured, results / "tables" / "efficiency", title="Gradient efficiency relative to "
-                       "outcome-only GRPO (per update and per generated token, 95% bootstrap CIs over batches)",
-                       note="Alignment: cos(P_perp u, P_perp h); share_outside_v: ||P_perp u|| / ||u||; "
-                            "projection_residual: the projector's numerical check; inner_se: E<u,h> in standard errors.")
-    tables.write_table(table.assign(**rho), results / "tables" / "prediction",
-                       title="Does the gradient test predict training? (exploratory)",
-                       note=tables.accepted_note(accepted, f"{metric} on {eval_set}: per-update efficiency beside the "
-                                                 f"equal-updates difference, per-token beside the equal-tokens "
-                                                 f"difference, observed minus extrapolated accuracy; Spearman over "
-                                                 f"the trained arms."))
-    fit = efficiency.second_moment_fit(tests, cfg["gradient_tests"]["resamples"], cfg["gradient_tests"]["seed"])
-    if len(fit):
-        tables.write_table(fit, results / "tables" / "second_moment", title="The update's second moment as a + b/k "
-                           "(k sweep) and the share due to continuation sampling at each k (95% bootstrap CI)")
-    figures.prediction(table, extrapolation_line(cfg, results, base, metric, eval_set), a["margin"],
-                       results / "figures" / "prediction.png", rho, figures.arm_colours(list(cfg["arms"])))
+    _write(fit, results, "second_moment", cfg, held)
+    _write_tables(cfg, results, "prediction", read)
+    with figures.stamped(drawn_from(cfg, results, "prediction", held)):
+        figures.prediction(table, extrapolation_line(cfg, results, base, metric, eval_set), a["margin"],
+                           results / "figures" / "prediction.png", rho, figures.arm_colours(list(cfg["arms"])))
+
+
+def _prediction_tables(cfg: dict, results: Path, read: Callable[..., pd.DataFrame], said: dict | None = None
+                       ) -> dict[str, tuple[pd.DataFrame, str, str]]:
+    """name -> (table, title, note) of the prediction step's tables, from its analysis files as `read` holds them."""
+    metric, eval_set = _headline(cfg)
+    return {
+        "efficiency": (read("efficiency"), "Gradient efficiency relative to outcome-only GRPO (per update and per "
+                       "generated token, 95% bootstrap CIs over batches)",
+                       "Alignment: cos(P_perp u, P_perp h); share_outside_v: ||P_perp u|| / ||u||; "
+                       "projection_residual: the projector's numerical check; inner_se: E<u,h> in standard errors."),
+        "prediction": (read("prediction"), "Does the gradient test predict training? (exploratory)",
+                       tables.accepted_note(_accepted(cfg, results), f"{metric} on {eval_set}: per-update efficiency "
+                                            f"beside the equal-updates difference, per-token beside the equal-tokens "
+                                            f"difference, observed minus extrapolated accuracy; Spearman over the "
+                                            f"trained arms.")),
+        "second_moment": (read("second_moment"), "The update's second moment as a + b/k (k sweep) and the share due "
+                          "to continuation sampling at each k (95% bootstrap CI)",
+                          "Empty without a sweep of at least two k (gradient_tests)."),
+    }
 
 
 def extrapolation_line(cfg: dict, results: Path, base: str, metric: str, eval_set: str):
@@ -316,6 +326,13 @@ def hardware(cfg: dict, results: Path) -> str | None:
 
 
 def figures_step(cfg: dict, results: Path) -> None:
+    """The study's figures, each stamped with what they are drawn from (drawn_from, taken before they read it: a file
+    replaced while they are drawn leaves them refused, never stamped as drawn from it)."""
+    with figures.stamped(drawn_from(cfg, results, "figures")):
+        _figures(cfg, results)
+
+
+def _figures(cfg: dict, results: Path) -> None:
     results, B, margin = Path(results), budget(results), cfg["analysis"]["margin"]
     metric, eval_set = _headline(cfg)
     out, colours, where = results / "figures", figures.arm_colours(list(cfg["arms"])), hardware(cfg, results)
@@ -352,7 +369,14 @@ def headline(cfg: dict, results: Path, runs: dict[str, str] | None = None) -> pd
 
 
 def tables_step(cfg: dict, results: Path) -> None:
-    for name, (df, title, note) in _tables(cfg, results, analysis_reader(cfg, results), flags(cfg, results)).items():
+    _write_tables(cfg, results, "tables", analysis_reader(cfg, results), flags(cfg, results))
+
+
+def _write_tables(cfg: dict, results: Path, rule: str, read: Callable[..., pd.DataFrame], said: dict | None = None
+                  ) -> None:
+    """Write every table of analysis rule `rule` (shown.TABLES) from its analysis files as `read` holds them: what
+    held_shown holds them to, from the same function, so the two never word a table apart."""
+    for name, (df, title, note) in _MAKERS[rule](cfg, results, read, said).items():
         tables.write_table(df, Path(results) / "tables" / name, title=title, note=note)
 
 
@@ -375,20 +399,56 @@ def _tables(cfg: dict, results: Path, read: Callable[..., pd.DataFrame], said: d
     return out
 
 
-def held_tables(cfg: dict, results: Path, read: Callable[..., pd.DataFrame], said: dict) -> None:
-    """Refuse a table of the tables step (tables/<name>.csv, and its markdown and HTML copies, which a reader opens
-    and the report embeds) that is not the table the study's analysis files give now: one edited by hand, or an older
-    copy put back, is a verdict the analysis does not give, and Snakemake, which reruns the summary after it (its
-    mtime is newer, or the summary rule's checksum of it changed), would otherwise print the summary beside it
-    without a word. A study whose tables step has not run (a step run by hand before it: no headline.csv) has no
-    table to hold. `read`, `said`: as _tables'."""
-    folder = Path(results) / "tables"
-    if not (folder / "headline.csv").exists():
-        return
-    for name, (df, title, note) in _tables(cfg, results, read, said).items():
-        if (folder / f"{name}.csv").exists():
-            tables.held_csv(folder / f"{name}.csv", df)
-        tables.held_copies(folder / name, df, title, note)
+def held_shown(cfg: dict, results: Path, read: Callable[..., pd.DataFrame], said: dict) -> None:
+    """Refuse any table or figure the study shows (shown.TABLES, shown.FIGURES: the report embeds them, a reader opens
+    them beside the summary) that is not what its analysis files give now: a table's CSV, markdown and HTML copies
+    (tables.held_csv, tables.held_copies), a figure's stamp and seal (figures.held_figure). One edited by hand, or
+    an older copy put back (`cp -p`), is a verdict or a number the analysis does not give, and Snakemake, which
+    reruns the summary after it (its mtime is newer, or the summary rule's checksum of it changed), would otherwise
+    print the summary beside it without a word. A rule the study does not plan, or whose outputs are not there (a
+    step run by hand before it), has nothing to hold. `read`, `said`: as _tables'."""
+    folder = Path(results)
+    for rule in dict.fromkeys([*shown.TABLES, *shown.FIGURES]):
+        if shown.planned(cfg, rule) and shown.any_there(folder, rule):
+            _held_tables(cfg, folder, rule, read, said)
+            _held_figures(cfg, folder, rule)
+
+
+def _held_tables(cfg: dict, folder: Path, rule: str, read: Callable[..., pd.DataFrame], said: dict) -> None:
+    """Refuse a table of `rule` (its CSV, markdown or HTML copy) that is not the one its analysis files give now."""
+    for name, (df, title, note) in (_MAKERS[rule](cfg, folder, read, said) if rule in _MAKERS else {}).items():
+        csv = folder / "tables" / f"{name}.csv"
+        if csv.exists():
+            tables.held_csv(csv, df, rule=rule)
+        tables.held_copies(folder / "tables" / name, df, title, note, rule=rule)
+
+
+def _held_figures(cfg: dict, folder: Path, rule: str) -> None:
+    """Refuse a figure of `rule` not drawn from what it reads now, or edited since (figures.held_figure)."""
+    paths = [folder / path for path in shown.figure_files(rule)]
+    stamp = drawn_from(cfg, folder, rule) if any(path.exists() for path in paths) else ""
+    for path in paths:
+        figures.held_figure(path, stamp, tables.rerun(path, rule))
+
+
+# What each analysis rule's figures are drawn from besides the study's runs and config (drawn_from): the files it
+# reads, relative to the study's folder.
+FIGURE_SOURCES = {"figures": ("analysis/contrasts.parquet", "analysis/paired.parquet", "analysis/differences.parquet",
+                              "analysis/stages.parquet", "analysis/drift.parquet", "analysis/prereg.json",
+                              "calibration/budget.parquet"),
+                  "prediction": ("analysis/prediction.parquet", "calibration/budget.parquet")}
+
+
+def drawn_from(cfg: dict, results: Path, rule: str, runs: dict[str, str] | None = None) -> str:
+    """The stamp of analysis rule `rule`'s figures (figures.stamped): a digest of the config its analysis hashes
+    (analysis_hash), the study's runs as they are now (`runs`, computed_from's, where already taken) and the sha256 of
+    each file it reads (FIGURE_SOURCES, '' for one not there). A figure is held to it rather than to its bytes
+    (figures.held_figure says why); the analysis files are themselves held to the config and the runs."""
+    files = {name: manifest.sha256(Path(results) / name) if (Path(results) / name).is_file() else ""
+             for name in FIGURE_SOURCES[rule]}
+    said = {"config": analysis_hash(cfg), "runs": computed_from(cfg, results) if runs is None else runs,
+            "files": files}
+    return hashlib.sha256(json.dumps(said, sort_keys=True).encode()).hexdigest()
 
 
 def power_note(margin: float, alpha: float) -> str:
@@ -419,8 +479,13 @@ def _overran(cfg: dict, results: Path) -> pd.DataFrame | None:
     """Where the study's verifier is math_verify, whether each check of each run's samples overran its CPU budget
     (math_verify_overran, with arm and seed), which its accuracies count as wrong; None elsewhere, or where no run
     recorded it."""
-    if (cfg.get("verifier") or {}).get("rule") != "math_verify":
-        return None
+    return _overran_samples(cfg, results) if (cfg.get("verifier") or {}).get("rule") == "math_verify" else None
+
+
+def _overran_samples(cfg: dict, results: Path) -> pd.DataFrame | None:
+    """Whether each check of each run's samples overran its CPU budget (math_verify_overran, with arm and seed),
+    whatever the study's verifier (the verifiers table says so of its math_verify column); None where no run
+    recorded it."""
     pieces = []
     for (arm, seed), folder in _folders(cfg, results).items():
         path = manifest.checked(folder / "samples.parquet")
@@ -481,7 +546,7 @@ def summary_lines(cfg: dict, results: Path) -> list[str]:
     results, read = Path(results), analysis_reader(cfg, results)
     (evals, bases), overran = _base_evals(cfg, results), _overran(cfg, results)
     said = _flags(cfg, evals, bases, overran)
-    held_tables(cfg, results, read, said)  # the summary is printed beside them: never beside tables it disagrees with
+    held_shown(cfg, results, read, said)  # printed beside them: never beside a table or figure it disagrees with
     status, accepted = _status(cfg, results), _accepted(cfg, results)
     return summary.lines(cfg["study"], read("contrasts", "contrasts"), tables.prereg_note(status),
                          str(results), cfg["analysis"]["clock"], read("robustness"),
@@ -498,34 +563,50 @@ def alignment_step(cfg: dict, results: Path) -> None:
     table = pd.concat([p for p in pieces if len(p)], ignore_index=True) if any(len(p) for p in pieces) else \
         pd.DataFrame(columns=along.COLUMNS)
     _write(table, results, "alignment", cfg, held)
+    _write_tables(cfg, results, "alignment", analysis_reader(cfg, results, held))
+
+
+def _alignment_tables(cfg: dict, results: Path, read: Callable[..., pd.DataFrame], said: dict | None = None
+                      ) -> dict[str, tuple[pd.DataFrame, str, str]]:
+    """name -> (table, title, note) of the alignment step's table, from its analysis file as `read` holds it."""
     spec = cfg["evaluation"]["alignment"]
-    tables.write_table(table, results / "tables" / "alignment",
-                       title="Alignment with the reference gradient along training (paper H.5)",
-                       note=tables.accepted_note(_accepted(cfg, results), f"Every {spec['every']} iterations and at "
-                            f"the end, on {spec['batches']} fixed batches: "
-                            f"rule = the run's own credit, outcome-only GRPO's, or a control's, at the run's policy. "
-                            f"alignment: cos(P_perp u, P_perp h); share_outside_v: ||P_perp u|| / ||u|| (means over "
-                            f"batches); acc_default / acc_greedy: the run's accuracy at that iteration's evaluation."))
+    return {"alignment": (read("alignment"), "Alignment with the reference gradient along training (paper H.5)",
+                          tables.accepted_note(_accepted(cfg, results), f"Every {spec['every']} iterations and at "
+                          f"the end, on {spec['batches']} fixed batches: rule = the run's own credit, outcome-only "
+                          f"GRPO's, or a control's, at the run's policy. alignment: cos(P_perp u, P_perp h); "
+                          f"share_outside_v: ||P_perp u|| / ||u|| (means over batches); acc_default / acc_greedy: "
+                          f"the run's accuracy at that iteration's evaluation."))}
 
 
 def verifiers_step(cfg: dict, results: Path) -> None:
     """tables/verifiers: per arm, eval set and evaluation, accuracy under each verifier rule and how often each
-    pair disagrees (analysis/verifiers.py), from every run's samples.parquet."""
-    results, pieces = Path(results), []
+    pair disagrees (analysis/verifiers.py), from every run's samples.parquet (analysis/verifiers.parquet)."""
+    results, pieces, held = Path(results), [], computed_from(cfg, results)
     for (arm, seed), folder in _folders(cfg, results).items():
         pieces.append(runs.read_samples(folder / "samples.parquet").assign(arm=arm, seed=seed))
     samples = pd.concat(pieces, ignore_index=True)
-    table = verifiers.disagreements(samples, ["arm", "eval_set", "eval_index"])
-    overran = verifiers.overran_note(samples)
-    tables.write_table(table, results / "tables" / "verifiers",
-                       title="The verifier rules side by side (verifier.rule)",
-                       note=tables.accepted_note(_accepted(cfg, results), f"Over every seed's samples of each "
-                            f"evaluation. acc_<rule>: accuracy under whole_box (the "
-                            f"final box read whole), paper (C.1, H.1: the last number inside the final box, tolerance "
-                            f"1e-4) and math_verify (empty where it was not installed); <a>_vs_<b>: the share of "
-                            f"samples the two rules judge differently. The study trains on "
-                            f"{(cfg.get('verifier') or {}).get('rule', 'whole_box')}."
-                            + (f" {overran}" if overran else "")))
+    _write(verifiers.disagreements(samples, ["arm", "eval_set", "eval_index"]), results, "verifiers", cfg, held)
+    _write_tables(cfg, results, "verifiers", analysis_reader(cfg, results, held))
+
+
+def _verifiers_tables(cfg: dict, results: Path, read: Callable[..., pd.DataFrame], said: dict | None = None
+                      ) -> dict[str, tuple[pd.DataFrame, str, str]]:
+    """name -> (table, title, note) of the verifiers step's table, from its analysis file as `read` holds it and the
+    runs' math_verify_overran (its note's warning)."""
+    overran = _overran_samples(cfg, results)
+    overran = verifiers.overran_note(overran) if overran is not None else ""
+    return {"verifiers": (read("verifiers"), "The verifier rules side by side (verifier.rule)",
+                          tables.accepted_note(_accepted(cfg, results), f"Over every seed's samples of each "
+                          f"evaluation. acc_<rule>: accuracy under whole_box (the final box read whole), paper (C.1, "
+                          f"H.1: the last number inside the final box, tolerance 1e-4) and math_verify (empty where "
+                          f"it was not installed); <a>_vs_<b>: the share of samples the two rules judge differently. "
+                          f"The study trains on {(cfg.get('verifier') or {}).get('rule', 'whole_box')}."
+                          + (f" {overran}" if overran else "")))}
+
+
+# rule -> its tables (name -> (table, title, note)) from its analysis files: what it writes and the summary holds
+_MAKERS = {"tables": _tables, "prediction": _prediction_tables, "alignment": _alignment_tables,
+           "verifiers": _verifiers_tables}
 
 
 def pool_bases(cfg: dict) -> str:

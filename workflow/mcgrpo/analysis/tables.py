@@ -147,12 +147,16 @@ def write_table(df: pd.DataFrame, stem: Path, columns: list[str] | None = None, 
             write_text(copies["html"], stem.parent / f"{stem.name}.html"))
 
 
-def held_csv(path: Path, expected: pd.DataFrame, source: str = "the study's analysis") -> None:
+def rerun(path: Path, rule: str = "tables") -> str:
+    """What makes a shown file of analysis rule `rule` again from its analysis: that rule, forced."""
+    return f"snakemake --configfile STUDY --forcerun {rule}; in a programme, --forcerun {path}"
+
+
+def held_csv(path: Path, expected: pd.DataFrame, source: str = "the study's analysis", rule: str = "tables") -> None:
     """Refuse `path`, a CSV write_table wrote, where it is not `expected` (the table `source` gives now), naming its
     first differing cell: a table edited by hand, or an older copy put back, would show a verdict or a number the
-    analysis does not give."""
-    redo = (f"allowed: the table its analysis gives now (snakemake --configfile STUDY --forcerun tables; in a "
-            f"programme, --forcerun {path})")
+    analysis does not give. `rule`: the analysis rule that writes it."""
+    redo = f"allowed: the table its analysis gives now ({rerun(path, rule)})"
     if not path.is_file():
         raise DataError(f"{path}: not found; {redo}")
     found, want = _cells(path), _cells(io.StringIO(expected.to_csv(index=False)))
@@ -169,12 +173,12 @@ def held_csv(path: Path, expected: pd.DataFrame, source: str = "the study's anal
 
 
 def held_copies(stem: Path, expected: pd.DataFrame, title: str = "", note: str = "",
-                source: str = "the study's analysis") -> None:
+                source: str = "the study's analysis", rule: str = "tables") -> None:
     """Refuse `<stem>.md` or `<stem>.html`, the readable copies write_table wrote of the table `expected` (which
     `source` gives now, with its `title` and `note`), where one is not that copy, naming its first differing line:
     the report embeds the HTML copy and a reader opens the markdown one, so an older copy put back, or one edited by
     hand, would show a verdict, a number or a warning the analysis does not give beside a CSV that does. A copy not
-    there is not held (as held_csv's callers leave a CSV not there)."""
+    there is not held (as held_csv's callers leave a CSV not there). `rule`: the analysis rule that writes it."""
     stem = Path(stem)
     copies = None
     for ext in ("md", "html"):
@@ -185,10 +189,10 @@ def held_copies(stem: Path, expected: pd.DataFrame, title: str = "", note: str =
         with open(path, newline="", errors="replace") as f:  # as write_text wrote it: no newline translated
             found = f.read()
         if found != copies[ext]:
-            raise IntegrityError(_first_difference(path, found, copies[ext], source))
+            raise IntegrityError(_first_difference(path, found, copies[ext], source, rule))
 
 
-def _first_difference(path: Path, found: str, want: str, source: str) -> str:
+def _first_difference(path: Path, found: str, want: str, source: str, rule: str = "tables") -> str:
     """The refusal of a readable copy `path` holding `found` where `source` gives `want`: its first differing line,
     both versions (cut to 300 characters), and what is allowed."""
     have, need = found.split("\n"), want.split("\n")
@@ -198,8 +202,8 @@ def _first_difference(path: Path, found: str, want: str, source: str) -> str:
         text = lines[line] if line < len(lines) else "(no such line: the file ends before it)"
         return repr(text if len(text) <= 300 else text[:300] + "...")
     return (f"{path}: line {line + 1}: {shown(have)}, but {source} gives {shown(need)}: edited by hand, or left from "
-            f"an earlier run of the study; allowed: the copy its analysis writes now beside the CSV (snakemake "
-            f"--configfile STUDY --forcerun tables; in a programme, --forcerun {path})")
+            f"an earlier run of the study; allowed: the copy its analysis writes now beside the CSV "
+            f"({rerun(path, rule)})")
 
 
 def _cells(csv) -> pd.DataFrame:
