@@ -64,6 +64,19 @@ def checkout_copy(dest: Path) -> Path:
     return dest
 
 
+def painted_over(path: Path) -> None:
+    """The PNG `path` with one pixel painted over, its text keys (a figure's stamp and seal) kept, as an image editor
+    saves it."""
+    from PIL import Image, PngImagePlugin
+    with Image.open(path) as image:
+        text, painted = dict(image.text), image.copy()
+    painted.putpixel((5, 5), (255, 0, 0, 255))
+    info = PngImagePlugin.PngInfo()
+    for key, value in text.items():
+        info.add_text(key, value)
+    painted.save(path, pnginfo=info)
+
+
 def read_untimed(path) -> pd.DataFrame:
     """A contrasts or paired table less its rows at equal time (the wall clock of two trainings of a run differs)."""
     table = pd.read_parquet(path)

@@ -230,19 +230,13 @@ def test_a_shown_file_of_another_step_put_back_under_its_old_mtime_reruns_the_su
     """The summary rule held the tables step's files alone: a verifiers.html (which the report embeds) or a figure
     edited and put back with the old one's mtime reran nothing, and the report showed it. Every shown file is now an
     input of the summary rule and its sha256 a param (shown.files), so the summary reruns and refuses it."""
-    from PIL import Image, PngImagePlugin
+    from conftest import painted_over
     work = tmp_path / "work"
     shutil.copytree(finished_study.parent.parent, work, symlinks=True)
     path = work / "results" / "mini" / name
     stat = path.stat()
-    if path.suffix == ".png":  # one pixel painted over, the PNG's text kept, as an image editor saves it
-        with Image.open(path) as image:
-            text, painted = dict(image.text), image.copy()
-        painted.putpixel((5, 5), (255, 0, 0, 255))
-        info = PngImagePlugin.PngInfo()
-        for key, value in text.items():
-            info.add_text(key, value)
-        painted.save(path, pnginfo=info)
+    if path.suffix == ".png":
+        painted_over(path)
     else:
         path.write_text(path.read_text().replace("<td>", "<td>9", 1))
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import painted_over
 from mcgrpo import studies
 from mcgrpo.analysis import prereg, shown, steps
 from mcgrpo.core import config as study_config
@@ -122,18 +123,6 @@ def test_an_older_efficiency_table_put_back_with_its_mtime_is_named(copied):
         steps.summary_step(cfg, folder)
 
 
-def _pixels_changed(path):
-    """`path` with one pixel painted over, its text keys (the stamp and seal) kept, as an image editor saves it."""
-    from PIL import Image, PngImagePlugin
-    with Image.open(path) as image:
-        text, painted = dict(image.text), image.copy()
-    painted.putpixel((5, 5), (255, 0, 0, 255))
-    info = PngImagePlugin.PngInfo()
-    for key, value in text.items():
-        info.add_text(key, value)
-    painted.save(path, pnginfo=info)
-
-
 def _unstamped(path):
     """`path` as a figure drawn without a stamp (by hand, or before figures were stamped)."""
     from PIL import Image
@@ -143,7 +132,7 @@ def _unstamped(path):
 
 @pytest.mark.parametrize("figure, rule", [("per_seed", "figures"), ("prediction", "prediction")])
 @pytest.mark.parametrize("change, said", [
-    (_pixels_changed, "its pixels are not the ones drawn \\(edited after it was drawn\\)"),
+    (painted_over, "its pixels are not the ones drawn \\(edited after it was drawn\\)"),
     (_unstamped, "records no analysis it was drawn from \\(drawn before figures were stamped, or by hand\\)")])
 def test_a_figure_edited_or_unstamped_is_named(copied, figure, rule, change, said):
     """The report shows each PNG beside the summary: one painted over, or drawn without the stamp of what it was
