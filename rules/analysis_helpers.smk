@@ -74,6 +74,28 @@ def held_results():
         return f"The results are not printed: {e}"
 
 
+def holding_report(create):
+    """`snakemake --report` runs no job: it embeds the files as they are. So before it writes the report, every
+    study's summary (and a programme's verdicts), which it opens with and which holds every table and figure the
+    study shows to its analysis (steps.held_summary), is held to what the analysis gives now; one edited, put back or
+    left from an earlier config stops the report, naming it, rather than be shown as the study's results."""
+    from mcgrpo.analysis import steps
+
+    def create_report(*args, **kwargs):
+        with stopping():
+            for name, study in S.items():
+                if Path(SUMMARY.format(study=name)).exists():
+                    steps.held_summary(study.cfg, study.folder)
+            if PROGRAMME and Path(PROGRAMME_SUMMARY[1]).exists():
+                programmes.held_summary(PROGRAMME)
+        return create(*args, **kwargs)
+
+    return create_report
+
+
+workflow.create_report = holding_report(workflow.create_report)
+
+
 # contrasts.smk
 def lock_input(wildcards):
     """The lock is an input where it exists or can be made; an analysis-only rerun of a study that was never

@@ -246,6 +246,20 @@ def test_a_shown_file_of_another_step_put_back_under_its_old_mtime_reruns_the_su
     assert re.search(said, out), out[-4000:]
 
 
+@pytest.mark.slow
+def test_a_report_of_a_study_whose_shown_files_are_not_its_analysis_is_not_written(finished_study, tmp_path):
+    """`snakemake --report` runs no job: a table edited after the last run was embedded as it stood. The report now
+    holds every study's summary, and with it every shown file, before it writes anything."""
+    work = tmp_path / "work"
+    shutil.copytree(finished_study.parent.parent, work, symlinks=True)
+    table = work / "results" / "mini" / "tables" / "headline.html"
+    table.write_text(table.read_text().replace("<td>", "<td>9", 1))
+    report = snakemake(work, "--report", str(tmp_path / "report.html"))
+    assert report.returncode == 2 and not (tmp_path / "report.html").exists(), report.stderr[-3000:]
+    assert re.search(r"Error: results/mini/tables/headline.html: line \d+: .*, but the study's analysis gives .*"
+                     r"--forcerun tables", report.stderr), report.stderr[-3000:]
+
+
 def test_a_bad_config_fails_before_any_job_naming_the_key(tmp_path):
     (tmp_path / "study.yaml").write_text(yaml.safe_dump({**SMALL_STUDY, "recipe": {"group_sise": 4}}))
     done = snakemake(tmp_path, "-n")
