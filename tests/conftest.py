@@ -59,7 +59,7 @@ def checkout_copy(dest: Path) -> Path:
     dest.mkdir(parents=True)
     for part in ("Snakefile", "rules", "profiles", "config", "workflow"):
         source = ROOT / part
-        (shutil.copytree(source, dest / part, ignore=shutil.ignore_patterns("__pycache__")) if source.is_dir()
+        (shutil.copytree(source, dest / part, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")) if source.is_dir()
          else shutil.copy(source, dest / part))
     return dest
 

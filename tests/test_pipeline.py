@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import ROOT, SMALL_STUDY, snakemake as run_snakemake
+from conftest import ROOT, SMALL_STUDY, SNAKEMAKE_ENV, snakemake as run_snakemake
 from mcgrpo import studies
 from mcgrpo.core import config as study_config, layout
 from mcgrpo.analysis import prereg
@@ -25,7 +25,9 @@ pytestmark = pytest.mark.slow
 
 
 def snakemake(workdir, *args, repo=ROOT) -> subprocess.CompletedProcess:
-    return run_snakemake(workdir, "--cores", "2", *args, snakefile=repo / "Snakefile")
+    """`repo`: the checkout whose Snakefile runs, with its own package (another's stops the workflow)."""
+    return run_snakemake(workdir, "--cores", "2", *args, snakefile=repo / "Snakefile",
+                         env={**SNAKEMAKE_ENV, "PYTHONPATH": str(repo / "workflow")})
 
 
 PLAN = {"primary": [{"id": "T1", "a": "mc_k2", "b": "outcome", "direction": "less"}],
@@ -47,7 +49,7 @@ def test_an_update_that_rewords_a_rule_retrains_nothing_and_relocks_nothing(fini
     """Snakemake's code trigger compares a rule's shell text and a script's file time: an update of mcgrpo that
     rewords the train rule's command deleted every finished run and trained it again, and a newer prereg_lock.py
     re-locked the study. The workflow's profile leaves the trigger out; nothing a job computes changed."""
-    from conftest import SNAKEMAKE_ENV, checkout_copy
+    from conftest import checkout_copy
     updated = checkout_copy(tmp_path / "updated")
     train = updated / "rules" / "train.smk"
     train.write_text(train.read_text().replace("export MCGRPO_CONSOLE_FD=3; ", "export MCGRPO_CONSOLE_FD=3;  "))
@@ -317,14 +319,8 @@ def test_analysis_only_never_trains_rebuilds_the_analysis_and_reports(finished_s
     """Change the trainer's code and a training parameter (and the plan): the normal target would
     retrain; `analysis --config analysis_only=True` reruns only the analysis, which reports the stale
     runs and the demoted contrast; the HTML report shows every figure; a run never trained fails."""
-    repo, work = tmp_path / "repo", tmp_path / "work"
-    repo.mkdir()
-    for name in ("Snakefile", "rules", "workflow", "config"):  # the workflow, without environments or results
-        src = ROOT / name
-        if src.is_dir():
-            shutil.copytree(src, repo / name, ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
-        else:
-            shutil.copy2(src, repo / name)
+    from conftest import checkout_copy
+    repo, work = checkout_copy(tmp_path / "repo"), tmp_path / "work"  # the workflow, without environments or results
     shutil.copytree(finished_study.parent.parent, work, symlinks=True)
     with open(repo / "workflow/mcgrpo/trainer.py", "a") as f:
         f.write("\n# a change to the trainer's code\n")
