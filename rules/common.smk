@@ -18,7 +18,6 @@ from snakemake.io import apply_wildcards
 from snakemake.settings.types import DeploymentMethod
 
 
-
 def own_code(ours: Path) -> None:
     """This checkout's package first on the path. The workflow's profile may have imported an installed mcgrpo
     already (profiles/default): where it is not this checkout's code (a venv installed from another checkout, or an

@@ -18,8 +18,7 @@ ALIGNMENT_TARGETS = [f"{R}/analysis/alignment.parquet"] + [f"{R}/{path}" for pat
 # The three verifier rules side by side on every evaluation's samples (verifier.rule).
 VERIFIER_TABLES = [f"{R}/{path}" for path in shown.table_files("verifiers")]
 # Every table and figure any study shows: the summary's checksum of them (rules/figures.smk).
-SHOWN = [f"{R}/{path}" for rule in dict.fromkeys([*shown.TABLES, *shown.FIGURES])
-         for path in (*shown.table_files(rule), *shown.figure_files(rule))]
+SHOWN = [f"{R}/{path}" for rule in shown.RULES for path in shown.rule_files(rule)]
 
 
 def shown_files(wildcards):

@@ -27,6 +27,9 @@ FIGURES = {"figures": ("accuracy_vs_tokens", "accuracy_vs_time", "difference_fro
            "prediction": ("prediction",)}
 
 
+RULES = tuple(dict.fromkeys([*TABLES, *FIGURES]))  # every analysis rule that shows a table or figure, once
+
+
 def planned(cfg: dict, rule: str) -> bool:
     """Whether study `cfg` runs analysis rule `rule`: the prediction where it has gradient tests, the alignment
     where evaluation.alignment measures it, the others always."""
@@ -47,10 +50,14 @@ def figure_files(rule: str) -> list[str]:
     return [f"figures/{name}.png" for name in FIGURES.get(rule, ())]
 
 
+def rule_files(rule: str) -> list[str]:
+    """Every table and figure rule `rule` shows, relative to the study's folder."""
+    return [*table_files(rule), *figure_files(rule)]
+
+
 def files(cfg: dict) -> list[str]:
     """Every table and figure study `cfg` shows, relative to its folder: the summary's inputs."""
-    return [path for rule in dict.fromkeys([*TABLES, *FIGURES]) if planned(cfg, rule)
-            for path in (*table_files(rule), *figure_files(rule))]
+    return [path for rule in RULES if planned(cfg, rule) for path in rule_files(rule)]
 
 
 def sources(cfg: dict) -> list[str]:
@@ -61,4 +68,4 @@ def sources(cfg: dict) -> list[str]:
 
 def any_there(folder: Path, rule: str) -> bool:
     """Whether any shown file of `rule` is in the study's `folder` (none: the rule has not run, nothing to hold)."""
-    return any((Path(folder) / path).exists() for path in (*table_files(rule), *figure_files(rule)))
+    return any((Path(folder) / path).exists() for path in rule_files(rule))

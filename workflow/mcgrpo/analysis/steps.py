@@ -408,7 +408,7 @@ def held_shown(cfg: dict, results: Path, read: Callable[..., pd.DataFrame], said
     print the summary beside it without a word. A rule the study does not plan, or whose outputs are not there (a
     step run by hand before it), has nothing to hold. `read`, `said`: as _tables'."""
     folder = Path(results)
-    for rule in dict.fromkeys([*shown.TABLES, *shown.FIGURES]):
+    for rule in shown.RULES:
         if shown.planned(cfg, rule) and shown.any_there(folder, rule):
             _held_tables(cfg, folder, rule, read, said)
             _held_figures(cfg, folder, rule)
@@ -542,7 +542,7 @@ def held_summary(cfg: dict, results: Path) -> str:
 
 def summary_lines(cfg: dict, results: Path) -> list[str]:
     """The summary's lines, from the study's analysis files (held to its config, runs and lock) beside the tables
-    they give now (held_tables)."""
+    and figures they give now (held_shown)."""
     results, read = Path(results), analysis_reader(cfg, results)
     (evals, bases), overran = _base_evals(cfg, results), _overran(cfg, results)
     said = _flags(cfg, evals, bases, overran)

@@ -356,8 +356,8 @@ def run_uses(arm: str, spec: dict, recipe: dict, evaluation: dict) -> list[tuple
     identity (run_config), its job's messages and the probes along training all read this one list."""
     found = uses(spec, recipe, f"arms.{arm}")
     for name, control in ((evaluation.get("alignment") or {}).get("controls") or {}).items():
-        found += [u for u in uses({"credit": control}, recipe, f"{ALIGNMENT_CONTROLS}.{name}")
-                  if u[:2] not in {f[:2] for f in found}]
+        named = {u[:2] for u in found}  # (kind, name)
+        found += [u for u in uses({"credit": control}, recipe, f"{ALIGNMENT_CONTROLS}.{name}") if u[:2] not in named]
     return found
 
 
@@ -365,7 +365,6 @@ def identities(used: list[tuple[str, str, dict, str]]) -> list[dict]:
     """The identity of every plugin (not built-in) among `used` (uses(), run_uses()): what a run's config hash
     includes. A plugin that does not load is named by its key."""
     return [load(kind, name, key).identity() for kind, name, _, key in used if name not in BUILTIN[kind]]
-
 
 
 def changed_since(planned: list[dict]) -> list[str]:

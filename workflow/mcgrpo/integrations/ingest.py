@@ -271,7 +271,7 @@ def trl_defaults(config, expected: dict) -> dict:
 
 def unknown_settings(log: TRLLog, config, expected: dict) -> list[tuple[str, str]]:
     """(key, line) for each setting a checkpoint's training_args.bin has that neither `expected` (compared above) nor
-    the recipe's GRPOConfig `config` (the installed TRL's, trl_config.TRL_VERSION) has: another TRL's (a newer one's
+    the recipe's GRPOConfig `config` (the installed TRL's, _installed_trl) has: another TRL's (a newer one's
     loss, sampling or importance-sampling switch, or an older one's since removed), unpickled here as attributes
     without a word. What it does to training, or to what the log's tokens and times mean, this TRL cannot tell, so
     its value cannot be held to the recipe: a difference by its key. Private attributes and keys of the families
