@@ -115,6 +115,24 @@ def test_the_jobs_of_one_snakemake_run_side_by_side(tmp_path):
     assert holder.wait(timeout=30) == 0
 
 
+def test_jobs_of_one_snakemake_that_waited_for_another_s_turn_run_side_by_side_once_one_takes_it(tmp_path):
+    """A rerun on SLURM: its jobs run on other hosts than its Snakemake, and the turn names an earlier session
+    whose Snakemake (on another host) cannot be told ended, so they wait out its grace. The first to take the turn
+    is joined by the others at once; they used to wait for it to end, then for the grace again."""
+    (tmp_path / "study").mkdir()
+    (tmp_path / "study" / study_turns.TURN).write_text(json.dumps({"session": "earlier", "snakemake": "login 1"}))
+    first = job(tmp_path, "rerun", HOLD, log="logs/first.log", grace=2, snakemake="login 2")
+    time.sleep(1)
+    try:
+        second = job(tmp_path, "rerun", ["true"], grace=2, snakemake="login 2")
+        assert second.wait(timeout=15) == 0, second.communicate()
+        assert first.poll() is None  # the first took the turn and holds it: the second ran beside it
+        assert json.loads((tmp_path / "study" / study_turns.TURN).read_text())["session"] == "rerun"
+    finally:
+        (tmp_path / "go").touch()
+    assert first.wait(timeout=30) == 0
+
+
 def test_a_job_without_a_command_is_refused(tmp_path):
     done = job(tmp_path, "a", [])
     _, err = done.communicate(timeout=30)

@@ -15,7 +15,8 @@
 # Images get their commit from git (GIT_SHA build argument).
 # `run.sh build` stops after step 3 and `run.sh check` does step 4 on the images already built (CI builds the
 # images beside its tests, then checks them); no argument does both.
-# Env: BASE_IMAGE (skip step 2 and build on it), WORK (scratch, default /var/tmp/mcgrpo-containers), NICE.
+# Env: BASE_IMAGE (skip step 2 and build on it), WORK (scratch, default /var/tmp/mcgrpo-containers), NICE,
+# STEP_LIMIT (seconds one Snakemake command may take, default 600; past it run.sh exits 124).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 HERE=$ROOT/tests/containers
@@ -88,11 +89,20 @@ build() {  # TAG DOCKERFILE [NAME=VALUE (build argument)...]
         "$(podman run --rm --network=none "$tag" python -c 'import platform; print(platform.python_version())')"
 }
 
-snakemake_in() {  # FOLDER ARGS...: Snakemake on the small study in FOLDER
-    local folder=$1
+snakemake_in() {  # FOLDER ARGS...: Snakemake on the small study in FOLDER, stopped after STEP_LIMIT seconds
+    local folder=$1 rc=0
     shift
-    (cd "$folder" && snakemake -s "$ROOT/Snakefile" --cores 2 --quiet --configfile study.yaml "$@") \
-        >>"$folder.log" 2>&1 || { tail -40 "$folder.log"; return 1; }
+    # Each of these takes one or two minutes; a job that hangs (a container that never exits) fails the check with
+    # its log and what podman still runs, rather than holding CI until its own limit with nothing shown.
+    (cd "$folder" && timeout -k 30 "${STEP_LIMIT:-600}" snakemake -s "$ROOT/Snakefile" --cores 2 --quiet \
+        --configfile study.yaml "$@") >>"$folder.log" 2>&1 || rc=$?
+    ((rc == 0)) && return
+    tail -40 "$folder.log"
+    ((rc == 124 || rc == 137)) || return 1
+    echo "run.sh: Snakemake in $folder stopped after ${STEP_LIMIT:-600} s; the containers and jobs left:" >&2
+    timeout 30 podman ps --all --format '{{.ID}} {{.Status}} {{.Command}}' 2>&1 | head -20 || true
+    ps -eo pid,etimes,args | grep -E 'mcgrpo|podman run' | grep -v grep | cut -c1-200 | head -20 || true
+    return 124  # a hang: .ci/run checks once more (a failed comparison is not retried)
 }
 
 in_images() {  # NAME: a copy of the host's finished study, for Snakemake to redo some of its jobs in the images

@@ -51,6 +51,7 @@ KEPT = {"gradient-tests"}
 # first Snakemake ("Unable to obtain modification time of file ... although it existed before").
 # A session whose Snakemake is known to have ended (on this host) keeps nothing: a rerun takes its turn at once.
 GRACE = 60.0
+POLL = 0.5  # seconds between looks at whose turn it is, while another session's job holds it
 
 
 def take(folder: Path, session: str, grace: float = GRACE) -> tuple[int, str]:
@@ -59,19 +60,19 @@ def take(folder: Path, session: str, grace: float = GRACE) -> tuple[int, str]:
     Another session's turn is taken once no job of it has held the turn for `grace` seconds."""
     folder.mkdir(parents=True, exist_ok=True)
     fd = os.open(folder / TURN, os.O_RDWR | os.O_CREAT, 0o644)
-    started = time.monotonic()
+    started, wait = time.monotonic(), {"said": False, "free_since": None}
     try:
         while True:
-            fcntl.lockf(fd, fcntl.LOCK_SH)  # waits only while another session's job takes the turn
+            fcntl.lockf(fd, fcntl.LOCK_SH)  # waits only while a job changes whose turn it is
             if (content(fd) or {}).get("session") == session:  # it changes only under LOCK_EX, so not while held
                 break
             fcntl.lockf(fd, fcntl.LOCK_UN)
-            _wait_for_others(fd, folder, grace)
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, json.dumps({**holder(), "session": session,
-                                      "snakemake": os.environ.get(SNAKEMAKE)}).encode(), 0)
-            fcntl.lockf(fd, fcntl.LOCK_SH)  # atomic: no other session's job can start in between
-            break
+            if _free(fd, folder, session, grace, wait):
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, json.dumps({**holder(), "session": session,
+                                          "snakemake": os.environ.get(SNAKEMAKE)}).encode(), 0)
+                fcntl.lockf(fd, fcntl.LOCK_SH)  # atomic: no other session's job can start in between
+                break
     except BaseException:
         os.close(fd)
         raise
@@ -79,27 +80,31 @@ def take(folder: Path, session: str, grace: float = GRACE) -> tuple[int, str]:
     return fd, f"mcgrpo: waited {waited:.0f} s for another Snakemake's jobs writing {folder}" if waited >= 1 else ""
 
 
-def _wait_for_others(fd: int, folder: Path, grace: float) -> None:
-    """LOCK_EX, once no job of any session has held the turn for `grace` seconds (none, where no session ever
-    held it). Says whose turn it is first if that means waiting for a job of theirs."""
-    said, free_since = False, None
-    while True:
-        try:
-            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except (BlockingIOError, PermissionError):
-            said = said or _say(fd, folder)
-            fcntl.lockf(fd, fcntl.LOCK_EX)  # until their jobs that hold it end
-            fcntl.lockf(fd, fcntl.LOCK_UN)
-            free_since = time.monotonic()
-            continue
-        if not _may_run((content(fd) or {}).get("snakemake")):
-            return
-        free_since = time.monotonic() if free_since is None else free_since
-        left = grace - (time.monotonic() - free_since)
-        if left <= 0:
-            return
-        fcntl.lockf(fd, fcntl.LOCK_UN)  # their next job may take it meanwhile: the wait starts again after it
-        time.sleep(min(left, 0.5))
+def _free(fd: int, folder: Path, session: str, grace: float, wait: dict) -> bool:
+    """Whether the turn can be taken now, held LOCK_EX if so: no job of any session has held it for `grace`
+    seconds (`wait["free_since"]`), or none ever did, or its Snakemake has ended. Otherwise it waits a moment and
+    the caller looks again whose turn it is: a sibling job of `session` may have taken it meanwhile, and this one
+    then runs beside it. (Blocking here until the holders ended made a job wait for its own siblings: where jobs
+    started while another session's turn was in its grace, as a rerun's on SLURM, whose jobs run on other hosts
+    than their Snakemake, each waited for the one before it to end, and then for the grace again.) Says whose turn
+    it is first, once, where that means waiting for a job of theirs."""
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except (BlockingIOError, PermissionError):  # a job holds the turn
+        wait["said"] = wait["said"] or _say(fd, folder, session)
+        wait["free_since"] = None
+        time.sleep(POLL)
+        return False
+    if not _may_run((content(fd) or {}).get("snakemake")):
+        return True
+    if wait["free_since"] is None:
+        wait["free_since"] = time.monotonic()
+    left = grace - (time.monotonic() - wait["free_since"])
+    if left <= 0:
+        return True
+    fcntl.lockf(fd, fcntl.LOCK_UN)  # their next job may take it meanwhile: the wait starts again after it
+    time.sleep(min(left, POLL))
+    return False
 
 
 def _may_run(snakemake) -> bool:
@@ -119,8 +124,11 @@ def _may_run(snakemake) -> bool:
     return True
 
 
-def _say(fd: int, folder: Path) -> bool:
+def _say(fd: int, folder: Path, session: str) -> bool:
+    """Whose jobs this one waits for, where they are another session's; whether it was said."""
     other = content(fd)
+    if (other or {}).get("session") == session:  # a sibling took the turn: the caller joins it
+        return False
     print(f"mcgrpo: {folder} is being written by the jobs of {describe(other) if other else 'another process'}"
           f" ({folder / TURN}); waiting for them", file=sys.stderr, flush=True)
     return True
