@@ -133,6 +133,28 @@ def test_jobs_of_one_snakemake_that_waited_for_another_s_turn_run_side_by_side_o
     assert first.wait(timeout=30) == 0
 
 
+def test_waiters_looking_whose_turn_it_is_do_not_hold_back_each_others_grace(tmp_path):
+    """Waiters for another session's turn each hold its lock a moment at a time to look. Taken for a job's, that
+    look restarted the grace of the waiter it met, and two waiters in step restarted each other's for ever (a CI
+    run waited 70 minutes on an image's first two jobs). A stand-in for many waiters holds the lock three quarters
+    of the time, a few milliseconds at a time: the job still takes the turn soon after its grace."""
+    (tmp_path / "study").mkdir()
+    (tmp_path / "study" / study_turns.TURN).write_text(json.dumps({"session": "earlier", "snakemake": "login 1"}))
+    looking = subprocess.Popen([sys.executable, "-c", """import fcntl, os, time
+fd = os.open('study/.turn', os.O_RDWR)
+while not os.path.exists('go'):
+    fcntl.lockf(fd, fcntl.LOCK_EX); time.sleep(0.006); fcntl.lockf(fd, fcntl.LOCK_UN); time.sleep(0.002)
+"""], cwd=tmp_path)
+    try:
+        started = time.monotonic()
+        waiting = job(tmp_path, "rerun", ["true"], grace=1, snakemake="login 2")
+        assert waiting.wait(timeout=60) == 0, waiting.communicate()
+        assert time.monotonic() - started < 20
+    finally:
+        (tmp_path / "go").touch()
+        looking.wait(timeout=30)
+
+
 def test_a_job_without_a_command_is_refused(tmp_path):
     done = job(tmp_path, "a", [])
     _, err = done.communicate(timeout=30)

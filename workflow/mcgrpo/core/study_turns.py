@@ -32,6 +32,7 @@ import argparse
 import fcntl
 import json
 import os
+import random
 import sys
 import time
 from pathlib import Path
@@ -52,6 +53,7 @@ KEPT = {"gradient-tests"}
 # A session whose Snakemake is known to have ended (on this host) keeps nothing: a rerun takes its turn at once.
 GRACE = 60.0
 POLL = 0.5  # seconds between looks at whose turn it is, while another session's job holds it
+LOOKS = 6  # tries of the lock, milliseconds apart, before a job is taken to hold it (_unheld)
 
 
 def take(folder: Path, session: str, grace: float = GRACE) -> tuple[int, str]:
@@ -88,12 +90,10 @@ def _free(fd: int, folder: Path, session: str, grace: float, wait: dict) -> bool
     started while another session's turn was in its grace, as a rerun's on SLURM, whose jobs run on other hosts
     than their Snakemake, each waited for the one before it to end, and then for the grace again.) Says whose turn
     it is first, once, where that means waiting for a job of theirs."""
-    try:
-        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except (BlockingIOError, PermissionError):  # a job holds the turn
+    if not _unheld(fd):  # a job holds the turn: the grace starts again after it
         wait["said"] = wait["said"] or _say(fd, folder, session)
         wait["free_since"] = None
-        time.sleep(POLL)
+        time.sleep(_poll())
         return False
     if not _may_run((content(fd) or {}).get("snakemake")):
         return True
@@ -103,8 +103,28 @@ def _free(fd: int, folder: Path, session: str, grace: float, wait: dict) -> bool
     if left <= 0:
         return True
     fcntl.lockf(fd, fcntl.LOCK_UN)  # their next job may take it meanwhile: the wait starts again after it
-    time.sleep(min(left, POLL))
+    time.sleep(min(left, _poll()))
     return False
+
+
+def _unheld(fd: int) -> bool:
+    """LOCK_EX on the turn, where no job holds it. Another waiter holds it too, a millisecond at a time, to look
+    whose turn it is: the lock is tried again within milliseconds before a job is taken to hold it. (Taken at once
+    for a job's, that look restarted the grace of every waiter it met; two waiters in step restarted each other's
+    for ever: a CI run waited 70 minutes in one image's first two jobs.)"""
+    for attempt in range(LOOKS):
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except (BlockingIOError, PermissionError):
+            if attempt < LOOKS - 1:
+                time.sleep(random.uniform(0.002, 0.01))
+    return False
+
+
+def _poll() -> float:
+    """Seconds until the next look: POLL, spread at random so that no two waiters stay in step."""
+    return random.uniform(POLL / 2, POLL * 3 / 2)
 
 
 def _may_run(snakemake) -> bool:
