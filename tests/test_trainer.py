@@ -1,9 +1,13 @@
 """The training loop: budget stop, evaluation schedule, common random numbers, logged contracts."""
 
 import importlib.util
+import time
+from dataclasses import dataclass
 
 import pytest
 
+from conftest import edited_study
+from mcgrpo import api, studies
 from mcgrpo.core import config as study_config
 from mcgrpo.core.budget import budget_from_tokens, budget_table
 from mcgrpo.core.errors import ConfigError
@@ -134,6 +138,30 @@ def test_each_stage_is_clocked_in_wall_and_process_cpu_time(study, tiny, world):
     assert (its["train_cpu_seconds"].diff().fillna(its["train_cpu_seconds"]) >= 0).all()
     assert its["train_cpu_seconds"].iloc[-1] > 0
 
+
+
+@dataclass(kw_only=True)
+class RefitsWhenTold(api.StreamSelector):
+    """A selector that learns from the trained groups in `observe`, taking `seconds` of wall and CPU time there (a
+    refit), and none in `select`."""
+    seconds: float = 0.05
+
+    def observe(self, iteration, selection, group_means, view):
+        end = time.process_time() + self.seconds
+        while time.process_time() < end:
+            pass
+
+
+def test_what_a_selector_learns_from_its_groups_is_training_time(tiny, world):
+    """observe is selection's work: its seconds are the select stage's, on both clocks, as the paper times everything
+    but evaluation, logging and checkpointing (before, it ran outside the stage clock and a refit there was free)."""
+    cfg = studies.validate(edited_study(arms={"outcome": {}, "refits": {"selection": {
+        f"{__name__}:RefitsWhenTold": {"seconds": 0.05}}}}))
+    model, tokenizer = tiny
+    its = Trainer(study_config.run_config(cfg, "refits", 1), model, tokenizer, world[0], None, 300,
+                  arm="refits").run().frames()["iterations"]
+    assert (its["cpu_select"] >= 0.045).all() and (its["t_select"] >= 0.045).all(), its[["t_select", "cpu_select"]]
+    assert its["train_seconds"].iloc[-1] >= 0.045 * len(its)
 
 
 @pytest.mark.parametrize("seed, accuracy, warned", [(2, 0.0, 1), (1, 1 / 12, 0)])

@@ -162,8 +162,11 @@ class Trainer:
             with self.clock.stage("sync"):
                 self.engine.sync(self.model)
             groups = batch.grouped(batch.rewards).mean(axis=1)
-            # a filter refits here, outside the timed stages
-            self.selector_subject.call(self.selector.observe, i, chosen, groups, self.selector_view)
+            # what the selector learns from the trained groups is selection's work, timed with it (a plugin that
+            # refits here would otherwise train for free; the paper times everything but evaluation, logging and
+            # checkpointing)
+            with self.clock.stage("select"):
+                self.selector_subject.call(self.selector.observe, i, chosen, groups, self.selector_view)
             return self._record(i, chosen, batch, groups, loss, grad_norm, credit, moved)
 
     def _entropy_kl(self, batch) -> dict:
