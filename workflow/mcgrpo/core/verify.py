@@ -418,6 +418,13 @@ class MathVerify:
         finally:
             self._remembered = None
 
+    def ready(self) -> None:
+        """Start the worker now, if it is not running: a trainer does so before its first iteration, so that
+        importing sympy in the worker is never training time (a fresh run's evaluation 0 starts it; a resumed run's
+        first check would, inside the generate stage)."""
+        if self._worker is None:
+            self._start()
+
     def _ask(self, body: str, reference: str) -> str:
         """The worker's reply to one check, stripped; "" where it hung past the backstop or died (it is replaced)."""
         import json
