@@ -200,6 +200,61 @@ def test_a_resumed_run_starts_its_math_verify_worker_before_it_trains(study, tin
     assert resumed.resumed_at == 2 and started == [2]  # once, before the resumed run's first iteration
 
 
+BUSY = "import time\nend = time.process_time() + {seconds}\nwhile time.process_time() < end: pass\n"
+SERVE = "import sys, time\nfor line in sys.stdin:\n    end = time.process_time() + float(line)\n" \
+        "    while time.process_time() < end: pass\n    print('done', flush=True)\n"
+
+
+@pytest.mark.parametrize("how", ["ended", "helper", "multiprocessing"])
+def test_the_cpu_clock_counts_a_stages_work_in_another_process(how):
+    """A stage's work done in a child process is its CPU time too (the math-verify worker checks every reward a
+    Monte-Carlo arm's continuations earn): a child that ended and was waited for, a running worker named as a helper,
+    and one started through multiprocessing. Before, the CPU clock read this process alone and saw none of it."""
+    from mcgrpo.core import clock
+    stage = clock.StageClock()
+    if how == "ended":
+        with stage.stage("credit"):
+            subprocess.run([sys.executable, "-c", BUSY.format(seconds=0.3)], check=True)
+    elif how == "helper":
+        worker = subprocess.Popen([sys.executable, "-c", SERVE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  text=True, bufsize=1)
+        clock.helper(worker.pid)
+        try:
+            with stage.stage("credit"):
+                worker.stdin.write("0.3\n")
+                assert worker.stdout.readline() == "done\n"
+        finally:
+            worker.kill()
+            worker.wait()
+            clock.helper(worker.pid, running=False)
+    else:
+        import multiprocessing
+        context = multiprocessing.get_context("spawn")
+        ask, told = context.Queue(), context.Queue()
+        child = context.Process(target=_serve, args=(ask, told))
+        child.start()
+        try:
+            assert told.get(timeout=120) == "ready"
+            with stage.stage("credit"):
+                ask.put(0.3)
+                assert told.get(timeout=120) == "done"
+        finally:
+            ask.put(None)
+            child.join(timeout=60)
+    cpu = stage.lap()["cpu_credit"]
+    assert 0.25 <= cpu < 2.0, cpu
+
+
+def _serve(ask, told) -> None:
+    """A multiprocessing worker: `ready`, then for each number asked, that many seconds of CPU work and `done`."""
+    told.put("ready")
+    for seconds in iter(ask.get, None):
+        end = time.process_time() + seconds
+        while time.process_time() < end:
+            pass
+        told.put("done")
+
+
 @pytest.mark.parametrize("seed, accuracy, warned", [(2, 0.0, 1), (1, 1 / 12, 0)])
 def test_a_first_evaluation_at_zero_everywhere_warns_before_training(study, tiny, world, capfd, seed, accuracy, warned):
     """The untrained model solves nothing on seed 2's draws, one sample of 12 on seed 1's: only the first is

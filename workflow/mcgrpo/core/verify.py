@@ -454,6 +454,8 @@ class MathVerify:
         self._worker = subprocess.Popen([sys.executable, "-m", "mcgrpo.core.verify"], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                                         bufsize=1, env=env)
+        from mcgrpo.core import clock
+        clock.helper(self._worker.pid)  # its checks are the work of the stage that asks for them (the CPU clock)
         if self._read_line(self.STARTUP_S) != "ready\n":  # importing sympy is not check time
             self.close()
             raise RuntimeError(f"the math-verify worker did not start within {self.STARTUP_S} s")
@@ -462,6 +464,8 @@ class MathVerify:
         if self._worker is not None:
             self._worker.kill()
             self._worker.wait()
+            from mcgrpo.core import clock
+            clock.helper(self._worker.pid, running=False)  # waited for: os.times counts it now
             self._worker.stdin.close()
             self._worker.stdout.close()
         self._worker = None
