@@ -179,9 +179,9 @@ def test_no_module_imports_the_tracking_libraries_until_a_run_asks_for_one():
     assert _python(code) == "ok"
 
 
-def test_a_training_job_imports_no_scikit_learn_or_scipy_until_a_critic_or_predictor_fits():
-    """Every training job builds the credit rules and the selector; scikit-learn and scipy (2-3 s of a job's
-    start) are imported only by the fits that need them."""
+def test_a_training_job_imports_no_scikit_learn_or_scipy_unless_it_builds_a_critic_or_predictor():
+    """Every training job loads the credit rules and the selector; scikit-learn and scipy (2-3 s of a job's
+    start) are imported only by the critics and predictors that fit, when built (outside the stage clock)."""
     code = ("import sys\n"
             "import mcgrpo.cli, mcgrpo.train.trainer\n"
             "from mcgrpo.core import plugins\n"

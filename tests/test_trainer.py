@@ -1,9 +1,16 @@
 """The training loop: budget stop, evaluation schedule, common random numbers, logged contracts."""
 
 import importlib.util
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
 
 import pytest
 
+from conftest import ROOT, edited_study
+from mcgrpo import api, studies
 from mcgrpo.core import config as study_config
 from mcgrpo.core.budget import budget_from_tokens, budget_table
 from mcgrpo.core.errors import ConfigError
@@ -134,6 +141,118 @@ def test_each_stage_is_clocked_in_wall_and_process_cpu_time(study, tiny, world):
     assert (its["train_cpu_seconds"].diff().fillna(its["train_cpu_seconds"]) >= 0).all()
     assert its["train_cpu_seconds"].iloc[-1] > 0
 
+
+
+@dataclass(kw_only=True)
+class RefitsWhenTold(api.StreamSelector):
+    """A selector that learns from the trained groups in `observe`, taking `seconds` of wall and CPU time there (a
+    refit), and none in `select`."""
+    seconds: float = 0.05
+
+    def observe(self, iteration, selection, group_means, view):
+        end = time.process_time() + self.seconds
+        while time.process_time() < end:
+            pass
+
+
+def test_what_a_selector_learns_from_its_groups_is_training_time(tiny, world):
+    """observe is selection's work: its seconds are the select stage's, on both clocks, as the paper times everything
+    but evaluation, logging and checkpointing (before, it ran outside the stage clock and a refit there was free)."""
+    cfg = studies.validate(edited_study(arms={"outcome": {}, "refits": {"selection": {
+        f"{__name__}:RefitsWhenTold": {"seconds": 0.05}}}}))
+    model, tokenizer = tiny
+    its = Trainer(study_config.run_config(cfg, "refits", 1), model, tokenizer, world[0], None, 300,
+                  arm="refits").run().frames()["iterations"]
+    assert (its["cpu_select"] >= 0.045).all() and (its["t_select"] >= 0.045).all(), its[["t_select", "cpu_select"]]
+    assert its["train_seconds"].iloc[-1] >= 0.045 * len(its)
+
+
+@pytest.mark.parametrize("built", ["from mcgrpo.train.selection.predictors import PromptCritic as C; C()",
+                                   "from mcgrpo.train.credit.critic import Critic as C; C()"])
+def test_a_fit_imports_nothing_inside_the_stage_clock(built):
+    """The prompt critic (select stage) and the learned critic (credit stage) import scikit-learn when built, outside
+    the stage clock: imported at their first fit, its 1-2 s were training time, and again in every attempt that
+    resumed the run (measured: a filter run resumed once timed 3.8 s against 2.7 s uninterrupted)."""
+    code = ("import sys\n" + built + "\nprint('sklearn.linear_model' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "workflow")})
+    assert done.stdout.strip() == "True", done.stderr[-2000:]
+
+
+def test_a_resumed_run_starts_its_math_verify_worker_before_it_trains(study, tiny, world, tmp_path, monkeypatch):
+    """A fresh run's evaluation 0 starts the math-verify worker (importing sympy, seconds); a resumed run has no
+    evaluation 0, so its first reward check would start it inside the generate stage, as training time. The trainer
+    starts it before its first iteration, fresh or resumed."""
+    model, tokenizer = tiny
+    pool, evals = world
+
+    def trainer():
+        return Trainer(study_config.run_config(study, "outcome", 1), model, tokenizer, pool, evals, 600,
+                       checkpoint_dir=tmp_path / "ckpt", config_hash="h")
+    trainer().run(max_iterations=2)
+    resumed, started = trainer(), []
+
+    class Worker:
+        def ready(self):
+            started.append(len(resumed.log.iterations))
+    monkeypatch.setattr("mcgrpo.train.trainer.rule_backend", lambda rule: Worker())
+    resumed.run(max_iterations=3)
+    assert resumed.resumed_at == 2 and started == [2]  # once, before the resumed run's first iteration
+
+
+BUSY = "import time\nend = time.process_time() + {seconds}\nwhile time.process_time() < end: pass\n"
+SERVE = "import sys, time\nfor line in sys.stdin:\n    end = time.process_time() + float(line)\n" \
+        "    while time.process_time() < end: pass\n    print('done', flush=True)\n"
+
+
+@pytest.mark.parametrize("how", ["ended", "helper", "multiprocessing"])
+def test_the_cpu_clock_counts_a_stages_work_in_another_process(how):
+    """A stage's work done in a child process is its CPU time too (the math-verify worker checks every reward a
+    Monte-Carlo arm's continuations earn): a child that ended and was waited for, a running worker named as a helper,
+    and one started through multiprocessing. Before, the CPU clock read this process alone and saw none of it."""
+    from mcgrpo.core import clock
+    stage = clock.StageClock()
+    if how == "ended":
+        with stage.stage("credit"):
+            subprocess.run([sys.executable, "-c", BUSY.format(seconds=0.3)], check=True)
+    elif how == "helper":
+        worker = subprocess.Popen([sys.executable, "-c", SERVE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  text=True, bufsize=1)
+        clock.helper(worker.pid)
+        try:
+            with stage.stage("credit"):
+                worker.stdin.write("0.3\n")
+                assert worker.stdout.readline() == "done\n"
+        finally:
+            worker.kill()
+            worker.wait()
+            clock.helper(worker.pid, running=False)
+    else:
+        import multiprocessing
+        context = multiprocessing.get_context("spawn")
+        ask, told = context.Queue(), context.Queue()
+        child = context.Process(target=_serve, args=(ask, told))
+        child.start()
+        try:
+            assert told.get(timeout=120) == "ready"
+            with stage.stage("credit"):
+                ask.put(0.3)
+                assert told.get(timeout=120) == "done"
+        finally:
+            ask.put(None)
+            child.join(timeout=60)
+    cpu = stage.lap()["cpu_credit"]
+    assert 0.25 <= cpu < 2.0, cpu
+
+
+def _serve(ask, told) -> None:
+    """A multiprocessing worker: `ready`, then for each number asked, that many seconds of CPU work and `done`."""
+    told.put("ready")
+    for seconds in iter(ask.get, None):
+        end = time.process_time() + seconds
+        while time.process_time() < end:
+            pass
+        told.put("done")
 
 
 @pytest.mark.parametrize("seed, accuracy, warned", [(2, 0.0, 1), (1, 1 / 12, 0)])

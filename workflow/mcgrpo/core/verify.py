@@ -418,6 +418,13 @@ class MathVerify:
         finally:
             self._remembered = None
 
+    def ready(self) -> None:
+        """Start the worker now, if it is not running: a trainer does so before its first iteration, so that
+        importing sympy in the worker is never training time (a fresh run's evaluation 0 starts it; a resumed run's
+        first check would, inside the generate stage)."""
+        if self._worker is None:
+            self._start()
+
     def _ask(self, body: str, reference: str) -> str:
         """The worker's reply to one check, stripped; "" where it hung past the backstop or died (it is replaced)."""
         import json
@@ -447,6 +454,8 @@ class MathVerify:
         self._worker = subprocess.Popen([sys.executable, "-m", "mcgrpo.core.verify"], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                                         bufsize=1, env=env)
+        from mcgrpo.core import clock
+        clock.helper(self._worker.pid)  # its checks are the work of the stage that asks for them (the CPU clock)
         if self._read_line(self.STARTUP_S) != "ready\n":  # importing sympy is not check time
             self.close()
             raise RuntimeError(f"the math-verify worker did not start within {self.STARTUP_S} s")
@@ -455,6 +464,8 @@ class MathVerify:
         if self._worker is not None:
             self._worker.kill()
             self._worker.wait()
+            from mcgrpo.core import clock
+            clock.helper(self._worker.pid, running=False)  # waited for: os.times counts it now
             self._worker.stdin.close()
             self._worker.stdout.close()
         self._worker = None

@@ -45,7 +45,7 @@ from transformers import TrainerCallback
 
 from mcgrpo.core import plugins
 from mcgrpo.core.budget import unit as budget_unit
-from mcgrpo.core.clock import STAGES, StageClock
+from mcgrpo.core.clock import STAGES, StageClock, cpu_seconds
 from mcgrpo.core.errors import ConfigError, Interrupted, McgrpoError
 from mcgrpo.core.ledger import Ledger, counting
 from mcgrpo.core.trl_config import NOT_SETTINGS, SAMPLING, TRL_VERSION, edited, grpo_arguments, identity
@@ -238,7 +238,7 @@ class Protocol(TrainerCallback):
 
     def on_step_begin(self, args, state, control, **kwargs):
         self._still_the_recipe(f"before step {state.global_step + 1}")
-        self._step_start = (time.perf_counter(), time.process_time())
+        self._step_start = (time.perf_counter(), cpu_seconds())
 
     def _still_the_recipe(self, when: str) -> None:
         """Refuse, at every step, settings changed since `attach` checked them (a callback or a reward function of
@@ -263,7 +263,7 @@ class Protocol(TrainerCallback):
         """The step's stages: generate and credit as timed, update the rest of the step."""
         self._still_the_recipe(f"in step {state.global_step}")
         self._generated_its_batch(args.per_device_train_batch_size, f"in step {state.global_step}")
-        wall, cpu = time.perf_counter() - self._step_start[0], time.process_time() - self._step_start[1]
+        wall, cpu = time.perf_counter() - self._step_start[0], cpu_seconds() - self._step_start[1]
         stages = self.clock.lap()
         stages["t_update"] = max(0.0, wall - sum(stages[f"t_{s}"] for s in STAGES if s != "update"))
         stages["cpu_update"] = max(0.0, cpu - sum(stages[f"cpu_{s}"] for s in STAGES if s != "update"))

@@ -34,7 +34,8 @@ from mcgrpo.train.entropy_kl import entropy_kl
 from mcgrpo.train.evaluation import Evaluator
 from mcgrpo.train.loss import backward_policy_loss
 from mcgrpo.train.policy import PolicyView, SelectorView, frozen, log_ratio
-from mcgrpo.train.rollout import PrompterView, problem_records, sample_groups, study_prompter, study_rule
+from mcgrpo.train.rollout import (PrompterView, problem_records, rule_backend, sample_groups, study_prompter,
+                                  study_rule)
 
 
 @dataclass
@@ -162,8 +163,11 @@ class Trainer:
             with self.clock.stage("sync"):
                 self.engine.sync(self.model)
             groups = batch.grouped(batch.rewards).mean(axis=1)
-            # a filter refits here, outside the timed stages
-            self.selector_subject.call(self.selector.observe, i, chosen, groups, self.selector_view)
+            # what the selector learns from the trained groups is selection's work, timed with it (a plugin that
+            # refits here would otherwise train for free; the paper times everything but evaluation, logging and
+            # checkpointing)
+            with self.clock.stage("select"):
+                self.selector_subject.call(self.selector.observe, i, chosen, groups, self.selector_view)
             return self._record(i, chosen, batch, groups, loss, grad_norm, credit, moved)
 
     def _entropy_kl(self, batch) -> dict:
@@ -238,6 +242,8 @@ class Trainer:
             if not resumed:
                 self.measure_along(last=False)
                 self.evaluate()
+            if (backend := rule_backend(self.rule)) is not None:
+                backend.ready()  # its worker's start is no training time, whether or not evaluation 0 started it
             while (stop is None or self.spent < stop) and (max_iterations is None
                                                             or self.next_iteration < max_iterations):
                 before = self.spent

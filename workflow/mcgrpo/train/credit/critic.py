@@ -50,6 +50,9 @@ class Critic:
     def __post_init__(self):
         if self.form not in FORMS:
             raise ValueError(f"credit.critic.form: unknown form {self.form!r}; allowed: {', '.join(FORMS)}")
+        # imported when built, outside the stage clock: imported at the first fit, its seconds (about 1-2 s) were
+        # training time once in a run, and once more in every attempt that resumed it (docs/analysis.md)
+        import sklearn.linear_model  # noqa: F401
 
     def __call__(self, rollouts: Rollouts, ctx: CreditContext) -> Credit:
         positions = self.positions or cut_positions(ctx.limit, self.cuts)
@@ -88,7 +91,7 @@ class Critic:
                  "critic_error": np.nan, "critic_brier": np.nan, "critic_brier_constant": np.nan}
         if len({row[0] for row in earlier}) < self.min_iterations:
             return None, stats
-        from sklearn.linear_model import Ridge  # here: every training job builds the credit rules, few fit a critic
+        from sklearn.linear_model import Ridge  # imported when built (above): only a critic's jobs pay for it
         train_x, train_y = np.concatenate([r[1] for r in earlier]), np.concatenate([r[2] for r in earlier])
         values = np.clip(Ridge(alpha=self.ridge).fit(train_x, train_y).predict(x), 0.0, 1.0)
         stats.update(critic_active=1.0, critic_error=float(np.mean((values[prompt_rows] - prompt_value) ** 2)),

