@@ -1,0 +1,72 @@
+"""A contrast must compare two different things: arms that train the same, however written, and plan entries that
+ask for the same contrast twice, are refused before any job by key (docs/validation.md, degenerate arms).
+
+Two arms written apart but training the same (an option spelled at its default, `lr: {}`, an empty selection block,
+an arm measured along training) were two sets of stored runs of one training: at equal tokens their difference was
+0 in every seed (uninformative), at equal time it was the clocks' noise (a study run in audit: +1.4 [-9.1, +11.9]
+at equal time, verdict not confirmed; with more seeds an equivalence or non-inferiority test would have confirmed
+it), and on a GPU the nondeterminism's at every basis."""
+
+import copy
+
+import pytest
+
+from conftest import edited_study
+from mcgrpo import studies
+from mcgrpo.core.errors import ConfigError
+
+MC = {"monte_carlo": {"k": 2}}
+SAME = "trains exactly what arms.{other} trains"
+
+
+def _refused(cfg: dict) -> str:
+    with pytest.raises(ConfigError) as e:
+        studies.validate(copy.deepcopy(cfg))
+    return str(e.value)
+
+
+def _arms(**arms) -> dict:
+    return edited_study(arms={"outcome": {}, "a": {"credit": MC}, **arms})
+
+
+@pytest.mark.parametrize("b, other, written", [
+    ({"lr": {}}, "outcome", "arms.b.lr"),
+    ({"lr": {"scale": 1.0, "schedule": "constant"}}, "outcome", "arms.b.lr"),
+    ({"selection": {}}, "outcome", "arms.b.selection"),
+    ({"credit": {"monte_carlo": {"k": 2, "form": "basic", "alpha": 1.0, "reuse": False}}}, "a", "arms.b.credit"),
+    ({"credit": {"monte_carlo": {"k": 2, "positions": [4, 8, 12, 16, 20]}}}, "a", "arms.b.credit"),  # cuts 5 of 24
+    ({"credit": {"shuffled": {"monte_carlo": {"k": 2, "form": "basic"}}}}, "s", "arms.b.credit"),
+    ({"credit": {"path_penalty": {"credit": "every_true", "normalize": "group"}}}, "p", "arms.b.credit"),
+    ({"credit": {"critic": {"positions": [4, 8, 12, 16, 20]}}}, "c", "arms.b.credit"),
+])
+def test_an_arm_written_apart_from_another_but_training_the_same_is_refused(b, other, written):
+    cfg = _arms(s={"credit": {"shuffled": MC}}, p={"credit": {"path_penalty": {}}}, c={"credit": {"critic": {}}}, b=b)
+    message = _refused(cfg)
+    assert f"config key arms.b: {SAME.format(other=other)}" in message
+    assert f"written apart only in {written}, which as given change nothing they train" in message
+    assert "allowed: arms that differ in what they train" in message
+
+
+def test_an_arm_measured_along_training_trains_what_its_twin_trains():
+    cfg = edited_study(arms={"outcome": {}, "again": {"description": "outcome, measured along training"}},
+                       evaluation__alignment={"arms": ["again"]})
+    message = _refused(cfg)
+    assert f"config key arms.again: {SAME.format(other='outcome')}" in message
+    assert "evaluation.alignment.arms (a measurement along training)" in message
+
+
+@pytest.mark.parametrize("b", [
+    {"lr": {"scale": 0.5}}, {"lr": {"schedule": "linear_decay"}}, {"update": {}},
+    {"credit": {"monte_carlo": {"k": 2, "positions": [4, 8, 12]}}},
+    {"credit": {"monte_carlo": {"k": 2, "form": "centered_maxnorm"}}},
+    {"credit": {"monte_carlo": {"k": 2, "cuts": 4}}},
+    {"recipe": {"reward_verifier": "strict"}},
+])
+def test_an_arm_that_trains_otherwise_is_kept(b):
+    cfg = studies.validate(_arms(b=b))
+    assert list(cfg["arms"]) == ["outcome", "a", "b"]
+
+
+def test_a_measured_arm_beside_an_unmeasured_other_arm_is_kept():
+    cfg = studies.validate(edited_study(evaluation__alignment={"arms": ["mc_k2"]}))
+    assert cfg["evaluation"]["alignment"]["arms"] == ["mc_k2"]
