@@ -70,3 +70,25 @@ def test_an_arm_that_trains_otherwise_is_kept(b):
 def test_a_measured_arm_beside_an_unmeasured_other_arm_is_kept():
     cfg = studies.validate(edited_study(evaluation__alignment={"arms": ["mc_k2"]}))
     assert cfg["evaluation"]["alignment"]["arms"] == ["mc_k2"]
+
+
+def _planned(*entries) -> dict:
+    return edited_study(plan={"primary": [{"id": "T1", "a": "mc_k2", "b": "outcome", "direction": "less",
+                                           "family": "H1"}], "secondary": list(entries)})
+
+
+def test_a_plan_entry_asking_for_a_planned_contrast_again_is_refused():
+    """The analysis labels a contrast by one entry: before, the other's verdict was in no table (a study run in
+    audit: S1 equivalent and S2 noninferior at equal time, one contrast; the headline showed S2 alone)."""
+    message = _refused(_planned({"id": "S1", "a": "mc_k2", "b": "outcome", "eval_set": "heldout",
+                                 "direction": "noninferior"}))
+    assert message == ("config key plan.secondary[0]: 'S1' is the contrast of 'T1' again (mc_k2 minus outcome, basis "
+                       "tokens, acc_default on heldout), and a contrast has one verdict, so one of the two would be "
+                       "reported nowhere; allowed: one entry per contrast, its direction the one test planned for it")
+
+
+@pytest.mark.parametrize("entry", [
+    {"basis": "time"}, {"metric": "acc_strict"}, {"a": "outcome", "b": "mc_k2", "direction": "greater"}])
+def test_the_same_arms_on_another_basis_metric_or_side_are_another_contrast(entry):
+    cfg = studies.validate(_planned({"id": "S1", "a": "mc_k2", "b": "outcome", **entry}))
+    assert [e["id"] for e in cfg["plan"]["secondary"]] == ["S1"]
