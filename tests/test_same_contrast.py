@@ -92,3 +92,24 @@ def test_a_plan_entry_asking_for_a_planned_contrast_again_is_refused():
 def test_the_same_arms_on_another_basis_metric_or_side_are_another_contrast(entry):
     cfg = studies.validate(_planned({"id": "S1", "a": "mc_k2", "b": "outcome", **entry}))
     assert [e["id"] for e in cfg["plan"]["secondary"]] == ["S1"]
+
+
+@pytest.mark.parametrize("name, options, key, words", [
+    ("critic_filter", {"candidates": 2, "keep": 1}, "candidates", "leaves nothing to choose"),
+    ("random_choice", {"candidates": 2, "keep": 1}, "candidates", "the prompt stream's own next prompts"),
+    ("history_filter", {"candidates": 8, "keep": 0}, "keep", "draws all 2 at random, as random_choice does"),
+])
+def test_a_filter_that_cannot_choose_is_refused(name, options, key, words):
+    """As many candidates as prompts per iteration (2 in the small study): every candidate trained, the stream's own
+    next prompts; keep 0: every prompt drawn at random, the filter's control under the filter's name."""
+    message = _refused(edited_study(arms={"outcome": {}, "f": {"selection": {name: options}}}))
+    assert message.startswith(f"config key arms.f.selection.{name}.{key}: ") and words in message
+    assert "allowed: " in message
+
+
+def test_the_random_control_written_with_another_keep_or_target_is_the_same_arm():
+    cfg = edited_study(arms={"outcome": {}, "r": {"selection": {"random_choice": {"candidates": 8, "keep": 1}}},
+                             "r2": {"selection": {"random_choice": {"candidates": 8, "keep": 2, "target": 0.3}}}})
+    assert f"config key arms.r2: {SAME.format(other='r')}" in _refused(cfg)
+    cfg["arms"]["r2"]["selection"]["random_choice"]["candidates"] = 6
+    assert list(studies.validate(cfg)["arms"]) == ["outcome", "r", "r2"]

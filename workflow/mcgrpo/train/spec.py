@@ -32,6 +32,8 @@ def problems(cfg: dict) -> list[str]:
             elif pool is not None and rule.get("candidates", 0) > pool:
                 found.append(f"config key arms.{arm}.selection.{name}.candidates: {rule['candidates']} candidates "
                              f"cannot be drawn from a pool of {pool} (task.pool.size); allowed: at most {pool}")
+            else:
+                found += _selects_nothing(f"arms.{arm}.selection.{name}", name, rule, recipe["prompts_per_iteration"])
     credits = {f"arms.{arm}.credit": spec.get("credit", {}) for arm, spec in cfg["arms"].items()}
     credits["budget.calibration_credit"] = cfg["budget"]["calibration_credit"]
     tests = cfg.get("gradient_tests") or {}
@@ -47,6 +49,25 @@ def problems(cfg: dict) -> list[str]:
             found.append(f"config key arms.{arm}.update.minibatches: {spec['update']['minibatches']} minibatches "
                          f"cannot be cut from {batch} completions; allowed: at most {batch}")
     return found
+
+
+FILTERS = ("critic_filter", "history_filter", "level_filter", "random_choice")  # Filter: candidates, keep, target
+
+
+def _selects_nothing(key: str, name: str, rule: dict, per_iteration: int) -> list[str]:
+    """A filter that cannot choose is the prompt stream, or its random control, under another name: with as many
+    candidates as prompts per iteration it trains every candidate, which are the stream's own next prompts; with keep
+    0 (a predicting filter) it keeps none for its prediction and draws them all at random, as random_choice does."""
+    if name not in FILTERS:
+        return []
+    if rule["candidates"] == per_iteration:
+        return [f"config key {key}.candidates: {per_iteration} candidates for recipe.prompts_per_iteration "
+                f"({per_iteration}) leaves nothing to choose: the arm trains every candidate, the prompt stream's own "
+                f"next prompts, as an arm without selection does; allowed: more than {per_iteration}"]
+    if rule["keep"] == 0 and name != "random_choice":
+        return [f"config key {key}.keep: 0 keeps no candidate for its prediction and draws all "
+                f"{per_iteration} at random, as random_choice does; allowed: 1 to {per_iteration}, or random_choice"]
+    return []
 
 
 def verifier_problems(cfg: dict) -> list[str]:
@@ -159,16 +180,17 @@ def same_arms(cfg: dict) -> list[str]:
 
 def trained(spec: dict, limit: int) -> dict:
     """An arm's block (less its recipe) as it trains: the credit rule and selector with every option at its
-    default written out (outcome-only where there is no credit block, none where the selection block is empty),
-    Monte-Carlo and critic cuts as the positions they give at the completion limit `limit`, and the learning rate's
-    scale and schedule at their defaults where not given."""
+    default written out (outcome-only where there is no credit block, no selector where the selection block is
+    empty, and without the options it never reads), Monte-Carlo and critic cuts as the positions they give at the
+    completion limit `limit`, and the learning rate's scale and schedule at their defaults where not given."""
     out = {**spec, "credit": _trained_credit(spec.get("credit"), limit), "lr": {**LR, **(spec.get("lr") or {})}}
-    selection = {name: _with_defaults("selection", name, options, "selection")
-                 for name, options in (spec.get("selection") or {}).items()}
+    selection = {name: {k: v for k, v in _with_defaults("selection", name, options, "selection").items()
+                        if (name, k) not in UNUSED} for name, options in (spec.get("selection") or {}).items()}
     return {**out, "selection": selection} if selection else {k: v for k, v in out.items() if k != "selection"}
 
 
 LR = {"scale": 1.0, "schedule": "constant"}  # an arm without an lr block trains at the recipe's lr, constant
+UNUSED = {("random_choice", "keep"), ("random_choice", "target")}  # the control draws uniformly: neither is read
 CUT_RULES = ("monte_carlo", "critic")  # built-ins whose cuts give their positions where none are given
 
 
