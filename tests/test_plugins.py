@@ -2,6 +2,7 @@
 identity; the built-ins keep every run's hash."""
 
 import ast
+import copy
 import sys
 
 import numpy as np
@@ -137,6 +138,19 @@ def test_an_installed_plugin_is_used_by_name_and_recorded_in_the_run(installed):
     assert "plugins" not in study_config.run_config(cfg, "outcome", 1)
     rule = credit_rules.build(cfg["arms"]["mine"]["credit"])
     assert (rule.weight, rule.mode) == (0.5, "any")
+
+
+def test_a_plugin_option_written_at_its_default_is_the_same_arm(installed):
+    """Its runs would be other runs of the same training: the contrast of the two is noise (tests/test_same_contrast.py)."""
+    twice = edited_study(arms={"outcome": {}, "mine": {"credit": {"step_bonus": {"weight": 0.5}}},
+                               "spelled": {"credit": {"step_bonus": {"weight": 0.5, "mode": "any"}}}})
+    with pytest.raises(ConfigError, match="config key arms.spelled: trains exactly what arms.mine trains .*written "
+                                          "apart only in arms.spelled.credit"):
+        studies.validate(twice)
+    other = copy.deepcopy(twice)
+    other["arms"]["spelled"]["credit"]["step_bonus"]["mode"] = "all"
+    assert set(studies.validate(other)["arms"]) == {"outcome", "mine", "spelled"}
+    assert plugins.defaults(plugins.load("credit", "step_bonus", "arms.mine.credit")) == {"mode": "any"}
 
 
 def test_a_dotted_path_needs_no_packaging(installed):

@@ -114,12 +114,31 @@ def problems(cfg: dict) -> list[str]:
     found += [f"config key {where}: {m!r} needs {k} samples per problem, evaluation.samples is {samples}; "
               f"allowed: pass@k with k <= {samples}, or acc_<verifier>"
               for where, m in metrics if (k := _pass_k(m)) > samples]
-    found += _basis_problems(cfg) + _greedy_problems(cfg, metrics)
+    found += _basis_problems(cfg) + _greedy_problems(cfg, metrics) + _asked_twice(cfg)
     for i, amendment in enumerate(plan["amendments"]):
         unknown = sorted(set(amendment["ids"]) - seen)
         if unknown:
             found.append(f"config key plan.amendments[{i}].ids: {', '.join(map(repr, unknown))} not in the plan; "
                          f"allowed: {', '.join(sorted(seen)) or 'none'}")
+    return found
+
+
+def _asked_twice(cfg: dict) -> list[str]:
+    """Two plan entries of one contrast (the same arms, basis, metric and eval set, an absent eval set being the first
+    evaluated): the analysis labels each contrast by one entry, so the other's verdict, and its direction's test,
+    would be reported nowhere, and the lock would hold a hypothesis no table answers."""
+    first, found = {}, []
+    for label in ("primary", "secondary"):
+        for i, e in enumerate(cfg["plan"][label]):
+            if e["a"] not in cfg["arms"] or e["b"] not in cfg["arms"] or e["a"] == e["b"]:
+                continue  # named above
+            eval_set = e["eval_set"] or cfg["evaluation"]["sets"][0]
+            other = first.setdefault((e["a"], e["b"], e["basis"], e["metric"], eval_set), e["id"])
+            if other != e["id"]:
+                found.append(f"config key plan.{label}[{i}]: {e['id']!r} is the contrast of {other!r} again ({e['a']} "
+                             f"minus {e['b']}, basis {e['basis']}, {e['metric']} on {eval_set}), and a contrast "
+                             f"has one verdict, so one of the two would be reported nowhere; allowed: one entry per "
+                             f"contrast, its direction the one test planned for it")
     return found
 
 

@@ -249,6 +249,22 @@ def options(plugin: Plugin) -> dict[str, tuple[Any, bool]]:
     return {n: (hints.get(n, Any), required) for n, required in fields.items() if n not in CONTEXT[plugin.kind]}
 
 
+def defaults(plugin: Plugin) -> dict[str, Any]:
+    """A plugin's options that have a default, by their config names (`lambda`, not `lam`), with that default:
+    the options a config may leave out and still build the same object (a built-in's included)."""
+    factory = plugin.factory
+    if dataclasses.is_dataclass(factory):
+        found = {f.name: f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
+                 for f in dataclasses.fields(factory) if f.init and not (
+                     f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)}
+    else:
+        target = factory.__init__ if inspect.isclass(factory) else factory
+        found = {p.name: p.default for p in inspect.signature(target).parameters.values()
+                 if p.name != "self" and p.default is not inspect.Parameter.empty
+                 and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+    return {("lambda" if n == "lam" else n): v for n, v in found.items() if n not in CONTEXT[plugin.kind]}
+
+
 def problems(plugin: Plugin, given: dict | None, key: str) -> list[str]:
     """What is wrong with the options a config gives a plugin (not a built-in: the schema checks those)."""
     from pydantic import TypeAdapter, ValidationError

@@ -32,6 +32,8 @@ def problems(cfg: dict) -> list[str]:
             elif pool is not None and rule.get("candidates", 0) > pool:
                 found.append(f"config key arms.{arm}.selection.{name}.candidates: {rule['candidates']} candidates "
                              f"cannot be drawn from a pool of {pool} (task.pool.size); allowed: at most {pool}")
+            else:
+                found += _selects_nothing(f"arms.{arm}.selection.{name}", name, rule, recipe["prompts_per_iteration"])
     credits = {f"arms.{arm}.credit": spec.get("credit", {}) for arm, spec in cfg["arms"].items()}
     credits["budget.calibration_credit"] = cfg["budget"]["calibration_credit"]
     tests = cfg.get("gradient_tests") or {}
@@ -47,6 +49,25 @@ def problems(cfg: dict) -> list[str]:
             found.append(f"config key arms.{arm}.update.minibatches: {spec['update']['minibatches']} minibatches "
                          f"cannot be cut from {batch} completions; allowed: at most {batch}")
     return found
+
+
+FILTERS = ("critic_filter", "history_filter", "level_filter", "random_choice")  # Filter: candidates, keep, target
+
+
+def _selects_nothing(key: str, name: str, rule: dict, per_iteration: int) -> list[str]:
+    """A filter that cannot choose is the prompt stream, or its random control, under another name: with as many
+    candidates as prompts per iteration it trains every candidate, which are the stream's own next prompts; with keep
+    0 (a predicting filter) it keeps none for its prediction and draws them all at random, as random_choice does."""
+    if name not in FILTERS:
+        return []
+    if rule["candidates"] == per_iteration:
+        return [f"config key {key}.candidates: {per_iteration} candidates for recipe.prompts_per_iteration "
+                f"({per_iteration}) leaves nothing to choose: the arm trains every candidate, the prompt stream's own "
+                f"next prompts, as an arm without selection does; allowed: more than {per_iteration}"]
+    if rule["keep"] == 0 and name != "random_choice":
+        return [f"config key {key}.keep: 0 keeps no candidate for its prediction and draws all "
+                f"{per_iteration} at random, as random_choice does; allowed: 1 to {per_iteration}, or random_choice"]
+    return []
 
 
 def verifier_problems(cfg: dict) -> list[str]:
@@ -134,19 +155,67 @@ def alignment_problems(cfg: dict, along: dict) -> list[str]:
 
 def same_arms(cfg: dict) -> list[str]:
     """An arm that trains exactly what an earlier arm trains (its runs would be the same stored runs, and the
-    contrast between them zero by construction) is a name, not an arm. Compared as trained: an absent credit
-    block is outcome-only, and an arm's recipe keys are compared merged into the recipe."""
+    contrast between them zero by construction; or, written another way, other runs of the same training, whose
+    contrast is noise that an equivalence or non-inferiority test would confirm) is a name, not an arm. Compared
+    as trained (`trained`): an absent credit block is outcome-only, an option left at its default is the same
+    option written out, an arm's recipe keys are compared merged into the recipe, and being measured along
+    training (evaluation.alignment) trains nothing."""
     seen: dict[str, str] = {}
+    unmeasured = {**cfg, "evaluation": {k: v for k, v in cfg["evaluation"].items() if k != "alignment"}}
     found = []
     for arm in cfg["arms"]:
         try:
-            run = run_config(cfg, arm, cfg["seeds"][0])
+            run = run_config(unmeasured, arm, cfg["seeds"][0])
+            written = {k: v for k, v in run["arm_config"].items() if k != "recipe"}
+            run["arm_config"] = trained(written, run["recipe"]["completion_limit"])
         except ConfigError:  # a plugin that does not load: `problems` names it (plugins.check)
             continue
-        spec = {k: v for k, v in run["arm_config"].items() if k != "recipe"}
-        run["arm_config"] = {**spec, "credit": spec.get("credit") or {"outcome": {}}}
         other = seen.setdefault(config_hash(run), arm)
         if other != arm:
             found.append(f"config key arms.{arm}: trains exactly what arms.{other} trains (the same credit, "
-                         f"selection, lr, update and recipe); allowed: arms that differ in what they train")
+                         f"selection, lr, update and recipe{_written_apart(cfg, arm, other)}); "
+                         f"allowed: arms that differ in what they train")
     return found
+
+
+def trained(spec: dict, limit: int) -> dict:
+    """An arm's block (less its recipe) as it trains: the credit rule and selector with every option at its
+    default written out (outcome-only where there is no credit block, no selector where the selection block is
+    empty, and without the options it never reads), Monte-Carlo and critic cuts as the positions they give at the
+    completion limit `limit`, and the learning rate's scale and schedule at their defaults where not given."""
+    out = {**spec, "credit": _trained_credit(spec.get("credit"), limit), "lr": {**LR, **(spec.get("lr") or {})}}
+    selection = {name: {k: v for k, v in _with_defaults("selection", name, options, "selection").items()
+                        if (name, k) not in UNUSED} for name, options in (spec.get("selection") or {}).items()}
+    return {**out, "selection": selection} if selection else {k: v for k, v in out.items() if k != "selection"}
+
+
+LR = {"scale": 1.0, "schedule": "constant"}  # an arm without an lr block trains at the recipe's lr, constant
+UNUSED = {("random_choice", "keep"), ("random_choice", "target")}  # the control draws uniformly: neither is read
+CUT_RULES = ("monte_carlo", "critic")  # built-ins whose cuts give their positions where none are given
+
+
+def _trained_credit(block: dict | None, limit: int) -> dict:
+    from mcgrpo.train.credit.monte_carlo import cut_positions
+    (name, options), = (block or {"outcome": {}}).items()
+    if name == "shuffled":
+        return {name: _trained_credit(options, limit)}
+    options = _with_defaults("credit", name, options, "credit")
+    if name in CUT_RULES:
+        cuts = options.pop("cuts", None)
+        options["positions"] = options.get("positions") or cut_positions(limit, cuts)
+    return {name: options}
+
+
+def _with_defaults(kind: str, name: str, options: dict | None, key: str) -> dict:
+    return {**plugins.defaults(plugins.load(kind, name, key)), **(options or {})}
+
+
+def _written_apart(cfg: dict, arm: str, other: str) -> str:
+    """Where two arms that train the same are written apart: '; written apart only in <keys>, which as given change
+    nothing they train' (the alignment measurement among them); '' where they are written alike."""
+    mine, theirs = ({k: v for k, v in cfg["arms"][a].items() if k != "description"} for a in (arm, other))
+    keys = [f"arms.{arm}.{k}" for k in sorted(set(mine) | set(theirs)) if mine.get(k) != theirs.get(k)]
+    measured = (cfg["evaluation"].get("alignment") or {}).get("arms") or []
+    if (arm in measured) != (other in measured):
+        keys.append("evaluation.alignment.arms (a measurement along training)")
+    return f"; written apart only in {', '.join(keys)}, which as given change nothing they train" if keys else ""
