@@ -49,8 +49,10 @@ def _live_cpu(pid: int) -> float:
 def cpu_seconds() -> float:
     """CPU seconds of this process (every thread) and of the children it started: ended ones it waited for, and
     running ones started through multiprocessing or named by `helper`."""
-    ended = os.times()
+    # active_children joins the children that ended: read before os.times, so that one ended since the last
+    # reading is counted there (after, it was in neither, and its seconds were lost to the stage)
     pids = {p.pid for p in multiprocessing.active_children()} | _HELPERS
+    ended = os.times()
     return (time.process_time() + ended.children_user + ended.children_system
             + sum(_live_cpu(pid) for pid in pids if pid))
 
