@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
+from mcgrpo.core import clock
+
 # Integers and fractions compare exactly; a decimal within this relative tolerance of the other
 # value matches (so `\\boxed{0}` never matches 0.0000672, as an absolute tolerance would let it).
 RELATIVE_TOLERANCE = Fraction(1, 10**6)
@@ -454,7 +456,6 @@ class MathVerify:
         self._worker = subprocess.Popen([sys.executable, "-m", "mcgrpo.core.verify"], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                                         bufsize=1, env=env)
-        from mcgrpo.core import clock
         clock.helper(self._worker.pid)  # its checks are the work of the stage that asks for them (the CPU clock)
         if self._read_line(self.STARTUP_S) != "ready\n":  # importing sympy is not check time
             self.close()
@@ -464,7 +465,6 @@ class MathVerify:
         if self._worker is not None:
             self._worker.kill()
             self._worker.wait()
-            from mcgrpo.core import clock
             clock.helper(self._worker.pid, running=False)  # waited for: os.times counts it now
             self._worker.stdin.close()
             self._worker.stdout.close()
