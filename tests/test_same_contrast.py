@@ -113,3 +113,30 @@ def test_the_random_control_written_with_another_keep_or_target_is_the_same_arm(
     assert f"config key arms.r2: {SAME.format(other='r')}" in _refused(cfg)
     cfg["arms"]["r2"]["selection"]["random_choice"]["candidates"] = 6
     assert list(studies.validate(cfg)["arms"]) == ["outcome", "r", "r2"]
+
+
+def _iteration_study(warmup_prompts: int, iterations: int = 5, name: str = "critic_filter") -> dict:
+    """The small study (2 prompts per iteration) as an equal-iteration study with a filter arm."""
+    return edited_study(budget={"iterations": iterations}, arms={
+        "outcome": {}, "f": {"selection": {name: {"candidates": 4, "keep": 1, "warmup_prompts": warmup_prompts}}}})
+
+
+@pytest.mark.parametrize("name", ["critic_filter", "random_choice"])
+def test_an_equal_iteration_filter_whose_warm_up_outlasts_b_is_refused(name):
+    """10 prompts at 2 per iteration: the first 5 iterations take the stream as it comes, and every run is read after
+    5: the filter never trained on a prompt it chose, and its contrasts would read the stream as its effect."""
+    message = _refused(_iteration_study(10, name=name))
+    assert message == (
+        f"config key arms.f.selection.{name}.warmup_prompts: 10 prompts of warm-up take the stream's first 5 "
+        "iterations of 2 prompts (recipe.prompts_per_iteration) as they come, and every run is read after 5 iterations "
+        "(budget.iterations): the filter would never train on a prompt it chose before the readings, and every "
+        "contrast with arm f would read the prompt stream as its effect; allowed: at most 8 (so that at least the "
+        "last of the 5 iterations trains on prompts it chose), or budget.iterations above 5")
+    assert "warmup_prompts: 9 prompts" in _refused(_iteration_study(9))  # 9 prompts: 5 iterations (a whole 5th)
+
+
+def test_an_equal_iteration_filter_that_chooses_in_its_last_iteration_is_kept():
+    """8 prompts: 4 iterations of warm-up, the 5th chosen; a token study's iterations are unknown before training."""
+    assert studies.validate(_iteration_study(8))["arms"]["f"]["selection"]["critic_filter"]["warmup_prompts"] == 8
+    token_study = edited_study(arms=_iteration_study(10_000)["arms"])
+    assert studies.validate(token_study)["budget"]["tokens"] == 600

@@ -32,12 +32,13 @@ from mcgrpo.analysis import formats, informative
 from mcgrpo.analysis.runs import Run
 from mcgrpo.analysis.stats import RESAMPLES, crossed_bootstrap, holm, paired_summary
 from mcgrpo.core.errors import ConfigError, DataError
+from mcgrpo.core.warmup import Warmup
 
 BASES = ("tokens", "iterations", "updates", "time", "time_c")
 COUNTS = {"iterations": "iteration", "updates": "updates"}  # bases read at the smaller of two counts
 KEY = ["contrast", "basis", "metric", "eval_set"]
 PAIRED_COLUMNS = [*KEY, "seed", "value_a", "value_b", "diff", "at", "at_b", "moved", "clamped", "tokens_a",
-                  "tokens_b"]
+                  "tokens_b", "iteration_a", "iteration_b"]
 APART = 0.1  # a share of B: two arms read further apart than this at equal tokens get a warning
 CONTRAST_COLUMNS = ["contrast", "a", "b", "id", "family", "label", "direction", "basis", "metric", "eval_set",
                     "n", "mean", "ci_low", "ci_high", "p", "p_holm", "tost_p", "margin", "ni_low", "ni_p",
@@ -74,13 +75,33 @@ def read_at(x: np.ndarray, table: np.ndarray, at: float, last: bool = False) -> 
     The first row exactly at `at` if there is one (the last, with `last`: see FLAT), else linear between its
     neighbours; outside the range, NaN (undefined: the run was never evaluated there).
     """
+    rows = neighbours(x, at, last)
+    if rows is None:
+        return np.full(np.shape(table[0]), np.nan), True
+    below, above, w = rows
+    if below == above:
+        return table[above], False
+    return (1 - w) * table[below] + w * table[above], False
+
+
+def neighbours(x: np.ndarray, at: float, last: bool = False) -> tuple[int, int, float] | None:
+    """(row below, row above, the weight of the row above) that read_at reads at `at`: one row twice where an
+    evaluation is exactly there; None outside the range."""
     i = int(np.searchsorted(x, at, side="left"))
     if i < len(x) and x[i] == at:
-        return table[int(np.searchsorted(x, at, side="right")) - 1 if last else i], False
+        j = int(np.searchsorted(x, at, side="right")) - 1 if last else i
+        return j, j, 1.0
     if i == 0 or i == len(x):
-        return np.full(np.shape(table[0]), np.nan), True
-    w = (at - x[i - 1]) / (x[i] - x[i - 1])
-    return (1 - w) * table[i - 1] + w * table[i], False
+        return None
+    return i - 1, i, float((at - x[i - 1]) / (x[i] - x[i - 1]))
+
+
+def iteration_read(run: Run, column: str, end: int, at: float, last: bool = False) -> float:
+    """The iterations done (evals' `iteration`) at the latest evaluation the reading at `at` along `column` weighs
+    (read_at's row above, whose weight is above 0 wherever it reads two): what it saw of training at most. NaN where
+    the reading is undefined."""
+    rows = neighbours(run.coords(column)[:end], at, last)
+    return np.nan if rows is None else float(run.coords("iteration")[rows[1]])
 
 
 # A clock equal at two or more evaluations (an ingested TRL run's clock sums step_time; a coarse clock): the paper
@@ -169,7 +190,9 @@ def paired(runs: dict[tuple[str, int, str], Run], a: str, b: str, basis: str, me
                      "diff": va.mean() - vb.mean(), "at": float(at_a), "at_b": float(at_b),
                      "moved": moved, "clamped": clamped_a or clamped_b,
                      "tokens_a": tokens_at(run_a, column, end_a, at_a, last),
-                     "tokens_b": tokens_at(run_b, column, end_b, at_b, last)})
+                     "tokens_b": tokens_at(run_b, column, end_b, at_b, last),
+                     "iteration_a": iteration_read(run_a, column, end_a, at_a, last),
+                     "iteration_b": iteration_read(run_b, column, end_b, at_b, last)})
         tables.append(va - vb if per_problem else None)
     table = np.vstack(tables) if tables and all(t is not None for t in tables) else None
     if table is not None and len({t.shape for t in tables}) != 1:
@@ -264,8 +287,10 @@ def apply_plan(table: pd.DataFrame, plan: dict[tuple, dict], alpha: float = 0.05
 
 def build(runs: dict[tuple[str, int, str], Run], keys: list[tuple[str, str, str, str, str]], B: int,
           margin: float, plan: dict[tuple, dict] | None = None, alpha: float = 0.05,
-          resamples: int = RESAMPLES, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(contrasts, paired) for every (a, b, basis, metric, eval set) in `keys`; writes nothing."""
+          resamples: int = RESAMPLES, seed: int = 0, warmups: dict[str, Warmup] | None = None
+          ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(contrasts, paired) for every (a, b, basis, metric, eval set) in `keys`; writes nothing. `warmups`: the
+    study's filter arms' warm-ups (mcgrpo.core.warmup.study), which informative reads the readings against."""
     rows, pieces = [], []
     for a, b, basis, metric, eval_set in keys:
         pairs, table = paired(runs, a, b, basis, metric, eval_set, B)
@@ -274,8 +299,10 @@ def build(runs: dict[tuple[str, int, str], Run], keys: list[tuple[str, str, str,
                      "eval_set": eval_set, "read": read(pairs) if len(pairs) else "",
                      "tokens_a": float(pairs["tokens_a"].mean()) if len(pairs) else np.nan,
                      "tokens_b": float(pairs["tokens_b"].mean()) if len(pairs) else np.nan,
-                     "warning": warning(pairs, basis, B),
-                     "uninformative": informative.reason(pairs), **summary(pairs, table, margin, resamples, seed)})
+                     "warning": "; ".join(w for w in (warning(pairs, basis, B),
+                                                      informative.before_choosing(pairs, warmups)) if w),
+                     "uninformative": informative.reason(pairs, warmups),
+                     **summary(pairs, table, margin, resamples, seed)})
     contrasts = apply_plan(pd.DataFrame(rows), plan or {}, alpha) if rows else pd.DataFrame(
         columns=CONTRAST_COLUMNS)
     paired_df = pd.concat(pieces, ignore_index=True) if pieces else pd.DataFrame(columns=PAIRED_COLUMNS)

@@ -5,12 +5,17 @@ differences. Some data cannot distinguish the arms whatever the test says, and a
 confirmed", "matches", "robust") would be read as evidence. The contrast is uninformative, checked in this order:
 - fewer than two seeds ran both arms: the paired t test needs two differences;
 - a reading is not defined (NaN: it would need a curve beyond its end, or the score itself is undefined);
+- warmup: an arm's built-in prompt filter had chosen no prompt that any seed's reading saw: in every seed, the latest
+  evaluation the reading weighs (the one read, or the later of the two an interpolated reading is between, whose
+  weight is above 0) came after no more iterations than the filter's warm-up takes (mcgrpo.core.warmup), so the
+  arm trained on the stream's own prompts as the stream does, and a difference is the predictor's overhead at most;
+  where only some seeds' readings came that early it is informative, the contrast's warning saying how many;
 - floor: every reading of both arms is 0 (the model solved no held-out problem, or, on a strict metric, boxed no
   right answer: a model that answers unboxed scores 0 there whatever it solves);
 - ceiling: every reading of both arms is 1 (it solved every one);
 - zero variance: every seed gave the same difference (to stats.TOLERANCE, 1e-9), so the paired t test has no noise
   to test against (its interval has zero width; stats gives it no p).
-Anything else is informative, however small its variance. Metrics are accuracies or pass@k, fractions in [0, 1].
+Anything else is informative, however small its variance (docs/robustness.md: a filter's warm-up). Metrics are accuracies or pass@k, fractions in [0, 1].
 The paper is silent on degenerate data; this rule is the workflow's (docs/robustness.md#uninformative-verdicts).
 """
 
@@ -21,6 +26,7 @@ import pandas as pd
 
 from mcgrpo.analysis import formats
 from mcgrpo.analysis.stats import spread
+from mcgrpo.core.warmup import Warmup
 
 FLOOR = "the model solved no held-out problem"
 FLOOR_STRICT = ("no held-out answer was both boxed and right (the strict verifier credits a boxed answer only; "
@@ -28,9 +34,10 @@ FLOOR_STRICT = ("no held-out answer was both boxed and right (the strict verifie
 CEILING = "the model solved every held-out problem, so neither arm can do better"
 
 
-def check(pairs: pd.DataFrame) -> tuple[str, str]:
+def check(pairs: pd.DataFrame, warmups: dict[str, Warmup] | None = None) -> tuple[str, str]:
     """(kind, why) where the contrast's paired readings (paired.parquet rows of one contrast) cannot tell its arms
-    apart, kind one of seeds, undefined, floor, ceiling, constant; ('', '') where they can."""
+    apart, kind one of seeds, undefined, warmup, floor, ceiling, constant; ('', '') where they can. `warmups`: the
+    study's filter arms' warm-ups (mcgrpo.core.warmup.study); without them no warm-up is checked."""
     n = len(pairs)
     if n < 2:
         return "seeds", f"only {n} seed{'' if n == 1 else 's'} ran both arms: the paired test needs at least two"
@@ -42,6 +49,8 @@ def check(pairs: pd.DataFrame) -> tuple[str, str]:
         return "undefined", (f"the reading of seed {seeds} is not defined ("
                              + ("it would need a curve beyond its end" if clamped else "its score is NaN")
                              + "): no statistic")
+    if why := never_chose(pairs, warmups):
+        return "warmup", why
     if (values == 0).all():
         strict = "metric" in pairs and len(pairs) and str(pairs["metric"].iloc[0]).endswith("_strict")
         return "floor", f"every reading of both arms scored 0: {FLOOR_STRICT if strict else FLOOR}"
@@ -54,9 +63,44 @@ def check(pairs: pd.DataFrame) -> tuple[str, str]:
     return "", ""
 
 
-def reason(pairs: pd.DataFrame) -> str:
+def reason(pairs: pd.DataFrame, warmups: dict[str, Warmup] | None = None) -> str:
     """Why the contrast's paired readings cannot tell its arms apart; '' where they can."""
-    return check(pairs)[1]
+    return check(pairs, warmups)[1]
+
+
+def _filtered(pairs: pd.DataFrame, warmups: dict[str, Warmup] | None) -> list[tuple[np.ndarray, Warmup]]:
+    """(per seed, the iterations done at the latest evaluation its reading weighs; the Warmup) of each arm of the
+    contrast with a built-in filter. Its arms come from the contrast's name (a-vs-b: an arm's name holds no '-');
+    readings written before paired.parquet recorded the iterations read (no iteration_a) are not checked."""
+    if not warmups or not len(pairs) or "contrast" not in pairs:
+        return []
+    arms = str(pairs["contrast"].iloc[0]).split("-vs-")
+    return [(pairs[f"iteration_{side}"].to_numpy(dtype=float), warmups[arm])
+            for side, arm in zip("ab", arms) if arm in warmups and f"iteration_{side}" in pairs]
+
+
+def never_chose(pairs: pd.DataFrame, warmups: dict[str, Warmup] | None) -> str:
+    """Why the contrast cannot show its filter's effect where, in every seed, its reading came before the filter
+    chose a prompt (the module's rule); '' elsewhere."""
+    for read, w in _filtered(pairs, warmups):
+        if not any(w.acted(i) for i in read):
+            return (f"arm {w.arm}'s filter never chose a prompt before the readings: its warm-up ({w.words()}) "
+                    f"lasted through every seed's reading (at most iteration {int(np.nanmax(read))}; its first "
+                    f"chosen prompts are trained in iteration {w.iterations + 1})")
+    return ""
+
+
+def before_choosing(pairs: pd.DataFrame, warmups: dict[str, Warmup] | None) -> str:
+    """A warning where some seeds' readings, not all, came before the filter chose a prompt: the contrast is read,
+    its mean diluted by seeds that read the stream under the filter's name. '' elsewhere."""
+    words = []
+    for read, w in _filtered(pairs, warmups):
+        early = np.array([np.isfinite(i) and not w.acted(i) for i in read], dtype=bool)
+        if early.any() and not early.all():
+            seeds = pairs["seed"].to_numpy()[early].tolist()
+            words.append(f"arm {w.arm}'s filter had chosen no prompt by the reading of {int(early.sum())} of "
+                         f"{len(early)} seeds ({formats.seeds_in_words(seeds)}: its warm-up is {w.words()})")
+    return "; ".join(words)
 
 
 def floor_at_start(evals: pd.DataFrame, arm: str, metric: str, eval_set: str) -> str:

@@ -18,6 +18,7 @@ from scipy import stats
 
 from mcgrpo.analysis import informative
 from mcgrpo.core.errors import DataError
+from mcgrpo.core.warmup import Warmup
 
 MAX_SEEDS = 10_000  # equivalence: past this, never
 EXCLUDE_MOST = 10**12  # excluding 0: counts are given as they are up to here (statsmodels' solver gave them so)
@@ -80,24 +81,27 @@ def seeds_for_equivalence(mean: float, sd: float, margin: float, alpha: float = 
 
 COLUMNS = ["contrast", "basis", "metric", "eval_set", "seeds", "mean", "sd", "seeds_to_exclude_0",
            "seeds_for_equivalence", "note"]
-BOUNDS = ("floor", "ceiling")  # no seed can move a reading off a bound
+BOUNDS = ("floor", "ceiling", "warmup")  # no seed can move a reading off a bound, nor past the filter's warm-up
 
 
-def no_plan(pairs: pd.DataFrame) -> str:
-    """Why the pilot's paired readings give no plan ('' where they do): no number of seeds helps at a bound."""
-    kind, why = informative.check(pairs)
+def no_plan(pairs: pd.DataFrame, warmups: dict[str, Warmup] | None = None) -> str:
+    """Why the pilot's paired readings give no plan ('' where they do): no number of seeds helps at a bound, nor
+    where the filter chose no prompt before the readings (every new seed is read as early)."""
+    kind, why = informative.check(pairs, warmups)
     if kind in BOUNDS:
         return f"no number of seeds helps: {why}"
     return f"no SD to plan from: {why}" if kind else ""
 
 
-def plan(paired: pd.DataFrame, margin: float, alpha: float = 0.05, power: float = 0.8) -> pd.DataFrame:
+def plan(paired: pd.DataFrame, margin: float, alpha: float = 0.05, power: float = 0.8,
+         warmups: dict[str, Warmup] | None = None) -> pd.DataFrame:
     """Per contrast, basis, metric and eval set: seeds now, observed mean and SD of the differences, the
-    seeds needed to exclude 0 and to establish equivalence, and why there is no plan (if there is none)."""
+    seeds needed to exclude 0 and to establish equivalence, and why there is no plan (if there is none); `warmups`:
+    the study's filter arms' warm-ups (mcgrpo.core.warmup.study)."""
     rows = []
     for (contrast, basis, metric, eval_set), d in paired.groupby(["contrast", "basis", "metric", "eval_set"],
                                                                  sort=False):
-        diff, note = d["diff"].to_numpy(dtype=float), no_plan(d)
+        diff, note = d["diff"].to_numpy(dtype=float), no_plan(d, warmups)
         mean, sd = float(diff.mean()), float(diff.std(ddof=1)) if len(diff) > 1 else np.nan
         rows.append({"contrast": contrast, "basis": basis, "metric": metric, "eval_set": eval_set,
                      "seeds": len(diff), "mean": mean, "sd": sd,

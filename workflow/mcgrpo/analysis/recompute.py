@@ -13,7 +13,7 @@ from mcgrpo.analysis import contrasts, drift, prereg, robustness, runs, summary
 from mcgrpo.analysis.plan import planned_keys
 from mcgrpo.analysis.steps import budget, flags
 from mcgrpo.core import config as study_config
-from mcgrpo.core import store
+from mcgrpo.core import store, warmup
 from mcgrpo.core.errors import ConfigError, DataError, McgrpoError
 from mcgrpo.core.study_runs import accepted_differences, index, index_path, records
 
@@ -158,7 +158,7 @@ def contrast(results: Path, a: str, b: str, basis: str, metric: str, eval_set: s
     loaded = runs.load(results, sorted(arms), _shared_seeds(results, arms), sorted({k[4] for k in chosen}),
                        clock=v["clock"], plan=arms_plan)
     table, paired = contrasts.build(loaded, chosen, B, v["margin"], plan, v["alpha"], v["resamples"],
-                                    v["bootstrap_seed"])
+                                    v["bootstrap_seed"], warmup.study(locked))
     mine = (paired[contrasts.KEY] == [contrasts.name(a, b), basis, metric, eval_set]).all(axis=1)
     table = table.iloc[:1].reset_index(drop=True)
     warnings = [summary.warning(table.iloc[0], accepted_differences(results, [a, b], seeds), stale,
@@ -166,6 +166,6 @@ def contrast(results: Path, a: str, b: str, basis: str, metric: str, eval_set: s
                 analysed_label(results, table.iloc[0]) if study is None and table.at[0, "id"] and not departed else ""]
     table["warning"] = ["; ".join(w for w in warnings if w)]
     checks = robustness.table(table, loaded, drift.drift_table(runs.evals_frame(loaded), v["drift_gap"]), B,
-                              v["clock"], v["alpha"], records(results, [a, b], seeds, arms_plan))
+                              v["clock"], v["alpha"], records(results, [a, b], seeds, arms_plan), warmup.study(locked))
     table["robustness"] = checks["robustness"].tolist() or [""]  # none: an exploratory contrast has no checks
     return table, paired[mine].reset_index(drop=True), read

@@ -46,6 +46,7 @@ from mcgrpo.analysis import contrasts as contrast_stats
 from mcgrpo.analysis import alike, formats, informative, summary
 from mcgrpo.analysis.runs import CLOCKS, Run, parse_metric
 from mcgrpo.core.errors import DataError
+from mcgrpo.core.warmup import Warmup
 
 OTHER_CLOCK = {"wall": "cpu", "cpu": "wall"}
 TIME_BASES = ("time", "time_c")
@@ -91,7 +92,7 @@ def strict_metric(metric: str) -> str | None:
     return "acc_strict" if k == 1 else f"pass@{k}_strict"
 
 
-def _reading(runs: dict, row, basis: str, metric: str, B) -> dict:
+def _reading(runs: dict, row, basis: str, metric: str, B, warmups: dict[str, Warmup] | None = None) -> dict:
     """mean, 95% paired-t interval and the planned test's p of the contrast of `row` read on `basis`/`metric`,
     and why its data cannot tell the arms apart ('' where they can); all NaN where a reading is not defined."""
     try:
@@ -100,7 +101,7 @@ def _reading(runs: dict, row, basis: str, metric: str, B) -> dict:
         return UNREAD
     out = contrast_stats.summary(pairs, None, row["margin"])
     p = out[contrast_stats.TEST_P[row["direction"]]] if row["direction"] in contrast_stats.TEST_P else out["p"]
-    return {"mean": out["mean"], "low": out["ci_low"], "high": out["ci_high"], "p": p, "why": informative.reason(pairs)}
+    return {"mean": out["mean"], "low": out["ci_low"], "high": out["ci_high"], "p": p, "why": informative.reason(pairs, warmups)}
 
 
 def _on_clock(runs: dict[tuple[str, int, str], Run], clock: str) -> dict | None:
@@ -127,9 +128,10 @@ def _holds(reading: dict, confirmed: bool, direction: str, margin: float, alpha:
 
 
 def row_checks(row, runs: dict, other: dict | None, drift: pd.DataFrame, B, clock: str, alpha: float,
-               records: dict | None = None) -> dict:
+               records: dict | None = None, warmups: dict[str, Warmup] | None = None) -> dict:
     """Every check of one planned contrast (a contrasts.parquet row), its label included; `records`: {(arm, seed):
-    run.json} of the study's runs, None where they were not read (the alike check is then not applied)."""
+    run.json} of the study's runs, None where they were not read (the alike check is then not applied); `warmups`:
+    table's."""
     confirmed, direction, margin = bool(row["confirmed"]), row["direction"], row["margin"]
     sign = float(np.sign(row["mean"])) if confirmed and np.isfinite(row["mean"]) else 0.0
     out = {c: row[c] for c in (*contrast_stats.KEY, "id", "a", "b", "direction", "margin",
@@ -138,7 +140,7 @@ def row_checks(row, runs: dict, other: dict | None, drift: pd.DataFrame, B, cloc
     crossed = {"mean": row["mean"], "low": row["crossed_low"], "high": row["crossed_high"], "p": np.nan, "why": ""}
     out["crossed_holds"] = _holds(crossed, confirmed, direction, margin, alpha, sign)
     strict = strict_metric(row["metric"])
-    s = _reading(runs, row, row["basis"], strict, B) if strict else UNREAD
+    s = _reading(runs, row, row["basis"], strict, B, warmups) if strict else UNREAD
     out.update(strict_metric=strict or "", strict_mean=s["mean"], strict_low=s["low"], strict_high=s["high"],
                strict_p=s["p"], strict_holds=_holds(s, confirmed, direction, margin, alpha, sign),
                strict_uninformative=s["why"])
@@ -146,7 +148,7 @@ def row_checks(row, runs: dict, other: dict | None, drift: pd.DataFrame, B, cloc
         _drift(drift, row["a"], row["eval_set"]), _drift(drift, row["b"], row["eval_set"]))
     out["drift_holds"] = None if strict is None else out["drifted_a"] == 0 and out["drifted_b"] == 0
     timed = row["basis"] in TIME_BASES and other is not None
-    c = _reading(other, row, row["basis"], row["metric"], B) if timed else UNREAD
+    c = _reading(other, row, row["basis"], row["metric"], B, warmups) if timed else UNREAD
     out.update(other_clock=OTHER_CLOCK[clock] if row["basis"] in TIME_BASES else "", clock_recorded=other is not None,
                clock_mean=c["mean"], clock_low=c["low"], clock_high=c["high"], clock_p=c["p"],
                clock_holds=_holds(c, confirmed, direction, margin, alpha, sign), clock_uninformative=c["why"])
@@ -203,14 +205,16 @@ def failures(checks: dict) -> list[str]:
 
 
 def table(contrasts: pd.DataFrame, runs: dict[tuple[str, int, str], Run], drift: pd.DataFrame, B,
-          clock: str = "wall", alpha: float = 0.05, records: dict[tuple[str, int], dict] | None = None
-          ) -> pd.DataFrame:
+          clock: str = "wall", alpha: float = 0.05, records: dict[tuple[str, int], dict] | None = None,
+          warmups: dict[str, Warmup] | None = None) -> pd.DataFrame:
     """One row of checks per planned contrast (not exploratory ones) of contrasts.parquet, in its order; `records`:
-    {(arm, seed): run.json} of the runs (mcgrpo.core.study_runs.records), which the alike check compares."""
+    {(arm, seed): run.json} of the runs (mcgrpo.core.study_runs.records), which the alike check compares; `warmups`:
+    the study's filter arms' warm-ups (mcgrpo.core.warmup.study), which a check's reading is held to as the
+    contrast's is (informative)."""
     planned = summary.planned(contrasts)
     planned = planned[planned["confirmed"].notna()]
     other = _on_clock(runs, OTHER_CLOCK[clock]) if planned["basis"].isin(TIME_BASES).any() else None
-    rows = [row_checks(r, runs, other, drift, B, clock, alpha, records) for _, r in planned.iterrows()]
+    rows = [row_checks(r, runs, other, drift, B, clock, alpha, records, warmups) for _, r in planned.iterrows()]
     out = pd.DataFrame(rows, columns=COLUMNS)
     for column in HOLDS:
         out[column] = pd.array(out[column].tolist(), dtype="boolean")

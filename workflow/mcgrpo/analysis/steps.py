@@ -15,7 +15,7 @@ import pandas as pd
 
 from mcgrpo.analysis import (alike, along, bases, breakdown, contrasts, curves, drift, efficiency, figures,
                              informative, power, prereg, robustness, runs, shown, summary, tables, verifiers)
-from mcgrpo.core import manifest, store, study_runs, trl_config
+from mcgrpo.core import manifest, store, study_runs, trl_config, warmup
 from mcgrpo.core import config as study_config
 from mcgrpo.core.errors import ConfigError, DataError, IntegrityError, MissingFile
 from mcgrpo.core.layout import study_dir
@@ -179,7 +179,8 @@ def contrasts_step(cfg: dict, results: Path) -> None:
     a, held = cfg["analysis"], computed_from(cfg, results)
     status = prereg.status(results, cfg)
     table, paired = contrasts.build(_runs(cfg, results), keys(cfg), budget(results), a["margin"],
-                                    prereg.labels(cfg, status), a["alpha"], a["resamples"], a["bootstrap_seed"])
+                                    prereg.labels(cfg, status), a["alpha"], a["resamples"], a["bootstrap_seed"],
+                                    warmup.study(cfg))
     _write(table, results, "contrasts", cfg, held)
     _write(paired, results, "paired", cfg, held)
     store.write_json(status, Path(results) / "analysis" / "prereg.json")
@@ -194,7 +195,7 @@ def robustness_step(cfg: dict, results: Path) -> None:
     metrics = {robustness.strict_metric(m) for m in table.loc[table["id"] != "", "metric"]} - {None}
     loaded = _runs(cfg, results, samples=not metrics <= runs.EVAL_METRICS)
     checks = robustness.table(table, loaded, read("drift", "drift"), budget(results), a["clock"], a["alpha"],
-                              _records(cfg, results))
+                              _records(cfg, results), warmup.study(cfg))
     _write(checks, results, "robustness", cfg, held)
 
 
@@ -393,7 +394,7 @@ def _tables(cfg: dict, results: Path, read: Callable[..., pd.DataFrame], said: d
     metric, eval_set = _headline(cfg)
     a = cfg["analysis"]
     planned = power.plan(paired[(paired["metric"] == metric) & (paired["eval_set"] == eval_set)], a["margin"],
-                         a["alpha"])
+                         a["alpha"], warmups=warmup.study(cfg))
     out["power"] = (planned, "Seeds planner: paired seeds for 80% power",
                     tables.accepted_note(accepted, power_note(a["margin"], a["alpha"])))
     return out

@@ -233,8 +233,8 @@ def amended(row) -> str:
 def warning(row, accepted: dict | None = None, stale: list[str] | None = None,
             flags: dict[tuple[str, str | None], str] | None = None) -> str:
     """Everything a reader of a contrast's verdict must see beside it, in every place that shows the verdict: its
-    plan entry `amended` after the lock, its arms read far apart in tokens (the contrasts.parquet row's `warning`;
-    none in a table from before it), its `runs_warning`, then its arms' `flags` (flag_cell); '' where none."""
+    plan entry `amended` after the lock, its arms read far apart in tokens or some seeds read before a filter arm
+    chose a prompt (the contrasts.parquet row's `warning`; none in a table from before it), its `runs_warning`, then its arms' `flags` (flag_cell); '' where none."""
     apart = row.get("warning", "")
     return "; ".join(w for w in (amended(row), apart if isinstance(apart, str) else "",
                                  runs_warning(row["a"], row["b"], accepted, stale),

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from mcgrpo.cli.common import BASES, _config, _folder, _format, _resamples, _seed, _share, _study_source
-from mcgrpo.core import store
+from mcgrpo.core import store, warmup
 from mcgrpo.core.errors import DataError, McgrpoError
 
 RESULTS = "the study's results folder (results/<study>)"
@@ -187,8 +187,9 @@ def seeds_power(args) -> None:
     from mcgrpo.analysis import power, recompute, steps
     from mcgrpo.analysis.tables import to_markdown
     results = Path(args.results)
-    if args.config:
-        paired = steps.analysis_reader(_config(args), results)("paired", "paired")
+    study = _config(args) if args.config else None
+    if study is not None:
+        paired = steps.analysis_reader(study, results)("paired", "paired")
     else:
         path = results / "analysis" / "paired.parquet"
         paired = store.read_contract(path, "paired")
@@ -200,7 +201,7 @@ def seeds_power(args) -> None:
     read = recompute.reading(locked, {"margin": args.margin, "alpha": args.alpha})
     read = {key: read[key] for key in ("margin", "alpha")}  # the study's own test, as its power table plans with
     margin, alpha = read["margin"][0], read["alpha"][0]
-    table = power.plan(paired, margin, alpha, args.power)
+    table = power.plan(paired, margin, alpha, args.power, warmup.study(study or locked))
     print(to_markdown(table))
     print(steps.power_note(margin, alpha).replace("80%", f"{100 * args.power:g}%"))
     print("planned with: " + ", ".join(f"{key} {value} ({where})" for key, (value, where) in read.items()))

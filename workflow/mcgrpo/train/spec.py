@@ -7,7 +7,7 @@ from __future__ import annotations
 from mcgrpo.core import plugins
 from mcgrpo.core.config import config_hash, run_config
 from mcgrpo.core.errors import ConfigError
-from mcgrpo.core import trl_config
+from mcgrpo.core import trl_config, warmup
 from mcgrpo.train.credit import problems as credit_problems
 
 
@@ -34,6 +34,7 @@ def problems(cfg: dict) -> list[str]:
                              f"cannot be drawn from a pool of {pool} (task.pool.size); allowed: at most {pool}")
             else:
                 found += _selects_nothing(f"arms.{arm}.selection.{name}", name, rule, recipe["prompts_per_iteration"])
+                found += _never_chooses(cfg, arm)
     credits = {f"arms.{arm}.credit": spec.get("credit", {}) for arm, spec in cfg["arms"].items()}
     credits["budget.calibration_credit"] = cfg["budget"]["calibration_credit"]
     tests = cfg.get("gradient_tests") or {}
@@ -51,7 +52,7 @@ def problems(cfg: dict) -> list[str]:
     return found
 
 
-FILTERS = ("critic_filter", "history_filter", "level_filter", "random_choice")  # Filter: candidates, keep, target
+FILTERS = warmup.FILTERS  # Filter: candidates, keep, target
 
 
 def _selects_nothing(key: str, name: str, rule: dict, per_iteration: int) -> list[str]:
@@ -68,6 +69,25 @@ def _selects_nothing(key: str, name: str, rule: dict, per_iteration: int) -> lis
         return [f"config key {key}.keep: 0 keeps no candidate for its prediction and draws all "
                 f"{per_iteration} at random, as random_choice does; allowed: 1 to {per_iteration}, or random_choice"]
     return []
+
+
+def _never_chooses(cfg: dict, arm: str) -> list[str]:
+    """In an equal-iteration study every run is read after B = budget.iterations iterations (before: the count bases
+    at the smaller count), so a filter whose warm-up lasts B iterations or more never trains on a prompt it chose
+    before any reading: the arm is the prompt stream under its name, and its contrasts would read the stream (or the
+    predictor's overhead, at equal time) as the filter's effect. A token budget's iterations are known only after
+    training: there the analysis says so (mcgrpo.analysis.informative)."""
+    iterations, spec = cfg["budget"].get("iterations"), warmup.of(cfg, arm)
+    if iterations is None or spec is None or spec.acted(iterations):
+        return []
+    most = (iterations - 1) * spec.per_iteration
+    return [f"config key {spec.key}: {spec.prompts} prompts of warm-up take the stream's first {spec.iterations} "
+            f"iteration{'' if spec.iterations == 1 else 's'} of {spec.per_iteration} prompts "
+            f"(recipe.prompts_per_iteration) as they come, and every run is read after {iterations} iteration"
+            f"{'' if iterations == 1 else 's'} (budget.iterations): the filter would never train on a prompt it chose "
+            f"before the readings, and every contrast with arm {arm} would read the prompt stream as its effect; "
+            f"allowed: at most {most} (so that at least the last of the {iterations} iterations trains on prompts it "
+            f"chose), or budget.iterations above {spec.iterations}"]
 
 
 def verifier_problems(cfg: dict) -> list[str]:
