@@ -206,6 +206,7 @@ def test_the_programme_markdown_shows_p_as_the_studys_tables_do(tmp_path):
     assert pd.read_parquet(tmp_path / "v.parquet")["p"].tolist() == ["0.0471234567", programme.UNTESTED]  # raw kept
 
 
+@pytest.mark.slow  # a small study trained end to end by two Snakemakes: about 100 s on 2 cores
 def test_two_snakemake_processes_on_one_store_train_each_run_once(tmp_path):
     """Two working folders, one run store (an absolute results_dir): the second Snakemake starts while the first
     trains; each run is claimed once, the second waits for the runs the first holds instead of training them."""
