@@ -26,6 +26,7 @@ import pandas as pd
 
 from mcgrpo.analysis import formats
 from mcgrpo.analysis.stats import spread
+from mcgrpo.core.errors import DataError
 from mcgrpo.core.warmup import Warmup
 
 FLOOR = "the model solved no held-out problem"
@@ -68,15 +69,37 @@ def reason(pairs: pd.DataFrame, warmups: dict[str, Warmup] | None = None) -> str
     return check(pairs, warmups)[1]
 
 
+def unrecorded(pairs: pd.DataFrame, warmups: dict[str, Warmup] | None) -> str:
+    """Why the warm-up of a filter arm of `pairs`' contrasts cannot be checked: their readings record no iterations
+    (paired.parquet written before it recorded iteration_a and iteration_b), so whether the filter had chosen a
+    prompt by the reading cannot be told; '' where every such arm's column is there (or no arm has a filter)."""
+    if not warmups or not len(pairs) or "contrast" not in pairs:
+        return ""
+    unread = {}
+    for contrast in pairs["contrast"].astype(str).unique():
+        for side, arm in zip("ab", contrast.split("-vs-")):
+            if arm in warmups and f"iteration_{side}" not in pairs:
+                unread.setdefault(f"iteration_{side}", []).append(f"{contrast} (arm {arm}: {warmups[arm].words()})")
+    if not unread:
+        return ""
+    return (f"records no {' or '.join(sorted(unread))} (written before paired readings recorded the iterations they "
+            f"weigh), so whether a filter had chosen a prompt by the reading cannot be told for "
+            f"{'; '.join(c for cs in unread.values() for c in dict.fromkeys(cs))}")
+
+
 def _filtered(pairs: pd.DataFrame, warmups: dict[str, Warmup] | None) -> list[tuple[np.ndarray, Warmup]]:
     """(per seed, the iterations done at the latest evaluation its reading weighs; the Warmup) of each arm of the
-    contrast with a built-in filter. Its arms come from the contrast's name (a-vs-b: an arm's name holds no '-');
-    readings written before paired.parquet recorded the iterations read (no iteration_a) are not checked."""
+    contrast with a built-in filter. Its arms come from the contrast's name (a-vs-b: an arm's name holds no '-').
+    Readings written before paired.parquet recorded the iterations read (no iteration_a) are refused (unrecorded):
+    read unchecked, a filter that never chose would pass for a verdict or a plan of seeds."""
+    if why := unrecorded(pairs, warmups):
+        raise DataError(f"analysis/paired.parquet {why}; allowed: the file the study's contrasts step writes now "
+                        f"(snakemake --configfile STUDY --forcerun results/<study>/analysis/paired.parquet)")
     if not warmups or not len(pairs) or "contrast" not in pairs:
         return []
     arms = str(pairs["contrast"].iloc[0]).split("-vs-")
     return [(pairs[f"iteration_{side}"].to_numpy(dtype=float), warmups[arm])
-            for side, arm in zip("ab", arms) if arm in warmups and f"iteration_{side}" in pairs]
+            for side, arm in zip("ab", arms) if arm in warmups]
 
 
 def never_chose(pairs: pd.DataFrame, warmups: dict[str, Warmup] | None) -> str:
