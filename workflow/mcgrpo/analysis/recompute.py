@@ -1,7 +1,9 @@
 """One contrast recomputed from a results folder alone (`mcgrpo contrast`): the arms and seeds from the study's
-index (runs/store.parquet, which link_study writes from the plan: never a glob of runs/), B from calibration/, the
-margin and labels from the lock, no study config needed; a planned contrast's robustness checks and its warning as
-the study's tables give them, so that its verdict is never shown without them."""
+index (runs/store.parquet, which link_study writes from the plan: never a glob of runs/; seeds other than the
+lock's are said beside the verdict), B from calibration/, the margin and labels from the lock, the filter arms'
+warm-ups from the lock or, where it holds no recipe, from the runs' own config, no study config needed (given one,
+its seeds, labels and analysis block, as the workflow reads them); a planned contrast's robustness checks and its
+warning as the study's tables give them, so that its verdict is never shown without them."""
 
 from __future__ import annotations
 
@@ -31,6 +33,25 @@ def _shared_seeds(results: Path, arms: set[str]) -> list[int]:
     if not shared:
         raise DataError(f"arms {', '.join(sorted(arms))} share no seed in {index_path(results)}")
     return shared
+
+
+def _seeds(results: Path, arms: set[str], study: dict | None) -> list[int]:
+    """The seeds a contrast of `arms` is read on: the study's, as the workflow's contrasts step reads them (each must
+    be in the index: study_runs.folders names one that is not), else those the index lists for every arm."""
+    shared = _shared_seeds(results, arms)
+    return sorted(study["seeds"]) if study is not None else shared
+
+
+def unlocked_seeds(locked: dict | None, seeds: list[int]) -> str:
+    """Where the verb reads the lock's plan (no study config) on seeds of the study's index other than the lock's:
+    its config changed the seeds since the lock, which the workflow reads as a change of every planned contrast
+    (exploratory without a dated amendment). A warning saying so; '' where they are the lock's."""
+    if not locked or sorted(locked["seeds"]) == sorted(seeds):
+        return ""
+    return (f"read on seeds {', '.join(map(str, seeds))} (those runs/store.parquet lists), "
+            f"but the lock fixes seeds {', '.join(map(str, sorted(locked['seeds'])))}: the study's config changed its "
+            f"seeds since the lock, which the workflow reads as exploratory without a dated amendment; give --config "
+            f"STUDY.yaml to label it as the workflow does")
 
 
 def _family(wanted: tuple, plan: dict[tuple, dict], planned: list[tuple]) -> list[tuple]:
@@ -99,6 +120,26 @@ def _plan(results: Path, study: dict | None) -> tuple[dict | None, dict[tuple, d
     return study, prereg.labels(study, status), "the study's", status["stale_runs"]
 
 
+def warmups(results: Path, cfg: dict | None, arms: set[str]) -> dict[str, warmup.Warmup]:
+    """The warm-ups of the filter arms among `arms` that a contrast read from `results` is held to, as the workflow
+    holds it with the study's config: `cfg`'s (the study's, or the lock's) where it holds the recipe; else (a lock
+    from before locks covered the recipe, or none) each arm's as its runs record they trained it (run.json's config:
+    the arm's config and recipe). Read from the lock alone, an old lock gave none, and a filter that never chose a
+    prompt before the readings read as a verdict or a plan of seeds."""
+    if cfg and "recipe" in cfg:
+        return {arm: w for arm, w in warmup.study(cfg).items() if arm in arms}
+    rows, out = index(results), {}
+    for arm in sorted(arms):
+        seeds = sorted(seed for a, seed in rows if a == arm)
+        for run in (records(results, [arm], seeds) if seeds else {}).values():
+            trained = run.get("config") if isinstance(run, dict) else None
+            if isinstance(trained, dict) and isinstance(trained.get("arm_config"), dict) and \
+                    (w := warmup.of({"arms": {arm: trained["arm_config"]}, "recipe": trained.get("recipe") or {}}, arm)):
+                out[arm] = w
+                break
+    return out
+
+
 NOT_PLANNED = {"reported": "exploratory", "note": "no longer in the study's plan"}  # an id prereg.json does not label
 
 
@@ -128,17 +169,19 @@ def analysed_label(results: Path, row) -> str:
 
 def contrast(results: Path, a: str, b: str, basis: str, metric: str, eval_set: str | None = None,
              study: dict | None = None, **given) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
-    """One contrast from a results folder alone: arms and seeds from runs/, B from calibration/, the labels from
+    """One contrast from a results folder alone: arms and seeds from runs/ (`study`'s seeds where given: _seeds), B
+    from calibration/, the filter arms' warm-ups (warmups), the labels from
     `study` against the lock (else from prereg.lock.json's plan), and what it is read with (`reading`: margin, alpha,
     clock, resamples, bootstrap_seed) from `given`, else the study's or the lock's, as the workflow's contrasts step
     reads the study's. A primary contrast is Holm-adjusted with the rest of its family, which is recomputed with
     it. The table's `warning` is the study tables' (arms read far apart in tokens, runs stored with recipe
     differences accepted, and, given `study`, runs trained under another config and its arms' steps.flags; without
-    it, a label the study's last analysis gives otherwise: analysed_label), its `robustness` the robustness step's
+    it, a label the study's last analysis gives otherwise, analysed_label, and seeds other than the lock's,
+    unlocked_seeds), its `robustness` the robustness step's
     label ('' for an exploratory contrast, and for a planned one read with a value given other than planned:
     departures, demoted). Returns (table, paired, reading)."""
     results = Path(results)
-    seeds = _shared_seeds(results, {a, b})
+    seeds = _seeds(results, {a, b}, study)
     first = runs.folders(results, [a], seeds[:1])[a, seeds[0]]
     sets = sorted(runs.read_evals(first / "evals.parquet")["eval_set"].unique())
     if eval_set is None and len(sets) != 1:
@@ -154,18 +197,20 @@ def contrast(results: Path, a: str, b: str, basis: str, metric: str, eval_set: s
     wanted = (a, b, basis, metric, eval_set)
     chosen = [wanted, *_family(wanted, plan, planned_keys(locked) if locked else [])]
     arms = {arm for k in chosen for arm in k[:2]}
-    arms_plan, B = locked["arms"] if locked else None, budget(results)
-    loaded = runs.load(results, sorted(arms), _shared_seeds(results, arms), sorted({k[4] for k in chosen}),
+    arms_plan, B, held = locked["arms"] if locked else None, budget(results), warmups(results, locked, arms)
+    loaded = runs.load(results, sorted(arms), _seeds(results, arms, study), sorted({k[4] for k in chosen}),
                        clock=v["clock"], plan=arms_plan)
     table, paired = contrasts.build(loaded, chosen, B, v["margin"], plan, v["alpha"], v["resamples"],
-                                    v["bootstrap_seed"], warmup.study(locked))
+                                    v["bootstrap_seed"], held)
     mine = (paired[contrasts.KEY] == [contrasts.name(a, b), basis, metric, eval_set]).all(axis=1)
     table = table.iloc[:1].reset_index(drop=True)
     warnings = [summary.warning(table.iloc[0], accepted_differences(results, [a, b], seeds), stale,
                                 flags(study, results) if study else {}),
-                analysed_label(results, table.iloc[0]) if study is None and table.at[0, "id"] and not departed else ""]
+                *((analysed_label(results, table.iloc[0]),
+                   unlocked_seeds(locked, seeds) if table.at[0, "label"] != "exploratory" else "")
+                  if study is None and table.at[0, "id"] and not departed else ())]
     table["warning"] = ["; ".join(w for w in warnings if w)]
     checks = robustness.table(table, loaded, drift.drift_table(runs.evals_frame(loaded), v["drift_gap"]), B,
-                              v["clock"], v["alpha"], records(results, [a, b], seeds, arms_plan), warmup.study(locked))
+                              v["clock"], v["alpha"], records(results, [a, b], seeds, arms_plan), held)
     table["robustness"] = checks["robustness"].tolist() or [""]  # none: an exploratory contrast has no checks
     return table, paired[mine].reset_index(drop=True), read

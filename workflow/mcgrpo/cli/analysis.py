@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from mcgrpo.cli.common import BASES, _config, _folder, _format, _resamples, _seed, _share, _study_source
-from mcgrpo.core import store, warmup
+from mcgrpo.core import store
 from mcgrpo.core.errors import DataError, McgrpoError
 
 RESULTS = "the study's results folder (results/<study>)"
@@ -179,44 +179,71 @@ def seeds_power(args) -> None:
 
     80% power (--power) to exclude 0, and to show equivalence within the margin, from the study's
     analysis/paired.parquet, held to the study's config where --config gives it (a file left from an earlier
-    config or another study is refused); without it, the output names the config the file was written for.
+    config or another study is refused) and planned with its analysis.margin and alpha, as its power table is;
+    without it, the output names the config the file was written for, and the lock's margin and alpha plan it. A
+    file written before paired readings recorded their iterations is refused where an arm has a prompt filter (its
+    warm-up cannot be checked), and a --metric or --basis the file does not hold is refused, naming those it does.
 
     Example:
       python -m mcgrpo power --results results/default --metric acc_default --config config/config.yaml
     """
-    from mcgrpo.analysis import power, recompute, steps
+    from mcgrpo.analysis import informative, power, recompute, steps
     from mcgrpo.analysis.tables import to_markdown
     results = Path(args.results)
+    path = results / "analysis" / "paired.parquet"
     study = _config(args) if args.config else None
     if study is not None:
         paired = steps.analysis_reader(study, results)("paired", "paired")
     else:
-        path = results / "analysis" / "paired.parquet"
         paired = store.read_contract(path, "paired")
         written = store.parquet_metadata(path).get("config_hash", "")
         print(f"{path}: written for config {written[:12] or '(none recorded)'}, not checked against a study "
               f"(give --config STUDY.yaml to hold it to the study's config)")
-    paired = paired[(paired["metric"] == args.metric) & (paired["basis"].isin(args.basis or paired["basis"]))]
-    locked = recompute._locked_plan(results)[0]
-    read = recompute.reading(locked, {"margin": args.margin, "alpha": args.alpha})
+    paired = _chosen(paired, args.metric, args.basis, path)
+    cfg = study or recompute._locked_plan(results)[0]
+    arms = {arm for contrast in paired["contrast"].unique() for arm in str(contrast).split("-vs-")}
+    warmups = recompute.warmups(results, cfg, arms)
+    if why := informative.unrecorded(paired, warmups):
+        raise DataError(f"{path}: {why}; allowed: the file this study's analysis writes now (snakemake "
+                        f"--configfile STUDY --forcerun {path})")
+    read = recompute.reading(cfg, {"margin": args.margin, "alpha": args.alpha},
+                             "the study's" if study is not None else "the lock's")
     read = {key: read[key] for key in ("margin", "alpha")}  # the study's own test, as its power table plans with
     margin, alpha = read["margin"][0], read["alpha"][0]
-    table = power.plan(paired, margin, alpha, args.power, warmup.study(study or locked))
+    table = power.plan(paired, margin, alpha, args.power, warmups)
     print(to_markdown(table))
     print(steps.power_note(margin, alpha).replace("80%", f"{100 * args.power:g}%"))
     print("planned with: " + ", ".join(f"{key} {value} ({where})" for key, (value, where) in read.items()))
+
+
+def _chosen(paired, metric: str, bases: list[str] | None, path: Path):
+    """The rows of `paired` of `metric` and `bases` (default: every basis), refused where the file holds none of the
+    metric or of a basis asked for: an empty table would read as nothing to plan."""
+    held = sorted(paired["metric"].astype(str).unique())
+    if metric not in held:
+        raise DataError(f"--metric {metric}: {path} holds no readings of it; allowed: {', '.join(held) or 'none'}")
+    mine = paired[paired["metric"] == metric]
+    there = sorted(mine["basis"].astype(str).unique())
+    missing = [basis for basis in bases or [] if basis not in there]
+    if missing:
+        raise DataError(f"--basis {', '.join(missing)}: {path} holds no {metric} readings on it; allowed: "
+                        f"{', '.join(there)}")
+    return mine[mine["basis"].isin(bases or there)]
 
 
 def _power_arguments(v: argparse.ArgumentParser) -> None:
     v.add_argument("--results", required=True, type=_folder,
                    help="the study's (or pilot's) results folder (results/<study>)")
     v.add_argument("--config", metavar="STUDY.yaml",
-                   help="the study's config: paired.parquet must have been written for it (default: unchecked, "
-                        "the config it was written for printed)")
+                   help="the study's config: paired.parquet must have been written for it, and its analysis "
+                        "margin and alpha plan the seeds (default: unchecked, the config it was written for printed, "
+                        "the lock's margin and alpha)")
     v.add_argument("--metric", default="acc_default", type=_format("metric"), help="the metric (default acc_default)")
     v.add_argument("--basis", action="append", choices=BASES, help="only this basis (repeatable; default: every basis)")
-    v.add_argument("--margin", type=_share, help="equivalence margin (default: the lock's, else 0.02)")
-    v.add_argument("--alpha", type=_share, help="test level (default: the lock's analysis.alpha, else 0.05)")
+    v.add_argument("--margin", type=_share, help="equivalence margin (default: the study's with --config, else "
+                                                   "the lock's, else 0.02)")
+    v.add_argument("--alpha", type=_share, help="test level (default: the study's analysis.alpha with --config, "
+                                                 "else the lock's, else 0.05)")
     v.add_argument("--power", type=_share, default=0.8, help="power wanted (default 0.8)")
 
 
