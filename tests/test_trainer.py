@@ -2,6 +2,7 @@
 
 import importlib.util
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -207,24 +208,66 @@ SERVE = "import sys, time\nfor line in sys.stdin:\n    end = time.process_time()
         "    while time.process_time() < end: pass\n    print('done', flush=True)\n"
 
 
-@pytest.mark.parametrize("how", ["ended", "helper", "multiprocessing", "multiprocessing, ended"])
+# A worker that starts a child of its own, which works `seconds` of CPU, says so and its pid, and stays
+SPAWN = "import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', sys.argv[1]])\nsys.stdin.read()\n"
+GRANDCHILD = BUSY + "import os, time\nprint('done', os.getpid(), flush=True)\ntime.sleep(120)\n"
+
+
+def _serve() -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", SERVE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            bufsize=1)
+
+
+def _ask(worker: subprocess.Popen, seconds: float) -> None:
+    worker.stdin.write(f"{seconds}\n")
+    assert worker.stdout.readline() == "done\n"
+
+
+@pytest.mark.parametrize("how", ["ended", "helper", "multiprocessing", "multiprocessing, ended", "unnamed",
+                                 "unnamed, started before training", "a worker's child"])
 def test_the_cpu_clock_counts_a_stages_work_in_another_process(how):
     """A stage's work done in a child process is its CPU time too (the math-verify worker checks every reward a
     Monte-Carlo arm's continuations earn): a child that ended and was waited for, a running worker named as a helper,
-    and one started through multiprocessing. Before, the CPU clock read this process alone and saw none of it."""
+    one started through multiprocessing, and a running one nobody named (a plugin's worker, started in the stage or
+    before training, or a worker's own child), found as the stage ends. Before, the CPU clock read this process
+    alone and saw none of it; then, the unnamed ones it did not see until they were waited for."""
     from mcgrpo.core import clock
     stage = clock.StageClock()
-    if how == "ended":
+    if how == "unnamed":
+        with stage.stage("credit"):
+            worker = _serve()
+            _ask(worker, 0.3)
+        worker.kill()
+        worker.wait()
+    elif how == "unnamed, started before training":
+        worker = _serve()
+        _ask(worker, 0.3)  # before training: its start and this work are no stage's
+        clock.discover()
+        with stage.stage("credit"):
+            _ask(worker, 0.3)
+        worker.kill()
+        worker.wait()
+        cpu = stage.lap()["cpu_credit"]
+        assert 0.25 <= cpu < 0.5, cpu  # the stage's work, not what the worker did before training
+        return
+    elif how == "a worker's child":
+        with stage.stage("credit"):
+            worker = subprocess.Popen([sys.executable, "-c", SPAWN, GRANDCHILD.format(seconds=0.3)],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+            said, pid = worker.stdout.readline().split()
+            assert said == "done"
+        os.kill(int(pid), signal.SIGKILL)
+        worker.kill()
+        worker.wait()
+    elif how == "ended":
         with stage.stage("credit"):
             subprocess.run([sys.executable, "-c", BUSY.format(seconds=0.3)], check=True)
     elif how == "helper":
-        worker = subprocess.Popen([sys.executable, "-c", SERVE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  text=True, bufsize=1)
+        worker = _serve()
         clock.helper(worker.pid)
         try:
             with stage.stage("credit"):
-                worker.stdin.write("0.3\n")
-                assert worker.stdout.readline() == "done\n"
+                _ask(worker, 0.3)
         finally:
             worker.kill()
             worker.wait()

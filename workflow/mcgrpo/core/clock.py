@@ -10,8 +10,10 @@ does not see GPU kernels.
 A stage's work done in another process is its work too: `time.process_time` alone would miss a reward checked by
 the math-verify worker (a Monte-Carlo arm checks every continuation there) or a plugin's subprocess, and the CPU
 clock would call that arm cheap. So the CPU clock adds the CPU time of this process's children: those that ended
-and were waited for (`os.times`), and those still running that it started through multiprocessing or named as
-helpers (`helper`, read from /proc/<pid>/stat on Linux). On a GPU the trainer hands in torch.cuda.synchronize,
+and were waited for (`os.times`), and those still running (read from /proc/<pid>/stat on Linux) that it started
+through multiprocessing, named as helpers (`helper`), or that `discover` found: every live process below this one
+that neither names, looked for at the end of each stage (a plugin's worker started with subprocess.Popen, a worker's
+own child), so that none is left off the clock because nobody named it. On a GPU the trainer hands in torch.cuda.synchronize,
 so each stage ends with one and asynchronous kernels are charged to the stage that launched them (this
 module stays free of torch: the analysis reads STAGES).
 """
@@ -27,6 +29,7 @@ from typing import Callable, Iterator
 STAGES = ("select", "generate", "credit", "update", "sync")
 
 _HELPERS: set[int] = set()  # live processes this one started for its work, outside multiprocessing
+_FOUND: set[int] = set()  # live processes below this one that `discover` found, outside multiprocessing and _HELPERS
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -46,12 +49,50 @@ def _live_cpu(pid: int) -> float:
     return sum(int(v) for v in fields[11:15]) / _TICK  # utime, stime, cutime, cstime
 
 
+def descendants() -> set[int]:
+    """The live processes below this one (its children, theirs, ...), from the parent of each in /proc; none where
+    there is no /proc."""
+    below: dict[int, list[int]] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return set()
+    for name in filter(str.isdigit, names):
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                parent = int(f.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):  # ended meanwhile
+            continue
+        below.setdefault(parent, []).append(int(name))
+    found, todo = set(), [os.getpid()]
+    while todo:
+        new = [pid for pid in below.get(todo.pop(), ()) if pid not in found]
+        found.update(new)
+        todo += new
+    return found
+
+
+def discover() -> float:
+    """Count from now on every live process below this one that the clock does not count yet (`cpu_seconds`), and
+    return the CPU seconds they had used so far, which no reading counted. StageClock calls it as each stage ends
+    (outside both of the stage's readings, so that looking costs no stage anything) and adds them to that stage:
+    a process found then started within it, or, where it started between two stages (an evaluation), before it,
+    which charges it the conservative way. Training starts by calling it once: what started before (a plugin's
+    worker, evaluation 0's) is counted from then on, its start no training time."""
+    global _FOUND
+    live = descendants()
+    counted = {p.pid for p in multiprocessing.active_children()} | _HELPERS
+    new = live - counted - _FOUND
+    _FOUND = (_FOUND & live) - counted | new
+    return sum(_live_cpu(pid) for pid in new)
+
+
 def cpu_seconds() -> float:
     """CPU seconds of this process (every thread) and of the children it started: ended ones it waited for, and
-    running ones started through multiprocessing or named by `helper`."""
+    running ones started through multiprocessing, named by `helper` or found by `discover`."""
     # active_children joins the children that ended: read before os.times, so that one ended since the last
     # reading is counted there (after, it was in neither, and its seconds were lost to the stage)
-    pids = {p.pid for p in multiprocessing.active_children()} | _HELPERS
+    pids = {p.pid for p in multiprocessing.active_children()} | _HELPERS | _FOUND
     ended = os.times()
     return (time.process_time() + ended.children_user + ended.children_system
             + sum(_live_cpu(pid) for pid in pids if pid))
@@ -75,6 +116,7 @@ class StageClock:
                 self.synchronize()
             self.seconds[name] += time.perf_counter() - start
             self.cpu_seconds[name] += cpu_seconds() - cpu
+            self.cpu_seconds[name] += discover()
 
     def lap(self) -> dict[str, float]:
         """Wall seconds (t_<stage>) and process CPU seconds (cpu_<stage>) per stage since the last lap; reset."""

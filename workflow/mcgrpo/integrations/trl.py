@@ -45,7 +45,7 @@ from transformers import TrainerCallback
 
 from mcgrpo.core import plugins
 from mcgrpo.core.budget import unit as budget_unit
-from mcgrpo.core.clock import STAGES, StageClock, cpu_seconds
+from mcgrpo.core.clock import STAGES, StageClock, cpu_seconds, discover
 from mcgrpo.core.errors import ConfigError, Interrupted, McgrpoError
 from mcgrpo.core.ledger import Ledger, counting
 from mcgrpo.core.trl_config import NOT_SETTINGS, SAMPLING, TRL_VERSION, edited, grpo_arguments, identity
@@ -235,6 +235,7 @@ class Protocol(TrainerCallback):
         if self.eval_sets:
             self.evaluator = study_evaluator(self.run, model, self.tokenizer, self.eval_sets)
         self.evaluate(model)
+        discover()  # a process started before training (a reward's worker) is counted from here on, not its start
 
     def on_step_begin(self, args, state, control, **kwargs):
         self._still_the_recipe(f"before step {state.global_step + 1}")
@@ -263,7 +264,7 @@ class Protocol(TrainerCallback):
         """The step's stages: generate and credit as timed, update the rest of the step."""
         self._still_the_recipe(f"in step {state.global_step}")
         self._generated_its_batch(args.per_device_train_batch_size, f"in step {state.global_step}")
-        wall, cpu = time.perf_counter() - self._step_start[0], cpu_seconds() - self._step_start[1]
+        wall, cpu = time.perf_counter() - self._step_start[0], cpu_seconds() - self._step_start[1] + discover()
         stages = self.clock.lap()
         stages["t_update"] = max(0.0, wall - sum(stages[f"t_{s}"] for s in STAGES if s != "update"))
         stages["cpu_update"] = max(0.0, cpu - sum(stages[f"cpu_{s}"] for s in STAGES if s != "update"))

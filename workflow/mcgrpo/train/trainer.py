@@ -26,7 +26,7 @@ from mcgrpo.core import plugins, progress
 from mcgrpo.core.store import COLUMNS
 from mcgrpo.core.budget import unit as budget_unit
 from mcgrpo.core.ledger import Ledger
-from mcgrpo.core.clock import STAGES, StageClock
+from mcgrpo.core.clock import STAGES, StageClock, discover
 from mcgrpo.train.credit import CreditContext
 from mcgrpo.core.seeds import stable_seed
 from mcgrpo.core.errors import ConfigError, Interrupted
@@ -244,6 +244,7 @@ class Trainer:
                 self.evaluate()
             if (backend := rule_backend(self.rule)) is not None:
                 backend.ready()  # its worker's start is no training time, whether or not evaluation 0 started it
+            discover()  # nor is any other process's started before training: counted from here on
             while (stop is None or self.spent < stop) and (max_iterations is None
                                                             or self.next_iteration < max_iterations):
                 before = self.spent
