@@ -99,10 +99,10 @@ def test_a_paired_file_from_before_it_recorded_iterations_is_refused_where_an_ar
         assert (f"{path}: records no iteration_a (written before paired readings recorded the iterations they "
                 f"weigh), so whether a filter had chosen a prompt by the reading cannot be told for arm-vs-outcome "
                 f"(arm arm: selection.critic_filter.warmup_prompts 32, 16 iterations of 2 prompts); allowed: the file "
-                f"this study's analysis writes now (snakemake --configfile STUDY --forcerun {path})") in err
+                f"the study's contrasts step writes now (snakemake --configfile STUDY --forcerun {path})") in err
     # any reader of such readings with the study's warm-ups (the tables' seeds planner) refuses them too
     pairs = read_parquet(path)
-    with pytest.raises(DataError, match="analysis/paired.parquet records no iteration_a"):
+    with pytest.raises(DataError, match="analysis/paired.parquet: records no iteration_a"):
         informative.check(pairs[pairs["basis"] == "tokens"], {"arm": Warmup("arm", "critic_filter", 32, 2)})
     assert informative.check(pairs[pairs["basis"] == "tokens"], {})[0] == ""  # no filter: nothing to read there
 

@@ -87,14 +87,20 @@ def unrecorded(pairs: pd.DataFrame, warmups: dict[str, Warmup] | None) -> str:
             f"{'; '.join(c for cs in unread.values() for c in dict.fromkeys(cs))}")
 
 
+def require_recorded(pairs: pd.DataFrame, warmups: dict[str, Warmup] | None,
+                     path: str = "results/<study>/analysis/paired.parquet") -> None:
+    """Refuse readings written before paired.parquet recorded the iterations read (unrecorded), naming `path`:
+    read unchecked, a filter that never chose would pass for a verdict or a plan of seeds."""
+    if why := unrecorded(pairs, warmups):
+        raise DataError(f"{path}: {why}; allowed: the file the study's contrasts step writes now "
+                        f"(snakemake --configfile STUDY --forcerun {path})")
+
+
 def _filtered(pairs: pd.DataFrame, warmups: dict[str, Warmup] | None) -> list[tuple[np.ndarray, Warmup]]:
     """(per seed, the iterations done at the latest evaluation its reading weighs; the Warmup) of each arm of the
     contrast with a built-in filter. Its arms come from the contrast's name (a-vs-b: an arm's name holds no '-').
-    Readings written before paired.parquet recorded the iterations read (no iteration_a) are refused (unrecorded):
-    read unchecked, a filter that never chose would pass for a verdict or a plan of seeds."""
-    if why := unrecorded(pairs, warmups):
-        raise DataError(f"analysis/paired.parquet {why}; allowed: the file the study's contrasts step writes now "
-                        f"(snakemake --configfile STUDY --forcerun results/<study>/analysis/paired.parquet)")
+    Readings that record no iterations are refused (require_recorded)."""
+    require_recorded(pairs, warmups)
     if not warmups or not len(pairs) or "contrast" not in pairs:
         return []
     arms = str(pairs["contrast"].iloc[0]).split("-vs-")

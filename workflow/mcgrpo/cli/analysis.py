@@ -203,9 +203,7 @@ def seeds_power(args) -> None:
     cfg = study or recompute._locked_plan(results)[0]
     arms = {arm for contrast in paired["contrast"].unique() for arm in str(contrast).split("-vs-")}
     warmups = recompute.warmups(results, cfg, arms)
-    if why := informative.unrecorded(paired, warmups):
-        raise DataError(f"{path}: {why}; allowed: the file this study's analysis writes now (snakemake "
-                        f"--configfile STUDY --forcerun {path})")
+    informative.require_recorded(paired, warmups, str(path))
     read = recompute.reading(cfg, {"margin": args.margin, "alpha": args.alpha},
                              "the study's" if study is not None else "the lock's")
     read = {key: read[key] for key in ("margin", "alpha")}  # the study's own test, as its power table plans with
