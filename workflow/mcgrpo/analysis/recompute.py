@@ -38,7 +38,7 @@ def _shared_seeds(results: Path, arms: set[str]) -> list[int]:
 def _seeds(results: Path, arms: set[str], study: dict | None) -> list[int]:
     """The seeds a contrast of `arms` is read on: the study's, as the workflow's contrasts step reads them (each must
     be in the index: study_runs.folders names one that is not), else those the index lists for every arm."""
-    shared = _shared_seeds(results, arms)
+    shared = _shared_seeds(results, arms)  # read with the study's seeds too: it names an arm the index lacks
     return sorted(study["seeds"]) if study is not None else shared
 
 
