@@ -133,6 +133,13 @@ def test_the_warm_up_is_read_from_the_runs_where_the_lock_holds_no_recipe(tmp_pa
     assert f"verdict: uninformative: {NEVER_CHOSE}" in out
     status, out, _ = power(root, capsys)
     assert status == 0 and "no number of seeds helps: " + NEVER_CHOSE in out
+    # paired.parquet without its runs: where no lock names the recipe the warm-up cannot be read, said so by name
+    (root / "runs" / "store.parquet").unlink()
+    status, out, err = power(root, capsys)
+    assert status == 2 and "arm-vs-outcome" not in out
+    said = "no lock" if lock == "none" else "the lock holds no recipe"
+    assert (f"{root / 'runs' / 'store.parquet'}: not found, and {said} says which arms filter their prompts, so no filter's warm-up can be checked; allowed: --config "
+            f"STUDY.yaml") in err
 
 
 def test_seeds_the_lock_does_not_fix_are_said_and_the_studys_config_reads_its_own(tmp_path, capsys):

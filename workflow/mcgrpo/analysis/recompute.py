@@ -16,7 +16,7 @@ from mcgrpo.analysis.plan import planned_keys
 from mcgrpo.analysis.steps import budget, flags
 from mcgrpo.core import config as study_config
 from mcgrpo.core import store, warmup
-from mcgrpo.core.errors import ConfigError, DataError, McgrpoError
+from mcgrpo.core.errors import ConfigError, DataError, McgrpoError, MissingFile
 from mcgrpo.core.study_runs import accepted_differences, index, index_path, records
 
 
@@ -128,6 +128,10 @@ def warmups(results: Path, cfg: dict | None, arms: set[str]) -> dict[str, warmup
     prompt before the readings read as a verdict or a plan of seeds."""
     if cfg and "recipe" in cfg:
         return {arm: w for arm, w in warmup.study(cfg).items() if arm in arms}
+    if not index_path(results).exists():
+        raise MissingFile(f"{index_path(results)}: not found, and {'the lock holds no recipe' if cfg else 'no lock'} "
+                          f"says which arms filter their prompts, so no filter's warm-up can be checked; allowed: "
+                          f"--config STUDY.yaml, or the results folder with the runs the workflow indexed there")
     rows, out = index(results), {}
     for arm in sorted(arms):
         seeds = sorted(seed for a, seed in rows if a == arm)
