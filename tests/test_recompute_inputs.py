@@ -138,8 +138,8 @@ def test_the_warm_up_is_read_from_the_runs_where_the_lock_holds_no_recipe(tmp_pa
     status, out, err = power(root, capsys)
     assert status == 2 and "arm-vs-outcome" not in out
     said = "no lock" if lock == "none" else "the lock holds no recipe"
-    assert (f"{root / 'runs' / 'store.parquet'}: not found, and {said} says which arms filter their prompts, so no filter's warm-up can be checked; allowed: --config "
-            f"STUDY.yaml") in err
+    assert (f"{root / 'runs' / 'store.parquet'}: not found, and {said} says which arms filter their prompts, so no filter's warm-up can be checked; allowed: the "
+            f"results folder as the workflow wrote it, its runs' index included") in err
 
 
 def test_seeds_the_lock_does_not_fix_are_said_and_the_studys_config_reads_its_own(tmp_path, capsys):

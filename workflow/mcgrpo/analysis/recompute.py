@@ -131,7 +131,8 @@ def warmups(results: Path, cfg: dict | None, arms: set[str]) -> dict[str, warmup
     if not index_path(results).exists():
         raise MissingFile(f"{index_path(results)}: not found, and {'the lock holds no recipe' if cfg else 'no lock'} "
                           f"says which arms filter their prompts, so no filter's warm-up can be checked; allowed: "
-                          f"--config STUDY.yaml, or the results folder with the runs the workflow indexed there")
+                          f"the results folder as the workflow wrote it, its runs' index included (rerun the "
+                          f"workflow)")
     rows, out = index(results), {}
     for arm in sorted(arms):
         seeds = sorted(seed for a, seed in rows if a == arm)
