@@ -303,6 +303,64 @@ def test_the_cpu_clock_counts_a_stages_work_in_another_process(how):
     assert 0.25 <= cpu < 2.0, cpu
 
 
+# In a fresh interpreter (adopt makes it the subreaper of what it starts, for good): one stage in which a shell starts
+# a Python in the background and ends at once, orphaning it; the orphan works 0.3 s of CPU, says so, then stays
+# ("running") or ends ("ended"). Prints the stage's CPU seconds and whether the orphan was reaped after it ended.
+ORPHANED = """
+import os, signal, subprocess, sys, time
+from mcgrpo.core import clock
+assert clock.adopt()
+stage = clock.StageClock()
+with stage.stage("credit"):
+    shell = subprocess.Popen(["sh", "-c", '"$0" -c "$1" &', sys.executable, sys.argv[2]], stdout=subprocess.PIPE,
+                             text=True)
+    assert shell.wait() == 0
+    said, pid = shell.stdout.readline().split()
+    if sys.argv[1] == "ended":
+        shell.stdout.read()  # the orphan's end closes the pipe
+pid = int(pid)
+cpu = stage.lap()["cpu_credit"]
+if sys.argv[1] == "running":
+    os.kill(pid, signal.SIGKILL)
+def state():
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return "reaped"  # ended within the stage, and reaped as it ended
+while state() not in ("Z", "reaped"):
+    time.sleep(0.05)
+clock.discover()  # the next look reaps it
+print(cpu, os.path.exists(f"/proc/{pid}"))
+"""
+
+
+@pytest.mark.parametrize("how", ["running", "ended"])
+def test_the_cpu_clock_counts_a_worker_orphaned_below_the_trainer(how):
+    """A plugin's server started with `sh -c 'server &'`: the shell ends at once and Linux hands the server to init,
+    no longer below the trainer, so its work was off the CPU clock (the arm read cheap there). The train job adopts
+    such orphans (clock.adopt: the subreaper of what it starts); the clock finds one as the stage ends, running or
+    ended unseen, and reaps it once it has ended, so that none stays a zombie to the job's end."""
+    code = BUSY.format(seconds=0.3) + "import os, time\nprint('done', os.getpid(), flush=True)\n"
+    if how == "running":
+        code += "time.sleep(120)\n"
+    done = subprocess.run([sys.executable, "-c", ORPHANED, how, code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "workflow")})
+    assert done.returncode == 0, done.stderr[-2000:]
+    cpu, left = done.stdout.split()
+    assert 0.25 <= float(cpu) < 2.0, cpu
+    assert left == "False"  # reaped: no zombie left
+
+
+def test_the_clock_leaves_a_plugins_own_ended_child_to_its_popen():
+    """The clock reaps only the ended children nothing here waits for: a plugin's Popen whose child ended before the
+    plugin waited for it still reads its exit status (reaped by the clock, Popen would read 0)."""
+    from mcgrpo.core import clock
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(3)"])
+    _ended_unjoined(child.pid)
+    clock.discover()
+    assert child.wait(timeout=60) == 3
+
+
 def _ended_unjoined(pid: int) -> None:
     """Wait until child `pid` has exited and is not yet waited for (a zombie)."""
     deadline = time.monotonic() + 60

@@ -12,7 +12,7 @@ import sys
 from mcgrpo.cli.common import (_as_planned, _config, _files, _format, _json, _positive, _run, _seed, _stage,
                                _study_source, _threads, _tracking, _training_run, _typed)
 from mcgrpo.cli.integrations import _train_run
-from mcgrpo.core import config as study_config, store
+from mcgrpo.core import clock, config as study_config, store
 
 
 def _named_when_stopped(verb):
@@ -156,6 +156,7 @@ def train(args) -> None:
     """
     from mcgrpo.train import job
     stops = job.Stops.catch()  # before the plugins are checked (imported): a preemption then still exits 75
+    clock.adopt()  # before any plugin starts a worker: one orphaned below the job stays on its CPU clock
     job.logged(args.failed_log, lambda: _train_run(*_training_run(args), _tracking(args), stops))
 
 

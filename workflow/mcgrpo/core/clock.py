@@ -20,8 +20,10 @@ module stays free of torch: the analysis reads STAGES).
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
+import subprocess
 import time
 from contextlib import contextmanager
 from typing import Callable, Iterator
@@ -30,6 +32,7 @@ STAGES = ("select", "generate", "credit", "update", "sync")
 
 _HELPERS: set[int] = set()  # live processes this one started for its work, outside multiprocessing
 _FOUND: set[int] = set()  # live processes below this one that `discover` found, outside multiprocessing and _HELPERS
+_PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -49,21 +52,40 @@ def _live_cpu(pid: int) -> float:
     return sum(int(v) for v in fields[11:15]) / _TICK  # utime, stime, cutime, cstime
 
 
-def descendants() -> set[int]:
-    """The live processes below this one (its children, theirs, ...), from the parent of each in /proc; none where
-    there is no /proc."""
-    below: dict[int, list[int]] = {}
+def adopt() -> bool:
+    """Make this process the subreaper of the processes below it (Linux's PR_SET_CHILD_SUBREAPER): one whose parent
+    ends without waiting for it (a server started with `sh -c 'server &'`, a daemon's double fork) is handed to this
+    process instead of init, so that `discover` still finds it below and the CPU clock counts its work, and `discover`
+    reaps it once it ends. The train job calls it first. False where the system has no such switch."""
+    try:
+        import ctypes
+        return ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _processes() -> dict[int, tuple[int, str]]:
+    """{pid: (parent pid, state)} of every process in /proc; none where there is no /proc."""
+    out: dict[int, tuple[int, str]] = {}
     try:
         names = os.listdir("/proc")
     except OSError:
-        return set()
+        return out
     for name in filter(str.isdigit, names):
         try:
             with open(f"/proc/{name}/stat", "rb") as f:
-                parent = int(f.read().rsplit(b")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):  # ended meanwhile
+                state, parent = f.read().rsplit(b")", 1)[1].split()[:2]
+            out[int(name)] = (int(parent), state.decode())
+        except (OSError, ValueError):  # ended meanwhile
             continue
-        below.setdefault(parent, []).append(int(name))
+    return out
+
+
+def descendants(processes: dict[int, tuple[int, str]] | None = None) -> set[int]:
+    """The processes below this one (its children, theirs, ...), from the parent of each in /proc."""
+    below: dict[int, list[int]] = {}
+    for pid, (parent, _) in (_processes() if processes is None else processes).items():
+        below.setdefault(parent, []).append(pid)
     found, todo = set(), [os.getpid()]
     while todo:
         new = [pid for pid in below.get(todo.pop(), ()) if pid not in found]
@@ -72,19 +94,40 @@ def descendants() -> set[int]:
     return found
 
 
+def _unclaimed(processes: dict[int, tuple[int, str]], known: set[int]) -> set[int]:
+    """This process's ended children (zombies) that nothing here will wait for: none of `known` (multiprocessing's
+    and the named helpers), nor of a subprocess.Popen still waiting for its child. What remains was adopted
+    (`adopt`) and would stay a zombie to the job's end, read again at every look."""
+    me = os.getpid()
+    ended = {pid for pid, (parent, state) in processes.items() if parent == me and state == "Z"} - known
+    if ended:  # a scan of the heap, only where a child ended unwaited (about 0.1 s with torch loaded)
+        ended -= {o.pid for o in gc.get_objects() if issubclass(type(o), subprocess.Popen) and o.returncode is None}
+    return ended
+
+
 def discover() -> float:
     """Count from now on every live process below this one that the clock does not count yet (`cpu_seconds`), and
     return the CPU seconds they had used so far, which no reading counted. StageClock calls it as each stage ends
     (outside both of the stage's readings, so that looking costs no stage anything) and adds them to that stage:
     a process found then started within it, or, where it started between two stages (an evaluation), before it,
     which charges it the conservative way. Training starts by calling it once: what started before (a plugin's
-    worker, evaluation 0's) is counted from then on, its start no training time."""
+    worker, evaluation 0's) is counted from then on, its start no training time. An adopted process that ended is
+    reaped here: its CPU seconds move from /proc to this process's waited children (os.times) between two readings,
+    and one that ended unseen is charged to the stage, as a new one is."""
     global _FOUND
-    live = descendants()
+    processes = _processes()
+    live = descendants(processes)
     counted = {p.pid for p in multiprocessing.active_children()} | _HELPERS
     new = live - counted - _FOUND
-    _FOUND = (_FOUND & live) - counted | new
-    return sum(_live_cpu(pid) for pid in new)
+    charged = sum(_live_cpu(pid) for pid in new)
+    for pid in _unclaimed(processes, counted):
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:  # waited for meanwhile
+            pass
+        live.discard(pid)
+    _FOUND = (_FOUND & live) - counted | (new & live)
+    return charged
 
 
 def cpu_seconds() -> float:
