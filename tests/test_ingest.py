@@ -739,6 +739,107 @@ def _checkpoints(tmp_path: Path, model, tokenizer, state: dict | None = None, **
     return folder
 
 
+def test_a_run_of_another_model_is_refused_by_its_checkpoints_config_or_stored_marked(tmp_path, tiny, world):
+    """Checkpoints of a tiny Llama of another size (2 layers of 48, as a TRL run of another model leaves them)
+    ingested into a study of the 1-layer, 32-wide one: before, evaluated and stored as the study's arm without a
+    word (its prompts are the study's, its recipe too). Now each config.json field that differs from the study's
+    initial model's is a difference by key `model`; accepted, the run is evaluated and stored with them listed."""
+    from mcgrpo.train.models.tiny import build_model
+    model, tokenizer = tiny
+    other = build_model(tokenizer, hidden_size=48, num_layers=2, num_heads=2, intermediate_size=64,
+                        max_positions=96, seed=0)
+    folder = _checkpoints(tmp_path, other, tokenizer)
+    lines = ["head_dim 24 (config.json of every checkpoint); the study's initial model's 16",
+             "hidden_size 48 (config.json of every checkpoint); the study's initial model's 32",
+             "num_hidden_layers 2 (config.json of every checkpoint); the study's initial model's 1"]
+    with pytest.raises(DataError, match=re.escape(f"trl-out: its run is not the study's: {'; '.join(lines)}; "
+                                                  f"allowed: a run of the study's initial model and tokenizer")):
+        ingest.ingest(ingest.read(folder), _run(folder), 600, model, tokenizer, *world)
+    log, block = ingest.ingest(ingest.read(folder), _run(folder), 600, model, tokenizer, *world, accept=True)
+    assert block["differences"] == lines and block["differing_keys"] == ["model"]
+    assert sorted({row["eval_index"] for row in log.evals}) == [0, 1, 2, 3, 4]
+
+
+def _permuted(tokenizer_json: dict) -> dict:
+    """tokenizer.json with its characters' ids reversed: as long a prompt, every token another id."""
+    vocab = tokenizer_json["model"]["vocab"]
+    characters = [token for token in vocab if len(token) == 1]
+    vocab.update(zip(characters, [vocab[c] for c in characters][::-1]))
+    return tokenizer_json
+
+
+def _doctor(folder: Path, steps, name: str, edit) -> None:
+    """checkpoint-<step>/<name> of each step edited (`edit` of its JSON, or of its text), or removed (None)."""
+    for step in steps:
+        path = folder / f"checkpoint-{step}" / name
+        if edit is None:
+            path.unlink()
+        elif name.endswith(".json"):
+            path.write_text(json.dumps(edit(json.loads(path.read_text()))))
+        else:
+            path.write_text(edit(path.read_text()))
+
+
+@pytest.mark.parametrize("steps, name, edit, key, said", [
+    ((4, 5), "config.json", lambda c: {**c, "rms_norm_eps": 1e-3}, "model",
+     r"rms_norm_eps 0.001 \(config.json of checkpoint\(s\) 4, 5\); the study's initial model's 1e-06"),
+    ((2, 4, 5), "config.json", lambda c: {**c, "model_type": "mistral", "architectures": ["MistralForCausalLM"]},
+     "model", r"architectures \['MistralForCausalLM'\] \(config.json of every checkpoint\); the study's initial "
+              r"model's \['LlamaForCausalLM'\]; .*model_type 'mistral' \(config.json of every checkpoint\); the "
+              r"study's initial model's 'llama'"),
+    ((2, 4, 5), "tokenizer.json", _permuted, "tokenizer",
+     r"vocabulary of 103 tokens, 96 not at the study's ids, e.g. '\\n' at 7, the study's 102 \(the tokenizer saved "
+     r"in every checkpoint\); the study's tokenizer's 103 tokens"),
+    ((2,), "chat_template.jinja", lambda t: t.replace("<|{{ message['role'] }}|>", "<|system|>"), "tokenizer",
+     r"""chat_template "...sages %}<\|system\|>\{\{ message\['content'\] ..." at character 46 \(the tokenizer saved in """
+     r"""checkpoint\(s\) 2\); the study's tokenizer's "...sages %}<\|\{\{ message\['role'\] \}\}\|>\{\{ mess...\""""),
+    ((2, 4, 5), "tokenizer_config.json", lambda c: {**c, "eos_token": "<|assistant|>"}, "tokenizer",
+     r"eos_token '<\|assistant\|>' \(the tokenizer saved in every checkpoint\); the study's tokenizer's '<\|end\|>'"),
+])
+def test_a_checkpoint_of_another_architecture_or_tokenizer_is_a_difference_by_key(tmp_path, tiny, world, steps, name,
+                                                                                  edit, key, said):
+    """What a checkpoint holds besides its weights, as TRL saves it (config.json; the processing class's files):
+    another architecture field, family, vocabulary, chat template or special token. Before, each was evaluated as
+    the study's model with the study's tokenizer, unmarked (the permuted vocabulary and the template give prompts
+    of the study's lengths, so the prompt check saw nothing)."""
+    folder = _checkpoints(tmp_path, *tiny)
+    _doctor(folder, steps, name, edit)
+    with pytest.raises(DataError, match=r"trl-out: its run is not the study's: " + said + r".*allowed: a run of the "
+                                        r"study's initial model and tokenizer, recipe and prompts"):
+        ingest.ingest(ingest.read(folder), _run(folder), 600, *tiny, *world)
+    from mcgrpo.integrations import saved_model
+    found, unsaid = saved_model.saved_model_differences(ingest.read(folder).checkpoints, *tiny)
+    assert {k for k, _ in found} == {key} and unsaid == []
+
+
+def test_bookkeeping_in_config_json_is_not_a_difference(tmp_path, tiny):
+    """Where and how a checkpoint was saved or run (another transformers, bf16, no cache under gradient
+    checkpointing, the path it was loaded from) is not another model."""
+    from mcgrpo.integrations import saved_model
+    folder = _checkpoints(tmp_path, *tiny)
+    _doctor(folder, (2, 4, 5), "config.json", lambda c: {**c, "transformers_version": "4.57.0", "dtype": "bfloat16",
+                                                          "use_cache": False, "_name_or_path": "elsewhere"})
+    assert saved_model.saved_model_differences(ingest.read(folder).checkpoints, *tiny) == ([], [])
+
+
+def test_a_checkpoint_without_config_is_refused_and_one_without_a_tokenizer_is_said(tmp_path, tiny, world):
+    """No config.json: no model to evaluate, refused by name before any is loaded (before, transformers' own
+    `Unrecognized model` once the evaluation reached it). No tokenizer saved (a folder copied without it): not a
+    difference; run.json says that the run's tokenizer is then the user's word."""
+    folder = _checkpoints(tmp_path, *tiny)
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        _doctor(folder, (2,), name, None)
+    _, block = ingest.ingest(ingest.read(folder), _run(folder), 600, *tiny, *world)
+    assert block["differences"] == [] and ("tokenizer: checkpoint(s) 2 saved none (TRL saves its processing class "
+                                           "into every checkpoint: a folder copied without it), so that they trained "
+                                           "with the study's tokenizer and chat template is the user's word, checked "
+                                           "only through the prompt tokens") in block["unrecovered"]
+    _doctor(folder, (4,), "config.json", None)
+    with pytest.raises(DataError, match=r"checkpoint-4/config.json: file not found; allowed: every checkpoint as TRL "
+                                        r"saves it, with its config.json"):
+        ingest.ingest(ingest.read(folder), _run(folder), 600, *tiny, *world)
+
+
 def test_the_verb_stores_the_run_where_train_would_and_prints_what_it_could_not_recover(tmp_path, tiny, capsys,
                                                                                          monkeypatch):
     """B is the config's (600 tokens): no budget.parquet is needed. The data and the model are, and where one is
