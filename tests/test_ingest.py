@@ -1050,6 +1050,79 @@ def test_a_real_trl_run_resumed_from_its_checkpoint_is_counted_as_the_run_it_con
     assert ingest.place(resumed, 600, "tokens", 4, 1.0) == ingest.place(whole, 600, "tokens", 4, 1.0)
 
 
+def trl_trained(out: Path, model, tokenizer, run: dict, questions, steps: int = 5) -> Path:
+    """A real TRL run (GRPOTrainer under the recipe of `run`, a checkpoint every step) of `model` with `tokenizer`
+    on the study's prompts: its output folder."""
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from mcgrpo.core.trl_config import grpo_arguments
+    prompts = Dataset.from_list([{"prompt": [{"role": "user", "content": run["task"]["prompt"].replace(
+        "{question}", q)}]} for q in questions])
+    args = GRPOConfig(**{**grpo_arguments(run, str(out), steps, False), "save_strategy": "steps", "save_steps": 1})
+    GRPOTrainer(model=model, reward_funcs=[lambda completions, **_: [len(c[-1]["content"]) % 3 * 1.0
+                                                                      for c in completions]],
+                args=args, train_dataset=prompts, processing_class=tokenizer).train()
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case, key, said", [
+    ("another size", "model", [r"head_dim 24 \(config.json of every checkpoint\); the study's initial model's 16",
+                               r"hidden_size 48 \(config.json of every checkpoint\); the study's initial model's 32",
+                               r"num_hidden_layers 2 \(config.json of every checkpoint\); the study's initial model's "
+                               r"1"]),
+    ("another template", "tokenizer", [r"""chat_template "...sages %}<\|system\|>\{\{ message\['content'\] ..." at """
+                                       r"character 46 \(the tokenizer saved in every checkpoint\); the study's "
+                                       r"tokenizer's"]),
+    ("another vocabulary", "tokenizer", [r"vocabulary of 103 tokens, 96 not at the study's ids, e.g. '\\n' at 7, "
+                                         r"the study's 102 \(the tokenizer saved in every checkpoint\)"]),
+])
+def test_a_real_trl_run_of_another_model_or_tokenizer_is_refused_by_key_or_stored_marked(tmp_path, world, case, key,
+                                                                                        said):
+    """TRL runs of another tiny Llama (2 layers of 48), of the study's with another chat template (the role
+    markers' place, so its prompts have the study's lengths), and of the study's whose saved tokenizer.json has
+    its characters at other ids: before, each was evaluated and stored as a run of the study's model, unmarked."""
+    pytest.importorskip("trl")
+    from mcgrpo.train.models.tiny import build_model, build_tokenizer
+    tokenizer, sized = build_tokenizer(), dict(hidden_size=32, num_layers=1)
+    if case == "another size":
+        sized = dict(hidden_size=48, num_layers=2)
+    if case == "another template":
+        tokenizer.chat_template = tokenizer.chat_template.replace("<|{{ message['role'] }}|>", "<|system|>")
+    trained = build_model(tokenizer, **sized, num_heads=2, intermediate_size=64, max_positions=96, seed=0)
+    folder = trl_trained(tmp_path / "trl-out", trained, tokenizer, _run(tmp_path, "trl"), world[0]["question"])
+    if case == "another vocabulary":
+        _doctor(folder, ingest.read(folder).checkpoints, "tokenizer.json", _permuted)
+    study = build_tokenizer()
+    model = build_model(study, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, max_positions=96,
+                        seed=0)
+    with pytest.raises(DataError, match=r"trl-out: its run is not the study's: " + "; ".join(said)):
+        ingest.ingest(ingest.read(folder), _run(folder), 600, model, study, *world)
+    _, block = ingest.ingest(ingest.read(folder), _run(folder), 600, model, study, *world, accept=True)
+    assert block["differing_keys"] == [key] and len(block["differences"]) == len(said)
+
+
+@pytest.mark.slow
+def test_a_real_trl_run_that_gave_its_model_a_pad_token_is_the_studys_model(tmp_path, world):
+    """GRPOTrainer gives a tokenizer without a pad token its eos token, and mirrors it onto the model's config
+    (pad_token_id): both are saved into every checkpoint, and neither is another model or tokenizer."""
+    pytest.importorskip("trl")
+    from mcgrpo.integrations import saved_model
+    from mcgrpo.train.models.tiny import build_model, build_tokenizer
+
+    def unpadded():
+        tokenizer = build_tokenizer()
+        tokenizer.pad_token = None
+        model = build_model(tokenizer, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64,
+                            max_positions=96, seed=0)
+        return model, tokenizer
+    folder = trl_trained(tmp_path / "trl-out", *unpadded(), _run(tmp_path, "trl"), world[0]["question"], steps=2)
+    config = json.loads((folder / "checkpoint-2" / "config.json").read_text())
+    assert config["pad_token_id"] == config["eos_token_id"]  # what TRL did
+    assert saved_model.saved_model_differences(ingest.read(folder).checkpoints, *unpadded()) == ([], [])
+
+
 @pytest.mark.slow
 def test_the_plain_trl_example_keeps_to_the_studys_recipe(tmp_path, tiny):
     """examples/trl-ingest/plain_trl.py, a plain GRPOTrainer run of a user's kind: its folder, read as ingest reads it
