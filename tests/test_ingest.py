@@ -596,7 +596,8 @@ def test_a_folder_of_another_recipe_is_refused_by_key_or_stored_marked_with_the_
     if edit.get("unread"):  # a file that does not unpickle here: a GRPOConfig where trl is not installed
         (folder / "checkpoint-5" / "training_args.bin").write_bytes(b"not a pickle")
     run = _run(folder)
-    with pytest.raises(DataError, match=said + r".*allowed: a run of the study's recipe and prompts, or accept_differences: true"):
+    with pytest.raises(DataError, match=said + r".*allowed: a run of the study's initial model and tokenizer, recipe "
+                                        r"and prompts, or accept_differences: true"):
         ingest.ingest(ingest.read(folder), run, 600, *tiny, *world)
     log, block = ingest.ingest(ingest.read(folder), run, 600, *tiny, *world, accept=True)
     assert block["accepted_differences"] and re.search(said, "; ".join(block["differences"]))
@@ -613,7 +614,7 @@ def test_a_run_resumed_under_another_grpo_config_is_refused_by_the_earlier_check
     for step in (2, 4):
         recipe_arguments(folder / f"checkpoint-{step}" / "training_args.bin", _run(folder), temperature=0.5)
     with pytest.raises(DataError, match=r"temperature 0.5 \(training_args.bin of checkpoint\(s\) 2, 4\); the recipe's "
-                                        r"1.0; allowed: a run of the study's recipe"):
+                                        r"1.0; allowed: a run of the study's initial model and tokenizer, recipe"):
         ingest.ingest(ingest.read(folder), _run(folder), 600, *tiny, *world)
     (folder / "checkpoint-2" / "training_args.bin").unlink()
     log = ingest.read(folder)
@@ -699,7 +700,8 @@ def test_a_run_of_other_prompts_template_or_tokenizer_is_refused_by_its_prompt_t
     (11.875 every step, within 7..12, above the 10 longest prompts' 11.4) is another prompt set. Before, each was stored as a run of the study's prompts."""
     folder = _checkpoints(tmp_path, *tiny, _state(prompt_tokens=round(8 * per_completion)))
     with pytest.raises(DataError, match=r"trl-out: its run is not the study's: " + said + r".*allowed: a run of the "
-                                        r"study's recipe and prompts, or accept_differences: true"):
+                                        r"study's initial model and tokenizer, recipe and prompts, or "
+                                        r"accept_differences: true"):
         ingest.ingest(ingest.read(folder), _run(folder), 600, *tiny, *world)
     log, block = ingest.ingest(ingest.read(folder), _run(folder), 600, *tiny, *world, accept=True)
     assert block["differing_keys"] == ["prompts"] and re.search(said, block["differences"][0])
@@ -791,8 +793,9 @@ def _doctor(folder: Path, steps, name: str, edit) -> None:
      r"vocabulary of 103 tokens, 96 not at the study's ids, e.g. '\\n' at 7, the study's 102 \(the tokenizer saved "
      r"in every checkpoint\); the study's tokenizer's 103 tokens"),
     ((2,), "chat_template.jinja", lambda t: t.replace("<|{{ message['role'] }}|>", "<|system|>"), "tokenizer",
-     r"""chat_template "...sages %}<\|system\|>\{\{ message\['content'\] ..." at character 46 \(the tokenizer saved in """
-     r"""checkpoint\(s\) 2\); the study's tokenizer's "...sages %}<\|\{\{ message\['role'\] \}\}\|>\{\{ mess...\""""),
+     r"""chat_template "...sages %}<\|system\|>\{\{ message\['content'\] ..." at character 46 """
+     r"""\(the tokenizer saved in checkpoint\(s\) 2\); the study's tokenizer's "...sages %}<\|\{\{ message\['role'\] """
+     r"""\}\}\|>\{\{ mess...\""""),
     ((2, 4, 5), "tokenizer_config.json", lambda c: {**c, "eos_token": "<|assistant|>"}, "tokenizer",
      r"eos_token '<\|assistant\|>' \(the tokenizer saved in every checkpoint\); the study's tokenizer's '<\|end\|>'"),
 ])

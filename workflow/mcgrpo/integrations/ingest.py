@@ -20,7 +20,8 @@ mcgrpo's protocol would have counted (docs/trl.md, "Runs already made"):
 
 Its identity is its own (mcgrpo.core.trl_config.ingested_identity: what its folder says it did), and it serves only
 an arm declared ingested (`trainer: {ingested: {trl_output: ...}}`); a folder whose GRPOConfig differs from the
-study's recipe is refused by key, or stored with its differences listed where the arm accepts them.
+study's recipe, or whose checkpoints hold another model or tokenizer than the study's (mcgrpo.integrations.saved_model),
+is refused by key, or stored with its differences listed where the arm accepts them.
 The checkpoints are then evaluated with mcgrpo's Evaluator (the study's sets, samples, common random numbers and
 every verifier) and the run written by the train job's writer. What the logs cannot give is listed in run.json
 (`ingested.unrecovered`): tokens a reward function generated without TRL logging them, the time of each stage, the
