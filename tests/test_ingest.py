@@ -798,6 +798,9 @@ def _doctor(folder: Path, steps, name: str, edit) -> None:
      r"""\}\}\|>\{\{ mess...\""""),
     ((2, 4, 5), "tokenizer_config.json", lambda c: {**c, "eos_token": "<|assistant|>"}, "tokenizer",
      r"eos_token '<\|assistant\|>' \(the tokenizer saved in every checkpoint\); the study's tokenizer's '<\|end\|>'"),
+    ((5,), "tokenizer.json", lambda t: {**t, "model": {"type": "another"}}, "tokenizer",
+     r"tokenizer files not read \(Exception: data did not match any variant .*\), so its vocabulary, special tokens "
+     r"and chat template could not be held to the study's \(the tokenizer saved in checkpoint\(s\) 5\)"),
 ])
 def test_a_checkpoint_of_another_architecture_or_tokenizer_is_a_difference_by_key(tmp_path, tiny, world, steps, name,
                                                                                   edit, key, said):

@@ -147,12 +147,13 @@ def _compare(checkpoint: Path, study: dict) -> list[tuple[str, str, str]]:
     """(property, the checkpoint's value, the study's) for each property of the tokenizer saved in `checkpoint`
     that is not the study's; one line naming why where it cannot be read (nothing of it could be checked)."""
     from transformers import AutoTokenizer
-    try:
-        saved = _tokenizer_properties(AutoTokenizer.from_pretrained(checkpoint))
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    try:  # the user's files: the tokenizers library raises a bare Exception on one it cannot parse, and whatever
+        # is raised the tokenizer is unchecked: a difference, refused unless accepted
+        loaded = AutoTokenizer.from_pretrained(checkpoint)
+    except Exception as e:
         return [("tokenizer files", f"not read ({type(e).__name__}: {e}), so its vocabulary, special tokens and "
                                     f"chat template could not be held to the study's", "")]
-    out = []
+    saved, out = _tokenizer_properties(loaded), []
     for name in ("bos_token", "eos_token", "unk_token", "pad_token", "special tokens"):
         ours, theirs = saved.get(name), study.get(name)
         if ours != theirs and not (name == "pad_token" and theirs is None and ours == saved.get("eos_token")):
