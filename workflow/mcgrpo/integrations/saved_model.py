@@ -39,7 +39,7 @@ def config_differences(checkpoints: dict[int, Path], model, tokenizer) -> list[t
     """(`model`, line) per config field whose value some checkpoints' config.json gives otherwise than the study's
     initial model (`model.config`); each distinct file read once, as transformers reads it (AutoConfig: its class's
     defaults filled in, older names brought to the current ones), as the study's model's was."""
-    study = _flat(_study_config(model, tokenizer))
+    study = _flat(_study_config(model))
     by_file: dict[bytes, list[int]] = {}
     for step, checkpoint in sorted(checkpoints.items()):
         by_file.setdefault(_config_bytes(checkpoint / "config.json", step), []).append(step)
@@ -54,7 +54,7 @@ def config_differences(checkpoints: dict[int, Path], model, tokenizer) -> list[t
                       f"{study.get(name, ABSENT)!r}") for (name, value), steps in by_value.items()]
 
 
-def _study_config(model, tokenizer) -> dict:
+def _study_config(model) -> dict:
     """The study's model's config as its config.json would say it: a model built in memory (the tiny one) names no
     architectures until save_pretrained writes its class."""
     config = model.config.to_dict()
