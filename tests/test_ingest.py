@@ -596,7 +596,8 @@ def test_a_folder_of_another_recipe_is_refused_by_key_or_stored_marked_with_the_
     if edit.get("unread"):  # a file that does not unpickle here: a GRPOConfig where trl is not installed
         (folder / "checkpoint-5" / "training_args.bin").write_bytes(b"not a pickle")
     run = _run(folder)
-    with pytest.raises(DataError, match=said + r".*allowed: a run of the study's recipe and prompts, or accept_differences: true"):
+    with pytest.raises(DataError, match=said + r".*allowed: a run of the study's initial model and tokenizer, recipe "
+                                        r"and prompts, or accept_differences: true"):
         ingest.ingest(ingest.read(folder), run, 600, *tiny, *world)
     log, block = ingest.ingest(ingest.read(folder), run, 600, *tiny, *world, accept=True)
     assert block["accepted_differences"] and re.search(said, "; ".join(block["differences"]))
@@ -613,7 +614,7 @@ def test_a_run_resumed_under_another_grpo_config_is_refused_by_the_earlier_check
     for step in (2, 4):
         recipe_arguments(folder / f"checkpoint-{step}" / "training_args.bin", _run(folder), temperature=0.5)
     with pytest.raises(DataError, match=r"temperature 0.5 \(training_args.bin of checkpoint\(s\) 2, 4\); the recipe's "
-                                        r"1.0; allowed: a run of the study's recipe"):
+                                        r"1.0; allowed: a run of the study's initial model and tokenizer, recipe"):
         ingest.ingest(ingest.read(folder), _run(folder), 600, *tiny, *world)
     (folder / "checkpoint-2" / "training_args.bin").unlink()
     log = ingest.read(folder)
@@ -699,7 +700,8 @@ def test_a_run_of_other_prompts_template_or_tokenizer_is_refused_by_its_prompt_t
     (11.875 every step, within 7..12, above the 10 longest prompts' 11.4) is another prompt set. Before, each was stored as a run of the study's prompts."""
     folder = _checkpoints(tmp_path, *tiny, _state(prompt_tokens=round(8 * per_completion)))
     with pytest.raises(DataError, match=r"trl-out: its run is not the study's: " + said + r".*allowed: a run of the "
-                                        r"study's recipe and prompts, or accept_differences: true"):
+                                        r"study's initial model and tokenizer, recipe and prompts, or "
+                                        r"accept_differences: true"):
         ingest.ingest(ingest.read(folder), _run(folder), 600, *tiny, *world)
     log, block = ingest.ingest(ingest.read(folder), _run(folder), 600, *tiny, *world, accept=True)
     assert block["differing_keys"] == ["prompts"] and re.search(said, block["differences"][0])
@@ -737,6 +739,111 @@ def _checkpoints(tmp_path: Path, model, tokenizer, state: dict | None = None, **
     write_states(folder, state or _state(), (2, 4, 5))
     _arguments(folder, **arguments)
     return folder
+
+
+def test_a_run_of_another_model_is_refused_by_its_checkpoints_config_or_stored_marked(tmp_path, tiny, world):
+    """Checkpoints of a tiny Llama of another size (2 layers of 48, as a TRL run of another model leaves them)
+    ingested into a study of the 1-layer, 32-wide one: before, evaluated and stored as the study's arm without a
+    word (its prompts are the study's, its recipe too). Now each config.json field that differs from the study's
+    initial model's is a difference by key `model`; accepted, the run is evaluated and stored with them listed."""
+    from mcgrpo.train.models.tiny import build_model
+    model, tokenizer = tiny
+    other = build_model(tokenizer, hidden_size=48, num_layers=2, num_heads=2, intermediate_size=64,
+                        max_positions=96, seed=0)
+    folder = _checkpoints(tmp_path, other, tokenizer)
+    lines = ["head_dim 24 (config.json of every checkpoint); the study's initial model's 16",
+             "hidden_size 48 (config.json of every checkpoint); the study's initial model's 32",
+             "num_hidden_layers 2 (config.json of every checkpoint); the study's initial model's 1"]
+    with pytest.raises(DataError, match=re.escape(f"trl-out: its run is not the study's: {'; '.join(lines)}; "
+                                                  f"allowed: a run of the study's initial model and tokenizer")):
+        ingest.ingest(ingest.read(folder), _run(folder), 600, model, tokenizer, *world)
+    log, block = ingest.ingest(ingest.read(folder), _run(folder), 600, model, tokenizer, *world, accept=True)
+    assert block["differences"] == lines and block["differing_keys"] == ["model"]
+    assert sorted({row["eval_index"] for row in log.evals}) == [0, 1, 2, 3, 4]
+
+
+def _permuted(tokenizer_json: dict) -> dict:
+    """tokenizer.json with its characters' ids reversed: as long a prompt, every token another id."""
+    vocab = tokenizer_json["model"]["vocab"]
+    characters = [token for token in vocab if len(token) == 1]
+    vocab.update(zip(characters, [vocab[c] for c in characters][::-1]))
+    return tokenizer_json
+
+
+def _doctor(folder: Path, steps, name: str, edit) -> None:
+    """checkpoint-<step>/<name> of each step edited (`edit` of its JSON, or of its text), or removed (None)."""
+    for step in steps:
+        path = folder / f"checkpoint-{step}" / name
+        if edit is None:
+            path.unlink()
+        elif name.endswith(".json"):
+            path.write_text(json.dumps(edit(json.loads(path.read_text()))))
+        else:
+            path.write_text(edit(path.read_text()))
+
+
+@pytest.mark.parametrize("steps, name, edit, key, said", [
+    ((4, 5), "config.json", lambda c: {**c, "rms_norm_eps": 1e-3}, "model",
+     r"rms_norm_eps 0.001 \(config.json of checkpoint\(s\) 4, 5\); the study's initial model's 1e-06"),
+    ((2, 4, 5), "config.json", lambda c: {**c, "model_type": "mistral", "architectures": ["MistralForCausalLM"]},
+     "model", r"architectures \['MistralForCausalLM'\] \(config.json of every checkpoint\); the study's initial "
+              r"model's \['LlamaForCausalLM'\]; .*model_type 'mistral' \(config.json of every checkpoint\); the "
+              r"study's initial model's 'llama'"),
+    ((2, 4, 5), "tokenizer.json", _permuted, "tokenizer",
+     r"vocabulary of 103 tokens, 96 not at the study's ids, e.g. '\\n' at 7, the study's 102 \(the tokenizer saved "
+     r"in every checkpoint\); the study's tokenizer's 103 tokens"),
+    ((2,), "chat_template.jinja", lambda t: t.replace("<|{{ message['role'] }}|>", "<|system|>"), "tokenizer",
+     r"""chat_template "...sages %}<\|system\|>\{\{ message\['content'\] ..." at character 46 """
+     r"""\(the tokenizer saved in checkpoint\(s\) 2\); the study's tokenizer's "...sages %}<\|\{\{ message\['role'\] """
+     r"""\}\}\|>\{\{ mess...\""""),
+    ((2, 4, 5), "tokenizer_config.json", lambda c: {**c, "eos_token": "<|assistant|>"}, "tokenizer",
+     r"eos_token '<\|assistant\|>' \(the tokenizer saved in every checkpoint\); the study's tokenizer's '<\|end\|>'"),
+    ((5,), "tokenizer.json", lambda t: {**t, "model": {"type": "another"}}, "tokenizer",
+     r"tokenizer files not read \(Exception: data did not match any variant .*\), so its vocabulary, special tokens "
+     r"and chat template could not be held to the study's \(the tokenizer saved in checkpoint\(s\) 5\)"),
+])
+def test_a_checkpoint_of_another_architecture_or_tokenizer_is_a_difference_by_key(tmp_path, tiny, world, steps, name,
+                                                                                  edit, key, said):
+    """What a checkpoint holds besides its weights, as TRL saves it (config.json; the processing class's files):
+    another architecture field, family, vocabulary, chat template or special token. Before, each was evaluated as
+    the study's model with the study's tokenizer, unmarked (the permuted vocabulary and the template give prompts
+    of the study's lengths, so the prompt check saw nothing)."""
+    folder = _checkpoints(tmp_path, *tiny)
+    _doctor(folder, steps, name, edit)
+    with pytest.raises(DataError, match=r"trl-out: its run is not the study's: " + said + r".*allowed: a run of the "
+                                        r"study's initial model and tokenizer, recipe and prompts"):
+        ingest.ingest(ingest.read(folder), _run(folder), 600, *tiny, *world)
+    from mcgrpo.integrations import saved_model
+    found, unsaid = saved_model.saved_model_differences(ingest.read(folder).checkpoints, *tiny)
+    assert {k for k, _ in found} == {key} and unsaid == []
+
+
+def test_bookkeeping_in_config_json_is_not_a_difference(tmp_path, tiny):
+    """Where and how a checkpoint was saved or run (another transformers, bf16, no cache under gradient
+    checkpointing, the path it was loaded from) is not another model."""
+    from mcgrpo.integrations import saved_model
+    folder = _checkpoints(tmp_path, *tiny)
+    _doctor(folder, (2, 4, 5), "config.json", lambda c: {**c, "transformers_version": "4.57.0", "dtype": "bfloat16",
+                                                          "use_cache": False, "_name_or_path": "elsewhere"})
+    assert saved_model.saved_model_differences(ingest.read(folder).checkpoints, *tiny) == ([], [])
+
+
+def test_a_checkpoint_without_config_is_refused_and_one_without_a_tokenizer_is_said(tmp_path, tiny, world):
+    """No config.json: no model to evaluate, refused by name before any is loaded (before, transformers' own
+    `Unrecognized model` once the evaluation reached it). No tokenizer saved (a folder copied without it): not a
+    difference; run.json says that the run's tokenizer is then the user's word."""
+    folder = _checkpoints(tmp_path, *tiny)
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        _doctor(folder, (2,), name, None)
+    _, block = ingest.ingest(ingest.read(folder), _run(folder), 600, *tiny, *world)
+    assert block["differences"] == [] and ("tokenizer: checkpoint(s) 2 saved none (TRL saves its processing class "
+                                           "into every checkpoint: a folder copied without it), so that they trained "
+                                           "with the study's tokenizer and chat template is the user's word, checked "
+                                           "only through the prompt tokens") in block["unrecovered"]
+    _doctor(folder, (4,), "config.json", None)
+    with pytest.raises(DataError, match=r"checkpoint-4/config.json: file not found; allowed: every checkpoint as TRL "
+                                        r"saves it, with its config.json"):
+        ingest.ingest(ingest.read(folder), _run(folder), 600, *tiny, *world)
 
 
 def test_the_verb_stores_the_run_where_train_would_and_prints_what_it_could_not_recover(tmp_path, tiny, capsys,
@@ -947,6 +1054,79 @@ def test_a_real_trl_run_resumed_from_its_checkpoint_is_counted_as_the_run_it_con
     assert resumed.steps[columns].equals(whole.steps[columns]) and list(resumed.checkpoints) == [1, 2, 3, 4]
     assert resumed.steps["num_tokens"].is_monotonic_increasing
     assert ingest.place(resumed, 600, "tokens", 4, 1.0) == ingest.place(whole, 600, "tokens", 4, 1.0)
+
+
+def trl_trained(out: Path, model, tokenizer, run: dict, questions, steps: int = 5) -> Path:
+    """A real TRL run (GRPOTrainer under the recipe of `run`, a checkpoint every step) of `model` with `tokenizer`
+    on the study's prompts: its output folder."""
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from mcgrpo.core.trl_config import grpo_arguments
+    prompts = Dataset.from_list([{"prompt": [{"role": "user", "content": run["task"]["prompt"].replace(
+        "{question}", q)}]} for q in questions])
+    args = GRPOConfig(**{**grpo_arguments(run, str(out), steps, False), "save_strategy": "steps", "save_steps": 1})
+    GRPOTrainer(model=model, reward_funcs=[lambda completions, **_: [len(c[-1]["content"]) % 3 * 1.0
+                                                                      for c in completions]],
+                args=args, train_dataset=prompts, processing_class=tokenizer).train()
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case, key, said", [
+    ("another size", "model", [r"head_dim 24 \(config.json of every checkpoint\); the study's initial model's 16",
+                               r"hidden_size 48 \(config.json of every checkpoint\); the study's initial model's 32",
+                               r"num_hidden_layers 2 \(config.json of every checkpoint\); the study's initial model's "
+                               r"1"]),
+    ("another template", "tokenizer", [r"""chat_template "...sages %}<\|system\|>\{\{ message\['content'\] ..." at """
+                                       r"character 46 \(the tokenizer saved in every checkpoint\); the study's "
+                                       r"tokenizer's"]),
+    ("another vocabulary", "tokenizer", [r"vocabulary of 103 tokens, 96 not at the study's ids, e.g. '\\n' at 7, "
+                                         r"the study's 102 \(the tokenizer saved in every checkpoint\)"]),
+])
+def test_a_real_trl_run_of_another_model_or_tokenizer_is_refused_by_key_or_stored_marked(tmp_path, world, case, key,
+                                                                                        said):
+    """TRL runs of another tiny Llama (2 layers of 48), of the study's with another chat template (the role
+    markers' place, so its prompts have the study's lengths), and of the study's whose saved tokenizer.json has
+    its characters at other ids: before, each was evaluated and stored as a run of the study's model, unmarked."""
+    pytest.importorskip("trl")
+    from mcgrpo.train.models.tiny import build_model, build_tokenizer
+    tokenizer, sized = build_tokenizer(), dict(hidden_size=32, num_layers=1)
+    if case == "another size":
+        sized = dict(hidden_size=48, num_layers=2)
+    if case == "another template":
+        tokenizer.chat_template = tokenizer.chat_template.replace("<|{{ message['role'] }}|>", "<|system|>")
+    trained = build_model(tokenizer, **sized, num_heads=2, intermediate_size=64, max_positions=96, seed=0)
+    folder = trl_trained(tmp_path / "trl-out", trained, tokenizer, _run(tmp_path, "trl"), world[0]["question"])
+    if case == "another vocabulary":
+        _doctor(folder, ingest.read(folder).checkpoints, "tokenizer.json", _permuted)
+    study = build_tokenizer()
+    model = build_model(study, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, max_positions=96,
+                        seed=0)
+    with pytest.raises(DataError, match=r"trl-out: its run is not the study's: " + "; ".join(said)):
+        ingest.ingest(ingest.read(folder), _run(folder), 600, model, study, *world)
+    _, block = ingest.ingest(ingest.read(folder), _run(folder), 600, model, study, *world, accept=True)
+    assert block["differing_keys"] == [key] and len(block["differences"]) == len(said)
+
+
+@pytest.mark.slow
+def test_a_real_trl_run_that_gave_its_model_a_pad_token_is_the_studys_model(tmp_path, world):
+    """GRPOTrainer gives a tokenizer without a pad token its eos token, and mirrors it onto the model's config
+    (pad_token_id): both are saved into every checkpoint, and neither is another model or tokenizer."""
+    pytest.importorskip("trl")
+    from mcgrpo.integrations import saved_model
+    from mcgrpo.train.models.tiny import build_model, build_tokenizer
+
+    def unpadded():
+        tokenizer = build_tokenizer()
+        tokenizer.pad_token = None
+        model = build_model(tokenizer, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64,
+                            max_positions=96, seed=0)
+        return model, tokenizer
+    folder = trl_trained(tmp_path / "trl-out", *unpadded(), _run(tmp_path, "trl"), world[0]["question"], steps=2)
+    config = json.loads((folder / "checkpoint-2" / "config.json").read_text())
+    assert config["pad_token_id"] == config["eos_token_id"]  # what TRL did
+    assert saved_model.saved_model_differences(ingest.read(folder).checkpoints, *unpadded()) == ([], [])
 
 
 @pytest.mark.slow

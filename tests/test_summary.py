@@ -120,6 +120,11 @@ def test_an_accepted_difference_is_said_of_what_it_differs_in():
     assert "prompts differ from the study's training prompts, so" in said[("prompts",)]
     assert "learning_rate, prompts differ from the study's recipe and training prompts, so" in said[
         ("learning_rate", "prompts")]
+    # what an ingested folder's checkpoints hold (mcgrpo.integrations.saved_model): never called the recipe
+    model = summary.accepted_warnings({"mine": {1: ["model", "tokenizer", "learning_rate", "prompts"]}})[0]
+    assert ("model, tokenizer, learning_rate, prompts differ from the study's recipe, initial model, tokenizer and "
+            "training prompts, so") in model
+    assert "tokenizer differs from the study's tokenizer, so" in summary.accepted_warnings({"mine": {1: ["tokenizer"]}})[0]
 
 
 def _study(**status):

@@ -182,12 +182,18 @@ def ingested_flags(arms: list[str]) -> dict[tuple[str, None], str]:
                          f"by mcgrpo)" for arm in arms}
 
 
+# keys that are not the recipe's (GRPOConfig) keys, and what each differs from
+OWN_KEYS = {"model": "initial model", "tokenizer": "tokenizer", "prompts": "training prompts"}
+
+
 def _differing(by_seed: dict[int, list[str]]) -> str:
     """What the keys are of: GRPOConfig keys are the recipe's; `prompts` (mcgrpo.integrations.ingest.differing) is
-    the training prompts the log implies."""
+    the training prompts the log implies; `model` and `tokenizer` (mcgrpo.integrations.saved_model) what the
+    checkpoints hold."""
     keys = set(_key_list(by_seed))
-    return " and ".join(what for what, present in (("recipe", keys - {"prompts"}),
-                                                    ("training prompts", "prompts" in keys)) if present)
+    named = ["recipe"] if keys - set(OWN_KEYS) else []
+    named += [what for key, what in OWN_KEYS.items() if key in keys]
+    return " and ".join(named) if len(named) < 3 else f"{', '.join(named[:-1])} and {named[-1]}"
 
 
 def accepted_cell(a: str, b: str, accepted: dict[str, dict[int, list[str]]]) -> str:

@@ -51,7 +51,8 @@ def _ingest_arguments(v: argparse.ArgumentParser) -> None:
     v.add_argument("--arm", type=_format("key"), required=True, help="the study's ingested arm to store it as")
     v.add_argument("--seed", type=_seed, required=True, help="the seed to store it as")
     v.add_argument("--accept-differences", action="store_true",
-                   help="store a run whose GRPOConfig differs from the recipe, its differences listed")
+                   help="store a run whose GRPOConfig, prompts, model or tokenizer differ from the study's, its "
+                        "differences listed")
     v.set_defaults(run_json=None)
     _files(v, {"--model": "the study's initial model (point 0; default: the study's)",
                "--data": "the data folder (default: the study's)",

@@ -20,7 +20,8 @@ mcgrpo's protocol would have counted (docs/trl.md, "Runs already made"):
 
 Its identity is its own (mcgrpo.core.trl_config.ingested_identity: what its folder says it did), and it serves only
 an arm declared ingested (`trainer: {ingested: {trl_output: ...}}`); a folder whose GRPOConfig differs from the
-study's recipe is refused by key, or stored with its differences listed where the arm accepts them.
+study's recipe, or whose checkpoints hold another model or tokenizer than the study's (mcgrpo.integrations.saved_model),
+is refused by key, or stored with its differences listed where the arm accepts them.
 The checkpoints are then evaluated with mcgrpo's Evaluator (the study's sets, samples, common random numbers and
 every verifier) and the run written by the train job's writer. What the logs cannot give is listed in run.json
 (`ingested.unrecovered`): tokens a reward function generated without TRL logging them, the time of each stage, the
@@ -563,9 +564,11 @@ def ingest(log: TRLLog, run: dict, budget: int, model, tokenizer, pool: pd.DataF
            eval_sets: dict[str, pd.DataFrame], accept: bool = False):
     """(RunLog, the `ingested` block of run.json) of a finished TRL output folder (`read`) as run `run` (an ingested
     arm's effective config) under B `budget`; `model` is the study's initial model (point 0), `pool` its training
-    problems. A folder whose run differs from the study's (`differing`: its recipe, or prompts other than the pool's
-    rendered by the study's tokenizer) is refused by key, unless `accept`: then stored with them listed."""
+    problems. A folder whose run differs from the study's (its checkpoints' model or tokenizer: saved_model; its
+    recipe, or prompts other than the pool's rendered by the study's tokenizer: `differing`) is refused by key, unless
+    `accept`: then stored with them listed."""
     from mcgrpo.core.budget import unit as budget_unit
+    from mcgrpo.integrations.saved_model import saved_model_differences
     from mcgrpo.integrations.trl import study_evaluator
     from mcgrpo.train.trainer import RunLog, record_evaluation
     from transformers import AutoModelForCausalLM
@@ -573,12 +576,14 @@ def ingest(log: TRLLog, run: dict, budget: int, model, tokenizer, pool: pd.DataF
         raise ConfigError(f"--arm: an arm not declared ingested (arm config {run['arm_config']}); allowed: an arm "
                           f"with trainer: {{ingested: {{trl_output: ...}}}}, whose runs are folders TRL made (a "
                           f"protocol arm's runs are trained under the protocol, never taken from a folder)")
-    found = differing(log, run, prompt_lengths(run, tokenizer, pool))
+    held, unsaid = saved_model_differences(log.checkpoints, model, tokenizer)  # config.json, tokenizer files
+    found = [*held, *differing(log, run, prompt_lengths(run, tokenizer, pool))]
     differ = [line for _, line in found]
     if differ and not accept:
         raise DataError(f"{log.folder}: its run is not the study's: {'; '.join(differ)}; allowed: a run of the "
-                        f"study's recipe and prompts, or accept_differences: true in the arm's trainer.ingested (or ingest "
-                        f"--accept-differences), which stores it with the differences listed")
+                        f"study's initial model and tokenizer, recipe and prompts, or accept_differences: true in the "
+                        f"arm's trainer.ingested (or ingest --accept-differences), which stores it with the "
+                        f"differences listed")
     stop, points = place(log, budget, budget_unit(run["budget"]), run["evaluation"]["per_budget"],
                          run["budget"]["horizon"])
     out, policies = RunLog(iterations=iteration_rows(log, stop)), {0: model}
@@ -596,7 +601,7 @@ def ingest(log: TRLLog, run: dict, budget: int, model, tokenizer, pool: pd.DataF
     block = {"folder": str(log.folder.resolve()), "trainer_state": str(log.checkpoints[max(log.checkpoints)]
                                                                          / "trainer_state.json"),
              "token_keys": list(TOKEN_KEYS), "steps_logged": len(log.steps), "stop_step": stop,
-             "points": [vars(p) for p in points], "unrecovered": [*unrecovered(log, points), *silent],
+             "points": [vars(p) for p in points], "unrecovered": [*unrecovered(log, points), *unsaid, *silent],
              "differences": differ, "differing_keys": list(dict.fromkeys(key for key, _ in found)),
              "accepted_differences": bool(differ), "saved_by": saved_by(log),
              # the stack that trained it, where the folder says; run.json's versions stay the evaluating stack's
