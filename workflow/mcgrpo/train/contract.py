@@ -52,6 +52,7 @@ import numpy as np
 
 from mcgrpo.core import plugins
 from mcgrpo.core.errors import Interrupted, McgrpoError, PluginError
+from mcgrpo.train import patches
 from mcgrpo.train.engines.base import SETTINGS
 
 _where: contextvars.ContextVar[str] = contextvars.ContextVar("mcgrpo_plugin_where", default="")
@@ -101,10 +102,12 @@ class Subject:
         the gradient tests, evaluation)."""
         names = _parameters(function)
         before = _state(args, names)
-        out = self._guarded(function, *args)
+        with patches.held() as code:
+            out = self._guarded(function, *args)
         changed = _changed(before, _state(args, names))
         if changed:
             raise self.broken(f"it changed {changed}", LEAVES)
+        self._unpatched(code, "it")
         return out
 
     def built(self, factory: Callable, **options) -> Any:
@@ -113,11 +116,19 @@ class Subject:
         the usual one), refused where building it left the process's global state changed, as a call is (the run
         goes on from it)."""
         before = _settings()
-        out = self._guarded(factory, **options)
+        with patches.held() as code:
+            out = self._guarded(factory, **options)
         changed = _setting_changed(before, _settings())
         if changed:
             raise self.broken(f"building it changed {changed} and left it so", LEAVES)
+        self._unpatched(code, "building it")
         return out
+
+    def _unpatched(self, code: patches.Held, what: str) -> None:
+        """Refuse a patch of the code a run computes with (mcgrpo.train.patches) that `what` left in place."""
+        patched = code.changed()
+        if patched:
+            raise self.broken(f"{what} patched {patched} and left it so", PATCHED)
 
     def _guarded(self, function: Callable, *args, **options) -> Any:
         """`function(*args, **options)`; a plugin's exception becomes one line naming the plugin and where it was
@@ -157,10 +168,12 @@ def imported(subject: Subject, load: Callable[[], Any]) -> Any:
     would otherwise set them unseen)."""
     import torch  # noqa: F401  (a job imports it within seconds anyway)
     before = _settings()
-    out = load()
+    with patches.held() as code:  # also the modules its import imports first (transformers' modeling): as they ran
+        out = load()
     changed = _setting_changed(before, _settings())
     if changed:
         raise subject.broken(f"importing its module changed {changed} and left it so", IMPORTED)
+    subject._unpatched(code, "importing its module")
     return out
 
 
@@ -174,6 +187,14 @@ def imports_checked():
 IMPORTED = ("a module that changes none of the process's global state when it is imported (torch's settings and kernel "
             "flags, numpy's error handling, the working folder, sys.path but appending, os.environ but adding): set "
             "what a computation needs inside the call that needs it, and restore it there (docs/plugins.md)")
+
+
+PATCHED = ("the code a run computes and counts with as it found it: the functions and classes of torch, "
+           "torch.nn.functional, torch.nn's modules, numpy, transformers' modeling modules and mcgrpo, and their "
+           "classes' methods (a global patch, as `import unsloth` or liger-kernel's apply_liger_kernel_to_* make, "
+           "changes how this arm's policy computes or what its run counts, and nothing of the arms it is compared "
+           "with): patch none, or only for a computation of the plugin's own, undone before it returns (try/finally)"
+           " (docs/plugins.md)")
 
 
 LEAVES = ("its inputs as it was given them (rollouts.problems, prompts, completions, texts, scores and rewards are "
