@@ -8,8 +8,8 @@ mcgrpo.train.contract holds each of them in `held()`, and refuses what `Held.cha
 
 Watched (`watched`): every loaded module of mcgrpo; torch, torch.nn.functional, torch.nn.modules.*, numpy; and
 transformers' modeling modules (`transformers.modeling_*`, `transformers.models.*.modeling_*`), its activations,
-masking and attention integrations; in each, the module's namespace and that of every class defined in it whose
-attributes can be set (`Qwen2Attention.forward`, `torch.Tensor`'s methods). What counts as a patch there: code (a
+masking and attention integrations; in each, the module's namespace and that of every class defined in it in Python
+whose attributes can be set (`Qwen2Attention.forward`, `torch.Tensor`'s methods). What counts as a patch there: code (a
 function, builtin, class, module, method descriptor or decorated function: `_code`) replaced or deleted, or a new name
 that hides one (a builtin, which a module's functions look up after its own names; a base class's attribute, for a
 class: `torch.Tensor.softmax = f` hides TensorBase's). A new name that hides nothing is allowed: libraries register
@@ -34,7 +34,7 @@ from typing import Any, Iterator, Mapping
 
 WATCHED = frozenset({"mcgrpo", "torch", "torch.nn.functional", "numpy", "transformers.activations",
                      "transformers.masking_utils", "transformers.pytorch_utils"})
-WATCHED_UNDER = ("mcgrpo.", "torch.nn.modules.", "transformers.integrations.")
+WATCHED_UNDER = ("mcgrpo.", "torch.nn.modules.")
 LIBRARIES = frozenset({"mcgrpo", "torch", "transformers", "numpy"})  # the packages of WATCHED (every run imports them)
 CACHES = frozenset({"__slotnames__"})  # what Python itself caches on a class as it runs (copyreg, as it pickles)
 _CODE = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, types.ModuleType, type, staticmethod,
@@ -45,8 +45,11 @@ _GONE = object()
 
 def watched(name: str) -> bool:
     """Whether the module named `name` is one whose code a run computes or counts with (module docstring)."""
-    return name in WATCHED or name.startswith(WATCHED_UNDER) or (
-        name.startswith("transformers.") and name.rpartition(".")[2].startswith("modeling_"))
+    if name in WATCHED or name.startswith(WATCHED_UNDER):
+        return True
+    last = name.rpartition(".")[2]  # a model's modeling module, and the attention kernels it calls by name
+    return name.startswith("transformers.") and (last.startswith("modeling_") or (
+        name.startswith("transformers.integrations.") and "attention" in last))
 
 
 class Space:
@@ -64,18 +67,23 @@ class Space:
 
 
 def _spaces(module: types.ModuleType) -> list[Space]:
-    """The namespaces of `module`: its own, and those of the classes it defines whose attributes can be set (an
-    immutable type, such as torch.FloatTensor, cannot be patched)."""
+    """The namespaces of `module`: its own, and those of the classes it defines in Python (torch.Tensor, nn.Module,
+    a model's layers; not one made in C, such as torch.DispatchKey, whose methods are compiled: fewer to compare)
+    whose attributes can be set (an immutable type, such as torch.FloatTensor, cannot be patched)."""
     out = [Space(module.__name__, vars(module))]
     for value in list(vars(module).values()):
-        if isinstance(value, type) and value.__module__ == module.__name__ and not value.__flags__ & (1 << 8):
+        if isinstance(value, type) and value.__module__ == module.__name__ and not value.__flags__ & (1 << 8) and any(
+                isinstance(getattr(v, "__func__", v), types.FunctionType) for v in vars(value).values()):
             out.append(Space(f"{value.__module__}.{value.__qualname__}", value.__dict__, value.__mro__[1:]))
     return out
 
 
+
 _modules: dict[str, tuple[types.ModuleType, list[Space]]] = {}  # name -> (module, its spaces), as last found
 _found_at = -1  # len(sys.modules) when _modules was last brought up to date
-_copies: dict[Space, dict] = {}  # each space as last taken
+_spaces_now: list[Space] = []  # of every watched module, in the order of _modules; their live namespaces, and
+_lives: list[Mapping] = []  # each as last taken: kept side by side, compared as two lists at C speed
+_copies: list[dict | None] = []
 
 
 def _watched_spaces() -> list[Space]:
@@ -83,32 +91,39 @@ def _watched_spaces() -> list[Space]:
     global _found_at
     if len(sys.modules) != _found_at:
         loaded = {name: module for name, module in list(sys.modules.items())
-                  if isinstance(module, types.ModuleType) and watched(name)
-                  and not getattr(module.__spec__, "_initializing", False)}  # its classes not all defined yet
-        for name in _modules.keys() - loaded.keys():
-            for space in _modules.pop(name)[1]:
-                _copies.pop(space, None)
-        for name, module in loaded.items():
-            if _modules.get(name, (None,))[0] is not module:
-                for space in _modules.get(name, (None, []))[1]:
-                    _copies.pop(space, None)
-                _modules[name] = module, _spaces(module)
-        _found_at = len(sys.modules) if len(loaded) == sum(1 for n in sys.modules if watched(n)) else -1
-    return [space for _, spaces in _modules.values() for space in spaces]
+                  if isinstance(module, types.ModuleType) and watched(name)}
+        ready = {name: module for name, module in loaded.items()  # not one whose classes are not all defined yet
+                 if not getattr(getattr(module, "__spec__", None), "_initializing", False)}
+        kept = {name: _modules[name] for name in ready if _modules.get(name, (None,))[0] is ready[name]}
+        _modules.clear()
+        _modules.update({name: kept.get(name) or (module, _spaces(module)) for name, module in ready.items()})
+        copies = dict(zip(_spaces_now, _copies))
+        _spaces_now[:] = [space for _, spaces in _modules.values() for space in spaces]
+        _lives[:] = [space.live for space in _spaces_now]
+        _copies[:] = [copies.get(space) for space in _spaces_now]
+        _found_at = len(sys.modules) if len(ready) == len(loaded) else -1
+    return _spaces_now
 
 
-def taken() -> dict[Space, dict]:
+class Taken:
+    """The watched namespaces (`spaces`, their `lives`) and a copy of each as it was taken (`copies`)."""
+    __slots__ = ("spaces", "lives", "copies")
+
+    def __init__(self, spaces: list[Space], lives: list[Mapping], copies: list[dict]):
+        self.spaces, self.lives, self.copies = spaces, lives, copies
+
+
+def taken() -> Taken:
     """Each watched space with a copy of it as it is now: the copy last taken where it is unchanged since."""
     spaces = _watched_spaces()
-    copies = [_copies.get(space) for space in spaces]
-    if copies != [space.live for space in spaces]:  # at C speed where nothing changed: equal by identity
-        for space, copy in zip(spaces, copies):
-            if copy is None or not _same(copy, space.live):
-                _copies[space] = dict(space.live)
-    return {space: _copies[space] for space in spaces}
+    if not _same(_copies, _lives):  # at C speed where nothing changed: each value equal by identity
+        for i, (copy, live) in enumerate(zip(_copies, _lives)):
+            if copy is None or not _same(copy, live):
+                _copies[i] = dict(live)
+    return Taken(list(spaces), list(_lives), list(_copies))
 
 
-def _same(copy: dict, live: Mapping) -> bool:
+def _same(copy, live) -> bool:
     try:
         return copy == live
     except Exception:  # a value whose == raises (a numpy array rebound): compared one by one
@@ -124,22 +139,35 @@ class Held:
 
     def changed(self) -> str:
         """The first patch made since, in words ('' where none): 'torch.log_softmax from A to B'."""
-        for space, copy in (*self.before.items(), *self.first.items()):
-            if not _same(copy, space.live):
-                said = _patch(space, copy, space.live)
+        before = self.before
+        if not _same(before.copies, before.lives):
+            for space, copy in zip(before.spaces, before.copies):
+                said = "" if _same(copy, space.live) else _patch(space, copy, space.live)
                 if said:
                     return said
+        for space, copy in self.first.items():
+            said = "" if _same(copy, space.live) else _patch(space, copy, space.live)
+            if said:
+                return said
         return ""
 
     def own(self, space: Space, names: set[str]) -> None:
         """Take `names` of `space` as they are now: what a library's module set as it was imported."""
-        for copies in (self.before, self.first):
-            if space in copies:
-                copy = copies[space] = dict(copies[space])  # the copy taken() shares: never edited in place
-                for name in names:
-                    copy.pop(name, None)
-                    if name in space.live:
-                        copy[name] = space.live[name]
+        where = next((i for i, s in enumerate(self.before.spaces) if s is space), None)
+        if where is not None:
+            self.before.copies[where] = _owned(self.before.copies[where], space, names)
+        if space in self.first:
+            self.first[space] = _owned(self.first[space], space, names)
+
+
+def _owned(copy: dict, space: Space, names: set[str]) -> dict:
+    """`copy` with `names` as `space` has them now (a new dict: taken() shares its copies, never edited in place)."""
+    copy = dict(copy)
+    for name in names:
+        copy.pop(name, None)
+        if name in space.live:
+            copy[name] = space.live[name]
+    return copy
 
 
 _holding: list[Held] = []  # the blocks in progress, innermost last
@@ -235,7 +263,7 @@ class _Recording(importlib.abc.Loader):
 
     def exec_module(self, module):
         spec, outer = module.__spec__, not _importing[0]
-        before = {space: dict(space.live) for space in _watched_spaces()} if outer else {}
+        before = {space: dict(space.live) for space in _watched_spaces()} if outer and _holding else {}
         _importing[0] += 1
         try:
             self.loader.exec_module(module)
