@@ -20,8 +20,9 @@ What is checked (docs/plugins.md, "What is checked at run time"):
   in its next batch);
 - every call, and every build of one: the rollouts, arrays and Selections it was handed unchanged, the process's
   global state (torch's settings and kernel flags, numpy's error handling, the working folder, sys.path,
-  os.environ: `_settings`) and ctx.engine's temperature and top_p as it found them; a credit rule's check_pool:
-  the copy of the pool it was handed unchanged;
+  os.environ: `_settings`), the code a run computes with unpatched (mcgrpo.train.patches: torch's, transformers'
+  modeling, mcgrpo's functions and classes), and ctx.engine's temperature and top_p as it found them; a credit rule's
+  check_pool: the copy of the pool it was handed unchanged;
 - at every checkpoint: a plugin without a state_dict of its own has the attributes it was built with, and one with
   a state_dict is restored by it (a fresh one loaded with it equals it): else a resumed run, which builds it afresh,
   would diverge from an uninterrupted one.
@@ -163,9 +164,10 @@ def running() -> str:
 def imported(subject: Subject, load: Callable[[], Any]) -> Any:
     """`load()`, the first import of a plugin's module in a job, refused where the import left the process's global
     state changed: a module that sets a torch flag at its top (allow_tf32, a default dtype, oneDNN off), as research
-    code does, would have the whole run compute under it while the arms it is compared with do not. torch is imported
-    first, so that its settings are read before the module's import as after it (a module that imports torch itself
-    would otherwise set them unseen)."""
+    code does, would have the whole run compute under it while the arms it is compared with do not; and so is one that
+    left the code patched (patches.held: a module the import imports first, such as the model's modeling module, which
+    the job loads later, is taken as its own code left it). torch is imported first, so that its settings are read
+    before the module's import as after it (a module that imports torch itself would otherwise set them unseen)."""
     import torch  # noqa: F401  (a job imports it within seconds anyway)
     before = _settings()
     with patches.held() as code:  # also the modules its import imports first (transformers' modeling): as they ran
