@@ -10,13 +10,14 @@ import functools
 import importlib
 import json
 import re
+import subprocess
 import sys
 from dataclasses import dataclass
 
 import pytest
 import torch
 
-from conftest import edited_study
+from conftest import ROOT, edited_study
 from mcgrpo import api, cli, studies
 from mcgrpo.core import config as study_config
 from mcgrpo.core.errors import PluginError
@@ -180,3 +181,34 @@ def test_a_plugin_whose_import_patches_a_modeling_module_it_imports_first_is_ref
             "computes and counts with as it found it") in capsys.readouterr().err
     assert importlib.import_module(MODELING).Qwen2RMSNorm.__module__ == "my_liger"  # patched; refused, not run
     assert not (first_import / "o").exists()
+
+
+FRESH = """
+import sys
+from mcgrpo.core.errors import PluginError
+from mcgrpo.train import contract
+sys.path.insert(0, {folder!r})
+subject = contract.Subject("credit", "my_plain:Flat", "arms.mine.credit")
+contract.imported(subject, lambda: __import__("my_plain"))
+print("torch._dynamo" in sys.modules, "transformers.models.llama.modeling_llama" in sys.modules)
+try:
+    contract.imported(subject, lambda: __import__("my_patching"))
+except PluginError as e:
+    print(e)
+"""
+
+
+def test_in_a_fresh_process_what_a_library_does_to_itself_as_it_is_imported_is_not_a_plugins_patch(tmp_path):
+    """A job imports its plugin first, before transformers: a plugin that imports a modeling module brings in
+    torch._dynamo, whose import wraps torch.manual_seed, as every arm's job does as it loads its model; that is the
+    library's own, not the plugin's. A patch after it, in a module the same import imported first, is named."""
+    modeling = "transformers.models.llama.modeling_llama"
+    (tmp_path / "my_plain.py").write_text(f"import {modeling}\n" + RULE)
+    (tmp_path / "my_patching.py").write_text(f"import {modeling} as m\nm.rotate_half = abs\n" + RULE)
+    done = subprocess.run([sys.executable, "-c", FRESH.format(folder=str(tmp_path))], capture_output=True,
+                          text=True, cwd=tmp_path, env={"PYTHONPATH": str(ROOT / "workflow"), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded, refused = done.stdout.strip().splitlines()
+    assert loaded == "True True"
+    assert refused.startswith(f"credit rule 'my_plain:Flat' (arms.mine.credit): importing its module patched "
+                              f"{modeling}.rotate_half from {modeling}.rotate_half to builtins.abs and left it so")
