@@ -78,7 +78,6 @@ def _spaces(module: types.ModuleType) -> list[Space]:
     return out
 
 
-
 _modules: dict[str, tuple[types.ModuleType, list[Space]]] = {}  # name -> (module, its spaces), as last found
 _found_at = -1  # len(sys.modules) when _modules was last brought up to date
 _spaces_now: list[Space] = []  # of every watched module, in the order of _modules; their live namespaces, and
@@ -135,7 +134,7 @@ class Held:
     own code left it (`_Recorder`): so that a patch of a module the block itself imported is seen too."""
 
     def __init__(self):
-        self.before, self.first = taken(), {}
+        self.before, self.first = taken(), {}  # first: owner -> (space, copy)
 
     def changed(self) -> str:
         """The first patch made since, in words ('' where none): 'torch.log_softmax from A to B'."""
@@ -145,7 +144,7 @@ class Held:
                 said = "" if _same(copy, space.live) else _patch(space, copy, space.live)
                 if said:
                     return said
-        for space, copy in self.first.items():
+        for space, copy in self.first.values():
             said = "" if _same(copy, space.live) else _patch(space, copy, space.live)
             if said:
                 return said
@@ -153,11 +152,11 @@ class Held:
 
     def own(self, space: Space, names: set[str]) -> None:
         """Take `names` of `space` as they are now: what a library's module set as it was imported."""
-        where = next((i for i, s in enumerate(self.before.spaces) if s is space), None)
-        if where is not None:
+        where = next((i for i, s in enumerate(self.before.spaces) if s.owner == space.owner), None)
+        if where is not None:  # matched by name: a space is found afresh each time its module is
             self.before.copies[where] = _owned(self.before.copies[where], space, names)
-        if space in self.first:
-            self.first[space] = _owned(self.first[space], space, names)
+        if space.owner in self.first:
+            self.first[space.owner] = space, _owned(self.first[space.owner][1], space, names)
 
 
 def _owned(copy: dict, space: Space, names: set[str]) -> dict:
@@ -282,7 +281,7 @@ class _Recording(importlib.abc.Loader):
             for space in _spaces(loaded):
                 copy = dict(space.live)
                 for watch in _holding:
-                    watch.first[space] = copy
+                    watch.first[space.owner] = space, copy
 
     def __getattr__(self, name):  # get_source, is_package, get_resource_reader...: the wrapped loader's
         if name == "loader":
