@@ -252,7 +252,9 @@ class _Recording(importlib.abc.Loader):
     spec's loader: nothing of this remains once the module is loaded), and takes, for each block in progress, what
     the module's own code did: a watched module as that code left it (Held.first); and what the import of a library
     module changed in the watched code as the library's own (Held.own: torch._dynamo, imported with transformers,
-    wraps torch.manual_seed), which the job's own imports of the library do in every arm alike."""
+    wraps torch.manual_seed), the same whichever code imported that module (the job's own, as it loads the model,
+    in every arm). Code other than the library's that runs inside such an import (a post-import hook) is not told
+    apart from it."""
 
     def __init__(self, loader):
         self.loader = loader
