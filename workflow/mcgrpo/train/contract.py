@@ -20,8 +20,9 @@ What is checked (docs/plugins.md, "What is checked at run time"):
   in its next batch);
 - every call, and every build of one: the rollouts, arrays and Selections it was handed unchanged, the process's
   global state (torch's settings and kernel flags, numpy's error handling, the working folder, sys.path,
-  os.environ: `_settings`) and ctx.engine's temperature and top_p as it found them; a credit rule's check_pool:
-  the copy of the pool it was handed unchanged;
+  os.environ: `_settings`), the code a run computes with unpatched (mcgrpo.train.patches: torch's, transformers'
+  modeling, mcgrpo's functions and classes), and ctx.engine's temperature and top_p as it found them; a credit rule's
+  check_pool: the copy of the pool it was handed unchanged;
 - at every checkpoint: a plugin without a state_dict of its own has the attributes it was built with, and one with
   a state_dict is restored by it (a fresh one loaded with it equals it): else a resumed run, which builds it afresh,
   would diverge from an uninterrupted one.
@@ -52,6 +53,7 @@ import numpy as np
 
 from mcgrpo.core import plugins
 from mcgrpo.core.errors import Interrupted, McgrpoError, PluginError
+from mcgrpo.train import patches
 from mcgrpo.train.engines.base import SETTINGS
 
 _where: contextvars.ContextVar[str] = contextvars.ContextVar("mcgrpo_plugin_where", default="")
@@ -101,10 +103,12 @@ class Subject:
         the gradient tests, evaluation)."""
         names = _parameters(function)
         before = _state(args, names)
-        out = self._guarded(function, *args)
+        with patches.held() as code:
+            out = self._guarded(function, *args)
         changed = _changed(before, _state(args, names))
         if changed:
             raise self.broken(f"it changed {changed}", LEAVES)
+        self._unpatched(code, "it")
         return out
 
     def built(self, factory: Callable, **options) -> Any:
@@ -113,11 +117,19 @@ class Subject:
         the usual one), refused where building it left the process's global state changed, as a call is (the run
         goes on from it)."""
         before = _settings()
-        out = self._guarded(factory, **options)
+        with patches.held() as code:
+            out = self._guarded(factory, **options)
         changed = _setting_changed(before, _settings())
         if changed:
             raise self.broken(f"building it changed {changed} and left it so", LEAVES)
+        self._unpatched(code, "building it")
         return out
+
+    def _unpatched(self, code: patches.Held, what: str) -> None:
+        """Refuse a patch of the code a run computes with (mcgrpo.train.patches) that `what` left in place."""
+        patched = code.changed()
+        if patched:
+            raise self.broken(f"{what} patched {patched} and left it so", PATCHED)
 
     def _guarded(self, function: Callable, *args, **options) -> Any:
         """`function(*args, **options)`; a plugin's exception becomes one line naming the plugin and where it was
@@ -152,15 +164,18 @@ def running() -> str:
 def imported(subject: Subject, load: Callable[[], Any]) -> Any:
     """`load()`, the first import of a plugin's module in a job, refused where the import left the process's global
     state changed: a module that sets a torch flag at its top (allow_tf32, a default dtype, oneDNN off), as research
-    code does, would have the whole run compute under it while the arms it is compared with do not. torch is imported
-    first, so that its settings are read before the module's import as after it (a module that imports torch itself
-    would otherwise set them unseen)."""
+    code does, would have the whole run compute under it while the arms it is compared with do not; and so is one that
+    left the code patched (patches.held: a module the import imports first, such as the model's modeling module, which
+    the job loads later, is taken as its own code left it). torch is imported first, so that its settings are read
+    before the module's import as after it (a module that imports torch itself would otherwise set them unseen)."""
     import torch  # noqa: F401  (a job imports it within seconds anyway)
     before = _settings()
-    out = load()
+    with patches.held() as code:  # also the modules its import imports first (transformers' modeling): as they ran
+        out = load()
     changed = _setting_changed(before, _settings())
     if changed:
         raise subject.broken(f"importing its module changed {changed} and left it so", IMPORTED)
+    subject._unpatched(code, "importing its module")
     return out
 
 
@@ -174,6 +189,14 @@ def imports_checked():
 IMPORTED = ("a module that changes none of the process's global state when it is imported (torch's settings and kernel "
             "flags, numpy's error handling, the working folder, sys.path but appending, os.environ but adding): set "
             "what a computation needs inside the call that needs it, and restore it there (docs/plugins.md)")
+
+
+PATCHED = ("the code a run computes and counts with as it found it: the functions and classes of torch, "
+           "torch.nn.functional, torch.nn's modules, numpy, transformers' modeling modules and mcgrpo, and their "
+           "classes' methods (a global patch, as `import unsloth` or liger-kernel's apply_liger_kernel_to_* make, "
+           "changes how this arm's policy computes or what its run counts, and nothing of the arms it is compared "
+           "with): patch none, or only for a computation of the plugin's own, undone before it returns (try/finally)"
+           " (docs/plugins.md)")
 
 
 LEAVES = ("its inputs as it was given them (rollouts.problems, prompts, completions, texts, scores and rewards are "
