@@ -351,6 +351,23 @@ def test_the_cpu_clock_counts_a_worker_orphaned_below_the_trainer(how):
     assert left == "False"  # reaped: no zombie left
 
 
+def test_no_stage_is_charged_for_the_protocols_checks_of_a_plugins_call():
+    """mcgrpo checks each plugin call (what it was handed by value, the process's settings and code as it found them:
+    mcgrpo.train.contract): instrumentation, as logging is, which an arm whose rules are called more often would
+    otherwise pay for in training time. Here the check reads a 240 MB array by value (a tenth of a second or more);
+    the call itself does nothing, and the stage is charged for the call alone."""
+    import numpy as np
+    from mcgrpo.core import clock
+    from mcgrpo.train import contract
+    subject, handed = contract.Subject("credit", "my_rules:Nothing", "arms.mine.credit"), np.ones(30_000_000)
+    stage, checked = clock.StageClock(), tuple(clock._CHECKS)
+    with stage.stage("credit"):
+        subject.call(lambda values: None, handed)
+    wall, cpu = clock._CHECKS[0] - checked[0], clock._CHECKS[1] - checked[1]
+    lap = stage.lap()
+    assert wall > 0.05 and cpu > 0.03, (wall, cpu)
+    assert lap["t_credit"] < wall / 4 and lap["cpu_credit"] < cpu / 4, (lap, wall, cpu)
+
 def test_the_clock_leaves_a_plugins_own_ended_child_to_its_popen():
     """The clock reaps only the ended children nothing here waits for: a plugin's Popen whose child ended before the
     plugin waited for it still reads its exit status (reaped by the clock, Popen would read 0)."""

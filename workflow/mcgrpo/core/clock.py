@@ -1,7 +1,7 @@
 """Per-stage wall time of a training iteration, and the process CPU time beside it.
 
 Training time is the sum of the stages select, generate, credit, update and sync; evaluation, logging and
-checkpointing are timed apart and never enter it. Wall time is what equal-time contrasts read; process CPU
+checkpointing are timed apart and never enter it, nor do the protocol's checks of a plugin's calls (`checking`). Wall time is what equal-time contrasts read; process CPU
 time (`cpu_seconds`: every thread of this process, and the processes it started for the work, below) is
 recorded beside it because a neighbour's load on a shared machine inflates wall time but hardly CPU time:
 where the two disagree much, the machine was shared and equal-time contrasts from it are suspect. CPU time
@@ -141,6 +141,22 @@ def cpu_seconds() -> float:
             + sum(_live_cpu(pid) for pid in pids if pid))
 
 
+_CHECKS = [0.0, 0.0]  # wall and CPU seconds of mcgrpo's own checks of plugins so far (`checking`)
+
+
+@contextmanager
+def checking() -> Iterator[None]:
+    """Time a check the protocol makes of a plugin's call (its inputs and the process's state and code as it found
+    them: mcgrpo.train.contract), which no stage is charged: it is instrumentation, as logging is (the paper's stack
+    makes none), and an arm whose rules are called more often would otherwise pay for being checked more often."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    try:
+        yield
+    finally:
+        _CHECKS[0] += time.perf_counter() - wall
+        _CHECKS[1] += time.process_time() - cpu
+
+
 class StageClock:
     def __init__(self, synchronize: Callable[[], None] | None = None):
         self.synchronize = synchronize
@@ -151,14 +167,14 @@ class StageClock:
     def stage(self, name: str) -> Iterator[None]:
         if name not in self.seconds:
             raise ValueError(f"unknown stage {name!r}; allowed: {', '.join(STAGES)}")
-        start, cpu = time.perf_counter(), cpu_seconds()
+        start, cpu, checks = time.perf_counter(), cpu_seconds(), tuple(_CHECKS)
         try:
             yield
         finally:
             if self.synchronize is not None:
                 self.synchronize()
-            self.seconds[name] += time.perf_counter() - start
-            self.cpu_seconds[name] += cpu_seconds() - cpu
+            self.seconds[name] += time.perf_counter() - start - (_CHECKS[0] - checks[0])
+            self.cpu_seconds[name] += cpu_seconds() - cpu - (_CHECKS[1] - checks[1])
             self.cpu_seconds[name] += discover()
 
     def lap(self) -> dict[str, float]:

@@ -51,7 +51,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from mcgrpo.core import plugins
+from mcgrpo.core import clock, plugins
 from mcgrpo.core.errors import Interrupted, McgrpoError, PluginError
 from mcgrpo.train import patches
 from mcgrpo.train.engines.base import SETTINGS
@@ -101,14 +101,16 @@ class Subject:
         found it: the rollouts, arrays and Selections among `args`, ctx.engine's sampling settings and torch's global
         settings; the trainer goes on from them (the update, the budget, the selector, the logs, the other rules of
         the gradient tests, evaluation)."""
-        names = _parameters(function)
-        before = _state(args, names)
+        with clock.checking():
+            names = _parameters(function)
+            before = _state(args, names)
         with patches.held() as code:
             out = self._guarded(function, *args)
-        changed = _changed(before, _state(args, names))
-        if changed:
-            raise self.broken(f"it changed {changed}", LEAVES)
-        self._unpatched(code, "it")
+        with clock.checking():
+            changed = _changed(before, _state(args, names))
+            if changed:
+                raise self.broken(f"it changed {changed}", LEAVES)
+            self._unpatched(code, "it")
         return out
 
     def built(self, factory: Callable, **options) -> Any:

@@ -32,6 +32,8 @@ import sys
 import types
 from typing import Any, Iterator, Mapping
 
+from mcgrpo.core import clock
+
 WATCHED = frozenset({"mcgrpo", "torch", "torch.nn.functional", "numpy", "transformers.activations",
                      "transformers.masking_utils", "transformers.pytorch_utils"})
 WATCHED_UNDER = ("mcgrpo.", "torch.nn.modules.")
@@ -175,7 +177,8 @@ _holding: list[Held] = []  # the blocks in progress, innermost last
 @contextlib.contextmanager
 def held() -> Iterator[Held]:
     """A block (a plugin's import, build or call) whose patches of the watched code `Held.changed` names after it."""
-    watch = Held()
+    with clock.checking():  # no stage's time (clock.checking)
+        watch = Held()
     if not _holding:
         sys.meta_path.insert(0, _RECORDER)
     _holding.append(watch)
