@@ -755,9 +755,11 @@ def global_state():
     folder), so that the tests after it run as they would have."""
     import os
     import torch
+    import numpy as np
     kept = (torch.get_default_dtype(), torch.get_num_threads(), torch.are_deterministic_algorithms_enabled(),
-            torch.get_float32_matmul_precision(), torch.backends.mkldnn.enabled, os.getcwd())
+            torch.get_float32_matmul_precision(), torch.backends.mkldnn.enabled, os.getcwd(), np.geterr())
     yield
+    np.seterr(**kept[6])
     torch.set_default_dtype(kept[0])
     torch.set_num_threads(kept[1])
     torch.use_deterministic_algorithms(kept[2])
@@ -768,6 +770,7 @@ def global_state():
 
 GLOBAL_STATE = """
 import os
+import numpy as np
 import torch
 from transformers import TrainerCallback
 from trl import GRPOTrainer
@@ -777,6 +780,9 @@ from trl import GRPOTrainer
 class Mine(TrainerCallback):
     def on_train_begin(self, args, state, control, **kwargs):
         {on_train_begin}
+
+    def on_train_end(self, args, state, control, **kwargs):
+        {on_train_end}
 
 
 def trainer(setup):
@@ -791,9 +797,9 @@ def trainer(setup):
 
 def _script_arm(tmp_path, world, tiny, **code):
     """A TRLRun of arm mine, whose script (GLOBAL_STATE) runs `code` at its top, in trainer(setup), in its reward
-    function and in its callback's on_train_begin (pass where not given)."""
+    function and in its callback's on_train_begin and on_train_end (pass where not given)."""
     from mcgrpo.integrations.trl import TRLRun
-    where = ("top", "in_trainer", "in_reward", "on_train_begin")
+    where = ("top", "in_trainer", "in_reward", "on_train_begin", "on_train_end")
     script = tmp_path / "mine.py"
     script.write_text(GLOBAL_STATE.format(**{w: code.get(w, "pass") for w in where}))
     run = study_config.run_config(_study(mine={"trainer": {"trl": {"script": str(script)}}}), "mine", 1)
@@ -814,6 +820,8 @@ def _script_arm(tmp_path, world, tiny, **code):
      "its trainer (its callbacks, reward functions) changed torch's threads from 1 to 2 and left it so"),
     ("in_reward", "torch.set_float32_matmul_precision('medium')",
      "changed torch's float32 matmul precision from highest to medium and left it so"),
+    ("on_train_end", "np.seterr(all='ignore')", "after training: trainer.trl.script {script}: its trainer (its "
+     "callbacks, reward functions) changed numpy's error handling (np.seterr)['divide'] from 'warn' to 'ignore'"),
 ])
 def test_a_script_that_leaves_the_processs_global_state_changed_is_refused_naming_it(world, tiny, tmp_path,
                                                                                      global_state, where, code, said):
@@ -829,7 +837,7 @@ def test_a_script_that_leaves_the_processs_global_state_changed_is_refused_namin
         trl_run.run()
     assert str(script) in str(refused.value) and "allowed: " in str(refused.value)
     assert "try/finally" in str(refused.value) and "\n" not in str(refused.value)
-    assert trl_run.next_iteration <= 1
+    assert where == "on_train_end" or trl_run.next_iteration <= 1  # at the step it changed in, or before any
 
 
 @pytest.mark.slow
