@@ -746,3 +746,110 @@ def test_a_setting_the_recipe_leaves_at_trls_default_is_recorded_when_changed(wo
     assert trl_run.record["trl_settings"]["differ_from_recipe"] == {
         "neftune_noise_alpha": {"trainer": 5.0, "recipe": None}, "top_entropy_quantile": {"trainer": 0.2, "recipe": 1.0}}
     json.dumps(trl_run.record)  # run.json holds it
+
+
+# -- the process's global state: a script arm's code is held to it as a plugin is (docs/trl.md) ----------------------
+@pytest.fixture
+def global_state():
+    """Puts back after the test what a script under test sets and leaves set (torch's settings and flags, the working
+    folder), so that the tests after it run as they would have."""
+    import os
+    import torch
+    import numpy as np
+    kept = (torch.get_default_dtype(), torch.get_num_threads(), torch.are_deterministic_algorithms_enabled(),
+            torch.get_float32_matmul_precision(), torch.backends.mkldnn.enabled, os.getcwd(), np.geterr())
+    yield
+    np.seterr(**kept[6])
+    torch.set_default_dtype(kept[0])
+    torch.set_num_threads(kept[1])
+    torch.use_deterministic_algorithms(kept[2])
+    torch.set_float32_matmul_precision(kept[3])
+    torch.backends.mkldnn.enabled = kept[4]
+    os.chdir(kept[5])
+
+
+GLOBAL_STATE = """
+import os
+import numpy as np
+import torch
+from transformers import TrainerCallback
+from trl import GRPOTrainer
+{top}
+
+
+class Mine(TrainerCallback):
+    def on_train_begin(self, args, state, control, **kwargs):
+        {on_train_begin}
+
+    def on_train_end(self, args, state, control, **kwargs):
+        {on_train_end}
+
+
+def trainer(setup):
+    def reward(completions, answer, **kwargs):
+        {in_reward}
+        return setup.reward(completions=completions, answer=answer)
+    {in_trainer}
+    return GRPOTrainer(model=setup.model, reward_funcs=[reward], args=setup.args, train_dataset=setup.dataset,
+                       processing_class=setup.tokenizer, callbacks=[Mine()])
+"""
+
+
+def _script_arm(tmp_path, world, tiny, **code):
+    """A TRLRun of arm mine, whose script (GLOBAL_STATE) runs `code` at its top, in trainer(setup), in its reward
+    function and in its callback's on_train_begin and on_train_end (pass where not given)."""
+    from mcgrpo.integrations.trl import TRLRun
+    where = ("top", "in_trainer", "in_reward", "on_train_begin", "on_train_end")
+    script = tmp_path / "mine.py"
+    script.write_text(GLOBAL_STATE.format(**{w: code.get(w, "pass") for w in where}))
+    run = study_config.run_config(_study(mine={"trainer": {"trl": {"script": str(script)}}}), "mine", 1)
+    return TRLRun(run, *tiny, *world, 300, tmp_path / "run"), script
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where, code, said", [
+    ("top", "torch.backends.mkldnn.enabled = False",
+     "importing it changed torch.backends.mkldnn.enabled from True to False and left it so"),
+    ("in_trainer", "torch.set_default_dtype(torch.float64)",
+     "trainer(setup) changed torch's default dtype from torch.float32 to torch.float64 and left it so"),
+    ("in_trainer", "setup.args.full_determinism = True",  # a GRPOConfig of the script's that transformers applies
+     "trainer(setup) changed torch's deterministic algorithms from False to True and left it so"),
+    ("on_train_begin", "os.chdir(args.output_dir)", "before evaluating at step 0: trainer.trl.script {script}: its "
+     "trainer (its callbacks, reward functions) changed the working folder (os.chdir) from "),
+    ("in_reward", "torch.set_num_threads(torch.get_num_threads() + 1)", "in step 1: trainer.trl.script {script}: "
+     "its trainer (its callbacks, reward functions) changed torch's threads from 1 to 2 and left it so"),
+    ("in_reward", "torch.set_float32_matmul_precision('medium')",
+     "changed torch's float32 matmul precision from highest to medium and left it so"),
+    ("on_train_end", "np.seterr(all='ignore')", "after training: trainer.trl.script {script}: its trainer (its "
+     "callbacks, reward functions) changed numpy's error handling (np.seterr)['divide'] from 'warn' to 'ignore'"),
+])
+def test_a_script_that_leaves_the_processs_global_state_changed_is_refused_naming_it(world, tiny, tmp_path,
+                                                                                     global_state, where, code, said):
+    """A TRL script arm is trained, and evaluated by mcgrpo, in the job's process: a setting its code leaves changed
+    (at its import, in trainer(setup), in a callback or a reward function) would train and evaluate this arm otherwise
+    than the arms it is compared with. Refused by the script's name, the setting and its two values, the run not
+    stored."""
+    pytest.importorskip("trl")
+    from mcgrpo.core.errors import ConfigError
+    trl_run, script = _script_arm(tmp_path, world, tiny, **{where: code})
+    said = said.format(script=script)
+    with pytest.raises(ConfigError, match=re.escape(said)) as refused:
+        trl_run.run()
+    assert str(script) in str(refused.value) and "allowed: " in str(refused.value)
+    assert "try/finally" in str(refused.value) and "\n" not in str(refused.value)
+    assert where == "on_train_end" or trl_run.next_iteration <= 1  # at the step it changed in, or before any
+
+
+@pytest.mark.slow
+def test_a_script_that_restores_what_it_sets_trains_to_B(world, tiny, tmp_path, global_state):
+    """What a script's code sets for its own computation and restores (try/finally, a context manager), and an
+    environment variable it adds, leave the run as the other arms': trained to B."""
+    pytest.importorskip("trl")
+    import torch
+    threads = torch.get_num_threads()
+    trl_run, _ = _script_arm(tmp_path, world, tiny, top="os.environ['MINE_ADDED'] = '1'", in_reward=(
+        "threads = torch.get_num_threads()\n        torch.set_num_threads(threads + 1)\n        try:\n"
+        "            pass\n        finally:\n            torch.set_num_threads(threads)"),
+        on_train_begin="torch.set_grad_enabled(torch.is_grad_enabled())")
+    log = trl_run.run()
+    assert trl_run.protocol.ledger.done and log.iterations and torch.get_num_threads() == threads

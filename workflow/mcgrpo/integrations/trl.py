@@ -49,6 +49,7 @@ from mcgrpo.core.clock import STAGES, StageClock, cpu_seconds, discover
 from mcgrpo.core.errors import ConfigError, Interrupted, McgrpoError
 from mcgrpo.core.ledger import Ledger, counting
 from mcgrpo.core.trl_config import NOT_SETTINGS, SAMPLING, TRL_VERSION, edited, grpo_arguments, identity
+from mcgrpo.integrations.trl_globals import Held
 from mcgrpo.train import engines
 from mcgrpo.train.evaluation import Evaluator
 from mcgrpo.train.rollout import reward as training_reward, score, study_prompter, study_rule
@@ -88,6 +89,7 @@ class Protocol(TrainerCallback):
         self.rows = 0  # completions generated in training since the last step ended
         self.stream: Callable[[int, int], list[dict]] | None = None  # the prompt stream's rows (start, count)
         self.settings: dict | None = None  # the recipe's GRPOConfig, every key (settings()), where TRLRun built it
+        self.held: Held | None = None  # the global state a script arm's code must leave as it is (TRLRun's)
 
     # -- attaching to a trainer -------------------------------------------------------------------------------
     def attach(self, trainer) -> "Protocol":
@@ -248,6 +250,13 @@ class Protocol(TrainerCallback):
         wrong = self._refused()
         if wrong:
             raise ConfigError(f"{when}: " + "; ".join(wrong))
+        self._global_state_kept(when)
+
+    def _global_state_kept(self, when: str) -> None:
+        """Refuse, at every step and before every evaluation, the process's global state changed by a script arm's
+        code (trl_globals.Held): this arm's steps and mcgrpo's evaluation of it would run under it."""
+        if self.held is not None:
+            self.held.check("its trainer (its callbacks, reward functions)", f"{when}: ")
 
     def _generated_its_batch(self, batch: int, when: str) -> None:
         """Refuse a step that trained on completions it did not generate (a subclass that replays an earlier step's
@@ -294,6 +303,7 @@ class Protocol(TrainerCallback):
         """mcgrpo's evaluation of the policy now (outside the stage clock), then back to training mode."""
         if self.evaluator is None:
             return
+        self._global_state_kept(f"before evaluating at step {self.ledger.iterations}")
         training = model.training
         record_evaluation(self.log, self.evaluator, indices, self.state(), None, self.tracker)
         model.train(training)
@@ -622,6 +632,8 @@ class TRLRun:
         if not block.get("script"):
             return default_trainer(setup)
         build = _script_trainer(block["script"])
+        if self.protocol.held is not None:
+            self.protocol.held.check("importing it")
         with _in_script(block["script"], "trainer(setup)"):
             built = build(setup)
         return _checked_trainer(block["script"], built)
@@ -637,6 +649,14 @@ class TRLRun:
                               f"allowed: setup.run read only (the run's effective config, which the protocol "
                               f"evaluates and stores the run by; a GRPOConfig setting is set in setup.args)")
 
+    def _held(self) -> Held | None:
+        """The process's global state as a script arm starts (read after setup() built the recipe's GRPOConfig, so
+        that what transformers sets for the recipe's arguments is part of it), which the script's code must leave so;
+        None for the default trainer, which runs only mcgrpo's and TRL's code (a verifier plugin it rewards with is
+        held by mcgrpo.train.contract)."""
+        script = self.cfg["arm_config"]["trainer"]["trl"].get("script")
+        return Held(script) if script else None
+
     def run(self) -> RunLog:
         """Train to horizon x B under the protocol; its RunLog, as mcgrpo's Trainer.run returns it."""
         ledger = self.protocol.ledger
@@ -647,12 +667,16 @@ class TRLRun:
             warnings.showwarning = _shown_once(warnings.showwarning)
             setup = self.setup()
             start = initial(self.model, self.tokenizer)  # before the script, which may change either in place
+            self.protocol.held = self._held()
             trainer = self.build(setup)
+            if self.protocol.held is not None:
+                self.protocol.held.check("trainer(setup)")
             self._read_only(setup.run)
             same_start(trainer, start)
             self.protocol.attach(trainer)
             with counting(ledger):
                 trainer.train()
+            self.protocol._global_state_kept("after training")
         if self.stop_requested:
             raise Interrupted(f"stopped on request after iteration {ledger.iterations - 1}")
         if not ledger.done:
