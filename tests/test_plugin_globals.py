@@ -43,6 +43,7 @@ CHANGES = {  # what a plugin might do to the process, for its own computation, a
     "chdir": lambda: os.chdir(os.path.dirname(os.getcwd())),
     "path": lambda: sys.path.insert(0, "/plugin/vendor"),
     "environ": lambda: os.environ.update(OMP_NUM_THREADS="7"),
+    "onednn": lambda: setattr(torch.backends.mkldnn.matmul, "fp32_precision", "bf16"),  # bf16 matmuls on the CPU
 }
 SAID = {
     "flash": r"torch.backends.cuda.flash_sdp_enabled\(\) from True to False",
@@ -54,6 +55,7 @@ SAID = {
     "chdir": r"the working folder \(os.chdir\) from .+ to .+",
     "path": r"sys.path from \d+ entries to \d+, '/plugin/vendor' put before its entries",
     "environ": r"os.environ\['OMP_NUM_THREADS'\] from .+ to '7'",
+    "onednn": r"torch.backends.mkldnn.matmul.fp32_precision from none to bf16",
 }
 
 
@@ -108,10 +110,12 @@ def process():
     """The process's global state put back after a test whose plugin changes it."""
     saved = (torch.backends.cuda.flash_sdp_enabled(), torch.backends.cudnn.benchmark,
              torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction, torch.get_default_device(),
-             torch.is_anomaly_enabled(), np.geterr(), os.getcwd(), list(sys.path), dict(os.environ))
+             torch.is_anomaly_enabled(), np.geterr(), os.getcwd(), list(sys.path), dict(os.environ),
+             torch.backends.mkldnn.matmul.fp32_precision)
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # set, as a job's is: the plugins below change it
     yield
-    flash, benchmark, reduced, device, anomaly, errors, cwd, path, environ = saved
+    flash, benchmark, reduced, device, anomaly, errors, cwd, path, environ, onednn = saved
+    torch.backends.mkldnn.matmul.fp32_precision = onednn
     torch.backends.cuda.enable_flash_sdp(flash)
     torch.backends.cudnn.benchmark = benchmark
     torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = reduced

@@ -220,9 +220,19 @@ def _settings() -> tuple:
     inherit: the math-verify worker, restarted after a check overran). Read in tens of microseconds (environ by its
     raw dict, not decoded), a plugin call's cost next to its batch's."""
     torch = sys.modules.get("torch")
-    return (*((name, read()) for name, read in (_torch_readers(torch) if torch is not None else ())),
+    return (*((name, _read(read)) for name, read in (_torch_readers(torch) if torch is not None else ())),
             ("numpy's error handling (np.seterr)", np.geterr()), ("the working folder (os.chdir)", os.getcwd()),
             ("sys.path", tuple(sys.path)), ("os.environ", dict(getattr(os.environ, "_data", None) or os.environ)))
+
+
+def _read(read: Callable[[], Any]) -> Any:
+    """A setting's value; where reading it raises, the error in words, a value too (torch's legacy
+    get_float32_matmul_precision raises once a per-backend fp32_precision was set: the change is named by the
+    latter, read first)."""
+    try:
+        return read()
+    except RuntimeError as e:
+        return f"unreadable ({str(e)[:80]})"
 
 
 @functools.cache
@@ -236,7 +246,14 @@ def _torch_readers(torch) -> tuple[tuple[str, Callable[[], Any]], ...]:
 
     def flag(module, name: str):
         return (lambda: getattr(module, name)) if hasattr(module, name) else None
+
+    def precision(path: str):  # torch >= 2.9's per-backend float32 precision (torch.backends.mkldnn.matmul...)
+        module = functools.reduce(lambda m, part: getattr(m, part, None), filter(None, path.split(".")), backends)
+        return flag(module, "fp32_precision") if module is not None else None
     readers = [
+        *((f"torch.backends.{path}{'.' if path else ''}fp32_precision", precision(path)) for path in
+          ("", "cuda.matmul", "cudnn", "cudnn.conv", "cudnn.rnn", "mkldnn", "mkldnn.matmul", "mkldnn.conv",
+           "mkldnn.rnn")),
         ("torch's default dtype", torch.get_default_dtype),
         ("torch's default device", getattr(torch, "get_default_device", None)),
         ("torch's grad mode", torch.is_grad_enabled), ("torch's threads", torch.get_num_threads),
