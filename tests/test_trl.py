@@ -757,8 +757,10 @@ def global_state():
     import torch
     import numpy as np
     kept = (torch.get_default_dtype(), torch.get_num_threads(), torch.are_deterministic_algorithms_enabled(),
-            torch.get_float32_matmul_precision(), torch.backends.mkldnn.enabled, os.getcwd(), np.geterr())
+            torch.get_float32_matmul_precision(), torch.backends.mkldnn.enabled, os.getcwd(), np.geterr(),
+            torch.nn.functional.silu, torch.nn.functional.gelu)
     yield
+    torch.nn.functional.silu, torch.nn.functional.gelu = kept[7:]
     np.seterr(**kept[6])
     torch.set_default_dtype(kept[0])
     torch.set_num_threads(kept[1])
@@ -822,6 +824,10 @@ def _script_arm(tmp_path, world, tiny, **code):
      "changed torch's float32 matmul precision from highest to medium and left it so"),
     ("on_train_end", "np.seterr(all='ignore')", "after training: trainer.trl.script {script}: its trainer (its "
      "callbacks, reward functions) changed numpy's error handling (np.seterr)['divide'] from 'warn' to 'ignore'"),
+    ("top", "torch.nn.functional.silu = lambda x, inplace=False: x * torch.sigmoid(x)",  # as unsloth or liger do
+     "importing it patched torch.nn.functional.silu from torch.nn.functional.silu to "),
+    ("in_reward", "torch.nn.functional.gelu = lambda x, approximate='none': x", "in step 1: trainer.trl.script "
+     "{script}: its trainer (its callbacks, reward functions) patched torch.nn.functional.gelu from "),
 ])
 def test_a_script_that_leaves_the_processs_global_state_changed_is_refused_naming_it(world, tiny, tmp_path,
                                                                                      global_state, where, code, said):

@@ -25,6 +25,7 @@ A preempted TRL run does not resume: its next attempt trains it again from step 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import importlib.util
@@ -50,7 +51,7 @@ from mcgrpo.core.errors import ConfigError, Interrupted, McgrpoError
 from mcgrpo.core.ledger import Ledger, counting
 from mcgrpo.core.trl_config import NOT_SETTINGS, SAMPLING, TRL_VERSION, edited, grpo_arguments, identity
 from mcgrpo.integrations.trl_globals import Held
-from mcgrpo.train import engines
+from mcgrpo.train import engines, patches
 from mcgrpo.train.evaluation import Evaluator
 from mcgrpo.train.rollout import reward as training_reward, score, study_prompter, study_rule
 from mcgrpo.train.selection.stream import PromptStream
@@ -649,13 +650,13 @@ class TRLRun:
                               f"allowed: setup.run read only (the run's effective config, which the protocol "
                               f"evaluates and stores the run by; a GRPOConfig setting is set in setup.args)")
 
-    def _held(self) -> Held | None:
+    def _held(self, code) -> Held | None:
         """The process's global state as a script arm starts (read after setup() built the recipe's GRPOConfig, so
         that what transformers sets for the recipe's arguments is part of it), which the script's code must leave so;
         None for the default trainer, which runs only mcgrpo's and TRL's code (a verifier plugin it rewards with is
         held by mcgrpo.train.contract)."""
         script = self.cfg["arm_config"]["trainer"]["trl"].get("script")
-        return Held(script) if script else None
+        return Held(script, code) if script else None
 
     def run(self) -> RunLog:
         """Train to horizon x B under the protocol; its RunLog, as mcgrpo's Trainer.run returns it."""
@@ -667,16 +668,18 @@ class TRLRun:
             warnings.showwarning = _shown_once(warnings.showwarning)
             setup = self.setup()
             start = initial(self.model, self.tokenizer)  # before the script, which may change either in place
-            self.protocol.held = self._held()
-            trainer = self.build(setup)
-            if self.protocol.held is not None:
-                self.protocol.held.check("trainer(setup)")
-            self._read_only(setup.run)
-            same_start(trainer, start)
-            self.protocol.attach(trainer)
-            with counting(ledger):
-                trainer.train()
-            self.protocol._global_state_kept("after training")
+            scripted = self.cfg["arm_config"]["trainer"]["trl"].get("script")
+            with (patches.held() if scripted else contextlib.nullcontext()) as code:  # its import, build and steps
+                self.protocol.held = self._held(code)
+                trainer = self.build(setup)
+                if self.protocol.held is not None:
+                    self.protocol.held.check("trainer(setup)")
+                self._read_only(setup.run)
+                same_start(trainer, start)
+                self.protocol.attach(trainer)
+                with counting(ledger):
+                    trainer.train()
+                self.protocol._global_state_kept("after training")
         if self.stop_requested:
             raise Interrupted(f"stopped on request after iteration {ledger.iterations - 1}")
         if not ledger.done:

@@ -7,13 +7,15 @@ otherwise than the arms it is compared with, and nothing would say so. `Held` re
 `_settings`) once the recipe's GRPOConfig is built, so what transformers sets for the recipe's own arguments is the
 arm's starting state, and refuses a change of it after the script's import, after trainer(setup), and before and after
 every step (docs/trl.md). What transformers sets for a GRPOConfig of the script's (tf32, full_determinism,
-torch_compile) is the script's change, refused as well.
+torch_compile) is the script's change, refused as well. So is a patch of the code the run computes with
+(mcgrpo.train.patches: `import unsloth`, liger-kernel's apply_liger_kernel_to_*, a function of torch replaced), as a
+plugin's is.
 """
 
 from __future__ import annotations
 
 from mcgrpo.core.errors import ConfigError
-from mcgrpo.train import contract
+from mcgrpo.train import contract, patches
 
 ALLOWED = ("the process's global state as the script found it (torch's settings and kernel flags, numpy's error "
            "handling, the working folder, sys.path but appending, os.environ but adding), which this arm trains and is "
@@ -23,10 +25,11 @@ ALLOWED = ("the process's global state as the script found it (torch's settings 
 
 
 class Held:
-    """The process's global state as a script arm's run starts it, which the script's code must leave so."""
+    """The process's global state as a script arm's run starts it, which the script's code must leave so, and the
+    code the run computes with (`code`: a patches.held block open for the whole run, the script's import in it)."""
 
-    def __init__(self, script: str):
-        self.script, self.state = script, contract._settings()
+    def __init__(self, script: str, code: patches.Held):
+        self.script, self.state, self.code = script, contract._settings(), code
 
     def check(self, doing: str, when: str = "") -> None:
         """Refuse a change since the run started, made by what the script was `doing` ('importing it'); `when`
@@ -35,3 +38,7 @@ class Held:
         if changed:
             raise ConfigError(f"{when}trainer.trl.script {self.script}: {doing} changed {changed} and left it so; "
                               f"allowed: {ALLOWED}")
+        patched = self.code.changed()
+        if patched:
+            raise ConfigError(f"{when}trainer.trl.script {self.script}: {doing} patched {patched} and left it so; "
+                              f"allowed: {contract.PATCHED}")

@@ -225,14 +225,16 @@ def _settings() -> tuple:
             ("sys.path", tuple(sys.path)), ("os.environ", dict(getattr(os.environ, "_data", None) or os.environ)))
 
 
+class _Unreadable(str):
+    """A setting whose reading raised, in words: torch's legacy get_float32_matmul_precision raises once a
+    per-backend fp32_precision was set, a change that setting, read after it, names."""
+
+
 def _read(read: Callable[[], Any]) -> Any:
-    """A setting's value; where reading it raises, the error in words, a value too (torch's legacy
-    get_float32_matmul_precision raises once a per-backend fp32_precision was set: the change is named by the
-    latter, read first)."""
     try:
         return read()
     except RuntimeError as e:
-        return f"unreadable ({str(e)[:80]})"
+        return _Unreadable(f"unreadable ({str(e)[:80]})")
 
 
 @functools.cache
@@ -251,14 +253,14 @@ def _torch_readers(torch) -> tuple[tuple[str, Callable[[], Any]], ...]:
         module = functools.reduce(lambda m, part: getattr(m, part, None), filter(None, path.split(".")), backends)
         return flag(module, "fp32_precision") if module is not None else None
     readers = [
-        *((f"torch.backends.{path}{'.' if path else ''}fp32_precision", precision(path)) for path in
-          ("", "cuda.matmul", "cudnn", "cudnn.conv", "cudnn.rnn", "mkldnn", "mkldnn.matmul", "mkldnn.conv",
-           "mkldnn.rnn")),
         ("torch's default dtype", torch.get_default_dtype),
         ("torch's default device", getattr(torch, "get_default_device", None)),
         ("torch's grad mode", torch.is_grad_enabled), ("torch's threads", torch.get_num_threads),
         ("torch's deterministic algorithms", torch.are_deterministic_algorithms_enabled),
         ("torch's float32 matmul precision", torch.get_float32_matmul_precision),
+        *((f"torch.backends.{path}{'.' if path else ''}fp32_precision", precision(path)) for path in
+          ("", "cuda.matmul", "cudnn", "cudnn.conv", "cudnn.rnn", "mkldnn", "mkldnn.matmul", "mkldnn.conv",
+           "mkldnn.rnn")),
         ("torch's anomaly detection", torch.is_anomaly_enabled),
         *((f"torch.backends.cuda.{name}()", getattr(cuda, name, None)) for name in
           ("flash_sdp_enabled", "mem_efficient_sdp_enabled", "math_sdp_enabled", "cudnn_sdp_enabled")),
@@ -276,7 +278,7 @@ def _setting_changed(settings: tuple, settings_now: tuple) -> str:
     folder, and an entry put last shadows nothing imported before), os.environ by a variable changed or removed
     (one added is allowed: scikit-learn, imported where a built-in rule first fits, sets KMP_* defaults)."""
     for (name, was), (_, now) in zip(settings, settings_now):
-        if was == now or name == "sys.path" and now[:len(was)] == was:
+        if was == now or name == "sys.path" and now[:len(was)] == was or isinstance(now, _Unreadable):
             continue
         if isinstance(was, dict):
             key = next((k for k in sorted({*was, *now}, key=str) if was.get(k) != now.get(k)
