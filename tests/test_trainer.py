@@ -303,15 +303,14 @@ def test_the_cpu_clock_counts_a_stages_work_in_another_process(how):
     assert 0.25 <= cpu < 2.0, cpu
 
 
-# In a fresh interpreter (adopt makes it the subreaper of what it starts, for good): one stage in which a shell starts
+# In a fresh interpreter (as a train job is): one stage, the process the subreaper of what it starts (adopting), in which a shell starts
 # a Python in the background and ends at once, orphaning it; the orphan works 0.3 s of CPU, says so, then stays
 # ("running") or ends ("ended"). Prints the stage's CPU seconds and whether the orphan was reaped after it ended.
 ORPHANED = """
 import os, signal, subprocess, sys, time
 from mcgrpo.core import clock
-assert clock.adopt()
 stage = clock.StageClock()
-with stage.stage("credit"):
+with clock.adopting(), stage.stage("credit"):
     shell = subprocess.Popen(["sh", "-c", '"$0" -c "$1" &', sys.executable, sys.argv[2]], stdout=subprocess.PIPE,
                              text=True)
     assert shell.wait() == 0
@@ -338,7 +337,7 @@ print(cpu, os.path.exists(f"/proc/{pid}"))
 def test_the_cpu_clock_counts_a_worker_orphaned_below_the_trainer(how):
     """A plugin's server started with `sh -c 'server &'`: the shell ends at once and Linux hands the server to init,
     no longer below the trainer, so its work was off the CPU clock (the arm read cheap there). The train job adopts
-    such orphans (clock.adopt: the subreaper of what it starts); the clock finds one as the stage ends, running or
+    such orphans (clock.adopting: the subreaper of what it starts); the clock finds one as the stage ends, running or
     ended unseen, and reaps it once it has ended, so that none stays a zombie to the job's end."""
     code = BUSY.format(seconds=0.3) + "import os, time\nprint('done', os.getpid(), flush=True)\n"
     if how == "running":
@@ -367,6 +366,17 @@ def test_no_stage_is_charged_for_the_protocols_checks_of_a_plugins_call():
     lap = stage.lap()
     assert wall > 0.05 and cpu > 0.03, (wall, cpu)
     assert lap["t_credit"] < wall / 4 and lap["cpu_credit"] < cpu / 4, (lap, wall, cpu)
+
+def test_adopting_is_put_back_after_the_run():
+    """A process that runs a train job in-process (a test, a script calling mcgrpo.cli.main) is not left adopting
+    what it starts later: a daemon it starts and stops afterwards would stay its zombie, never reaped."""
+    from mcgrpo.core import clock
+    was = clock._subreaper()
+    if was is None:
+        pytest.skip("no child subreaper here (not Linux)")
+    with clock.adopting():
+        assert clock._subreaper() == 1
+    assert clock._subreaper() == was
 
 def test_the_clock_leaves_a_plugins_own_ended_child_to_its_popen():
     """The clock reaps only the ended children nothing here waits for: a plugin's Popen whose child ended before the

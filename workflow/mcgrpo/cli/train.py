@@ -156,8 +156,8 @@ def train(args) -> None:
     """
     from mcgrpo.train import job
     stops = job.Stops.catch()  # before the plugins are checked (imported): a preemption then still exits 75
-    clock.adopt()  # before any plugin starts a worker: one orphaned below the job stays on its CPU clock
-    job.logged(args.failed_log, lambda: _train_run(*_training_run(args), _tracking(args), stops))
+    with clock.adopting():  # before any plugin starts a worker: one orphaned below the job stays on its CPU clock
+        job.logged(args.failed_log, lambda: _train_run(*_training_run(args), _tracking(args), stops))
 
 
 def _train_arguments(v: argparse.ArgumentParser) -> None:

@@ -32,7 +32,7 @@ STAGES = ("select", "generate", "credit", "update", "sync")
 
 _HELPERS: set[int] = set()  # live processes this one started for its work, outside multiprocessing
 _FOUND: set[int] = set()  # live processes below this one that `discover` found, outside multiprocessing and _HELPERS
-_PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+_PR_SET_CHILD_SUBREAPER, _PR_GET_CHILD_SUBREAPER = 36, 37  # linux/prctl.h
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -52,16 +52,37 @@ def _live_cpu(pid: int) -> float:
     return sum(int(v) for v in fields[11:15]) / _TICK  # utime, stime, cutime, cstime
 
 
-def adopt() -> bool:
-    """Make this process the subreaper of the processes below it (Linux's PR_SET_CHILD_SUBREAPER): one whose parent
-    ends without waiting for it (a server started with `sh -c 'server &'`, a daemon's double fork) is handed to this
-    process instead of init, so that `discover` still finds it below and the CPU clock counts its work, and `discover`
-    reaps it once it ends. The train job calls it first. False where the system has no such switch."""
+@contextmanager
+def adopting() -> Iterator[None]:
+    """Within the block (the train job's run), this process is the subreaper of the processes below it (Linux's
+    PR_SET_CHILD_SUBREAPER): one whose parent ends without waiting for it (a server started with `sh -c 'server &'`,
+    a daemon's double fork) is handed to this process instead of init, so that `discover` still finds it below and
+    the CPU clock counts its work, and `discover` reaps it once it ends. Put back as it was after the block, so that
+    a process that runs a job in-process (a test, a script calling mcgrpo.cli.main) does not adopt what it starts
+    later. Nothing where the system has no such switch."""
+    was = _subreaper()
+    if was is not None:
+        _prctl(_PR_SET_CHILD_SUBREAPER, 1)
     try:
-        import ctypes
-        return ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-    except (OSError, AttributeError):
+        yield
+    finally:
+        if was is not None:
+            _prctl(_PR_SET_CHILD_SUBREAPER, was)
+
+
+def _prctl(option: int, value) -> bool:
+    import ctypes
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) == 0
+    except (OSError, AttributeError):  # no prctl: not Linux
         return False
+
+
+def _subreaper() -> int | None:
+    """Whether this process is a subreaper now (1 or 0); None where that cannot be read or set (not Linux)."""
+    import ctypes
+    flag = ctypes.c_int(0)
+    return flag.value if _prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(flag)) else None
 
 
 def _processes() -> dict[int, tuple[int, str]]:
@@ -97,7 +118,7 @@ def descendants(processes: dict[int, tuple[int, str]] | None = None) -> set[int]
 def _unclaimed(processes: dict[int, tuple[int, str]], known: set[int]) -> set[int]:
     """This process's ended children (zombies) that nothing here will wait for: none of `known` (multiprocessing's
     and the named helpers), nor of a subprocess.Popen still waiting for its child. What remains was adopted
-    (`adopt`) and would stay a zombie to the job's end, read again at every look."""
+    (`adopting`) and would stay a zombie to the job's end, read again at every look."""
     me = os.getpid()
     ended = {pid for pid, (parent, state) in processes.items() if parent == me and state == "Z"} - known
     if ended:  # a scan of the heap, only where a child ended unwaited (about 0.1 s with torch loaded)
