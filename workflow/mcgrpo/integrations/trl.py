@@ -271,10 +271,11 @@ class Protocol(TrainerCallback):
                               f"the budget B does not pay for; docs/trl.md)")
 
     def on_step_end(self, args, state, control, **kwargs):
-        """The step's stages: generate and credit as timed, update the rest of the step."""
+        """The step's stages: generate and credit as timed, update the rest of the step (read before the protocol's
+        checks of the step, which are no stage's time: mcgrpo.core.clock.checking)."""
+        wall, cpu = time.perf_counter() - self._step_start[0], cpu_seconds() - self._step_start[1] + discover()
         self._still_the_recipe(f"in step {state.global_step}")
         self._generated_its_batch(args.per_device_train_batch_size, f"in step {state.global_step}")
-        wall, cpu = time.perf_counter() - self._step_start[0], cpu_seconds() - self._step_start[1] + discover()
         stages = self.clock.lap()
         stages["t_update"] = max(0.0, wall - sum(stages[f"t_{s}"] for s in STAGES if s != "update"))
         stages["cpu_update"] = max(0.0, cpu - sum(stages[f"cpu_{s}"] for s in STAGES if s != "update"))
