@@ -303,32 +303,29 @@ def test_the_cpu_clock_counts_a_stages_work_in_another_process(how):
     assert 0.25 <= cpu < 2.0, cpu
 
 
-# In a fresh interpreter (as a train job is): one stage, the process the subreaper of what it starts (adopting), in which a shell starts
-# a Python in the background and ends at once, orphaning it; the orphan works 0.3 s of CPU, says so, then stays
-# ("running") or ends ("ended"). Prints the stage's CPU seconds and whether the orphan was reaped after it ended.
+# In a fresh interpreter (as a train job is): the process the subreaper of what it starts (adopting) and one stage, in
+# which a shell starts a Python in the background and ends at once, orphaning it; the orphan works 0.3 s of CPU, says
+# so, then stays ("running") or ends ("ended"). Prints the stage's CPU seconds and whether the orphan is left after
+# the run (adopting's block).
 ORPHANED = """
 import os, signal, subprocess, sys, time
 from mcgrpo.core import clock
 stage = clock.StageClock()
-with clock.adopting(), stage.stage("credit"):
-    shell = subprocess.Popen(["sh", "-c", '"$0" -c "$1" &', sys.executable, sys.argv[2]], stdout=subprocess.PIPE,
-                             text=True)
-    assert shell.wait() == 0
-    said, pid = shell.stdout.readline().split()
-    if sys.argv[1] == "ended":
-        shell.stdout.read()  # the orphan's end closes the pipe
-pid = int(pid)
-cpu = stage.lap()["cpu_credit"]
-if sys.argv[1] == "running":
-    os.kill(pid, signal.SIGKILL)
-def state():
-    try:
-        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return "reaped"  # ended within the stage, and reaped as it ended
-while state() not in ("Z", "reaped"):
-    time.sleep(0.05)
-clock.discover()  # the next look reaps it
+with clock.adopting():
+    with stage.stage("credit"):
+        shell = subprocess.Popen(["sh", "-c", '"$0" -c "$1" &', sys.executable, sys.argv[2]], stdout=subprocess.PIPE,
+                                 text=True)
+        assert shell.wait() == 0
+        said, pid = shell.stdout.readline().split()
+        if sys.argv[1] == "ended":
+            shell.stdout.read()  # the orphan's end closes the pipe
+    pid = int(pid)
+    cpu = stage.lap()["cpu_credit"]
+    if sys.argv[1] == "running":
+        os.kill(pid, signal.SIGKILL)
+    while open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":  # ours, so a zombie until reaped
+        time.sleep(0.05)
+    clock.discover()
 print(cpu, os.path.exists(f"/proc/{pid}"))
 """
 
@@ -338,7 +335,7 @@ def test_the_cpu_clock_counts_a_worker_orphaned_below_the_trainer(how):
     """A plugin's server started with `sh -c 'server &'`: the shell ends at once and Linux hands the server to init,
     no longer below the trainer, so its work was off the CPU clock (the arm read cheap there). The train job adopts
     such orphans (clock.adopting: the subreaper of what it starts); the clock finds one as the stage ends, running or
-    ended unseen, and reaps it once it has ended, so that none stays a zombie to the job's end."""
+    ended unseen, and it is reaped by the run's end, so that none stays a zombie beyond it."""
     code = BUSY.format(seconds=0.3) + "import os, time\nprint('done', os.getpid(), flush=True)\n"
     if how == "running":
         code += "time.sleep(120)\n"
@@ -386,6 +383,40 @@ def test_the_clock_leaves_a_plugins_own_ended_child_to_its_popen():
     _ended_unjoined(child.pid)
     clock.discover()
     assert child.wait(timeout=60) == 3
+
+
+def test_the_clock_leaves_a_plugins_child_waited_for_by_pid_and_counts_it_until_then():
+    """A plugin's own child started without subprocess (os.posix_spawn, os.fork), which it waits for by pid, is no
+    adopted orphan: reaped by the clock, the plugin's os.waitpid raised ChildProcessError. Ended and unwaited, it is
+    still counted (from /proc), then from os.times once the plugin waited for it."""
+    from mcgrpo.core import clock
+    with clock.adopting():
+        before = clock.cpu_seconds()
+        pid = os.posix_spawn(sys.executable, [sys.executable, "-c", BUSY.format(seconds=0.3) + "raise SystemExit(7)"],
+                             os.environ)
+        _ended_unjoined(pid)
+        clock.discover()
+        zombie = clock.cpu_seconds() - before
+        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 7
+        waited = clock.cpu_seconds() - before
+    assert 0.25 <= zombie < 2.0 and abs(waited - zombie) < 0.1, (zombie, waited)
+
+
+def test_the_clock_reaps_an_orphan_it_saw_below_its_parent():
+    """An orphan the clock saw below its parent (a shell that outlives its background job's start) was adopted once
+    that parent ended: nobody else will wait for it, and `discover` reaps it once it has ended."""
+    from mcgrpo.core import clock
+    if clock._subreaper() is None:
+        pytest.skip("no child subreaper here (not Linux)")
+    with clock.adopting():
+        shell = subprocess.Popen(["sh", "-c", "sleep 0.3 & echo $!; read x"], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, text=True)
+        orphan = int(shell.stdout.readline())
+        clock.discover()  # seen below the shell
+        shell.communicate("")
+        _ended_unjoined(orphan)  # adopted by this process, so a zombie until reaped
+        clock.discover()
+        assert not Path(f"/proc/{orphan}").exists()
 
 
 def _ended_unjoined(pid: int) -> None:

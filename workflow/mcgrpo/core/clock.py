@@ -32,6 +32,7 @@ STAGES = ("select", "generate", "credit", "update", "sync")
 
 _HELPERS: set[int] = set()  # live processes this one started for its work, outside multiprocessing
 _FOUND: set[int] = set()  # live processes below this one that `discover` found, outside multiprocessing and _HELPERS
+_ADOPTED: set[int] = set()  # processes below this one that `discover` saw below another: ours once that one ends
 _PR_SET_CHILD_SUBREAPER, _PR_GET_CHILD_SUBREAPER = 36, 37  # linux/prctl.h
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -57,17 +58,22 @@ def adopting() -> Iterator[None]:
     """Within the block (the train job's run), this process is the subreaper of the processes below it (Linux's
     PR_SET_CHILD_SUBREAPER): one whose parent ends without waiting for it (a server started with `sh -c 'server &'`,
     a daemon's double fork) is handed to this process instead of init, so that `discover` still finds it below and
-    the CPU clock counts its work, and `discover` reaps it once it ends. Put back as it was after the block, so that
-    a process that runs a job in-process (a test, a script calling mcgrpo.cli.main) does not adopt what it starts
-    later. Nothing where the system has no such switch."""
+    the CPU clock counts its work. Those that ended are reaped as the block ends (`discover` reaps those it saw
+    adopted), so that none stays a zombie beyond the run. Put back as it was after the block, so that a process that
+    runs a job in-process (a test, a script calling mcgrpo.cli.main) does not adopt what it starts later. Nothing
+    where the system has no such switch."""
     was = _subreaper()
-    if was is not None:
-        _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    if was is None:
+        yield
+        return
+    before = _children(_processes())
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
     try:
         yield
     finally:
-        if was is not None:
-            _prctl(_PR_SET_CHILD_SUBREAPER, was)
+        _prctl(_PR_SET_CHILD_SUBREAPER, was)
+        processes = _processes()
+        _reap(_unclaimed(processes, _counted(), _children(processes) - before))
 
 
 def _prctl(option: int, value) -> bool:
@@ -115,15 +121,32 @@ def descendants(processes: dict[int, tuple[int, str]] | None = None) -> set[int]
     return found
 
 
-def _unclaimed(processes: dict[int, tuple[int, str]], known: set[int]) -> set[int]:
-    """This process's ended children (zombies) that nothing here will wait for: none of `known` (multiprocessing's
-    and the named helpers), nor of a subprocess.Popen still waiting for its child. What remains was adopted
-    (`adopting`) and would stay a zombie to the job's end, read again at every look."""
+def _children(processes: dict[int, tuple[int, str]]) -> set[int]:
     me = os.getpid()
-    ended = {pid for pid, (parent, state) in processes.items() if parent == me and state == "Z"} - known
+    return {pid for pid, (parent, _) in processes.items() if parent == me}
+
+
+def _counted() -> set[int]:
+    """The live processes this one counts as its own by name: multiprocessing's and the named helpers."""
+    return {p.pid for p in multiprocessing.active_children()} | _HELPERS
+
+
+def _unclaimed(processes: dict[int, tuple[int, str]], known: set[int], among: set[int]) -> set[int]:
+    """Which of `among` are this process's ended children (zombies) that nothing here will wait for: none of `known`
+    (multiprocessing's and the named helpers), nor of a subprocess.Popen still waiting for its child."""
+    me = os.getpid()
+    ended = {pid for pid in among - known if processes.get(pid) == (me, "Z")}
     if ended:  # a scan of the heap, only where a child ended unwaited (about 0.1 s with torch loaded)
         ended -= {o.pid for o in gc.get_objects() if issubclass(type(o), subprocess.Popen) and o.returncode is None}
     return ended
+
+
+def _reap(pids: set[int]) -> None:
+    for pid in pids:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:  # waited for meanwhile
+            pass
 
 
 def discover() -> float:
@@ -132,21 +155,23 @@ def discover() -> float:
     (outside both of the stage's readings, so that looking costs no stage anything) and adds them to that stage:
     a process found then started within it, or, where it started between two stages (an evaluation), before it,
     which charges it the conservative way. Training starts by calling it once: what started before (a plugin's
-    worker, evaluation 0's) is counted from then on, its start no training time. An adopted process that ended is
-    reaped here: its CPU seconds move from /proc to this process's waited children (os.times) between two readings,
-    and one that ended unseen is charged to the stage, as a new one is."""
-    global _FOUND
+    worker, evaluation 0's) is counted from then on, its start no training time.
+
+    An ended process is counted from /proc while it is a zombie, and from os.times once waited for. One seen below
+    another process and adopted since (`adopting`) is reaped here once it ended: nobody else will wait for it. One
+    that was this process's child when first seen may be a plugin's own (os.fork, os.posix_spawn), which the plugin
+    waits for by pid: it is left to the plugin, or to `adopting`'s end."""
+    global _FOUND, _ADOPTED
     processes = _processes()
     live = descendants(processes)
-    counted = {p.pid for p in multiprocessing.active_children()} | _HELPERS
+    counted = _counted()
     new = live - counted - _FOUND
     charged = sum(_live_cpu(pid) for pid in new)
-    for pid in _unclaimed(processes, counted):
-        try:
-            os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:  # waited for meanwhile
-            pass
-        live.discard(pid)
+    reaped = _unclaimed(processes, counted, _ADOPTED)
+    _reap(reaped)
+    live -= reaped
+    me = os.getpid()
+    _ADOPTED = (_ADOPTED & live) | {pid for pid in live if processes[pid][0] != me}
     _FOUND = (_FOUND & live) - counted | (new & live)
     return charged
 
