@@ -4,7 +4,7 @@ The script, its reward functions and its callbacks run in the train job's proces
 arm: a setting they leave changed (torch's default dtype, threads, deterministic algorithms, float32 matmul precision,
 a kernel flag, numpy's error handling, the working folder, sys.path, os.environ) would train and evaluate this arm
 otherwise than the arms it is compared with, and nothing would say so. `Held` reads that state (contract's own reading,
-`_settings`) once the recipe's GRPOConfig is built, so what transformers sets for the recipe's own arguments is the
+`settings`) once the recipe's GRPOConfig is built, so what transformers sets for the recipe's own arguments is the
 arm's starting state, and refuses a change of it after the script's import, after trainer(setup), and before and after
 every step (docs/trl.md). What transformers sets for a GRPOConfig of the script's (tf32, full_determinism,
 torch_compile) is the script's change, refused as well. So is a patch of the code the run computes with
@@ -29,12 +29,12 @@ class Held:
     code the run computes with (`code`: a patches.held block open for the whole run, the script's import in it)."""
 
     def __init__(self, script: str, code: patches.Held):
-        self.script, self.state, self.code = script, contract._settings(), code
+        self.script, self.state, self.code = script, contract.settings(), code
 
     def check(self, doing: str, when: str = "") -> None:
         """Refuse a change since the run started, made by what the script was `doing` ('importing it'); `when`
         prefixes the message as the protocol's step checks do ('in step 3: ')."""
-        changed = contract._setting_changed(self.state, contract._settings())
+        changed = contract.setting_changed(self.state, contract.settings())
         if changed:
             raise ConfigError(f"{when}trainer.trl.script {self.script}: {doing} changed {changed} and left it so; "
                               f"allowed: {ALLOWED}")

@@ -20,7 +20,7 @@ What is checked (docs/plugins.md, "What is checked at run time"):
   in its next batch);
 - every call, and every build of one: the rollouts, arrays and Selections it was handed unchanged, the process's
   global state (torch's settings and kernel flags, numpy's error handling, the working folder, sys.path,
-  os.environ: `_settings`), the code a run computes with unpatched (mcgrpo.train.patches: torch's, transformers'
+  os.environ: `settings`), the code a run computes with unpatched (mcgrpo.train.patches: torch's, transformers'
   modeling, mcgrpo's functions and classes), and ctx.engine's temperature and top_p as it found them; a credit rule's
   check_pool: the copy of the pool it was handed unchanged;
 - at every checkpoint: a plugin without a state_dict of its own has the attributes it was built with, and one with
@@ -118,10 +118,10 @@ class Subject:
         it has a state_dict), its exception named as a call's is (a check of its own options in __post_init__ is
         the usual one), refused where building it left the process's global state changed, as a call is (the run
         goes on from it)."""
-        before = _settings()
+        before = settings()
         with patches.held() as code:
             out = self._guarded(factory, **options)
-        changed = _setting_changed(before, _settings())
+        changed = setting_changed(before, settings())
         if changed:
             raise self.broken(f"building it changed {changed} and left it so", LEAVES)
         self._unpatched(code, "building it")
@@ -171,10 +171,10 @@ def imported(subject: Subject, load: Callable[[], Any]) -> Any:
     the job loads later, is taken as its own code left it). torch is imported first, so that its settings are read
     before the module's import as after it (a module that imports torch itself would otherwise set them unseen)."""
     import torch  # noqa: F401  (a job imports it within seconds anyway)
-    before = _settings()
+    before = settings()
     with patches.held() as code:  # also the modules its import imports first (transformers' modeling): as they ran
         out = load()
-    changed = _setting_changed(before, _settings())
+    changed = setting_changed(before, settings())
     if changed:
         raise subject.broken(f"importing its module changed {changed} and left it so", IMPORTED)
     subject._unpatched(code, "importing its module")
@@ -212,7 +212,7 @@ LEAVES = ("its inputs as it was given them (rollouts.problems, prompts, completi
 ROLLOUTS = ("problems", "group_size", "prompts", "completions", "texts", "scores", "rewards")
 
 
-def _settings() -> tuple:
+def settings() -> tuple:
     """The process's global state that the rest of a run computes with, or how fast ((name, value) pairs): torch's
     settings and its kernels' flags (none where torch is not imported, as in a plugin's own tests), numpy's error
     handling (np.seterr), the working folder (the run's files and checkpoints are relative paths), sys.path (what the
@@ -272,12 +272,12 @@ def _torch_readers(torch) -> tuple[tuple[str, Callable[[], Any]], ...]:
     return tuple((name, read) for name, read in readers if read is not None)
 
 
-def _setting_changed(settings: tuple, settings_now: tuple) -> str:
-    """The first of two _settings() that differ, in words: a mapping by its first key that differs, sys.path by
+def setting_changed(before: tuple, after: tuple) -> str:
+    """The first of two settings() that differ, in words: a mapping by its first key that differs, sys.path by
     what was put before or among its entries (appending is allowed: a library imported in a call may append its
     folder, and an entry put last shadows nothing imported before), os.environ by a variable changed or removed
     (one added is allowed: scikit-learn, imported where a built-in rule first fits, sets KMP_* defaults)."""
-    for (name, was), (_, now) in zip(settings, settings_now):
+    for (name, was), (_, now) in zip(before, after):
         if was == now or name == "sys.path" and now[:len(was)] == was or isinstance(now, _Unreadable):
             continue
         if isinstance(was, dict):
@@ -325,7 +325,7 @@ def _snapshot(rollouts) -> dict[str, Any]:
 
 def _state(args, names: list[str]) -> tuple:
     names = [*names[:len(args)], *(f"argument {k + 1}" for k in range(len(names), len(args)))]
-    return (_settings() + _sampling(args), [_snapshot(a) for a in args if _has(a, *ROLLOUTS)],
+    return (settings() + _sampling(args), [_snapshot(a) for a in args if _has(a, *ROLLOUTS)],
             [_handed(name, a) for name, a in zip(names, args) if isinstance(a, np.ndarray) or _has(a, *SELECTED)])
 
 
@@ -352,8 +352,8 @@ def _handed(name: str, arg) -> tuple[str, dict[str, Any]]:
 
 def _changed(before: tuple, after: tuple) -> str:
     """What differs between two _state()s, in words ('' where nothing does)."""
-    (settings, rollouts, handed), (settings_now, rollouts_now, handed_now) = before, after
-    if settings and (changed := _setting_changed(settings, settings_now)):
+    (state, rollouts, handed), (state_now, rollouts_now, handed_now) = before, after
+    if state and (changed := setting_changed(state, state_now)):
         return f"{changed} and left it so"
     return next((f"rollouts.{f} in place" for old, new in zip(rollouts, rollouts_now) for f in ROLLOUTS
                  if old[f] != new[f]), "") or next((f"{name}{'.' if f else ''}{f} in place" for (name, old), (_, new)
