@@ -170,8 +170,7 @@ def discover() -> float:
     reaped = _unclaimed(processes, counted, _ADOPTED)
     _reap(reaped)
     live -= reaped
-    me = os.getpid()
-    _ADOPTED = (_ADOPTED & live) | {pid for pid in live if processes[pid][0] != me}
+    _ADOPTED = (_ADOPTED & live) | (live - _children(processes))
     _FOUND = (_FOUND & live) - counted | (new & live)
     return charged
 
@@ -181,7 +180,7 @@ def cpu_seconds() -> float:
     running ones started through multiprocessing, named by `helper` or found by `discover`."""
     # active_children joins the children that ended: read before os.times, so that one ended since the last
     # reading is counted there (after, it was in neither, and its seconds were lost to the stage)
-    pids = {p.pid for p in multiprocessing.active_children()} | _HELPERS | _FOUND
+    pids = _counted() | _FOUND
     ended = os.times()
     return (time.process_time() + ended.children_user + ended.children_system
             + sum(_live_cpu(pid) for pid in pids if pid))

@@ -253,11 +253,13 @@ class Protocol(TrainerCallback):
             raise ConfigError(f"{when}: " + "; ".join(wrong))
         self._global_state_kept(when)
 
-    def _global_state_kept(self, when: str) -> None:
-        """Refuse, at every step and before every evaluation, the process's global state changed by a script arm's
-        code (trl_globals.Held): this arm's steps and mcgrpo's evaluation of it would run under it."""
+    def _global_state_kept(self, when: str = "",
+                           doing: str = "its trainer (its callbacks, reward functions)") -> None:
+        """Refuse the process's global state, or the code, changed by a script arm's code (trl_globals.Held) as it
+        was `doing` (at its import, after trainer(setup), at every step, before every evaluation and after training):
+        this arm's steps and mcgrpo's evaluation of it would run under it. `when` prefixes the message."""
         if self.held is not None:
-            self.held.check("its trainer (its callbacks, reward functions)", f"{when}: ")
+            self.held.check(doing, f"{when}: " if when else "")
 
     def _generated_its_batch(self, batch: int, when: str) -> None:
         """Refuse a step that trained on completions it did not generate (a subclass that replays an earlier step's
@@ -634,8 +636,7 @@ class TRLRun:
         if not block.get("script"):
             return default_trainer(setup)
         build = _script_trainer(block["script"])
-        if self.protocol.held is not None:
-            self.protocol.held.check("importing it")
+        self.protocol._global_state_kept(doing="importing it")
         with _in_script(block["script"], "trainer(setup)"):
             built = build(setup)
         return _checked_trainer(block["script"], built)
@@ -651,14 +652,6 @@ class TRLRun:
                               f"allowed: setup.run read only (the run's effective config, which the protocol "
                               f"evaluates and stores the run by; a GRPOConfig setting is set in setup.args)")
 
-    def _held(self, code) -> Held | None:
-        """The process's global state as a script arm starts (read after setup() built the recipe's GRPOConfig, so
-        that what transformers sets for the recipe's arguments is part of it), which the script's code must leave so;
-        None for the default trainer, which runs only mcgrpo's and TRL's code (a verifier plugin it rewards with is
-        held by mcgrpo.train.contract)."""
-        script = self.cfg["arm_config"]["trainer"]["trl"].get("script")
-        return Held(script, code) if script else None
-
     def run(self) -> RunLog:
         """Train to horizon x B under the protocol; its RunLog, as mcgrpo's Trainer.run returns it."""
         ledger = self.protocol.ledger
@@ -669,12 +662,14 @@ class TRLRun:
             warnings.showwarning = _shown_once(warnings.showwarning)
             setup = self.setup()
             start = initial(self.model, self.tokenizer)  # before the script, which may change either in place
-            scripted = self.cfg["arm_config"]["trainer"]["trl"].get("script")
-            with (patches.held() if scripted else contextlib.nullcontext()) as code:  # its import, build and steps
-                self.protocol.held = self._held(code)
+            script = self.cfg["arm_config"]["trainer"]["trl"].get("script")
+            with (patches.held() if script else contextlib.nullcontext()) as code:  # its import, build and steps
+                # the global state as a script arm starts, read after setup() built the recipe's GRPOConfig (what
+                # transformers sets for the recipe's arguments is part of it); none for the default trainer, which
+                # runs only mcgrpo's and TRL's code (a verifier plugin it rewards with is held by train.contract)
+                self.protocol.held = Held(script, code) if script else None
                 trainer = self.build(setup)
-                if self.protocol.held is not None:
-                    self.protocol.held.check("trainer(setup)")
+                self.protocol._global_state_kept(doing="trainer(setup)")
                 self._read_only(setup.run)
                 same_start(trainer, start)
                 self.protocol.attach(trainer)

@@ -28,6 +28,7 @@ import builtins
 import contextlib
 import functools
 import importlib.abc
+import itertools
 import sys
 import types
 from typing import Any, Iterator, Mapping
@@ -141,12 +142,8 @@ class Held:
     def changed(self) -> str:
         """The first patch made since, in words ('' where none): 'torch.log_softmax from A to B'."""
         before = self.before
-        if not _same(before.copies, before.lives):
-            for space, copy in zip(before.spaces, before.copies):
-                said = "" if _same(copy, space.live) else _patch(space, copy, space.live)
-                if said:
-                    return said
-        for space, copy in self.first.values():
+        taken = () if _same(before.copies, before.lives) else zip(before.spaces, before.copies)
+        for space, copy in itertools.chain(taken, self.first.values()):
             said = "" if _same(copy, space.live) else _patch(space, copy, space.live)
             if said:
                 return said
