@@ -250,6 +250,51 @@ def test_a_logged_count_that_is_no_count_is_refused_by_step(tmp_path, key, step,
         ingest.read(_folder(tmp_path, state))
 
 
+@pytest.mark.parametrize("key, value, allowed", [
+    ("step_time", -1.5, "a finite number of seconds >= 0"),  # before: the clock 1.5 s short from step 2 on, unseen
+    ("step_time", float("inf"), "a finite number of seconds >= 0"),  # before: every later running total infinite
+    ("step_time", "2.0", "a finite number of seconds >= 0"),  # before: a string read as a number
+    ("learning_rate", float("nan"), "a finite number >= 0"),  # before: left out of the constant-rate check
+    ("learning_rate", None, "a finite number >= 0"),  # before: TypeError
+    ("completions/clipped_ratio", 3.0, "a share from 0 to 1"),  # before: stored as truncated_share 3.0
+    ("loss", "x", "a number"),  # before: ValueError
+])
+def test_a_logged_value_that_is_not_what_its_key_says_is_refused_by_step(tmp_path, key, value, allowed):
+    state = _state()
+    state["log_history"][1][key] = value
+    with pytest.raises(DataError, match=rf"checkpoint-5/trainer_state.json: log_history's '{key}' at step\(s\) 2 is "
+                                        rf"{re.escape(repr(value))} at step 2; allowed: {allowed}$"):
+        ingest.read(_folder(tmp_path, state))
+
+
+def test_a_diverged_runs_nan_loss_and_infinite_grad_norm_are_stored_as_logged(tmp_path):
+    """transformers writes NaN and Infinity into trainer_state.json as the run logged them: what the run did."""
+    state = _state()
+    state["log_history"][1].update(loss=float("nan"), grad_norm=float("inf"))
+    rows = ingest.iteration_rows(ingest.read(_folder(tmp_path, state)), 5)
+    assert rows[1]["loss"] != rows[1]["loss"] and rows[1]["grad_norm"] == float("inf")
+
+
+@pytest.mark.parametrize("edit, message", [
+    ("a later step", r"log_history has step\(s\) 6 after its global_step 5; allowed: a log that ends at the step its "
+                     r"trainer_state.json was saved at"),  # before: 'differs from the newest checkpoint's', itself
+    ("batch as text", r"train_batch_size '8'; allowed: a whole number \(>= 1 for train_batch_size\)"),  # TypeError
+    ("an entry without its step", r"a log entry's step None; allowed: a whole number"),  # before: KeyError
+])
+def test_a_log_not_shaped_as_transformers_writes_one_is_refused_by_name(tmp_path, edit, message):
+    state, entries = _state(), _state()["log_history"]
+    if edit == "a later step":  # global_step 5, the log going on to a step 6
+        state["log_history"] = [*entries[:5], {**entries[4], "step": 6, "num_tokens": 1300}, entries[5]]
+    if edit == "batch as text":
+        state["train_batch_size"] = "8"
+    if edit == "an entry without its step":
+        del state["log_history"][1]["step"]
+    folder = _folder(tmp_path, _state())
+    (folder / "checkpoint-5" / "trainer_state.json").write_text(json.dumps(state))
+    with pytest.raises(DataError, match=r"checkpoint-5/trainer_state.json: " + message):
+        ingest.read(folder)
+
+
 def test_num_tokens_that_falls_is_refused_as_a_restarted_count(tmp_path):
     """A TRL that kept num_tokens on the trainer, not in the state it saves, counts again from 0 when a run resumes
     (TRL 1.16 counts it in TrainerState.num_input_tokens_seen, which transformers restores): the resumed run's

@@ -422,7 +422,13 @@ def steps(state: dict, path: Path | str = "trainer_state.json") -> pd.DataFrame:
     batch, last = state.get("train_batch_size"), state.get("global_step", 0)
     if not batch:
         raise DataError(f"{path}: no train_batch_size; allowed: a trainer_state.json that transformers wrote")
-    order = [e["step"] for e in state.get("log_history", []) if "loss" in e]
+    order = [e.get("step") for e in state.get("log_history", []) if "loss" in e]
+    wrong = [(key, value) for key, value in [("train_batch_size", batch), ("global_step", last),
+                                             *(("a log entry's step", step) for step in order)]
+             if not _number(value) or not float(value).is_integer() or value < (key == "train_batch_size")]
+    if wrong:
+        raise DataError(f"{path}: {wrong[0][0]} {wrong[0][1]!r}; allowed: a whole number (>= 1 for "
+                        f"train_batch_size), as transformers writes a trainer_state.json")
     if order != sorted(set(order)):
         twice = sorted(s for s, n in Counter(order).items() if n > 1)
         raise DataError(f"{path}: log_history gives step(s) {_few(twice) if twice else 'out of order'}"
@@ -430,6 +436,11 @@ def steps(state: dict, path: Path | str = "trainer_state.json") -> pd.DataFrame:
                         f"per step in order, as one run's trainer_state.json holds (a log joined from two runs, or "
                         f"a restarted run's, would count a step's tokens twice)")
     logged = _step_entries(state)  # a step's entry, not a summary
+    after = [s for s in logged if s > last]
+    if after:
+        raise DataError(f"{path}: log_history has step(s) {_few(after)} after its global_step {last}; allowed: a "
+                        f"log that ends at the step its trainer_state.json was saved at (a log of later steps is "
+                        f"not the model saved beside it)")
     missing = [s for s in range(1, last + 1) if s not in logged]
     if missing:
         raise DataError(f"{path}: log_history has no entry for step(s) {_few(missing)} of 1..{last} (logging_steps "
@@ -440,11 +451,11 @@ def steps(state: dict, path: Path | str = "trainer_state.json") -> pd.DataFrame:
             raise DataError(f"{path}: log_history lacks {key!r} at step(s) {_few(lacking)}; allowed: TRL's "
                             f"GRPOTrainer log, which has {' and '.join(TOKEN_KEYS)} every step")
     rows = [logged[s] for s in range(1, last + 1)]
-    for key in TOKEN_KEYS:
-        wrong = [s for s, e in enumerate(rows, start=1) if _count(e[key], 1) is None]
+    for key, (fits, allowed) in LOGGED.items():
+        wrong = [s for s, e in enumerate(rows, start=1) if key in e and not fits(e[key])]
         if wrong:
             raise DataError(f"{path}: log_history's {key!r} at step(s) {_few(wrong)} is {rows[wrong[0] - 1][key]!r} at "
-                            f"step {wrong[0]}; allowed: a finite count >= 0")
+                            f"step {wrong[0]}; allowed: {allowed}")
     uneven = [s for s, e in enumerate(rows, start=1) if not _whole(e["completions/mean_length"], batch)]
     if uneven:
         mean = rows[uneven[0] - 1]["completions/mean_length"]
@@ -482,11 +493,30 @@ def steps(state: dict, path: Path | str = "trainer_state.json") -> pd.DataFrame:
     return frame
 
 
-def _count(value, batch: int) -> int | None:
-    """A logged mean x `batch` as the whole count of tokens it stands for (None where the value is not a finite
-    number >= 0); rounded, since TRL's mean is a float32 sum over the batch divided by its size."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        return None
+def _number(value) -> bool:
+    """A JSON number, as transformers writes a logged value (NaN and infinity included), never a string or a bool."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _at_least_0(value) -> bool:
+    return _number(value) and math.isfinite(value) and value >= 0
+
+
+# what each value the stored run takes from a step's log entry must be, where the entry has it (TOKEN_KEYS it must
+# have): a diverged run's loss and grad_norm may be NaN or infinite, as transformers logs them; a step's time, the
+# learning rate and the counts are finite and >= 0 (a negative or infinite step_time would move every later running
+# total of the clock that the time bases read), the share of truncated completions between 0 and 1
+LOGGED = {"completions/mean_length": (_at_least_0, "a finite count >= 0"),
+          "num_tokens": (_at_least_0, "a finite count >= 0"),
+          "loss": (_number, "a number"), "grad_norm": (_number, "a number"),
+          "learning_rate": (_at_least_0, "a finite number >= 0"),
+          "step_time": (_at_least_0, "a finite number of seconds >= 0"),
+          "completions/clipped_ratio": (lambda v: _at_least_0(v) and v <= 1, "a share from 0 to 1")}
+
+
+def _count(value: float, batch: int) -> int:
+    """A logged mean x `batch` (a finite number >= 0: LOGGED) as the whole count of tokens it stands for; rounded,
+    since TRL's mean is a float32 sum over the batch divided by its size."""
     return round(value * batch)
 
 
