@@ -697,6 +697,26 @@ def test_a_kl_term_or_entropy_bonus_the_log_shows_is_a_difference_whatever_train
         ("entropy_coef", "entropy_coef 0.5 at step(s) 1, 2, 3, 4, 5 (the log); the recipe's 0.0")]
 
 
+def test_reward_functions_that_change_during_the_run_are_a_difference_by_key(tmp_path, tiny, world):
+    """A run resumed at step 4 under other reward_funcs (no GRPOConfig holds them): TRL logs rewards/<name>/mean for
+    each function every step, so the log names accuracy up to step 3 and length from step 4. Before, stored as the
+    recipe's, unmarked (its identity's rewards listing both); one function throughout is no difference."""
+    state = _state()
+    for entry in state["log_history"][:5]:
+        entry["rewards/accuracy/mean" if entry["step"] <= 3 else "rewards/length/mean"] = 0.5
+    folder = _checkpoints(tmp_path / "changed", *tiny, state)
+    lengths = ingest.prompt_lengths(_run(folder), tiny[1], world[0])
+    assert ingest.differing(ingest.read(folder), _run(folder), lengths) == [
+        ("reward_funcs", "reward functions accuracy at step(s) 1, 2, 3; length at step(s) 4, 5 (the log's "
+                         "rewards/<name>/mean): the reward changed during the run; the recipe's one reward "
+                         "throughout")]
+    for entry in state["log_history"][:5]:
+        entry.pop("rewards/length/mean", None)
+        entry["rewards/accuracy/mean"] = 0.5
+    folder = _checkpoints(tmp_path / "one", *tiny, state)
+    assert ingest.differing(ingest.read(folder), _run(folder), lengths) == []
+
+
 def test_a_grpo_setting_the_recipe_leaves_at_trls_default_is_held_to_it(tmp_path, tiny, world):
     """Every setting of the folder's GRPOConfig, not only the recipe's keys: an entropy bonus in the loss, NEFTune
     noise on the embeddings or reward weights train another run (before, each was stored as the recipe's, unmarked);

@@ -200,9 +200,14 @@ def ingested_identity(block: dict, seed: int) -> dict:
         return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
     state = newest / "trainer_state.json"
     logged = json.loads(state.read_text()).get("log_history", []) if state.is_file() else []
-    rewards = sorted({k.split("/")[1] for e in logged for k in e if k.startswith("rewards/") and k.count("/") == 2})
+    rewards = sorted({name for e in logged for name in reward_names(e)})
     return {"trainer_state_sha256": digest("trainer_state.json"), "training_args_sha256": digest("training_args.bin"),
             "rewards": rewards, "checkpoint_files": checkpoint_files(saved)}
+
+
+def reward_names(entry: dict) -> set[str]:
+    """The reward functions a TRL log entry names: <name> of its rewards/<name>/mean (and /std), one per function."""
+    return {k.split("/")[1] for k in entry if k.startswith("rewards/") and k.count("/") == 2}
 
 
 def checkpoint_files(saved: dict[int, Path]) -> str:

@@ -46,7 +46,7 @@ from mcgrpo.core import run_data
 from mcgrpo.core.budget import due_points
 from mcgrpo.core.errors import ConfigError, DataError, MissingFile
 from mcgrpo.core.trl_config import (NOT_SETTINGS, SAMPLING, grpo_arguments, ingested_identity, output_folder,
-                                     saved_checkpoints)
+                                     reward_names, saved_checkpoints)
 
 TOKEN_KEYS = ("completions/mean_length", "num_tokens")  # the log keys the token count is rebuilt from
 UNRECOVERED = (
@@ -130,14 +130,21 @@ def read(folder: str | Path) -> TRLLog:
 def log_shows(state: dict) -> list[tuple[str, str]]:
     """(key, line) for each setting other than the recipe's that the log itself shows, whatever training_args.bin
     says (a file replaced by another run's): TRL (1.16) logs `kl` only where beta is not 0, and `entropy_coef` (its
-    value) only with an entropy bonus."""
+    value) only with an entropy bonus; and the reward functions (rewards/<name>/mean, every step for each of them)
+    where they change from one step to another: a run resumed under other reward_funcs, which no GRPOConfig holds."""
     entries = _step_entries(state)
     kl = sorted(s for s, e in entries.items() if "kl" in e)
     bonus = sorted(s for s, e in entries.items() if e.get("entropy_coef"))
+    rewards: dict[str, list[int]] = {}
+    for step, entry in entries.items():
+        rewards.setdefault(", ".join(sorted(reward_names(entry))) or "none", []).append(step)
     return [*([("beta", f"beta other than 0: the log has kl at step(s) {_few(kl)}, which TRL logs only with a KL "
                         f"term; the recipe's 0.0")] if kl else []),
             *([("entropy_coef", f"entropy_coef {entries[bonus[0]]['entropy_coef']!r} at step(s) {_few(bonus)} (the "
-                                f"log); the recipe's 0.0")] if bonus else [])]
+                                f"log); the recipe's 0.0")] if bonus else []),
+            *([("reward_funcs", f"reward functions {'; '.join(f'{n} at step(s) {_few(s)}' for n, s in rewards.items())}"
+                                f" (the log's rewards/<name>/mean): the reward changed during the run; the recipe's "
+                                f"one reward throughout")] if len(rewards) > 1 else [])]
 
 
 def _step_entries(state: dict, last: int | None = None) -> dict[int, dict]:
