@@ -863,6 +863,10 @@ def _doctor(folder: Path, steps, name: str, edit) -> None:
      r"""\}\}\|>\{\{ mess...\""""),
     ((2, 4, 5), "tokenizer_config.json", lambda c: {**c, "eos_token": "<|assistant|>"}, "tokenizer",
      r"eos_token '<\|assistant\|>' \(the tokenizer saved in every checkpoint\); the study's tokenizer's '<\|end\|>'"),
+    ((4, 5), "generation_config.json", lambda c: {**c, "no_repeat_ngram_size": 3}, "generation_config",
+     r"no_repeat_ngram_size 3 \(generation_config.json of checkpoint\(s\) 4, 5\); the study's initial model's None"),
+    ((2, 4, 5), "generation_config.json", lambda c: {**c, "min_p": 0.2}, "generation_config",
+     r"min_p 0.2 \(generation_config.json of every checkpoint\); the study's initial model's None"),
     ((5,), "tokenizer.json", lambda t: {**t, "model": {"type": "another"}}, "tokenizer",
      r"tokenizer files not read \(Exception: data did not match any variant .*\), so its vocabulary, special tokens "
      r"and chat template could not be held to the study's \(the tokenizer saved in checkpoint\(s\) 5\)"),
@@ -872,7 +876,9 @@ def test_a_checkpoint_of_another_architecture_or_tokenizer_is_a_difference_by_ke
     """What a checkpoint holds besides its weights, as TRL saves it (config.json; the processing class's files):
     another architecture field, family, vocabulary, chat template or special token. Before, each was evaluated as
     the study's model with the study's tokenizer, unmarked (the permuted vocabulary and the template give prompts
-    of the study's lengths, so the prompt check saw nothing)."""
+    of the study's lengths, so the prompt check saw nothing). generation_config.json too: transformers fills the
+    sampling settings TRL leaves unset (min_p at the recipe's None, no_repeat_ngram_size) from the trained model's
+    generation config, so such a run sampled its rollouts otherwise, its training_args.bin the recipe's."""
     folder = _checkpoints(tmp_path, *tiny)
     _doctor(folder, steps, name, edit)
     with pytest.raises(DataError, match=r"trl-out: its run is not the study's: " + said + r".*allowed: a run of the "
@@ -890,10 +896,13 @@ def test_bookkeeping_in_config_json_is_not_a_difference(tmp_path, tiny):
     folder = _checkpoints(tmp_path, *tiny)
     _doctor(folder, (2, 4, 5), "config.json", lambda c: {**c, "transformers_version": "4.57.0", "dtype": "bfloat16",
                                                           "use_cache": False, "_name_or_path": "elsewhere"})
+    _doctor(folder, (2, 4, 5), "generation_config.json", lambda c: {**c, "transformers_version": "4.57.0",
+                                                                    "_from_model_config": False})
     assert saved_model.saved_model_differences(ingest.read(folder).checkpoints, *tiny) == ([], [])
 
 
-def test_a_checkpoint_without_config_is_refused_and_one_without_a_tokenizer_is_said(tmp_path, tiny, world):
+def test_a_checkpoint_without_config_is_refused_and_one_without_a_tokenizer_or_generation_config_is_said(tmp_path,
+                                                                                                         tiny, world):
     """No config.json: no model to evaluate, refused by name before any is loaded (before, transformers' own
     `Unrecognized model` once the evaluation reached it). No tokenizer saved (a folder copied without it): not a
     difference; run.json says that the run's tokenizer is then the user's word."""
@@ -905,6 +914,12 @@ def test_a_checkpoint_without_config_is_refused_and_one_without_a_tokenizer_is_s
                                            "into every checkpoint: a folder copied without it), so that they trained "
                                            "with the study's tokenizer and chat template is the user's word, checked "
                                            "only through the prompt tokens") in block["unrecovered"]
+    _doctor(folder, (2,), "generation_config.json", None)
+    _, block = ingest.ingest(ingest.read(folder), _run(folder), 600, *tiny, *world)
+    assert block["differences"] == [] and ("generation_config: checkpoint(s) 2 saved no generation_config.json "
+                                           "(save_pretrained writes one into every checkpoint: a folder copied "
+                                           "without it), so that they sampled with the study's initial model's "
+                                           "generation defaults is the user's word") in block["unrecovered"]
     _doctor(folder, (4,), "config.json", None)
     with pytest.raises(DataError, match=r"checkpoint-4/config.json: file not found; allowed: every checkpoint as TRL "
                                         r"saves it, with its config.json"):

@@ -1,10 +1,12 @@
-"""Which model an ingested TRL folder trained: each checkpoint's config.json and saved tokenizer against the study's.
+"""Which model an ingested TRL folder trained: each checkpoint's config.json, generation_config.json and saved
+tokenizer against the study's.
 
 Ingest evaluates every checkpoint as the arm's model with the study's tokenizer, beside the arms that start from the
 study's initial model. A run of another model (another size or family, another vocabulary or chat template) would be
 compared with them without a word, so its checkpoints say what they are: the architecture in config.json (every
 field that defines the computation, not where or how it was saved: BOOKKEEPING) and, where TRL saved its processing
-class into the checkpoint (it does into every one), the tokenizer's vocabulary, special tokens and chat template.
+class into the checkpoint (it does into every one), the tokenizer's vocabulary, special tokens and chat template;
+and the generation defaults the rollouts were sampled with (generation_config.json: `generation_differences`).
 Only these small files are read, never weights; a tokenizer is loaded once per distinct set of its files.
 """
 
@@ -31,27 +33,72 @@ def saved_model_differences(checkpoints: dict[int, Path], model, tokenizer) -> t
     against `model`'s config (key `model`), its saved tokenizer against `tokenizer` (key `tokenizer`). A checkpoint
     without config.json is refused (no model to evaluate); one without a tokenizer is said, not a difference."""
     found = config_differences(checkpoints, model, tokenizer)
+    generation_found, generation_unsaid = generation_differences(checkpoints, model, tokenizer)
     tokenizer_found, unsaid = tokenizer_differences(checkpoints, tokenizer)
-    return found + tokenizer_found, unsaid
+    return found + generation_found + tokenizer_found, generation_unsaid + unsaid
 
 
 def config_differences(checkpoints: dict[int, Path], model, tokenizer) -> list[tuple[str, str]]:
     """(`model`, line) per config field whose value some checkpoints' config.json gives otherwise than the study's
     initial model (`model.config`); each distinct file read once, as transformers reads it (AutoConfig: its class's
     defaults filled in, older names brought to the current ones), as the study's model's was."""
-    study = _flat(_study_config(model))
+    return _file_differences(checkpoints, checkpoints, "config.json", "model", _flat(_study_config(model)),
+                             lambda path: _flat(_read_config(path)), tokenizer)
+
+
+GENERATION = "generation_config.json"
+
+
+def generation_differences(checkpoints: dict[int, Path], model, tokenizer) -> tuple[list[tuple[str, str]],
+                                                                                    list[str]]:
+    """((`generation_config`, line) per field some checkpoints' generation_config.json gives otherwise than the
+    study's initial model's generation config, the line for checkpoints that saved none). transformers fills every
+    sampling setting that TRL's GRPOTrainer leaves unset (min_p at the recipe's None, no_repeat_ngram_size,
+    typical_p, suppress_tokens, ...) from the trained model's generation config, which save_pretrained writes into
+    every checkpoint: a run of a model with other generation defaults sampled its rollouts otherwise than the
+    study's arms, whatever training_args.bin says (transformers 5.24, TRL 1.16)."""
+    saved = {step: path for step, path in checkpoints.items() if (path / GENERATION).is_file()}
+    study = _generation(model.generation_config.to_dict())
+    found = _file_differences(saved, checkpoints, GENERATION, "generation_config", study,
+                              lambda path: _generation(_read_generation(path)), tokenizer)
+    none = sorted(set(checkpoints) - set(saved))
+    return found, [f"generation_config: {_named(none, checkpoints)} saved no {GENERATION} (save_pretrained writes "
+                   f"one into every checkpoint: a folder copied without it), so that they sampled with the study's "
+                   f"initial model's generation defaults is the user's word"] if none else []
+
+
+def _generation(config: dict) -> dict:
+    """A generation config's fields that say how it samples, not which transformers wrote it."""
+    return {k: v for k, v in config.items() if k != "transformers_version" and not k.startswith("_")}
+
+
+def _read_generation(path: Path) -> dict:
+    """generation_config.json as transformers reads it (its defaults filled in)."""
+    from transformers import GenerationConfig
+    try:
+        return GenerationConfig.from_pretrained(path.parent).to_dict()
+    except (OSError, ValueError, KeyError) as e:
+        raise DataError(f"{path}: not read by transformers ({type(e).__name__}: {e}); allowed: a model's "
+                        f"{GENERATION} as save_pretrained writes it (the generation defaults the run sampled "
+                        f"with)") from e
+
+
+def _file_differences(checkpoints: dict[int, Path], every: dict[int, Path], name: str, key: str, study: dict, read,
+                      tokenizer) -> list[tuple[str, str]]:
+    """(`key`, line) per field whose value some `checkpoints`' file `name` (each distinct file read once, by `read`)
+    gives otherwise than `study`, the checkpoints named among `every`; TRL's own pad id is no difference."""
     by_file: dict[bytes, list[int]] = {}
     for step, checkpoint in sorted(checkpoints.items()):
-        by_file.setdefault(_config_bytes(checkpoint / "config.json", step), []).append(step)
+        by_file.setdefault(_config_bytes(checkpoint / name, step), []).append(step)
     by_value: dict[tuple[str, str], list[int]] = {}
     for steps in by_file.values():
-        saved = _flat(_read_config(checkpoints[steps[0]] / "config.json"))
-        for name in sorted(set(study) | set(saved)):
-            value = saved.get(name, ABSENT)
-            if value != study.get(name, ABSENT) and not _trl_pad(name, study.get(name, ABSENT), value, tokenizer):
-                by_value.setdefault((name, repr(value)), []).extend(steps)
-    return [("model", f"{name} {value} (config.json of {_named(steps, checkpoints)}); the study's initial model's "
-                      f"{study.get(name, ABSENT)!r}") for (name, value), steps in by_value.items()]
+        saved = read(checkpoints[steps[0]] / name)
+        for field in sorted(set(study) | set(saved)):
+            value = saved.get(field, ABSENT)
+            if value != study.get(field, ABSENT) and not _trl_pad(field, study.get(field, ABSENT), value, tokenizer):
+                by_value.setdefault((field, repr(value)), []).extend(steps)
+    return [(key, f"{field} {value} ({name} of {_named(steps, every)}); the study's initial model's "
+                  f"{study.get(field, ABSENT)!r}") for (field, value), steps in by_value.items()]
 
 
 def _study_config(model) -> dict:
