@@ -697,10 +697,11 @@ def test_a_kl_term_or_entropy_bonus_the_log_shows_is_a_difference_whatever_train
         ("entropy_coef", "entropy_coef 0.5 at step(s) 1, 2, 3, 4, 5 (the log); the recipe's 0.0")]
 
 
-def test_reward_functions_that_change_during_the_run_are_a_difference_by_key(tmp_path, tiny, world):
+def test_reward_functions_that_change_during_the_run_or_are_several_are_a_difference_by_key(tmp_path, tiny, world):
     """A run resumed at step 4 under other reward_funcs (no GRPOConfig holds them): TRL logs rewards/<name>/mean for
-    each function every step, so the log names accuracy up to step 3 and length from step 4. Before, stored as the
-    recipe's, unmarked (its identity's rewards listing both); one function throughout is no difference."""
+    each function every step, so the log names accuracy up to step 3 and length from step 4; or a run of two reward
+    functions, whose sum TRL trained on. Before, each stored as the recipe's, unmarked (its identity's rewards
+    listing both); one function throughout is no difference (what it computes is the user's word)."""
     state = _state()
     for entry in state["log_history"][:5]:
         entry["rewards/accuracy/mean" if entry["step"] <= 3 else "rewards/length/mean"] = 0.5
@@ -711,8 +712,14 @@ def test_reward_functions_that_change_during_the_run_are_a_difference_by_key(tmp
                          "rewards/<name>/mean): the reward changed during the run; the recipe's one reward "
                          "throughout")]
     for entry in state["log_history"][:5]:
-        entry.pop("rewards/length/mean", None)
-        entry["rewards/accuracy/mean"] = 0.5
+        entry.update({"rewards/accuracy/mean": 0.5, "rewards/length/mean": 0.5, "rewards/length/std": 0.1})
+    folder = _checkpoints(tmp_path / "two", *tiny, state)
+    assert ingest.differing(ingest.read(folder), _run(folder), lengths) == [
+        ("reward_funcs", "reward functions accuracy, length at every step (the log's rewards/<name>/mean): a reward "
+                         "TRL summed from several functions (reward_weights); the recipe's one reward, "
+                         "reward_verifier")]
+    for entry in state["log_history"][:5]:
+        del entry["rewards/length/mean"], entry["rewards/length/std"]
     folder = _checkpoints(tmp_path / "one", *tiny, state)
     assert ingest.differing(ingest.read(folder), _run(folder), lengths) == []
 

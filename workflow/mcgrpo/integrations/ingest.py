@@ -130,21 +130,33 @@ def read(folder: str | Path) -> TRLLog:
 def log_shows(state: dict) -> list[tuple[str, str]]:
     """(key, line) for each setting other than the recipe's that the log itself shows, whatever training_args.bin
     says (a file replaced by another run's): TRL (1.16) logs `kl` only where beta is not 0, and `entropy_coef` (its
-    value) only with an entropy bonus; and the reward functions (rewards/<name>/mean, every step for each of them)
-    where they change from one step to another: a run resumed under other reward_funcs, which no GRPOConfig holds."""
+    value) only with an entropy bonus; and the reward functions (`reward_line`)."""
     entries = _step_entries(state)
     kl = sorted(s for s, e in entries.items() if "kl" in e)
     bonus = sorted(s for s, e in entries.items() if e.get("entropy_coef"))
-    rewards: dict[str, list[int]] = {}
-    for step, entry in entries.items():
-        rewards.setdefault(", ".join(sorted(reward_names(entry))) or "none", []).append(step)
     return [*([("beta", f"beta other than 0: the log has kl at step(s) {_few(kl)}, which TRL logs only with a KL "
                         f"term; the recipe's 0.0")] if kl else []),
             *([("entropy_coef", f"entropy_coef {entries[bonus[0]]['entropy_coef']!r} at step(s) {_few(bonus)} (the "
                                 f"log); the recipe's 0.0")] if bonus else []),
-            *([("reward_funcs", f"reward functions {'; '.join(f'{n} at step(s) {_few(s)}' for n, s in rewards.items())}"
-                                f" (the log's rewards/<name>/mean): the reward changed during the run; the recipe's "
-                                f"one reward throughout")] if len(rewards) > 1 else [])]
+            *reward_line(entries)]
+
+
+def reward_line(entries: dict[int, dict]) -> list[tuple[str, str]]:
+    """(`reward_funcs`, line) where the log's reward functions are not one throughout the run: TRL logs
+    rewards/<name>/mean for each of its reward_funcs every step, so names that change from one step to another are
+    a run resumed under other reward functions (no GRPOConfig holds them), and several names a reward TRL summed
+    from several functions, where the recipe's is one (reward_verifier). What each computes is the user's word."""
+    by_names: dict[str, list[int]] = {}
+    for step, entry in entries.items():
+        by_names.setdefault(", ".join(sorted(reward_names(entry))) or "none", []).append(step)
+    if len(by_names) > 1:
+        said = "; ".join(f"{names} at step(s) {_few(steps)}" for names, steps in by_names.items())
+        return [("reward_funcs", f"reward functions {said} (the log's rewards/<name>/mean): the reward changed during "
+                                 f"the run; the recipe's one reward throughout")]
+    several = [names for names in by_names if ", " in names]
+    return [("reward_funcs", f"reward functions {several[0]} at every step (the log's rewards/<name>/mean): a "
+                             f"reward TRL summed from several functions (reward_weights); the recipe's one reward, "
+                             f"reward_verifier")] if several else []
 
 
 def _step_entries(state: dict, last: int | None = None) -> dict[int, dict]:
