@@ -697,6 +697,21 @@ def test_a_kl_term_or_entropy_bonus_the_log_shows_is_a_difference_whatever_train
         ("entropy_coef", "entropy_coef 0.5 at step(s) 1, 2, 3, 4, 5 (the log); the recipe's 0.0")]
 
 
+def test_completions_longer_than_the_recipes_limit_in_the_log_are_a_difference_whatever_training_args_says(
+        tmp_path, tiny, world):
+    """TRL logs each step's longest completion (completions/max_length, end token included), at most
+    max_completion_length: a log of 60-token completions (the recipe's limit is 24), its every training_args.bin the
+    recipe's (a file replaced by another run's), generated under another limit. Before, stored as the recipe's."""
+    state = _state()
+    for entry in state["log_history"][:5]:
+        entry["completions/max_length"] = 60 if entry["step"] in (2, 3) else 24
+    folder = _checkpoints(tmp_path, *tiny, state)
+    assert ingest.differing(ingest.read(folder), _run(folder), ingest.prompt_lengths(_run(folder), tiny[1],
+                                                                                      world[0])) == [
+        ("max_completion_length", "completions of up to 60 tokens at step(s) 2, 3 (the log's completions/max_length); "
+                                  "the recipe's max_completion_length 24")]
+
+
 def test_reward_functions_that_change_during_the_run_or_are_several_are_a_difference_by_key(tmp_path, tiny, world):
     """A run resumed at step 4 under other reward_funcs (no GRPOConfig holds them): TRL logs rewards/<name>/mean for
     each function every step, so the log names accuracy up to step 3 and length from step 4; or a run of two reward

@@ -70,7 +70,8 @@ UNRECOVERED = (
 class TRLLog:
     """What a TRL output folder tells: per optimizer step (1..) its counts, and the checkpoints by step."""
     folder: Path
-    steps: pd.DataFrame  # step, tokens, tokens_total, loss, grad_norm, lr, mean_length, truncated_share, seconds
+    steps: pd.DataFrame  # step, tokens, tokens_total, loss, grad_norm, lr, mean_length, max_length, truncated_share,
+    #                      seconds
     checkpoints: dict[int, Path]
     unchecked: list[str]  # what about the run's settings could not be checked
     batch: int = 0  # train_batch_size: the completions of a step
@@ -395,13 +396,23 @@ def differing(log: TRLLog, run: dict, lengths: np.ndarray) -> list[tuple[str, st
     if len(rates) and not all(_same(float(r), float(rates.iloc[0])) for r in rates):
         found.append(("lr_scheduler_type", f"learning rate schedule: logged from {rates.iloc[0]:g} to "
                                            f"{rates.iloc[-1]:g} (the log); the recipe's constant"))
-    found += log.shown
+    found += [*log.shown, *longer_than_limit(log, expected["max_completion_length"])]
     if log.arguments is None:
         return found + [("training_args.bin", f"{'; '.join(log.unchecked)} (install trl, the mcgrpo[trl] extra, to "
                                               f"check them)")]
     config = recipe_config(run)
     return [*found, *argument_differences(log, expected, trl_defaults(config, expected)),
             *unknown_settings(log, config, expected)]
+
+
+def longer_than_limit(log: TRLLog, limit: int) -> list[tuple[str, str]]:
+    """(`max_completion_length`, line) where the log's longest completion of a step (TRL's completions/max_length,
+    end token included) is longer than the recipe lets one be: the run generated under another limit, whatever
+    training_args.bin says (a file replaced by another run's)."""
+    longer = log.steps.loc[log.steps["max_length"] > limit, "step"].tolist()
+    return [("max_completion_length", f"completions of up to {log.steps['max_length'].max():g} tokens at step(s) "
+                                      f"{_few(longer)} (the log's completions/max_length); the recipe's "
+                                      f"max_completion_length {limit}")] if longer else []
 
 
 def _read_files(log: TRLLog) -> dict[int, object]:
@@ -499,6 +510,7 @@ def steps(state: dict, path: Path | str = "trainer_state.json") -> pd.DataFrame:
         "loss": [float(e["loss"]) for e in rows], "grad_norm": [float(e.get("grad_norm", math.nan)) for e in rows],
         "lr": [float(e.get("learning_rate", math.nan)) for e in rows],
         "mean_length": [float(e["completions/mean_length"]) for e in rows],
+        "max_length": [float(e.get("completions/max_length", math.nan)) for e in rows],
         "truncated_share": [float(e.get("completions/clipped_ratio", math.nan)) for e in rows],
         "seconds": [float(e.get("step_time", math.nan)) for e in rows]})
     frame["tokens_total"] = frame["tokens"].cumsum()
@@ -530,6 +542,7 @@ LOGGED = {"completions/mean_length": (_at_least_0, "a finite count >= 0"),
           "loss": (_number, "a number"), "grad_norm": (_number, "a number"),
           "learning_rate": (_at_least_0, "a finite number >= 0"),
           "step_time": (_at_least_0, "a finite number of seconds >= 0"),
+          "completions/max_length": (_at_least_0, "a finite count >= 0"),
           "completions/clipped_ratio": (lambda v: _at_least_0(v) and v <= 1, "a share from 0 to 1")}
 
 
