@@ -453,9 +453,9 @@ def steps(state: dict, path: Path | str = "trainer_state.json") -> pd.DataFrame:
     if not batch:
         raise DataError(f"{path}: no train_batch_size; allowed: a trainer_state.json that transformers wrote")
     order = [e.get("step") for e in state.get("log_history", []) if "loss" in e]
-    wrong = [(key, value) for key, value in [("train_batch_size", batch), ("global_step", last),
-                                             *(("a log entry's step", step) for step in order)]
-             if not _number(value) or not float(value).is_integer() or value < (key == "train_batch_size")]
+    wrong = [(key, value) for key, value, least in [("train_batch_size", batch, 1), ("global_step", last, 0),
+                                                    *(("a log entry's step", step, 0) for step in order)]
+             if not (_number(value) and float(value).is_integer() and value >= least)]
     if wrong:
         raise DataError(f"{path}: {wrong[0][0]} {wrong[0][1]!r}; allowed: a whole number (>= 1 for "
                         f"train_batch_size), as transformers writes a trainer_state.json")
