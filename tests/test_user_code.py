@@ -70,6 +70,56 @@ def test_a_second_package_is_followed_transitively(code):
     assert {k: after["user_code"][k] for k in "ab"} == {k: before["user_code"][k] for k in "ab"}
 
 
+WEIGHTED = """import json
+from pathlib import Path
+
+WEIGHT = json.loads((Path(__file__).parent / "weights.json").read_text())["weight"]
+
+
+class Weighted:
+    def __call__(self, rollouts, ctx):
+        return None
+"""
+
+
+def test_a_data_file_of_the_plugins_package_is_part_of_its_identity(code, tmp_path):
+    """A JSON of weights beside the module, which no import names: edited, the plugin rewards otherwise, so its runs
+    are others; a second package's data file likewise. Python's caches and hidden files (an editor's swap file) are
+    no edit of it."""
+    code("my_weighted/__init__.py", "")
+    code("my_weighted/rule.py", "import my_tables\n" + WEIGHTED)
+    code("my_weighted/weights.json", '{"weight": 1.0}')
+    code("my_tables/__init__.py", "")
+    code("my_tables/levels.csv", "level,scale\n1,1.0\n")
+    before = _identity("my_weighted.rule:Weighted")
+    code("my_weighted/__pycache__/rule.cpython-311.pyc", "cached")
+    code("my_weighted/.rule.py.swp", "swap")
+    assert _identity("my_weighted.rule:Weighted") == before
+    code("my_weighted/weights.json", '{"weight": 5.0}')
+    after = _identity("my_weighted.rule:Weighted")
+    assert after["source_sha256"] != before["source_sha256"] and after["user_code"] == before["user_code"]
+    code("my_tables/levels.csv", "level,scale\n1,2.0\n")
+    assert _identity("my_weighted.rule:Weighted")["user_code"]["my_tables"] != after["user_code"]["my_tables"]
+
+
+def test_a_plugin_whose_data_file_was_edited_while_it_ran_is_not_stored(code):
+    """A data file is read whenever the code reads it (a call may load it lazily): edited after the job checked the
+    plugin, the run may have computed with the edited data, though no module of it was imported during the run. A
+    plugin of modules alone, all imported when the job began, ran as checked."""
+    code("my_weighted/__init__.py", "")
+    code("my_weighted/rule.py", WEIGHTED)
+    code("my_weighted/weights.json", '{"weight": 1.0}')
+    code("my_plain.py", RULE)
+    planned = plugins.identities([("credit", "my_weighted.rule:Weighted", {}, "k"), ("credit", "my_plain:Flat", {}, "k")])
+    begun = set(sys.modules)
+    code("my_plain.py", RULE + "# edited\n")
+    assert plugins.edited_while_running(planned[1:], begun) == []
+    code("my_weighted/weights.json", '{"weight": 5.0}')
+    (words,) = plugins.edited_while_running(planned[:1], begun)
+    assert words.startswith("credit plugin 'my_weighted.rule:Weighted': source_sha256 ")
+    assert words.endswith("(data files, which it may read at any time: my_weighted/weights.json)")
+
+
 class _EditableFinder(importlib.abc.MetaPathFinder):
     """What setuptools' editable install puts on sys.meta_path: a package found by name at its source folder,
     which is on no sys.path entry."""

@@ -399,27 +399,32 @@ def changed_since(planned: list[dict]) -> list[str]:
 
 
 def edited_while_running(planned: list[dict], before: set[str]) -> list[str]:
-    """changed_since's words for each planned plugin edited since, where a module of the plugins' code was first
-    imported after `before` (the names in sys.modules when the job began): one imported inside a call read its file
-    then, perhaps edited, under the identity the job checked when it began. A plugin whose code was all imported
-    when the job began ran as checked, whatever its files say at the end: no words."""
+    """changed_since's words for each planned plugin edited since, where the plugins' code may have read an edited
+    file during the job: a module of it first imported after `before` (the names in sys.modules when the job began)
+    read its file then, and a data file of its packages (a JSON of weights) is read whenever the code reads it, under
+    the identity the job checked when it began. A plugin whose code is all modules imported when the job began ran
+    as checked, whatever its files say at the end: no words."""
     changed = changed_since(planned)
     if not changed:
         return []
-    tops = _code_tops(planned)  # once: every module imported since is looked up in it
+    tops, data = _code(planned)  # once: every module imported since is looked up in tops
     late = sorted(m for m in set(sys.modules) - before if m.partition(".")[0] in tops)
-    return [f"{words} (imported during the run: {', '.join(late)})" for words in changed] if late else []
+    read = (f"imported during the run: {', '.join(late)}" if late else
+            f"data files, which it may read at any time: {', '.join(data)}" if data else "")
+    return [f"{words} ({read})" for words in changed] if read else []
 
 
-def _code_tops(planned: list[dict]) -> set[str]:
-    """The top-level names of the planned plugins' code: each one's own package (or module) and the user code it
-    imports (its identity's user_code)."""
-    tops = set()
+def _code(planned: list[dict]) -> tuple[set[str], list[str]]:
+    """The top-level names of the planned plugins' code (each one's own package or module, and the user code it
+    imports: its identity's user_code), and the files of that code that are no modules (data it reads)."""
+    tops, files = set(), []
     for was in planned:
         plugin = load(was["kind"], was["name"], f"the planned {was['kind']} plugin {was['name']!r}")
-        tops |= {inspect.getmodule(plugin.factory).__name__.partition(".")[0],
-                 *(m.partition(".")[0] for m in was.get("user_code") or {})}
-    return tops
+        own, own_files = _source(plugin.factory)
+        others = [m.partition(".")[0] for m in was.get("user_code") or {}]
+        tops |= {own, *others}
+        files += own_files + [entry for top in others for entry in user_code.files_of(top)]
+    return tops, sorted({name for name, _ in files if not user_code.is_module(name)})
 
 
 def _flat(identity: dict) -> dict:

@@ -13,9 +13,10 @@ that no distribution installed is user code, and so is a distribution installed 
 file (PEP 610's direct_url.json: `pip install -e .`, `pip install my_rewards-0.1.0-py3-none-any.whl`), wherever it
 lies: the same package editable on the submitting machine and built into an image as a wheel is followed in both,
 so a run's identity is the same in either (docs/plugins.md, "On the cluster and in the images"). User code is hashed
-whole (a package's every module file, a module's file) and its own imports followed in turn (a source's: a
-sourceless .pyc or a .so is hashed, not parsed).
-Not seen: a dynamic import (`importlib.import_module(name)`, `__import__`), data files the code reads, and a name
+whole (a package's every file, its data files too; a module's file) and its own imports followed in turn (a source's:
+a sourceless .pyc or a .so is hashed, not parsed).
+Not seen: a dynamic import (`importlib.import_module(name)`, `__import__`) of a name outside the packages hashed, a
+data file the code reads from outside its package (beside a bare module, a path of its own), and a name
 that does not resolve here (its import fails at run time by itself). Relative imports stay within their own package,
 which is hashed whole already.
 """
@@ -45,11 +46,22 @@ MODULE_SUFFIXES = tuple(importlib.machinery.all_suffixes())
 
 
 def package_files(roots: Iterable[Path]) -> list[tuple[str, Path]]:
-    """Every module file of a package's folders (several: a namespace package), by its path relative to the folder's
-    parent (the name it is imported by), sorted: a helper module of the package is as much its code as any. The
-    caches Python writes itself (__pycache__) are left out: they come and go with imports, not with edits."""
+    """Every file of a package's folders (several: a namespace package), by its path relative to the folder's parent
+    (the name it is imported by), sorted: a helper module of the package is as much its code as any, and so is a data
+    file beside them (a JSON of weights the code reads, at import or in a call), which no import names. Left out: the
+    caches Python writes itself (__pycache__), which come and go with imports, not with edits, and hidden files (an
+    editor's swap file, .DS_Store), which come and go with the tools that look at the folder."""
     return sorted((str(f.relative_to(root.parent)), f) for root in roots for f in Path(root).rglob("*")
-                  if f.name.endswith(MODULE_SUFFIXES) and "__pycache__" not in f.relative_to(root).parts)
+                  if f.is_file() and not _cache_or_hidden(f.relative_to(root).parts))
+
+
+def is_module(name: str) -> bool:
+    """Whether a file is one Python imports a module from (else data the code may read at any time)."""
+    return name.endswith(MODULE_SUFFIXES)
+
+
+def _cache_or_hidden(parts: tuple[str, ...]) -> bool:
+    return "__pycache__" in parts or any(part.startswith(".") for part in parts)
 
 
 def file_sha256(path: Path) -> str:
@@ -67,15 +79,17 @@ def reached(files: Iterable[Path], skip: Iterable[str] = ()) -> dict[str, str]:
         if top in seen:
             continue
         seen.add(top)
-        entries = _entries(_user_locations(top))
+        entries = files_of(top)
         if entries:
             found[top] = _digest(entries)
             todo += [name for _, f in entries for name in _read(f)[1]]
     return dict(sorted(found.items()))
 
 
-def _entries(places: list[Path]) -> list[tuple[str, Path]]:
-    """A package's files (its folders), or a module's own file."""
+def files_of(top: str) -> list[tuple[str, Path]]:
+    """The files of user-code package `top` (package_files), or its module's own file; [] where `top` is no user
+    code (the standard library, a package installed from an index)."""
+    places = _user_locations(top)
     folders = [p for p in places if p.is_dir()]
     return package_files(folders) if folders else [(p.name, p) for p in places[:1] if p.is_file()]
 
