@@ -1198,3 +1198,31 @@ def test_a_job_without_a_trainer_names_the_plugin_call_it_is_ended_during(tmp_pa
     assert done.returncode == -signal.SIGTERM, done.stderr
     assert ("mcgrpo: SIGTERM caught during a plugin call, credit rule 'my_rules:Loops' (arms.mine.credit) (running "
             "for 0 s): the job ends") in done.stderr
+
+
+_BUFFER: list = []  # one list that every Buffered instance fills and returns
+
+
+@dataclass
+class Buffered:
+    """Returns the same module-level list at every call, refilled: a credit kept by reference is another call's."""
+    bonus: float = 0.0
+
+    def __call__(self, rollouts, ctx):
+        _BUFFER[:] = [values + self.bonus * (np.arange(len(values)) == 0) for values in outcome(rollouts, ctx)]
+        return api.Credit(_BUFFER)
+
+
+def test_a_credit_returned_by_reference_and_refilled_by_a_later_call_is_measured_as_returned(tiny, world):
+    """The gradient tests call every rule on a batch before they take its gradients: a rule whose Credit holds a list
+    it refills at its next call (a module's buffer) would have each arm measured with the last arm's credit. What
+    is checked is what is measured: an arm's rows are as where it is measured alone."""
+    from mcgrpo.train import gradients
+    arms = {"outcome": {}, **{f"b{k}": {"credit": {f"{HERE}:Buffered": {"bonus": float(k)}}} for k in (1, 5)}}
+
+    def measured(*measured_arms):
+        cfg = studies.validate(edited_study(arms=arms, gradient_tests={"batches": 2, "arms": list(measured_arms)}))
+        table = gradients.run(study_config.gradient_tests_config(cfg), *tiny, world[0])
+        return table[table.arm == "b1"].reset_index(drop=True)
+    alone, beside = measured("b1"), measured("b1", "b5")
+    assert np.allclose(alone.value, beside.value, equal_nan=True), (alone, beside)

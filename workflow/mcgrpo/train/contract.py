@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import copy
 import contextvars
 import functools
 import inspect
@@ -451,7 +452,27 @@ def credit(subject: Subject, out, rollouts, engine):
         raise subject.broken(problem, CREDIT)
     if (unloggable := stats_problem(out.stats)):
         raise subject.broken(unloggable, STATS)
-    return out
+    return _held(out)
+
+
+def _held(out):
+    """The Credit as it was checked, held apart from the rule: its values copied (float64, the loss's own cast) and
+    its stats a dict of their own. A rule may return a list it refills at its next call (a buffer of its module, shared
+    by its instances): the gradient tests call every rule on a batch before they take any gradient, so an arm would be
+    measured with the next rule's credit, and a run would log stats another call wrote."""
+    held = copy.copy(out)
+    for name, value in (("tokens", [np.array(v, dtype=np.float64) for v in out.tokens]),
+                        ("sequences", [_with_credit(seq) for seq in out.sequences]), ("stats", dict(out.stats))):
+        object.__setattr__(held, name, value)  # a frozen dataclass of the rule's own too
+    return held
+
+
+def _with_credit(sequence):
+    """An extra sequence with its context and credit copied, its completion the object the engine handed out."""
+    held = copy.copy(sequence)
+    object.__setattr__(held, "context", copy.copy(sequence.context))
+    object.__setattr__(held, "credit", np.array(sequence.credit, dtype=np.float64))
+    return held
 
 
 STATS = ("Credit.stats a dict of names (str) to numbers (an int or a float; NaN where there is none this iteration, "
