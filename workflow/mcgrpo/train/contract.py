@@ -459,7 +459,7 @@ def _held(out):
     """The Credit as it was checked, held apart from the rule: its values copied (float64, the loss's own cast) and
     its stats a dict of their own. A rule may return a list it refills at its next call (a buffer of its module, shared
     by its instances): the gradient tests call every rule on a batch before they take any gradient, so an arm would be
-    measured with the next rule's credit, and a run would log stats another call wrote."""
+    measured with the next rule's credit; a run logs the stats after the selector's observe, as they were checked."""
     held = copy.copy(out)
     for name, value in (("tokens", [np.array(v, dtype=np.float64) for v in out.tokens]),
                         ("sequences", [_with_credit(seq) for seq in out.sequences]), ("stats", dict(out.stats))):
