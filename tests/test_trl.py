@@ -9,6 +9,7 @@ train job, their store, counts, stopping point and `check-store`.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import re
 import subprocess
@@ -749,6 +750,18 @@ def test_a_setting_the_recipe_leaves_at_trls_default_is_recorded_when_changed(wo
 
 
 # -- the process's global state: a script arm's code is held to it as a plugin is (docs/trl.md) ----------------------
+def _precision_backends(torch) -> list:
+    """torch.backends and its parts that hold a float32 precision of their own, outer before inner."""
+    found = []
+    for path in ("", "cuda.matmul", "cudnn", "cudnn.conv", "cudnn.rnn", "mkldnn", "mkldnn.matmul", "mkldnn.conv",
+                 "mkldnn.rnn"):
+        module = functools.reduce(lambda m, part: getattr(m, part, None), filter(None, path.split(".")),
+                                  torch.backends)
+        if hasattr(module, "fp32_precision"):
+            found.append(module)
+    return found
+
+
 @pytest.fixture
 def global_state():
     """Puts back after the test what a script under test sets and leaves set (torch's settings and flags, the working
@@ -759,13 +772,16 @@ def global_state():
     kept = (torch.get_default_dtype(), torch.get_num_threads(), torch.are_deterministic_algorithms_enabled(),
             torch.get_float32_matmul_precision(), torch.backends.mkldnn.enabled, os.getcwd(), np.geterr(),
             torch.nn.functional.silu, torch.nn.functional.gelu)
+    precisions = [(m, m.fp32_precision) for m in _precision_backends(torch)]  # torch >= 2.9, outer before inner
     yield
     torch.nn.functional.silu, torch.nn.functional.gelu = kept[7:]
     np.seterr(**kept[6])
     torch.set_default_dtype(kept[0])
     torch.set_num_threads(kept[1])
     torch.use_deterministic_algorithms(kept[2])
-    torch.set_float32_matmul_precision(kept[3])
+    torch.set_float32_matmul_precision(kept[3])  # sets every backend's fp32_precision ('ieee' for 'highest')
+    for backend, precision in precisions:
+        backend.fp32_precision = precision
     torch.backends.mkldnn.enabled = kept[4]
     os.chdir(kept[5])
 
