@@ -11,7 +11,7 @@ import pytest
 import statsmodels.formula.api as smf
 
 from mcgrpo import studies
-from mcgrpo.analysis import bases, prereg, robustness, steps
+from mcgrpo.analysis import bases, prereg, robustness, sealed, steps
 from mcgrpo.analysis.contrasts import KEY
 from mcgrpo.cli import main
 from mcgrpo.core import config as study_config
@@ -204,14 +204,21 @@ def analysed_study(own: dict, contrasts: pd.DataFrame, paired: pd.DataFrame, wri
     relink(own)
     analysis, runs = layout.study_dir(own) / "analysis", {steps.COMPUTED_FROM: json.dumps(
         steps.computed_from(own, layout.study_dir(own)))}
-    write_parquet(contrasts, analysis / "contrasts.parquet", written_for, runs)
-    write_parquet(paired.assign(value_a=0.5, value_b=0.5, at=100.0), analysis / "paired.parquet", written_for, runs)
+    paired = paired.assign(value_a=0.5, value_b=0.5, at=100.0)
+    write_parquet(contrasts, analysis / "contrasts.parquet", written_for, {**runs, **_seal(contrasts)})
+    write_parquet(paired, analysis / "paired.parquet", written_for, {**runs, **_seal(paired)})
     checks = pd.DataFrame([{c: np.nan for c in robustness.COLUMNS} | {**contrasts.iloc[0][["id", *KEY]].to_dict(),
                             "a": "a", "b": "o", "drifted_a": 0, "evaluations_a": 4, "drifted_b": 0,
                             "evaluations_b": 4, "strict_metric": "", "other_clock": False, "alike_compared": 0,
                             "alike_unlike": "", "robust": label == "robust", "robustness": label}])
-    write_parquet(checks, analysis / "robustness.parquet", written_for, runs)
-    write_json(prereg.status(layout.study_dir(own), own), analysis / "prereg.json")  # as the contrasts step writes it
+    write_parquet(checks, analysis / "robustness.parquet", written_for, {**runs, **_seal(checks)})
+    write_json(sealed.with_seal(prereg.status(layout.study_dir(own), own)), analysis / "prereg.json")  # as the
+    # contrasts step writes it
+
+
+def _seal(frame: pd.DataFrame) -> dict[str, str]:
+    """The seal of its rows that an analysis step writes `frame` with."""
+    return {sealed.KEY: sealed.of_frame(frame)}
 
 
 def test_pool_bases_verb_reads_every_base_and_writes_the_table(tmp_path, capsys):

@@ -15,7 +15,7 @@ import yaml
 
 from conftest import SMALL_STUDY
 from mcgrpo import studies
-from mcgrpo.analysis import informative, prereg
+from mcgrpo.analysis import informative, prereg, sealed
 from mcgrpo.cli import main
 from mcgrpo.core import config as study_config
 from mcgrpo.core.errors import DataError
@@ -91,8 +91,7 @@ def test_a_paired_file_from_before_it_recorded_iterations_is_refused_where_an_ar
     status, out, _ = power(root, capsys, "--config", str(study))
     assert status == 0 and "no number of seeds helps: " + NEVER_CHOSE in out
     path = root / "analysis" / "paired.parquet"
-    old = pq.read_table(path)
-    pq.write_table(old.drop(["iteration_a", "iteration_b"]).replace_schema_metadata(old.schema.metadata), path)
+    _without_iterations(path)
     for more in ((), ("--config", str(study))):
         status, out, err = power(root, capsys, *more)
         assert status == 2 and "arm-vs-outcome" not in out
@@ -107,11 +106,18 @@ def test_a_paired_file_from_before_it_recorded_iterations_is_refused_where_an_ar
     assert informative.check(pairs[pairs["basis"] == "tokens"], {})[0] == ""  # no filter: nothing to read there
 
 
+def _without_iterations(path) -> None:
+    """paired.parquet as a contrasts step that recorded no iterations wrote it: its rows sealed (sealed.KEY) as read."""
+    old = pq.read_table(path)
+    new = old.drop(["iteration_a", "iteration_b"])
+    meta = {**old.schema.metadata, sealed.KEY.encode(): sealed.of_rows(new).encode()}
+    pq.write_table(new.replace_schema_metadata(meta), path)
+
+
 def test_a_paired_file_without_iterations_is_read_where_no_arm_filters(tmp_path, capsys):
     root, _, study = analysed(tmp_path, DENSE)
     path = root / "analysis" / "paired.parquet"
-    old = pq.read_table(path)
-    pq.write_table(old.drop(["iteration_a", "iteration_b"]).replace_schema_metadata(old.schema.metadata), path)
+    _without_iterations(path)
     status, out, _ = power(root, capsys, "--config", str(study))
     assert status == 0 and "| arm-vs-outcome | tokens | acc_default |" in out
 

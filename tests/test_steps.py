@@ -11,7 +11,7 @@ import yaml
 
 from mcgrpo.core import config as study_config
 from mcgrpo import studies
-from mcgrpo.analysis import prereg, steps
+from mcgrpo.analysis import prereg, sealed, steps
 from mcgrpo.cli import main
 from mcgrpo.core.errors import DataError
 from mcgrpo.core.store import parquet_metadata, read_contract, read_json, read_parquet, write_json, write_parquet
@@ -328,8 +328,39 @@ def test_an_analysis_file_of_another_config_or_rewritten_is_named_never_read(res
     write_parquet(frame, path, study_config.config_hash(cfg))  # the config's hash, but no word of its runs
     with pytest.raises(IntegrityError, match=rf"{path}: records no runs it was computed from"):
         step(cfg, folder)
-    write_parquet(frame, path, study_config.config_hash(cfg), computed_from)
+    write_parquet(frame, path, study_config.config_hash(cfg), computed_from)  # and its runs', but no seal
+    with pytest.raises(IntegrityError, match=rf"{path}: records no seal of its content"):
+        step(cfg, folder)
+    write_parquet(frame, path, study_config.config_hash(cfg), {**computed_from, sealed.KEY: sealed.of_frame(frame)})
     step(cfg, folder)
+
+
+@pytest.mark.parametrize("edit", ["mean", "dtype", "rows", "column"])
+def test_an_analysis_file_edited_with_its_metadata_kept_is_named_never_read(results, tmp_path, edit):
+    """contrasts.parquet edited and written back with its metadata copied (pandas or pyarrow): its config_hash and
+    computed_from still the study's, so the tables and summary worded T1 from the edited mean (a verdict turned
+    from 'trails' to 'beats' without a word). Its seal of its rows is held: a value, a dtype, rows repeated or a
+    column added is named."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from mcgrpo.core.errors import IntegrityError
+    cfg, root = results
+    folder = tmp_path / "edited"
+    copy_study(root, folder)
+    path = folder / "analysis" / "contrasts.parquet"
+    table = pq.read_table(path)
+    frame = table.to_pandas()
+    frame = {"mean": lambda f: f.assign(mean=-f["mean"]), "dtype": lambda f: f.astype({"n": "float64"}),
+             "rows": lambda f: pd.concat([f, f.iloc[:1]]), "column": lambda f: f.assign(extra=1)}[edit](frame)
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False).replace_schema_metadata(table.schema.metadata),
+                   path)
+    with pytest.raises(IntegrityError, match=rf"{path}: its content hashes to \w{{12}}, but it records \w{{12}} as "
+                                             rf"written: edited since the analysis wrote it; allowed: the file this "
+                                             rf"study's analysis writes \(snakemake --configfile STUDY --forcerun "
+                                             rf"{path}\)"):
+        steps.tables_step(cfg, folder)
+    pq.write_table(table, path)  # as written
+    steps.tables_step(cfg, folder)
 
 
 def test_a_verdict_whose_arm_has_runs_of_another_config_says_so_beside_it(results, tmp_path):
@@ -419,6 +450,13 @@ def test_a_prereg_status_of_another_plan_is_named_never_worded(results, tmp_path
         steps.summary_step(cfg, folder)
     write_json(status, path)
     steps.summary_step(cfg, folder)
+    write_json({**status, "state": "changed", "changes": ["recipe.lr changed after the lock (2025-01-01)"]}, path)
+    with pytest.raises(IntegrityError, match=rf"{path}: its content hashes to \w{{12}}, but it records \w{{12}} as "
+                                             rf"written: edited since the analysis wrote it"):
+        steps.summary_step(cfg, folder)  # before: 'The plan changed since its lock ...' of a plan that matches
+    write_json({k: v for k, v in status.items() if k != sealed.KEY}, path)
+    with pytest.raises(IntegrityError, match=rf"{path}: records no seal of its content"):
+        steps.summary_step(cfg, folder)
 
 
 def test_labels_of_a_lock_since_removed_or_replaced_are_named_never_shown(results, tmp_path):

@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 
 from mcgrpo.analysis import (alike, along, bases, breakdown, contrasts, curves, drift, efficiency, figures,
-                             informative, power, prereg, robustness, runs, shown, summary, tables, verifiers)
+                             informative, power, prereg, robustness, runs, sealed, shown, summary, tables,
+                             verifiers)
 from mcgrpo.core import manifest, store, study_runs, trl_config, warmup
 from mcgrpo.core import config as study_config
 from mcgrpo.core.errors import ConfigError, DataError, IntegrityError, MissingFile
@@ -57,7 +58,7 @@ def _write(df: pd.DataFrame, results: Path, name: str, cfg: dict, runs: dict[str
     taken before the step read them, so that a run replaced while the step ran leaves the file refused as computed
     from changed runs, never labelled with a training it did not read."""
     return store.write_parquet(df, Path(results) / "analysis" / f"{name}.parquet", analysis_hash(cfg),
-                               {COMPUTED_FROM: json.dumps(runs, sort_keys=True)})
+                               {COMPUTED_FROM: json.dumps(runs, sort_keys=True), sealed.KEY: sealed.of_frame(df)})
 
 
 def computed_from(cfg: dict, results: Path) -> dict[str, str]:
@@ -84,13 +85,16 @@ def analysis_reader(cfg: dict, results: Path, runs: dict[str, str] | None = None
     """`read(name, kind=None)`: analysis/<name>.parquet, an earlier step's output, checked to be written for `cfg`
     (its config_hash) and computed from the study's runs as they are now (`runs`, computed_from's, else computed
     once per reader): one left from an earlier config or from runs since retrained, copied from another study or
-    rewritten by hand (written without them) is named, never read."""
+    rewritten by hand (written without them) is named, never read; so is one whose rows were edited since it was
+    written (its seal: mcgrpo.analysis.sealed)."""
     expected = analysis_hash(cfg)
     now = functools.cache(lambda: computed_from(cfg, results) if runs is None else runs)
 
     def read(name: str, kind: str | None = None) -> pd.DataFrame:
-        return _read_held(Path(results) / "analysis" / f"{name}.parquet", "written for config", "config", expected,
-                          kind, now)
+        path = Path(results) / "analysis" / f"{name}.parquet"
+        frame = _read_held(path, "written for config", "config", expected, kind, now)
+        sealed.held(path, store.read_arrow(path), store.parquet_metadata(path))
+        return frame
     return read
 
 
@@ -145,6 +149,8 @@ def _status(cfg: dict, results: Path) -> dict:
     found = str(status.get("sha256_now") if isinstance(status, dict) else None)
     _held_to(path, f"the plan against its lock for plan {found[:12]}", found, "plan",
              study_config.config_hash(prereg.material(cfg)))
+    if why := sealed.problem(path, status.get(sealed.KEY), sealed.of_json(status)):
+        raise IntegrityError(why)
     _held_to_lock(path, status, Path(results))
     return status
 
@@ -183,7 +189,7 @@ def contrasts_step(cfg: dict, results: Path) -> None:
                                     warmup.study(cfg))
     _write(table, results, "contrasts", cfg, held)
     _write(paired, results, "paired", cfg, held)
-    store.write_json(status, Path(results) / "analysis" / "prereg.json")
+    store.write_json(sealed.with_seal(status), Path(results) / "analysis" / "prereg.json")
 
 
 def robustness_step(cfg: dict, results: Path) -> None:

@@ -1,0 +1,70 @@
+"""What an analysis file records of its own content, so that an edit that keeps the rest of the file is told.
+
+An analysis file (analysis/<name>.parquet, analysis/prereg.json) is held to the study's config, runs and lock by
+what it records of them (mcgrpo.analysis.steps), and no manifest vouches for it: rows edited and written back with
+the file's metadata copied (pandas or pyarrow), or a key of prereg.json edited, changed nothing those checks read,
+and the tables, figures and summary worded their verdicts from the edited numbers. So each file records `sealed`, a
+sha256 of its content (a Parquet file's columns, their types and rows as Arrow reads them back, its metadata left
+out; a JSON file's other keys), and every reader refuses one whose content hashes otherwise. A checksum, not a
+signature: it tells a file edited by hand or by mistake, not one sealed again with this code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from mcgrpo.core.errors import IntegrityError
+
+KEY = "sealed"
+
+
+def of_rows(table: pa.Table) -> str:
+    """The sha256 of `table`'s columns, their types and its rows (its metadata left out)."""
+    return _sha256([[[field.name, str(field.type)] for field in table.schema], table.to_pydict()])
+
+
+def of_frame(df: pd.DataFrame) -> str:
+    """of_rows of `df` as a Parquet file of it reads back (store.write_parquet's conversion), so that the reader's
+    hash of the file is the writer's."""
+    buffer = pa.BufferOutputStream()
+    pq.write_table(pa.Table.from_pandas(df, preserve_index=False), buffer)
+    return of_rows(pq.read_table(pa.BufferReader(buffer.getvalue())))
+
+
+def of_json(obj: dict) -> str:
+    """The sha256 of a JSON object's keys but KEY, as the object reads back from its file (store.write_json's)."""
+    return _sha256(json.loads(json.dumps({key: value for key, value in obj.items() if key != KEY}, default=str)))
+
+
+def with_seal(obj: dict) -> dict:
+    """JSON object `obj` with its seal, as an analysis step writes it."""
+    return {**obj, KEY: of_json(obj)}
+
+
+def _sha256(body) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def held(path: Path, table: pa.Table, metadata: dict[str, str]) -> None:
+    """Refuse analysis Parquet file `path`, read as `table` with key-value `metadata`, where its rows are not the
+    ones it sealed."""
+    if why := problem(path, metadata.get(KEY), of_rows(table)):
+        raise IntegrityError(why)
+
+
+def problem(path: Path, recorded: str | None, found: str) -> str | None:
+    """What is wrong with analysis file `path`, which records `recorded` of its content and hashes to `found`
+    (None where they agree)."""
+    if recorded == found:
+        return None
+    why = (f"its content hashes to {found[:12]}, but it records {str(recorded)[:12]} as written: edited since the "
+           f"analysis wrote it" if recorded else
+           "records no seal of its content (written before analysis files sealed theirs, or by hand)")
+    return (f"{path}: {why}; allowed: the file this study's analysis writes (snakemake --configfile STUDY "
+            f"--forcerun {path})")
