@@ -557,14 +557,36 @@ def test_a_summary_this_run_did_not_write_is_named_never_printed_as_the_results(
         steps.held_summary(edited, folder)
     rerun(ANALYSIS[:-1], edited, folder)  # all but the summary
     with pytest.raises(IntegrityError, match=rf"{folder}/summary.md: not the summary the study's analysis gives now "
-                                             rf"\(left from an earlier config or training: this run did not write "
-                                             rf"it\); allowed: the summary step's own \(snakemake --configfile STUDY "
-                                             rf"--forcerun {folder}/summary.md\)"):
+                                             rf"\(edited by hand, or left from an earlier config or training: this "
+                                             rf"run did not write it\); allowed: the summary step's own \(snakemake "
+                                             rf"--configfile STUDY --forcerun {folder}/summary.md\)"):
         steps.held_summary(edited, folder)
     with pytest.raises(IntegrityError, match=rf"{verdicts}: not the verdicts its studies' analysis gives now"):
         programme.held_summary(programme.Programme("p", "p.yaml", {cfg["study"]: edited}))
     steps.summary_step(edited, folder)
     assert "T1 (exploratory" in steps.held_summary(edited, folder)
+
+
+def test_the_reports_first_page_is_held_to_the_summary_its_analysis_gives(results, tmp_path):
+    """summary.rst is the report's first page (rules/targets.smk's REPORT_TEXT), which `snakemake --report` embeds as
+    it stands: only summary.md was held, so an edited summary.rst (the default study's T1 turned from 'trails' to
+    'beats') opened the report with a verdict its analysis does not give. It is held as summary.md is."""
+    from mcgrpo.core.errors import IntegrityError
+    cfg, root = results
+    folder = tmp_path / "edited"
+    copy_study(root, folder)
+    steps.summary_step(cfg, folder)  # the copy's own (the summary names its folder)
+    steps.held_summary(cfg, folder)
+    path = folder / "summary.rst"
+    text = path.read_text()
+    assert "mc\\_k2 trails outcome" in text
+    path.write_text(text.replace("mc\\_k2 trails outcome", "mc\\_k2 beats outcome"))
+    with pytest.raises(IntegrityError, match=rf"{path}: not the summary the study's analysis gives now \(edited by "
+                                             rf"hand, or left from an earlier config or training"):
+        steps.held_summary(cfg, folder)
+    path.unlink()
+    with pytest.raises(IntegrityError, match=rf"{path}: not the summary the study's analysis gives now"):
+        steps.held_summary(cfg, folder)
 
 
 def _beside_an_older_analysis(results, tmp_path):

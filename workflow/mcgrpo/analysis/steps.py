@@ -538,12 +538,16 @@ def summary_step(cfg: dict, results: Path) -> None:
 def held_summary(cfg: dict, results: Path) -> str:
     """summary.md as the end of a run prints it, held to the summary the study's analysis gives now: a run that
     did not rerun the summary step (other targets, `--touch`, `--rerun-triggers mtime` after an edit of the
-    config) would otherwise print the verdicts of an earlier config or training as this one's. Refused, naming it."""
-    path, now = Path(results) / "summary.md", summary.markdown(summary_lines(cfg, results))
-    if path.read_text() != now:
-        raise IntegrityError(f"{path}: not the summary the study's analysis gives now (left from an earlier config "
-                             f"or training: this run did not write it); allowed: the summary step's own "
-                             f"(snakemake --configfile STUDY --forcerun {path})")
+    config) would otherwise print the verdicts of an earlier config or training as this one's. Refused, naming it.
+    summary.rst, the report's first page, is held alike: `snakemake --report` embeds it as it stands."""
+    results, text = Path(results), summary_lines(cfg, results)
+    now = summary.markdown(text)
+    for path, given in ((results / "summary.md", now),
+                        (results / "summary.rst", summary.rst(text, summary.DESCRIPTION.read_text()))):
+        if (path.read_text() if path.is_file() else None) != given:
+            raise IntegrityError(f"{path}: not the summary the study's analysis gives now (edited by hand, or left "
+                                 f"from an earlier config or training: this run did not write it); allowed: the "
+                                 f"summary step's own (snakemake --configfile STUDY --forcerun {path})")
     return now
 
 
