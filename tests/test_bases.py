@@ -11,11 +11,11 @@ import pytest
 import statsmodels.formula.api as smf
 
 from mcgrpo import studies
-from mcgrpo.analysis import bases, prereg, robustness, sealed, steps
+from mcgrpo.analysis import bases, prereg, robustness, steps
 from mcgrpo.analysis.contrasts import KEY
 from mcgrpo.cli import main
 from mcgrpo.core import config as study_config
-from mcgrpo.core import layout
+from mcgrpo.core import layout, sealed
 from mcgrpo.core.errors import ConfigError
 from mcgrpo.core.store import read_parquet, write_json, write_parquet
 

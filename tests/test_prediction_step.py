@@ -10,7 +10,7 @@ import pytest
 from mcgrpo import studies
 from mcgrpo.cli import main
 from mcgrpo.cli.common import _as_planned
-from mcgrpo.core import config as study_config
+from mcgrpo.core import config as study_config, sealed
 from mcgrpo.core.store import read_parquet, write_parquet
 from test_runs import copy_study
 from test_steps import results  # noqa: F401  (the module-scoped fixture)
@@ -39,9 +39,14 @@ def measured(results, tmp_path):  # noqa: F811
     cfg["analysis"]["efficiency"] = {}
     cfg["gradient_tests"] = {"batches": 6, "arms": ["mc_k2"]}
     cfg = studies.validate(cfg)
-    write_parquet(gradient_table(per_update=1.5, token_ratio=6.0), folder / "analysis" / "gradient_tests.parquet",
-                  measured_hash(cfg))
+    write_measured(gradient_table(per_update=1.5, token_ratio=6.0), folder / "analysis" / "gradient_tests.parquet",
+                   measured_hash(cfg))
     return cfg, folder
+
+
+def write_measured(tests: pd.DataFrame, path, config_hash: str) -> None:
+    """gradient_tests.parquet as the stage writes it: stamped with `config_hash`, its rows sealed."""
+    write_parquet(tests, path, config_hash, {sealed.KEY: sealed.of_frame(tests)})
 
 
 def measured_hash(cfg: dict) -> str:
@@ -121,6 +126,33 @@ def test_gradient_tests_of_another_config_are_refused(measured, step, stamp, cap
 
 
 @pytest.mark.parametrize("step", ["curves", "prediction"])
+def test_gradient_tests_edited_with_their_metadata_kept_are_refused(measured, step, capsys):
+    """gradient_tests.parquet edited and written back with its metadata copied (its config_hash still the stage's):
+    the default study's mc_k4 per-update efficiency read 10.3 rather than 1.14 in the efficiency and prediction tables,
+    without a word (Snakemake reruns the prediction for the file's new sha256). Its seal of its rows is held."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    cfg, folder = measured
+    for before in ("contrasts", "curves"):  # what the prediction step reads besides
+        run(before, cfg, folder)
+    path = folder / "analysis" / "gradient_tests.parquet"
+    table = pq.read_table(path)
+    tests = table.to_pandas()
+    tripled = tests.assign(value=tests["value"].where(tests["measure"] != "inner", 3 * tests["value"]))
+    pq.write_table(pa.Table.from_pandas(tripled, preserve_index=False).replace_schema_metadata(table.schema.metadata),
+                   path)
+    assert main([step, "--config-json", json.dumps(cfg), "--results", str(folder)]) == 2
+    assert (f"{path}: its content hashes to " in (err := capsys.readouterr().err)
+            and "as written: edited since it was written; allowed: the file the study's gradient_tests stage "
+                "writes: snakemake --configfile STUDY without analysis_only" in err)
+    write_parquet(tests, path, measured_hash(cfg))  # the stage's hash, but no seal: written before files were sealed
+    assert main([step, "--config-json", json.dumps(cfg), "--results", str(folder)]) == 2
+    assert f"{path}: records no seal of its content" in capsys.readouterr().err
+    pq.write_table(table, path)
+    assert main([step, "--config-json", json.dumps(cfg), "--results", str(folder)]) == 0
+
+
+@pytest.mark.parametrize("step", ["curves", "prediction"])
 def test_gradient_tests_planned_but_absent_are_named_not_read_as_none(measured, step, capsys):
     """A step run by hand with the study's gradient tests removed wrote the extrapolation from the config's
     efficiencies alone (none measured), without a word; the workflow names the file before any job."""
@@ -139,7 +171,7 @@ def test_an_arm_whose_update_falls_against_the_reference_gets_no_measured_extrap
     path = folder / "analysis" / "gradient_tests.parquet"
     tests = read_parquet(path)
     falling = (tests["arm"] == "mc_k2") & (tests["measure"] == "inner")
-    write_parquet(tests.assign(value=tests["value"].where(~falling, -tests["value"])), path, measured_hash(cfg))
+    write_measured(tests.assign(value=tests["value"].where(~falling, -tests["value"])), path, measured_hash(cfg))
     run("curves", cfg, folder)
     assert len(read_parquet(folder / "analysis" / "extrapolation.parquet")) == 0  # mc_k2, its one arm: no line
     cfg["analysis"]["efficiency"] = {"mc_k2": 0.5}

@@ -15,9 +15,9 @@ import yaml
 
 from conftest import SMALL_STUDY
 from mcgrpo import studies
-from mcgrpo.analysis import informative, prereg, sealed
+from mcgrpo.analysis import informative, prereg
 from mcgrpo.cli import main
-from mcgrpo.core import config as study_config
+from mcgrpo.core import config as study_config, sealed
 from mcgrpo.core.errors import DataError
 from mcgrpo.core.store import read_json, read_parquet, write_json, write_parquet
 from mcgrpo.core.warmup import Warmup

@@ -16,7 +16,7 @@ from mcgrpo.analysis import prereg, shown, steps
 from mcgrpo.core import config as study_config
 from mcgrpo.core.errors import IntegrityError
 from mcgrpo.core.store import write_json, write_parquet
-from test_prediction_step import gradient_table, measured_hash
+from test_prediction_step import gradient_table, measured_hash, write_measured
 from test_runs import copy_study, seal_run
 from test_steps import ANALYSIS, rerun, results  # noqa: F401  (the module-scoped fixture)
 
@@ -42,8 +42,8 @@ def study(results, tmp_path_factory):  # noqa: F811
     cfg["gradient_tests"] = {"batches": 6, "arms": ["mc_k2"]}
     cfg["evaluation"]["alignment"] = {"arms": ["mc_k2", "outcome"], "every": 2, "batches": 2}
     cfg = studies.validate(cfg)
-    write_parquet(gradient_table(per_update=1.5, token_ratio=6.0), folder / "analysis" / "gradient_tests.parquet",
-                  measured_hash(cfg))
+    write_measured(gradient_table(per_update=1.5, token_ratio=6.0), folder / "analysis" / "gradient_tests.parquet",
+                   measured_hash(cfg))
     write_json(prereg.make_lock(cfg, datetime(2025, 1, 1, tzinfo=timezone.utc)), folder / "prereg.lock.json")
     for arm, seed in study_config.runs(cfg):
         run = folder / "runs" / arm / f"seed{seed}"
@@ -111,7 +111,7 @@ def test_an_older_efficiency_table_put_back_with_its_mtime_is_named(copied):
     older = folder.parent / "older.md"
     tests = folder / "analysis" / "gradient_tests.parquet"
     kept = tests.read_bytes()
-    write_parquet(gradient_table(per_update=0.5, token_ratio=2.0), tests, measured_hash(cfg))
+    write_measured(gradient_table(per_update=0.5, token_ratio=2.0), tests, measured_hash(cfg))
     steps.prediction_step(cfg, folder)
     shutil.copy2(folder / "tables" / "efficiency.md", older)
     tests.write_bytes(kept)

@@ -11,7 +11,8 @@ import yaml
 
 from mcgrpo.core import config as study_config
 from mcgrpo import studies
-from mcgrpo.analysis import prereg, sealed, steps
+from mcgrpo.analysis import prereg, steps
+from mcgrpo.core import sealed
 from mcgrpo.cli import main
 from mcgrpo.core.errors import DataError
 from mcgrpo.core.store import parquet_metadata, read_contract, read_json, read_parquet, write_json, write_parquet
@@ -355,7 +356,7 @@ def test_an_analysis_file_edited_with_its_metadata_kept_is_named_never_read(resu
     pq.write_table(pa.Table.from_pandas(frame, preserve_index=False).replace_schema_metadata(table.schema.metadata),
                    path)
     with pytest.raises(IntegrityError, match=rf"{path}: its content hashes to \w{{12}}, but it records \w{{12}} as "
-                                             rf"written: edited since the analysis wrote it; allowed: the file this "
+                                             rf"written: edited since it was written; allowed: the file this "
                                              rf"study's analysis writes \(snakemake --configfile STUDY --forcerun "
                                              rf"{path}\)"):
         steps.tables_step(cfg, folder)
@@ -452,7 +453,7 @@ def test_a_prereg_status_of_another_plan_is_named_never_worded(results, tmp_path
     steps.summary_step(cfg, folder)
     write_json({**status, "state": "changed", "changes": ["recipe.lr changed after the lock (2025-01-01)"]}, path)
     with pytest.raises(IntegrityError, match=rf"{path}: its content hashes to \w{{12}}, but it records \w{{12}} as "
-                                             rf"written: edited since the analysis wrote it"):
+                                             rf"written: edited since it was written"):
         steps.summary_step(cfg, folder)  # before: 'The plan changed since its lock ...' of a plan that matches
     write_json({k: v for k, v in status.items() if k != sealed.KEY}, path)
     with pytest.raises(IntegrityError, match=rf"{path}: records no seal of its content"):

@@ -14,9 +14,8 @@ import numpy as np
 import pandas as pd
 
 from mcgrpo.analysis import (alike, along, bases, breakdown, contrasts, curves, drift, efficiency, figures,
-                             informative, power, prereg, robustness, runs, sealed, shown, summary, tables,
-                             verifiers)
-from mcgrpo.core import manifest, store, study_runs, trl_config, warmup
+                             informative, power, prereg, robustness, runs, shown, summary, tables, verifiers)
+from mcgrpo.core import manifest, sealed, store, study_runs, trl_config, warmup
 from mcgrpo.core import config as study_config
 from mcgrpo.core.errors import ConfigError, DataError, IntegrityError, MissingFile
 from mcgrpo.core.layout import study_dir
@@ -86,7 +85,7 @@ def analysis_reader(cfg: dict, results: Path, runs: dict[str, str] | None = None
     (its config_hash) and computed from the study's runs as they are now (`runs`, computed_from's, else computed
     once per reader): one left from an earlier config or from runs since retrained, copied from another study or
     rewritten by hand (written without them) is named, never read; so is one whose rows were edited since it was
-    written (its seal: mcgrpo.analysis.sealed)."""
+    written (its seal: mcgrpo.core.sealed)."""
     expected = analysis_hash(cfg)
     now = functools.cache(lambda: computed_from(cfg, results) if runs is None else runs)
 
@@ -236,8 +235,10 @@ def _gradient_tests(cfg: dict, results: Path) -> pd.DataFrame | None:
     if not path.exists():  # read as none, the extrapolation would be the config's efficiencies alone, unsaid
         raise MissingFile(f"{path}: not found, but the study plans gradient tests, whose efficiencies the prediction "
                           f"and the extrapolation read; allowed: {MEASURE_AGAIN}")
-    return _read_held(path, "measured for gradient tests", "gradient tests' config", study_config.config_hash(planned),
-                      remedy=MEASURE_AGAIN)
+    frame = _read_held(path, "measured for gradient tests", "gradient tests' config",
+                       study_config.config_hash(planned), remedy=MEASURE_AGAIN)
+    sealed.held(path, store.read_arrow(path), store.parquet_metadata(path), MEASURE_AGAIN)
+    return frame
 
 
 # The gradient tests' stage is not part of an analysis-only run, so a --forcerun of its file cannot make it there

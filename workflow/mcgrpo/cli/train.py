@@ -12,7 +12,7 @@ import sys
 from mcgrpo.cli.common import (_as_planned, _config, _files, _format, _json, _positive, _run, _seed, _stage,
                                _study_source, _threads, _tracking, _training_run, _typed)
 from mcgrpo.cli.integrations import _train_run
-from mcgrpo.core import clock, config as study_config, store
+from mcgrpo.core import clock, config as study_config, sealed, store
 
 
 def _named_when_stopped(verb):
@@ -207,7 +207,7 @@ def gradient_tests(args) -> None:
     model, tokenizer = models.load(args.model)
     table = gradients.run(run, model, tokenizer, pool)
     ran_as_planned(run, imported)
-    store.write_parquet(table, args.out, study_config.config_hash(run))
+    store.write_parquet(table, args.out, study_config.config_hash(run), {sealed.KEY: sealed.of_frame(table)})
     means = table.pivot_table(index="arm", columns="measure", values="value", sort=False)
     # reindex: a measure undefined on every batch (all groups one outcome: NaN) is a column of NaN, not a KeyError
     print(means.reindex(columns=["alignment", "share_outside_v", "projection_residual", "cos_full", "tokens"]).to_string())

@@ -1,6 +1,7 @@
 """What an analysis file records of its own content, so that an edit that keeps the rest of the file is told.
 
-An analysis file (analysis/<name>.parquet, analysis/prereg.json) is held to the study's config, runs and lock by
+An analysis file (analysis/<name>.parquet, analysis/prereg.json, and the gradient tests' analysis/gradient_tests.parquet)
+is held to the study's config, runs and lock by
 what it records of them (mcgrpo.analysis.steps), and no manifest vouches for it: rows edited and written back with
 the file's metadata copied (pandas or pyarrow), or a key of prereg.json edited, changed nothing those checks read,
 and the tables, figures and summary worded their verdicts from the edited numbers. So each file records `sealed`, a
@@ -51,20 +52,20 @@ def _sha256(body) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def held(path: Path, table: pa.Table, metadata: dict[str, str]) -> None:
+def held(path: Path, table: pa.Table, metadata: dict[str, str], remedy: str | None = None) -> None:
     """Refuse analysis Parquet file `path`, read as `table` with key-value `metadata`, where its rows are not the
-    ones it sealed."""
-    if why := problem(path, metadata.get(KEY), of_rows(table)):
+    ones it sealed; `remedy`: what writes it again, where the analysis's --forcerun does not."""
+    if why := problem(path, metadata.get(KEY), of_rows(table), remedy):
         raise IntegrityError(why)
 
 
-def problem(path: Path, recorded: str | None, found: str) -> str | None:
+def problem(path: Path, recorded: str | None, found: str, remedy: str | None = None) -> str | None:
     """What is wrong with analysis file `path`, which records `recorded` of its content and hashes to `found`
-    (None where they agree)."""
+    (None where they agree); `remedy`: what writes it again, where the analysis's --forcerun does not."""
     if recorded == found:
         return None
-    why = (f"its content hashes to {found[:12]}, but it records {str(recorded)[:12]} as written: edited since the "
-           f"analysis wrote it" if recorded else
+    why = (f"its content hashes to {found[:12]}, but it records {str(recorded)[:12]} as written: edited since it "
+           f"was written" if recorded else
            "records no seal of its content (written before analysis files sealed theirs, or by hand)")
-    return (f"{path}: {why}; allowed: the file this study's analysis writes (snakemake --configfile STUDY "
-            f"--forcerun {path})")
+    return f"{path}: {why}; allowed: " + (remedy or f"the file this study's analysis writes (snakemake --configfile "
+                                                    f"STUDY --forcerun {path})")
