@@ -1,13 +1,13 @@
 """What an analysis file records of its own content, so that an edit that keeps the rest of the file is told.
 
 An analysis file (analysis/<name>.parquet, analysis/prereg.json, and the gradient tests' analysis/gradient_tests.parquet)
-is held to the study's config, runs and lock by
-what it records of them (mcgrpo.analysis.steps), and no manifest vouches for it: rows edited and written back with
-the file's metadata copied (pandas or pyarrow), or a key of prereg.json edited, changed nothing those checks read,
-and the tables, figures and summary worded their verdicts from the edited numbers. So each file records `sealed`, a
-sha256 of its content (a Parquet file's columns, their types and rows as Arrow reads them back, its metadata left
-out; a JSON file's other keys), and every reader refuses one whose content hashes otherwise. A checksum, not a
-signature: it tells a file edited by hand or by mistake, not one sealed again with this code.
+is held to the study's config, runs and lock by what it records of them (mcgrpo.analysis.steps), and no manifest
+vouches for it: rows edited and written back with the file's metadata copied (pandas or pyarrow), or a key of
+prereg.json edited, changed nothing those checks read, and the tables, figures and summary worded their verdicts from
+the edited numbers. So each file records `sealed`, a sha256 of its content (a Parquet file's columns, their types and
+rows as Arrow reads them back, its metadata left out; a JSON file's other keys), and every reader refuses one whose
+content hashes otherwise. A checksum, not a signature: it tells a file edited by hand or by mistake, not one sealed
+again with this code.
 """
 
 from __future__ import annotations
