@@ -2,6 +2,7 @@
 # figures.smk and gradients.smk), beside them; snakemake --lint wants a rule file's functions in a file of their
 # own. What training shares too is in common.smk.
 from mcgrpo.core import manifest, study_runs
+from mcgrpo.core import sealed as content_seal
 
 
 def run_files(name):
@@ -44,7 +45,10 @@ def analysis_step(verb):
     """The params of analysis rule `verb` (rules/drift.smk's template runs `$PYTHON -m mcgrpo <verb>`); the
     study's JSON is a function, since it holds braces that are never wildcards."""
     return dict(verb=verb, study=lambda wildcards: S[wildcards.study].json, results=folder_of("store", 1),  # runs/store.parquet
-                sealed=sealed_runs, folder=study_folder)
+                sealed=sealed_runs, folder=study_folder,
+                # analysis files seal their own content (mcgrpo.core.sealed), and every reader refuses one without a
+                # seal: a param added with the seal, so that the first run after it writes each study's files again
+                content=content_seal.KEY)
 
 
 def sealed_runs(wildcards):

@@ -144,7 +144,8 @@ def test_gradient_tests_edited_with_their_metadata_kept_are_refused(measured, st
     assert main([step, "--config-json", json.dumps(cfg), "--results", str(folder)]) == 2
     assert (f"{path}: its content hashes to " in (err := capsys.readouterr().err)
             and "as written: edited since it was written; allowed: the file the study's gradient_tests stage "
-                "writes: snakemake --configfile STUDY without analysis_only" in err)
+                "writes: snakemake --configfile STUDY --forcerun gradient_tests (without analysis_only), which "
+                "measures it again" in err)
     write_parquet(tests, path, measured_hash(cfg))  # the stage's hash, but no seal: written before files were sealed
     assert main([step, "--config-json", json.dumps(cfg), "--results", str(folder)]) == 2
     assert f"{path}: records no seal of its content" in capsys.readouterr().err

@@ -237,13 +237,15 @@ def _gradient_tests(cfg: dict, results: Path) -> pd.DataFrame | None:
                           f"and the extrapolation read; allowed: {MEASURE_AGAIN}")
     frame = _read_held(path, "measured for gradient tests", "gradient tests' config",
                        study_config.config_hash(planned), remedy=MEASURE_AGAIN)
-    sealed.held(path, store.read_arrow(path), store.parquet_metadata(path), MEASURE_AGAIN)
+    sealed.held(path, store.read_arrow(path), store.parquet_metadata(path), REMEASURE)
     return frame
 
 
 # The gradient tests' stage is not part of an analysis-only run, so a --forcerun of its file cannot make it there
 MEASURE_AGAIN = ("the file the study's gradient_tests stage writes: snakemake --configfile STUDY without "
                  "analysis_only, which runs it (and trains every run the config plans that is not stored yet)")
+REMEASURE = ("the file the study's gradient_tests stage writes: snakemake --configfile STUDY --forcerun gradient_tests "
+             "(without analysis_only), which measures it again")
 
 
 def _efficiency(cfg: dict, tests: pd.DataFrame | None) -> pd.DataFrame | None:
