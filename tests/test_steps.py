@@ -336,7 +336,7 @@ def test_an_analysis_file_of_another_config_or_rewritten_is_named_never_read(res
     step(cfg, folder)
 
 
-@pytest.mark.parametrize("edit", ["mean", "dtype", "rows", "column"])
+@pytest.mark.parametrize("edit", ["mean", "dtype", "rows", "column", "index"])
 def test_an_analysis_file_edited_with_its_metadata_kept_is_named_never_read(results, tmp_path, edit):
     """contrasts.parquet edited and written back with its metadata copied (pandas or pyarrow): its config_hash and
     computed_from still the study's, so the tables and summary worded T1 from the edited mean (a verdict turned
@@ -352,9 +352,12 @@ def test_an_analysis_file_edited_with_its_metadata_kept_is_named_never_read(resu
     table = pq.read_table(path)
     frame = table.to_pandas()
     frame = {"mean": lambda f: f.assign(mean=-f["mean"]), "dtype": lambda f: f.astype({"n": "float64"}),
-             "rows": lambda f: pd.concat([f, f.iloc[:1]]), "column": lambda f: f.assign(extra=1)}[edit](frame)
-    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False).replace_schema_metadata(table.schema.metadata),
-                   path)
+             "rows": lambda f: pd.concat([f, f.iloc[:1]]), "column": lambda f: f.assign(extra=1),
+             "index": lambda f: f}[edit](frame)
+    meta = dict(table.schema.metadata)
+    if edit == "index":  # pandas' metadata names a column as the frame's index: it leaves the frame (a KeyError)
+        meta[b"pandas"] = json.dumps({**json.loads(meta[b"pandas"]), "index_columns": ["note"]}).encode()
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False).replace_schema_metadata(meta), path)
     with pytest.raises(IntegrityError, match=rf"{path}: its content hashes to \w{{12}}, but it records \w{{12}} as "
                                              rf"written: edited since it was written; allowed: the file this "
                                              rf"study's analysis writes \(snakemake --configfile STUDY --forcerun "

@@ -5,9 +5,9 @@ is held to the study's config, runs and lock by what it records of them (mcgrpo.
 vouches for it: rows edited and written back with the file's metadata copied (pandas or pyarrow), or a key of
 prereg.json edited, changed nothing those checks read, and the tables, figures and summary worded their verdicts from
 the edited numbers. So each file records `sealed`, a sha256 of its content (a Parquet file's columns, their types and
-rows as Arrow reads them back, its metadata left out; a JSON file's other keys), and every reader refuses one whose
-content hashes otherwise. A checksum, not a signature: it tells a file edited by hand or by mistake, not one sealed
-again with this code.
+rows as Arrow reads them back, and pandas' metadata, the rest of its metadata left out; a JSON file's other keys), and
+every reader refuses one whose content hashes otherwise. A checksum, not a signature: it tells a file edited by hand
+or by mistake, not one sealed again with this code.
 """
 
 from __future__ import annotations
@@ -26,8 +26,10 @@ KEY = "sealed"
 
 
 def of_rows(table: pa.Table) -> str:
-    """The sha256 of `table`'s columns, their types and its rows (its metadata left out)."""
-    return _sha256([[[field.name, str(field.type)] for field in table.schema], table.to_pydict()])
+    """The sha256 of `table`'s columns, their types and its rows, and of pandas' metadata, which says how a reader's
+    frame is made of them (a column named as its index leaves the frame); the rest of its metadata left out."""
+    pandas = (table.schema.metadata or {}).get(b"pandas", b"").decode()
+    return _sha256([[[field.name, str(field.type)] for field in table.schema], table.to_pydict(), pandas])
 
 
 def of_frame(df: pd.DataFrame) -> str:
