@@ -192,3 +192,20 @@ def test_a_file_whose_pandas_metadata_was_changed_is_named_not_a_traceback(tmp_p
     with pytest.raises(IntegrityError, match=r"x.parquet: not a readable Parquet file, truncated or corrupt "
                                              r"\(KeyError: 'numpy_type'\)"):
         store.read_parquet(path)
+
+
+def test_a_required_column_that_pandas_metadata_makes_the_index_is_named_not_a_keyerror(tmp_path):
+    """pandas' metadata edited to name a column as the frame's index (a calibration's budget.parquet, which no
+    manifest vouches for, with B as its index) took the column out of the frame: every analysis step stopped with a
+    bare KeyError: 'B' traceback. The reader names the file."""
+    import pyarrow.parquet as pq
+    path = store.write_parquet(pd.DataFrame({"B": [100], "source": ["config"]}), tmp_path / "budget.parquet")
+    table = pq.read_table(path)
+    meta = dict(table.schema.metadata)
+    meta[b"pandas"] = json.dumps({**json.loads(meta[b"pandas"]), "index_columns": ["B"]}).encode()
+    pq.write_table(table.replace_schema_metadata(meta), path)
+    assert list(store.read_parquet(path).columns) == ["source"]  # not required: read as pandas reads it
+    with pytest.raises(IntegrityError, match=rf"{path}: pandas' metadata in the file makes required column\(s\) B "
+                                             rf"the frame's index, which write_parquet never writes \(edited\); "
+                                             rf"allowed: the file as its writer left it"):
+        store.read_parquet(path, ["B"])

@@ -214,7 +214,13 @@ def read_parquet(path: str | Path, required: Iterable[str] = (),
     """
     table = _table(Path(path), required, columns, pandas=True)
     with _readable(Path(path), KeyError, ValueError):  # pandas' metadata in the footer, changed: not a bug of ours
-        return table.to_pandas(use_threads=False)
+        frame = table.to_pandas(use_threads=False)
+    indexed = [c for c in required if c in table.column_names and c not in frame.columns]  # read, but as the index
+    if indexed:
+        raise IntegrityError(f"{path}: pandas' metadata in the file makes required column(s) {', '.join(indexed)} the "
+                             f"frame's index, which write_parquet never writes (edited); allowed: the file as its "
+                             f"writer left it")
+    return frame
 
 
 def read_arrow(path: str | Path, required: Iterable[str] = (), columns: Iterable[str] | None = None,
