@@ -741,6 +741,14 @@ def test_contrast_verb_with_the_study_labels_a_plan_changed_since_the_lock_as_th
     assert main([*verb, str(tmp_path / "lock.parquet")]) == 0
     assert ("reports T1 primary (amended 2025-02-01: T1 predicts a gain): its config changed the plan since the lock"
             in capsys.readouterr().out)
+    status = read_json(folder / "analysis" / "prereg.json")  # its note edited away: the verb printed primary unsaid
+    write_json({**status, "labels": {**status["labels"], "T1": {**status["labels"]["T1"], "note": ""}}},
+               folder / "analysis" / "prereg.json")
+    assert main([*verb, str(tmp_path / "lock.parquet")]) == 0
+    assert (f"warning: {folder}/analysis/prereg.json: its content hashes to " in (out := capsys.readouterr().out)
+            and "as written: edited since it was written: whether the study's config changed the plan since the lock "
+                "cannot be told from it; give --config STUDY.yaml to label it as the workflow does" in out)
+    write_json(status, folder / "analysis" / "prereg.json")
     assert main([*verb, str(tmp_path / "study.parquet"), "--config", str(study)]) == 0
     one = read_contract(tmp_path / "study.parquet", "contrasts").iloc[0]
     assert one["label"] == "exploratory" and one["mean"] == pytest.approx(workflow["mean"])

@@ -15,7 +15,7 @@ from mcgrpo.analysis import contrasts, drift, prereg, robustness, runs, summary
 from mcgrpo.analysis.plan import planned_keys
 from mcgrpo.analysis.steps import budget, flags
 from mcgrpo.core import config as study_config
-from mcgrpo.core import store, warmup
+from mcgrpo.core import sealed, store, warmup
 from mcgrpo.core.errors import ConfigError, DataError, McgrpoError, MissingFile
 from mcgrpo.core.study_runs import accepted_differences, index, index_path, records
 
@@ -156,6 +156,9 @@ def analysed_label(results: Path, row) -> str:
     path = Path(results) / "analysis" / "prereg.json"
     try:
         status = store.read_json(path)
+        if why := sealed.problem(path, status.get(sealed.KEY), sealed.of_json(status)):  # its labels cannot be read
+            return (f"{why.partition('; allowed')[0]}: whether the study's config changed the plan since the lock "
+                    f"cannot be told from it; give --config STUDY.yaml to label it as the workflow does")
         lock = prereg.read_lock(results)
         held = status.get("sha256_lock") == (lock or {}).get("sha256")  # labels of the lock as it is
         theirs = status["labels"].get(row["id"], NOT_PLANNED) if held else None
