@@ -101,7 +101,7 @@ def test_the_power_verb_holds_paired_to_the_studys_config_or_names_the_config(tm
     from mcgrpo import studies
     from mcgrpo.analysis import steps
     from mcgrpo.cli import main
-    from mcgrpo.core import config as study_config, layout
+    from mcgrpo.core import config as study_config, layout, sealed
     from mcgrpo.core.store import read_parquet, write_parquet
     study = tmp_path / "study.yaml"
     study.write_text(yaml.safe_dump({**copy.deepcopy(SMALL_STUDY), "results_dir": str(tmp_path / "results")}))
@@ -115,8 +115,15 @@ def test_the_power_verb_holds_paired_to_the_studys_config_or_names_the_config(tm
     assert main(["power", "--results", str(results), "--config", str(study)]) == 2
     assert f"paired.parquet: written for config ffffffffffff, but this study's config hashes to {own[:12]}" in \
         capsys.readouterr().err
+    assert main(["power", "--results", str(results)]) == 2  # and unsealed: written by hand, or before seals
+    assert "paired.parquet: records no seal of its content" in capsys.readouterr().err
+    write_parquet(paired, results / "analysis" / "paired.parquet", "f" * 64, {sealed.KEY: sealed.of_frame(paired)})
     assert main(["power", "--results", str(results)]) == 0
     assert "paired.parquet: written for config ffffffffffff, not checked against a study" in capsys.readouterr().out
+    edited = paired.assign(value_a=paired["value_a"] + 0.5)  # its rows edited, its metadata kept: a plan of other
+    write_parquet(edited, results / "analysis" / "paired.parquet", "f" * 64, {sealed.KEY: sealed.of_frame(paired)})
+    assert main(["power", "--results", str(results)]) == 2  # seeds, printed as the study's without a word
+    assert "paired.parquet: its content hashes to " in capsys.readouterr().err
 
 
 def test_the_power_verb_plans_with_the_locks_alpha_and_margin_unless_given(tmp_path, capsys):

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from mcgrpo.cli.common import BASES, _config, _folder, _format, _resamples, _seed, _share, _study_source
-from mcgrpo.core import store
+from mcgrpo.core import sealed, store
 from mcgrpo.core.errors import DataError, McgrpoError
 
 RESULTS = "the study's results folder (results/<study>)"
@@ -181,8 +181,9 @@ def seeds_power(args) -> None:
     analysis/paired.parquet, held to the study's config where --config gives it (a file left from an earlier
     config or another study is refused) and planned with its analysis.margin and alpha, as its power table is;
     without it, the output names the config the file was written for, and the lock's margin and alpha plan it. A
-    file written before paired readings recorded their iterations is refused where an arm has a prompt filter (its
-    warm-up cannot be checked), and a --metric or --basis the file does not hold is refused, naming those it does.
+    file whose rows are not the ones it sealed (edited) is refused either way. A file written before paired readings
+    recorded their iterations is refused where an arm has a prompt filter (its warm-up cannot be checked), and a
+    --metric or --basis the file does not hold is refused, naming those it does.
 
     Example:
       python -m mcgrpo power --results results/default --metric acc_default --config config/config.yaml
@@ -196,6 +197,7 @@ def seeds_power(args) -> None:
         paired = steps.analysis_reader(study, results)("paired", "paired")
     else:
         paired = store.read_contract(path, "paired")
+        sealed.held(path, store.read_arrow(path), store.parquet_metadata(path))  # its own rows: no study needed
         written = store.parquet_metadata(path).get("config_hash", "")
         print(f"{path}: written for config {written[:12] or '(none recorded)'}, not checked against a study "
               f"(give --config STUDY.yaml to hold it to the study's config)")
