@@ -548,6 +548,57 @@ def test_a_setting_a_callback_changes_mid_run_is_refused_at_that_step(world, tin
         trl_run.run()
 
 
+def _optimized(how: str):
+    """A trainer(setup) that keeps setup.args the recipe's but steps otherwise: `sgd` an optimizer of its own,
+    `decay` the args' Adam with a scheduler of its own that halves the learning rate every step, `callback` a
+    callback that sets the learning rate before each step."""
+    import torch
+    from transformers import TrainerCallback
+    from mcgrpo.integrations.trl import _trl
+
+    class Faster(TrainerCallback):
+        def on_step_begin(self, args, state, control, optimizer=None, **kwargs):
+            for group in optimizer.param_groups:
+                group["lr"] = 0.5
+
+    def build(setup):
+        args, params = setup.args, list(setup.model.parameters())
+        adam = torch.optim.AdamW(params, lr=args.learning_rate, betas=(args.adam_beta1, args.adam_beta2),
+                                 eps=args.adam_epsilon, weight_decay=0.0)
+        given = {"sgd": (torch.optim.SGD(params, lr=0.5), None),
+                 "decay": (adam, torch.optim.lr_scheduler.LambdaLR(adam, lambda step: 0.5 ** step))}.get(how)
+        trainer = _trl().GRPOTrainer(model=setup.model, reward_funcs=[setup.reward], args=args,
+                                     train_dataset=setup.dataset, processing_class=setup.tokenizer,
+                                     **({"optimizers": given} if given else {}))
+        if how == "callback":
+            trainer.add_callback(Faster())
+        return trainer
+    return build
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how, said", [
+    ("sgd", "^GRPOTrainer optimizer: SGD; allowed: AdamW, as its args build it"),
+    ("decay", r"^in step 1: GRPOTrainer optimizer lr: 5e-05; allowed: 0.0001, as its args build it"),
+    ("callback", r"^before step 1: GRPOTrainer optimizer lr: 0.5; allowed: 0.0001, as its args build it"),
+])
+def test_an_optimizer_or_learning_rate_other_than_the_args_is_refused(world, tiny, tmp_path, how, said):
+    """The args say Adam at a constant learning rate, and run.json records the args: a script that hands the trainer
+    an optimizer or scheduler of its own, or sets the learning rate in a callback, steps otherwise. Refused before the
+    step it would change (an optimizer given to the trainer when it attaches), or at the end of the step a scheduler
+    changed it in, the run not stored. Before, trained with SGD at 0.5 (or at a learning rate of 0.5 the log recorded
+    as 1e-4) and stored with differ_from_recipe empty."""
+    pytest.importorskip("trl")
+    from mcgrpo.core.errors import ConfigError
+    from mcgrpo.integrations.trl import TRLRun
+    trl_run = TRLRun(study_config.run_config(_study(), "trl", 1), *tiny, *world, 300, tmp_path)
+    trl_run.build = _optimized(how)
+    with pytest.raises(ConfigError, match=said) as refused:
+        trl_run.run()
+    assert "allowed: " in str(refused.value) and "setup.args" in str(refused.value)
+    assert trl_run.protocol.updates == 0 and trl_run.protocol.log.iterations == []
+
+
 REPLAY = """
 from trl import GRPOTrainer
 

@@ -101,7 +101,8 @@ class Protocol(TrainerCallback):
         r = self.run["recipe"]
         bound = self.ledger.iterations_at_most(r["prompts_per_iteration"] * r["group_size"])
         recipe = grpo_arguments(self.run, args.output_dir, bound, False)  # use_cpu, bf16: not compared
-        self._refused = lambda: refusals(trainer.args, recipe, bound) or copies_differing(trainer)
+        self._refused = lambda: refusals(trainer.args, recipe, bound) or [*copies_differing(trainer),
+                                                                           *optimizer_differing(trainer)]
         wrong = self._refused()
         if trainer.accelerator.num_processes != 1:
             wrong.append(f"TRL on {trainer.accelerator.num_processes} processes; allowed: one")
@@ -396,6 +397,35 @@ def copies_differing(trainer) -> list[str]:
         found |= {f"generation_config.{k}": v for k, v in trainer.generation_config.to_dict().items()}
     return [f"GRPOTrainer {name}: {found.get(name)!r}; allowed: {expected.get(name)!r}, as its args say ({COPIED})"
             for name in sorted({*expected, *found}) if _differs(found.get(name), expected.get(name))]
+
+
+OPTIMIZED = ("set optim, learning_rate, adam_beta1, adam_beta2, adam_epsilon and weight_decay in the GRPOConfig "
+             "(setup.args), where run.json records them; never an optimizer or learning rate of the trainer's own "
+             "(optimizers=, a subclass's create_optimizer, a callback that sets param_groups' lr)")
+
+
+def optimizer_differing(trainer) -> list[str]:
+    """The optimizer the trainer steps with, once it has one (given as optimizers=, else built at train()), where it
+    is not the one its args build (Trainer.get_optimizer_cls_and_kwargs: optim's class, learning_rate, Adam's
+    settings; weight_decay or 0 by parameter group), one line per setting: the recipe's schedule is constant, so
+    every step's learning rate is the args' too. An optimizer of the script's, or a learning rate a callback sets,
+    would train otherwise than the args the protocol checks and run.json records, with the log's learning rate the
+    scheduler's, not the one stepped with."""
+    optimizer = getattr(trainer.optimizer, "optimizer", trainer.optimizer)  # accelerate's wrapper: what it steps
+    if optimizer is None:
+        return []
+    cls, kwargs = trainer.get_optimizer_cls_and_kwargs(trainer.args, trainer.model)
+    if type(optimizer) is not cls:
+        return [f"GRPOTrainer optimizer: {type(optimizer).__name__}; allowed: {cls.__name__}, as its args build it "
+                f"({OPTIMIZED})"]
+    wrong = {}
+    for group in optimizer.param_groups:
+        expected = {**kwargs, "weight_decay": group.get("weight_decay") if group.get("weight_decay") == 0.0
+                    else trainer.args.weight_decay}
+        wrong |= {key: group[key] for key, value in expected.items() if key in group and _differs(group[key], value)
+                  and key not in wrong}
+    return [f"GRPOTrainer optimizer {key}: {value!r}; allowed: {kwargs.get(key, trainer.args.weight_decay)!r}, as "
+            f"its args build it ({OPTIMIZED})" for key, value in wrong.items()]
 
 
 def _generation_config(trainer) -> dict:
