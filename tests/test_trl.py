@@ -599,6 +599,39 @@ def test_an_optimizer_or_learning_rate_other_than_the_args_is_refused(world, tin
     assert trl_run.protocol.updates == 0 and trl_run.protocol.log.iterations == []
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("when, said", [
+    ("before", r"^GRPOTrainer model.generation_config.min_new_tokens: 24; allowed: None, the study's initial model's"),
+    ("mid_run", r"^in step 1: GRPOTrainer model.generation_config.min_new_tokens: 24; allowed: None, the study's "),
+])
+def test_a_model_whose_generation_config_was_changed_is_refused(world, tiny, tmp_path, when, said):
+    """transformers fills what the trainer's generation_config leaves unset from the model's own: a script that sets
+    min_new_tokens on setup.model before building the trainer (or in a callback mid-run) samples every completion to
+    the limit. Refused before any step, or at the step it changed in. Before, trained on completions of 24 tokens each
+    (mean length 24.0 against 20.5 and 21.9 in steps 1-2) and stored with differ_from_recipe empty."""
+    pytest.importorskip("trl")
+    from transformers import TrainerCallback
+    from mcgrpo.core.errors import ConfigError
+    from mcgrpo.integrations.trl import TRLRun, default_trainer
+    trl_run = TRLRun(study_config.run_config(_study(), "trl", 1), *tiny, *world, 300, tmp_path)
+
+    class Longer(TrainerCallback):
+        def on_step_end(self, args, state, control, model=None, **kwargs):
+            model.generation_config.min_new_tokens = 24
+
+    def build(setup):
+        if when == "before":
+            setup.model.generation_config.min_new_tokens = 24
+        trainer = default_trainer(setup)
+        if when == "mid_run":
+            trainer.add_callback(Longer())
+        return trainer
+    trl_run.build = build
+    with pytest.raises(ConfigError, match=said):
+        trl_run.run()
+    assert trl_run.protocol.log.iterations == []
+
+
 REPLAY = """
 from trl import GRPOTrainer
 

@@ -91,6 +91,7 @@ class Protocol(TrainerCallback):
         self.stream: Callable[[int, int], list[dict]] | None = None  # the prompt stream's rows (start, count)
         self.settings: dict | None = None  # the recipe's GRPOConfig, every key (settings()), where TRLRun built it
         self.held: Held | None = None  # the global state a script arm's code must leave as it is (TRLRun's)
+        self.defaults: dict | None = None  # the study's initial model's generation_config (TRLRun's), else attach's
 
     # -- attaching to a trainer -------------------------------------------------------------------------------
     def attach(self, trainer) -> "Protocol":
@@ -101,8 +102,9 @@ class Protocol(TrainerCallback):
         r = self.run["recipe"]
         bound = self.ledger.iterations_at_most(r["prompts_per_iteration"] * r["group_size"])
         recipe = grpo_arguments(self.run, args.output_dir, bound, False)  # use_cpu, bf16: not compared
-        self._refused = lambda: refusals(trainer.args, recipe, bound) or [*copies_differing(trainer),
-                                                                           *optimizer_differing(trainer)]
+        defaults = self.defaults or sampling_defaults(trainer.accelerator.unwrap_model(trainer.model))
+        self._refused = lambda: refusals(trainer.args, recipe, bound) or [
+            *copies_differing(trainer), *optimizer_differing(trainer), *defaults_differing(trainer, defaults)]
         wrong = self._refused()
         if trainer.accelerator.num_processes != 1:
             wrong.append(f"TRL on {trainer.accelerator.num_processes} processes; allowed: one")
@@ -399,6 +401,27 @@ def copies_differing(trainer) -> list[str]:
             for name in sorted({*expected, *found}) if _differs(found.get(name), expected.get(name))]
 
 
+DEFAULTED = ("transformers samples by it wherever the trainer's generation_config leaves a setting unset "
+             "(min_new_tokens, no_repeat_ngram_size, ...): the model's generation_config as loaded, sampling set in "
+             "the GRPOConfig (setup.args), which the protocol checks and run.json records")
+
+
+def sampling_defaults(model) -> dict:
+    """The model's own generation_config, as a dict: the defaults transformers fills what a generate call's
+    generation_config leaves unset from."""
+    return model.generation_config.to_dict()
+
+
+def defaults_differing(trainer, kept: dict) -> list[str]:
+    """The trainer's model's generation_config where it differs from `kept` (the study's initial model's, read
+    before the script ran), one line per setting: a script that sets min_new_tokens or no_repeat_ngram_size on the
+    model, before building the trainer or in a callback, samples otherwise than the args say, and nothing else
+    records it."""
+    found = sampling_defaults(trainer.accelerator.unwrap_model(trainer.model))
+    return [f"GRPOTrainer model.generation_config.{key}: {found.get(key)!r}; allowed: {kept.get(key)!r}, the study's "
+            f"initial model's ({DEFAULTED})" for key in sorted({*found, *kept}) if _differs(found.get(key), kept.get(key))]
+
+
 OPTIMIZED = ("set optim, learning_rate, adam_beta1, adam_beta2, adam_epsilon and weight_decay in the GRPOConfig "
              "(setup.args), where run.json records them; never an optimizer or learning rate of the trainer's own "
              "(optimizers=, a subclass's create_optimizer, a callback that sets param_groups' lr)")
@@ -692,6 +715,7 @@ class TRLRun:
             warnings.showwarning = _shown_once(warnings.showwarning)
             setup = self.setup()
             start = initial(self.model, self.tokenizer)  # before the script, which may change either in place
+            self.protocol.defaults = sampling_defaults(self.model)
             script = self.cfg["arm_config"]["trainer"]["trl"].get("script")
             with (patches.held() if script else contextlib.nullcontext()) as code:  # its import, build and steps
                 # the global state as a script arm starts, read after setup() built the recipe's GRPOConfig (what
