@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from conftest import ROOT, SMALL_STUDY
 from mcgrpo import api, studies
@@ -505,6 +506,10 @@ def _tampered(attribute: str, value):
     ("generation_config.max_new_tokens", 8, "generation_config.max_new_tokens: 8; allowed: 24"),
     ("generation_config.do_sample", False, "generation_config.do_sample: False; allowed: True"),
     ("loss_type", "grpo", "loss_type: 'grpo'; allowed: 'dr_grpo'"),
+    ("reward_weights", torch.tensor([-1.0]), "reward_weights: [-1.0]; allowed: [1.0]"),  # the reward negated
+    ("entropy_coef", 0.5, "entropy_coef: 0.5; allowed: 0.0"),  # an entropy bonus in the loss
+    ("multi_objective_aggregation", "normalize_then_sum", "multi_objective_aggregation: 'normalize_then_sum'; "
+     "allowed: 'sum_then_normalize'"),
 ])
 def test_a_trainer_whose_own_copy_of_a_setting_differs_from_its_args_is_refused(world, tiny, tmp_path, attribute,
                                                                                  value, said):

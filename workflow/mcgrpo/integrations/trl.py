@@ -378,22 +378,27 @@ def refusals(args, recipe: dict, bound: int) -> list[str]:
 COPIES = {**{key: key for key in ("num_generations", "max_completion_length", "temperature", "top_p", "top_k", "min_p",
                                    "repetition_penalty", "use_vllm", "loss_type", "scale_rewards", "num_iterations",
                                    "importance_sampling_level", "mask_truncated_completions", "top_entropy_quantile",
-                                   "shuffle_dataset", "beta")},
+                                   "shuffle_dataset", "beta", "multi_objective_aggregation", "off_policy_mask_threshold",
+                                   "entropy_coef", "use_adaptive_entropy", "use_transformers_continuous_batching")},
           "epsilon_low": "epsilon"}
 COPIED = ("GRPOTrainer copies its GRPOConfig when it is built and samples and steps by the copy: set it in the "
           "GRPOConfig (setup.args) before building the trainer, never on the trainer")
 
 
 def copies_differing(trainer) -> list[str]:
-    """The trainer's own copies of its settings (COPIES, epsilon_high and the generation_config it samples with)
-    that differ from its `args`, one line each: a script that sets trainer.num_iterations or
-    trainer.generation_config.temperature after building it trains otherwise than the args the protocol checks and
-    run.json records."""
+    """The trainer's own copies of its settings (COPIES, epsilon_high, the reward weights and the generation_config
+    it samples with) that differ from its `args`, one line each: a script that sets trainer.num_iterations,
+    trainer.reward_weights or trainer.generation_config.temperature after building it trains otherwise than the args
+    the protocol checks and run.json records. entropy_coef is TRL's to change where use_adaptive_entropy is set."""
     args = trainer.args
-    expected = {**{name: getattr(args, key, None) for name, key in COPIES.items()},
+    weights = list(args.reward_weights or [])
+    expected = {**{name: getattr(args, key, None) for name, key in COPIES.items()
+                   if not (name == "entropy_coef" and args.use_adaptive_entropy)},
                 "epsilon_high": args.epsilon if args.epsilon_high is None else args.epsilon_high,
-                "chat_template_kwargs": args.chat_template_kwargs or {}}
-    found = {name: getattr(trainer, name, None) for name in expected}
+                "chat_template_kwargs": args.chat_template_kwargs or {},
+                "reward_weights": _float32(weights + [1.0] * (len(trainer.reward_funcs) - len(weights)))}  # 1: TRL's
+    found = {name: getattr(trainer, name, None) for name in expected} | {"reward_weights": _float32(
+        trainer.reward_weights)}
     if not trainer.use_vllm:  # vLLM samples with the copies above; transformers with the generation_config
         expected |= {f"generation_config.{k}": v for k, v in _generation_config(trainer).items()}
         found |= {f"generation_config.{k}": v for k, v in trainer.generation_config.to_dict().items()}
@@ -449,6 +454,11 @@ def optimizer_differing(trainer) -> list[str]:
                   and key not in wrong}
     return [f"GRPOTrainer optimizer {key}: {value!r}; allowed: {kwargs.get(key, trainer.args.weight_decay)!r}, as "
             f"its args build it ({OPTIMIZED})" for key, value in wrong.items()]
+
+
+def _float32(values) -> list[float]:
+    """Reward weights as GRPOTrainer holds them (float32), as a list."""
+    return torch.as_tensor(values, dtype=torch.float32).tolist()
 
 
 def _generation_config(trainer) -> dict:
