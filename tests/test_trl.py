@@ -468,6 +468,38 @@ def test_tokens_a_reward_generates_with_the_policy_without_charging_are_counted_
     assert capsys.readouterr().err.count("a reward function generated") == 1
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("charges", [False, True])
+def test_tokens_a_callback_generates_with_the_policy_are_counted_once(world, tiny, tmp_path, capsys, charges):
+    """A callback of the script's that samples with the policy between steps (a look at the policy's completions,
+    a continuation of its own): its tokens count toward B, charged by it (mcgrpo.api.charge) or not, once. Before,
+    uncounted: 20 tokens a step generated, steps 1-2 stored at 164 and 333 tokens."""
+    pytest.importorskip("trl")
+    from transformers import TrainerCallback
+    from mcgrpo.integrations.trl import TRLRun, default_trainer
+    trl_run = TRLRun(study_config.run_config(_study(), "trl", 1), *tiny, *world, 300, tmp_path)
+    made = []
+
+    class Sampler(TrainerCallback):
+        def on_step_end(self, args, state, control, model=None, **kwargs):
+            context = torch.tensor([[1, 5, 6]])
+            out = model.generate(context, attention_mask=torch.ones_like(context), do_sample=True, max_new_tokens=20,
+                                 min_new_tokens=20, pad_token_id=0)
+            made.append(out.shape[1] - 3)
+            if charges:
+                api.charge(made[-1])
+
+    def build(setup):
+        trainer = default_trainer(setup)
+        trainer.add_callback(Sampler())
+        return trainer
+    trl_run.build = build
+    log = trl_run.run()
+    assert made and [row["tokens_continuation"] for row in log.iterations] == [20 * (i + 1) for i in range(len(made))]
+    assert trl_run.record["uncharged_tokens_counted"] == (0 if charges else sum(made))
+    assert capsys.readouterr().err.count("the script's callbacks generated") == (0 if charges else 1)
+
+
 def _run_with_reward_generating(script_text: str, world, tiny, tmp_path):
     """Runs arm mine with this TRL script; returns the run, its log and the tokens its reward generated, as the
     script's setup recorded them."""

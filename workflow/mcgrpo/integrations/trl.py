@@ -86,6 +86,9 @@ class Protocol(TrainerCallback):
         self._step_start, self._stages = None, {}
         self.record: dict = {}  # what run.json adds: the settings of the trainer that differ from the recipe
         self.uncharged, self.warned = 0, set()  # tokens generated but neither returned nor charged; kinds warned of
+        self.outside: list[int] = []  # what the policy's generate made outside the steps' generation and rewards
+        self._seen = self.outside  # where the policy's generate counts now (_watching)
+        self._continuation, self._charged = 0, 0  # continuation tokens at the last step's end; the rewards' since
         self._refused: Callable[[], list[str]] = list  # what attach checks, again at every step
         self.rows = 0  # completions generated in training since the last step ended
         self.stream: Callable[[int, int], list[dict]] | None = None  # the prompt stream's rows (start, count)
@@ -114,6 +117,7 @@ class Protocol(TrainerCallback):
         self.group_size = args.num_generations
         self.reward_weights = trainer.reward_weights
         self.eos_ids = set(trainer.eos_token_ids)
+        self._watch(trainer)
         trainer._generate = self._counted(trainer, trainer._generate)
         trainer._calculate_rewards = self._scoring(trainer, trainer._calculate_rewards)
         trainer.add_callback(self)
@@ -126,7 +130,7 @@ class Protocol(TrainerCallback):
         @wraps(generate)
         def counted(prompts):
             training = trainer.model.training  # as TRL reads it at the step's start: eval mode is its own evaluation
-            with self._stage(trainer, "generate"), self._watching(trainer) as seen:
+            with self._stage(trainer, "generate"), self._watching() as seen:
                 out = generate(prompts)
             if training:  # TRL's own evaluation generates in eval mode: not the run's tokens
                 completion_ids, tool_mask = out[1], out[2]
@@ -150,10 +154,11 @@ class Protocol(TrainerCallback):
             training = trainer.model.training  # before the rewards run: one that calls model.eval() and leaves it so
             if training:  # is still in a training step, its tokens the run's
                 self._fed_the_stream(inputs)
-            with self._stage(trainer, "credit"), self._watching(trainer) as seen:
+            with self._stage(trainer, "credit"), self._watching() as seen:
                 rewards = calculate(inputs, prompts, completions, completion_ids_list)
             if training:
                 charged = self.ledger.tokens["continuation"] - charged
+                self._charged += charged + max(0, sum(seen) - charged)  # what the rest of the step is not to match
                 self._charge_unseen(sum(seen), charged, "continuation", (
                     f"a reward function generated {sum(seen)} tokens with the policy's generate in step "
                     f"{self.ledger.iterations + 1} and charged {charged}; the rest is counted toward B anyway (call "
@@ -181,13 +186,13 @@ class Protocol(TrainerCallback):
                                   f"stream in order (what every arm of the study trains on; another prompt set is "
                                   f"another study's task)")
 
-    @contextmanager
-    def _watching(self, trainer):
-        """While the rewards run: count what the policy's own `generate` makes (the new tokens of each row, up to
-        and including its end token), whether or not the reward charges them."""
-        seen: list[int] = []
-        models = {id(m): m for m in (trainer.model, trainer.accelerator.unwrap_model(trainer.model))}.values()
-        for model in models:
+    def _watch(self, trainer) -> None:
+        """For the whole run: count what the policy's own `generate` makes (the new tokens of each row, up to and
+        including its end token) into `_seen`: the step's generation's or its rewards' while they run (`_watching`),
+        else `outside` (a callback's, between them), whether or not the code that generated charges them. mcgrpo's
+        evaluation samples by the model's forward, not `generate`, and is not seen."""
+        self._models = {id(m): m for m in (trainer.model, trainer.accelerator.unwrap_model(trainer.model))}.values()
+        for model in self._models:
             generate = model.generate
 
             def counted(*args, _generate=generate, **kwargs):
@@ -195,30 +200,50 @@ class Protocol(TrainerCallback):
                 prompt = kwargs.get("input_ids", args[0] if args else None)
                 sequences = getattr(out, "sequences", out)
                 if prompt is not None and torch.is_tensor(sequences):
-                    seen.append(sum(self._generated(row) for row in sequences[:, prompt.shape[1]:].tolist()))
+                    self._seen.append(sum(self._generated(row) for row in sequences[:, prompt.shape[1]:].tolist()))
                 return out
             model.generate = counted
+
+    def on_train_end(self, args, state, control, **kwargs):
+        for model in getattr(self, "_models", ()):
+            model.__dict__.pop("generate", None)  # the instance's wrapper (_watch): the class's generate again
+
+    @contextmanager
+    def _watching(self):
+        """What the policy's `generate` makes in the block, counted apart from the rest of the step."""
+        seen, kept = [], self._seen
+        self._seen = seen
         try:
             yield seen
         finally:
-            for model in models:
-                del model.generate  # the instance's wrapper: the class's generate again
+            self._seen = kept
+
+    def _charge_outside(self) -> None:
+        """At the end of a step: charge what the policy's `generate` made outside its generation and rewards (a
+        callback that samples) beyond what was charged outside the rewards (mcgrpo.api.charge in a callback)."""
+        charged = self.ledger.tokens["continuation"] - self._continuation - self._charged
+        self._charge_unseen(sum(self.outside), charged, "continuation", (
+            f"the script's callbacks generated {sum(self.outside)} tokens with the policy's generate outside the "
+            f"step's generation and rewards in step {self.ledger.iterations + 1} and charged {charged}; the rest is "
+            f"counted toward B anyway (call mcgrpo.api.charge for what it generates; docs/trl.md)"), "outside")
+        self.outside.clear()
+        self._continuation, self._charged = self.ledger.tokens["continuation"], 0
 
     def _generated(self, row: list[int]) -> int:
         """A generated row's tokens up to and including its first end token (what follows was never used)."""
         return next((i + 1 for i, t in enumerate(row) if t in self.eos_ids), len(row))
 
-    def _charge_unseen(self, generated: int, counted: int, kind: str, warning: str) -> None:
+    def _charge_unseen(self, generated: int, counted: int, kind: str, warning: str, where: str = "") -> None:
         """Charge, as `kind`, what the policy's `generate` made beyond what was `counted` (charged by the rewards, or
-        returned by the step's generation), and say so once per run and kind (`warning`): B counts every generated
-        token, charged, returned or not."""
+        returned by the step's generation), and say so once per run, kind and `where` (`warning`): B counts every
+        generated token, charged, returned or not."""
         missing = generated - counted
         if missing <= 0:
             return
         self.ledger.charge(missing, kind)
         self.uncharged += missing
-        if kind not in self.warned:
-            self.warned.add(kind)
+        if (kind, where) not in self.warned:
+            self.warned.add((kind, where))
             print(f"mcgrpo: warning: {warning}", file=sys.stderr)
 
     def _score(self, inputs, completions, ids, rewards: torch.Tensor) -> dict:
@@ -293,6 +318,7 @@ class Protocol(TrainerCallback):
     def on_log(self, args, state, control, logs=None, model=None, **kwargs):
         if not logs or "loss" not in logs or self._stages is None:  # a summary, not a step
             return
+        self._charge_outside()
         points = self.ledger.end_iteration()
         self._record(logs)
         self._stages = None
