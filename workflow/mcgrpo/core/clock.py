@@ -202,6 +202,12 @@ def checking() -> Iterator[None]:
         _CHECKS[1] += time.process_time() - cpu
 
 
+def checked() -> tuple[float, float]:
+    """Wall and CPU seconds of the protocol's checks so far (`checking`): what a timed interval that holds some of
+    them subtracts."""
+    return _CHECKS[0], _CHECKS[1]
+
+
 class StageClock:
     def __init__(self, synchronize: Callable[[], None] | None = None):
         self.synchronize = synchronize

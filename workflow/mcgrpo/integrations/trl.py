@@ -46,7 +46,7 @@ from transformers import TrainerCallback
 
 from mcgrpo.core import plugins
 from mcgrpo.core.budget import unit as budget_unit
-from mcgrpo.core.clock import STAGES, StageClock, cpu_seconds, discover
+from mcgrpo.core.clock import STAGES, StageClock, checked, checking, cpu_seconds, discover
 from mcgrpo.core.errors import ConfigError, Interrupted, McgrpoError
 from mcgrpo.core.ledger import Ledger, counting
 from mcgrpo.core.trl_config import NOT_SETTINGS, SAMPLING, TRL_VERSION, edited, grpo_arguments, identity
@@ -83,7 +83,7 @@ class Protocol(TrainerCallback):
         self.log, self.clock, self.evaluator = RunLog(), StageClock(), None
         self.updates, self.train_seconds, self.train_cpu_seconds = 0, 0.0, 0.0
         self.stop_requested, self.trained, self.scored = False, set(), None
-        self._step_start, self._stages = None, {}
+        self._step_start, self._stepped = None, False  # where the step's clock started (_now); a step to log
         self.record: dict = {}  # what run.json adds: the settings of the trainer that differ from the recipe
         self.uncharged, self.warned = 0, set()  # tokens generated but neither returned nor charged; kinds warned of
         self.outside: list[int] = []  # what the policy's generate made outside the steps' generation and rewards
@@ -267,10 +267,11 @@ class Protocol(TrainerCallback):
             self.evaluator = study_evaluator(self.run, model, self.tokenizer, self.eval_sets)
         self.evaluate(model)
         discover()  # a process started before training (a reward's worker) is counted from here on, not its start
+        self._step_start = self._now()
 
     def on_step_begin(self, args, state, control, **kwargs):
-        self._still_the_recipe(f"before step {state.global_step + 1}")
-        self._step_start = (time.perf_counter(), cpu_seconds())
+        with checking():  # no stage's time
+            self._still_the_recipe(f"before step {state.global_step + 1}")
 
     def _still_the_recipe(self, when: str) -> None:
         """Refuse, at every step, settings changed since `attach` checked them (a callback or a reward function of
@@ -301,31 +302,44 @@ class Protocol(TrainerCallback):
                               f"the budget B does not pay for; docs/trl.md)")
 
     def on_step_end(self, args, state, control, **kwargs):
-        """The step's stages: generate and credit as timed, update the rest of the step (read before the protocol's
-        checks of the step, which are no stage's time: mcgrpo.core.clock.checking)."""
-        wall, cpu = time.perf_counter() - self._step_start[0], cpu_seconds() - self._step_start[1] + discover()
-        self._still_the_recipe(f"in step {state.global_step}")
-        self._generated_its_batch(args.per_device_train_batch_size, f"in step {state.global_step}")
-        stages = self.clock.lap()
-        stages["t_update"] = max(0.0, wall - sum(stages[f"t_{s}"] for s in STAGES if s != "update"))
-        stages["cpu_update"] = max(0.0, cpu - sum(stages[f"cpu_{s}"] for s in STAGES if s != "update"))
-        self._stages = stages
-        self.train_seconds += sum(stages[f"t_{s}"] for s in STAGES)
-        self.train_cpu_seconds += sum(stages[f"cpu_{s}"] for s in STAGES)
-        self.updates += 1
+        with checking():  # no stage's time
+            self._still_the_recipe(f"in step {state.global_step}")
+            self._generated_its_batch(args.per_device_train_batch_size, f"in step {state.global_step}")
+        self.updates, self._stepped = self.updates + 1, True
         control.should_log = True  # every step logs its loss and gradient norm: on_log closes the iteration
 
     def on_log(self, args, state, control, logs=None, model=None, **kwargs):
-        if not logs or "loss" not in logs or self._stages is None:  # a summary, not a step
+        if not logs or "loss" not in logs or not self._stepped:  # a summary, not a step
             return
+        stages, self._stepped = self._lap(), False
         self._charge_outside()
         points = self.ledger.end_iteration()
-        self._record(logs)
-        self._stages = None
+        self._record(logs, stages)
         if points or self.ledger.done:
             self.evaluate(model, points)
         if self.ledger.done or self.stop_requested:
             control.should_training_stop = True
+        self._step_start = self._now()  # the next step's clock starts after this one's evaluation
+
+    @staticmethod
+    def _now() -> tuple[float, float, tuple[float, float]]:
+        return time.perf_counter(), cpu_seconds(), checked()
+
+    def _lap(self) -> dict[str, float]:
+        """The step's stages, from the end of the last step's log and evaluation (or of the evaluation before
+        training) to its own log: generate and credit as timed, update the rest, the script's callbacks' work
+        before, in and after the step included; the protocol's checks (mcgrpo.core.clock.checking) and evaluation
+        are no stage's time."""
+        wall, cpu, (check_wall, check_cpu) = self._step_start
+        checks = checked()
+        wall = time.perf_counter() - wall - (checks[0] - check_wall)
+        cpu = cpu_seconds() - cpu + discover() - (checks[1] - check_cpu)
+        stages = self.clock.lap()
+        stages["t_update"] = max(0.0, wall - sum(stages[f"t_{s}"] for s in STAGES if s != "update"))
+        stages["cpu_update"] = max(0.0, cpu - sum(stages[f"cpu_{s}"] for s in STAGES if s != "update"))
+        self.train_seconds += sum(stages[f"t_{s}"] for s in STAGES)
+        self.train_cpu_seconds += sum(stages[f"cpu_{s}"] for s in STAGES)
+        return stages
 
     # -- records --------------------------------------------------------------------------------------------------
     def state(self) -> dict:
@@ -341,7 +355,7 @@ class Protocol(TrainerCallback):
         record_evaluation(self.log, self.evaluator, indices, self.state(), None, self.tracker)
         model.train(training)
 
-    def _record(self, logs: dict) -> None:
+    def _record(self, logs: dict, stages: dict[str, float]) -> None:
         """The iteration's rows of iterations.parquet and prompts.parquet."""
         scored, i = self.scored or {}, self.ledger.iterations - 1
         self.trained.update(scored.get("problems", []))
@@ -351,7 +365,7 @@ class Protocol(TrainerCallback):
                "grad_norm": float(logs.get("grad_norm", np.nan)),
                **{k: v for k, v in scored.items() if k not in ("problems", "groups")},
                "cand_pred_mean": np.nan, "chosen_pred_mean": np.nan, "prompts_distinct": len(self.trained),
-               **self._stages, "train_seconds": self.train_seconds, "train_cpu_seconds": self.train_cpu_seconds}
+               **stages, "train_seconds": self.train_seconds, "train_cpu_seconds": self.train_cpu_seconds}
         self.log.iterations.append(row)
         if self.tracker:
             self.tracker.log("train", row, self.ledger.total)
