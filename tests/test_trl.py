@@ -698,6 +698,42 @@ def test_a_model_whose_generation_config_was_changed_is_refused(world, tiny, tmp
     assert trl_run.protocol.log.iterations == []
 
 
+TWICE = """
+from trl import GRPOTrainer
+
+
+class Twice(GRPOTrainer):
+    # two updates in one step: the step's loss stepped, then the trainer's own step on a second one
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        super().training_step(model, inputs, num_items_in_batch)
+        self.optimizer.step()
+        self.optimizer.zero_grad()
+        return super().training_step(model, inputs, num_items_in_batch)
+
+
+def trainer(setup):
+    return Twice(model=setup.model, reward_funcs=[setup.reward], args=setup.args, train_dataset=setup.dataset,
+                 processing_class=setup.tokenizer)
+"""
+
+
+@pytest.mark.slow
+def test_a_step_whose_optimizer_steps_twice_is_refused(world, tiny, tmp_path):
+    """A GRPOTrainer subclass whose training_step steps the optimizer itself before the trainer does takes two
+    updates in one step, which the records count as one (equal-update contrasts read them). Before, stored as 1
+    update at 339 tokens while Adam had stepped twice."""
+    pytest.importorskip("trl")
+    from mcgrpo.core.errors import ConfigError
+    from mcgrpo.integrations.trl import TRLRun
+    script = tmp_path / "twice.py"
+    script.write_text(TWICE)
+    run = study_config.run_config(_study(mine={"trainer": {"trl": {"script": str(script)}}}), "mine", 1)
+    trl_run = TRLRun(run, *tiny, *world, 300, tmp_path)
+    with pytest.raises(ConfigError, match=r"^in step 1: GRPOTrainer's optimizer stepped 2 times; allowed: once a step"):
+        trl_run.run()
+    assert trl_run.protocol.log.iterations == []
+
+
 REPLAY = """
 from trl import GRPOTrainer
 

@@ -91,6 +91,7 @@ class Protocol(TrainerCallback):
         self._continuation, self._charged = 0, 0  # continuation tokens at the last step's end; the rewards' since
         self._refused: Callable[[], list[str]] = list  # what attach checks, again at every step
         self.rows = 0  # completions generated in training since the last step ended
+        self.optimizer_steps = 0  # the optimizer's steps since the last step ended (on_train_begin's hook)
         self.stream: Callable[[int, int], list[dict]] | None = None  # the prompt stream's rows (start, count)
         self.settings: dict | None = None  # the recipe's GRPOConfig, every key (settings()), where TRLRun built it
         self.held: Held | None = None  # the global state a script arm's code must leave as it is (TRLRun's)
@@ -262,7 +263,9 @@ class Protocol(TrainerCallback):
                 "problems": [x.get("problem_id") for x in inputs[::self.group_size]], "groups": groups}
 
     # -- the callback ---------------------------------------------------------------------------------------------
-    def on_train_begin(self, args, state, control, model=None, processing_class=None, **kwargs):
+    def on_train_begin(self, args, state, control, model=None, processing_class=None, optimizer=None, **kwargs):
+        optimizer = getattr(optimizer, "optimizer", optimizer)  # accelerate's wrapper: the optimizer that steps
+        optimizer.register_step_post_hook(lambda *_: setattr(self, "optimizer_steps", self.optimizer_steps + 1))
         if self.eval_sets:
             self.evaluator = study_evaluator(self.run, model, self.tokenizer, self.eval_sets)
         self.evaluate(model)
@@ -301,10 +304,20 @@ class Protocol(TrainerCallback):
                               f"generated in it (a step on an earlier step's completions is sample reuse, an update "
                               f"the budget B does not pay for; docs/trl.md)")
 
+    def _one_update(self, when: str) -> None:
+        """Refuse a step in which the optimizer did not step once (a subclass whose training_step steps it again
+        on the step's batch, or skips it): the run's records count one update per step, which equal-update
+        contrasts read, and a second update on a generated batch is sample reuse B does not pay for."""
+        steps, self.optimizer_steps = self.optimizer_steps, 0
+        if steps != 1:
+            raise ConfigError(f"{when}: GRPOTrainer's optimizer stepped {steps} times; allowed: once a step (an "
+                              f"iteration of the protocol is one optimizer step on one generated batch; docs/trl.md)")
+
     def on_step_end(self, args, state, control, **kwargs):
         with checking():  # no stage's time
             self._still_the_recipe(f"in step {state.global_step}")
             self._generated_its_batch(args.per_device_train_batch_size, f"in step {state.global_step}")
+            self._one_update(f"in step {state.global_step}")
         self.updates, self._stepped = self.updates + 1, True
         control.should_log = True  # every step logs its loss and gradient norm: on_log closes the iteration
 
