@@ -107,8 +107,10 @@ class Protocol(TrainerCallback):
         bound = self.ledger.iterations_at_most(r["prompts_per_iteration"] * r["group_size"])
         recipe = grpo_arguments(self.run, args.output_dir, bound, False)  # use_cpu, bf16: not compared
         defaults = self.defaults or sampling_defaults(trainer.accelerator.unwrap_model(trainer.model))
+        kept = settings(args)  # what run.json records the run trained with
         self._refused = lambda: refusals(trainer.args, recipe, bound) or [
-            *copies_differing(trainer), *optimizer_differing(trainer), *defaults_differing(trainer, defaults)]
+            *settings_changed(trainer.args, kept), *copies_differing(trainer), *optimizer_differing(trainer),
+            *defaults_differing(trainer, defaults)]
         wrong = self._refused()
         if trainer.accelerator.num_processes != 1:
             wrong.append(f"TRL on {trainer.accelerator.num_processes} processes; allowed: one")
@@ -532,6 +534,16 @@ def settings_differing(args, recipe: dict) -> dict:
     return {key: {"trainer": _plain(_value(args, key)), "recipe": _plain(expected)} for key, expected in recipe.items()
             if key not in NOT_SETTINGS and key not in KEPT and key not in ONE_BATCH and not key.startswith("_")
             and _differs(_value(args, key), expected)}
+
+
+def settings_changed(args, kept: dict) -> list[str]:
+    """The GRPOConfig settings of `args` changed since the protocol attached (`kept`: settings()), one line each: the
+    trainer reads some at every step (max_grad_norm), while run.json records them as they were when it attached, so a
+    callback or reward function that sets one mid-run trains otherwise than the record says."""
+    now = settings(args)
+    return [f"GRPOConfig {key}: {_short(now.get(key))}, set after the trainer was built ({_short(value)} then); allowed: "
+            f"the GRPOConfig as the trainer was built with it (setup.args, where run.json records a change)"
+            for key, value in kept.items() if _differs(now.get(key), value)]
 
 
 def settings(args) -> dict:
