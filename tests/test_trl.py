@@ -918,6 +918,42 @@ def test_tokens_the_policy_generates_in_a_step_but_the_step_discards_are_counted
     assert capsys.readouterr().err.count("generated more tokens than it returned") == 1
 
 
+INJECTED = """
+from trl import GRPOTrainer
+
+
+class Demonstrated(GRPOTrainer):
+    # a demonstration of 20 tokens and the end token in place of each batch's first completion
+    def _generate_single_turn(self, *args, **kwargs):
+        ids, logprobs = super()._generate_single_turn(*args, **kwargs)
+        ids[0] = [7] * 20 + [2]
+        return ids, logprobs
+
+
+def trainer(setup):
+    return Demonstrated(model=setup.model, reward_funcs=[setup.reward], args=setup.args, train_dataset=setup.dataset,
+                        processing_class=setup.tokenizer)
+"""
+
+
+@pytest.mark.slow
+def test_completions_the_policy_did_not_sample_are_refused(world, tiny, tmp_path):
+    """A subclass that puts a completion of its own among the step's (a demonstration, an edited one) would have B
+    count tokens nobody sampled and the step train on them as the policy's. Before, step 1 was stored at 170 rollout
+    tokens, 164 of them sampled."""
+    pytest.importorskip("trl")
+    from mcgrpo.core.errors import ConfigError
+    from mcgrpo.integrations.trl import TRLRun
+    script = tmp_path / "demonstrated.py"
+    script.write_text(INJECTED)
+    run = study_config.run_config(_study(mine={"trainer": {"trl": {"script": str(script)}}}), "mine", 1)
+    trl_run = TRLRun(run, *tiny, *world, 300, tmp_path)
+    with pytest.raises(ConfigError, match=r"^in step 1: GRPOTrainer's _generate returned 170 completion tokens, but "
+                                          r"the policy's generate made 164 in it; allowed: the completions the policy"):
+        trl_run.run()
+    assert trl_run.protocol.log.iterations == []
+
+
 @pytest.mark.slow
 def test_a_setting_the_recipe_leaves_at_trls_default_is_recorded_when_changed(world, tiny, tmp_path):
     """Settings the recipe does not set (TRL's defaults: noise on the embeddings, training on the highest-entropy

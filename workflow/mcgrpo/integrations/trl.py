@@ -142,6 +142,7 @@ class Protocol(TrainerCallback):
                             else sum(map(len, completion_ids)))
                 self.ledger.charge(returned, "rollout")
                 if tool_mask is None:  # with tools, one completion is several generate calls and the tools' tokens
+                    self._sampled_by_the_policy(trainer, sum(seen), returned)
                     self._charge_unseen(sum(seen), returned, "discarded", (
                         f"the trainer's _generate generated more tokens than it returned in step "
                         f"{self.ledger.iterations + 1} ({sum(seen)} with the policy's generate, {returned} returned: "
@@ -149,6 +150,19 @@ class Protocol(TrainerCallback):
                         f"discarded tokens (docs/trl.md)"))
             return out
         return counted
+
+    def _sampled_by_the_policy(self, trainer, seen: int, returned: int) -> None:
+        """Refuse a step's generation that returned more completion tokens than the policy's generate made in it (a
+        subclass that puts completions of its own among them: a demonstration, an edited or extended completion): B
+        would count tokens nobody sampled, as if the policy had, and the step would train on them. Not checked where
+        the trainer samples otherwise than by the policy's generate (vLLM, continuous batching, a rollout_func)."""
+        if trainer.use_vllm or trainer.use_transformers_continuous_batching or trainer.rollout_func is not None:
+            return
+        if returned > seen:
+            raise ConfigError(f"in step {self.ledger.iterations + 1}: GRPOTrainer's _generate returned {returned} "
+                              f"completion tokens, but the policy's generate made {seen} in it; allowed: the "
+                              f"completions the policy sampled in the step (one of the script's own, a demonstration "
+                              f"or an edited completion, is neither sampled by the policy nor generated; docs/trl.md)")
 
     def _scoring(self, trainer, calculate: Callable) -> Callable:
         @wraps(calculate)
