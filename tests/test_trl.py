@@ -881,6 +881,33 @@ def test_a_trainer_that_starts_from_another_policy_is_refused_before_any_step(wo
     assert trl_run.protocol.log.evals == []
 
 
+@pytest.mark.slow
+def test_a_callback_that_changes_the_policy_before_the_first_step_is_refused(world, tiny, tmp_path):
+    """A callback's on_train_begin runs after trainer(setup) was checked and before the evaluation at step 0: one
+    that changes the policy there (a warm-up of its own, weights edited) starts the arm elsewhere than the study's
+    initial model, its time and tokens uncounted. Refused before step 0's evaluation. Before, trained and stored."""
+    pytest.importorskip("trl")
+    from transformers import TrainerCallback
+    from mcgrpo.core.errors import ConfigError
+    from mcgrpo.integrations.trl import TRLRun, default_trainer
+
+    class WarmUp(TrainerCallback):
+        def on_train_begin(self, args, state, control, model=None, **kwargs):
+            with torch.no_grad():
+                next(model.parameters()).mul_(2.0)
+
+    def build(setup):
+        trainer = default_trainer(setup)
+        trainer.add_callback(WarmUp())
+        return trainer
+    trl_run = TRLRun(study_config.run_config(_study(), "trl", 1), *tiny, *world, 300, tmp_path)
+    trl_run.build = build
+    with pytest.raises(ConfigError, match=r"^before step 1: the GRPOTrainer's callbacks \(on_train_begin\) changed 1 "
+                                          r"of its model's parameters; allowed: the model as trainer\(setup\) returned"):
+        trl_run.run()
+    assert trl_run.protocol.log.evals == []
+
+
 BEST_OF_TWO = """
 from trl import GRPOTrainer
 

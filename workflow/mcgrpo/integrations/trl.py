@@ -121,6 +121,7 @@ class Protocol(TrainerCallback):
         self.reward_weights = trainer.reward_weights
         self.eos_ids = set(trainer.eos_token_ids)
         self._watch(trainer)
+        self._weights = weights(trainer.accelerator.unwrap_model(trainer.model))  # as same_start found them
         trainer._generate = self._counted(trainer, trainer._generate)
         trainer._calculate_rewards = self._scoring(trainer, trainer._calculate_rewards)
         trainer.add_callback(self)
@@ -282,6 +283,7 @@ class Protocol(TrainerCallback):
     def on_train_begin(self, args, state, control, model=None, processing_class=None, optimizer=None, **kwargs):
         optimizer = getattr(optimizer, "optimizer", optimizer)  # accelerate's wrapper: the optimizer that steps
         optimizer.register_step_post_hook(lambda *_: setattr(self, "optimizer_steps", self.optimizer_steps + 1))
+        self._weights_kept(model)
         if self.eval_sets:
             self.evaluator = study_evaluator(self.run, model, self.tokenizer, self.eval_sets)
         self.evaluate(model)
@@ -291,6 +293,17 @@ class Protocol(TrainerCallback):
     def on_step_begin(self, args, state, control, **kwargs):
         with checking():  # no stage's time
             self._still_the_recipe(f"before step {state.global_step + 1}")
+
+    def _weights_kept(self, model) -> None:
+        """Refuse a policy whose weights changed between attach and the first step, by the callbacks' on_train_begin
+        that ran before this one (a warm-up of their own, weights edited): the arm would start elsewhere than the
+        study's initial model, with time and tokens the protocol never saw."""
+        now = weights(model)
+        if now.shape != self._weights.shape or not torch.equal(now, self._weights):
+            changed = int((now != self._weights).sum()) if now.shape == self._weights.shape else "some"
+            raise ConfigError(f"before step 1: the GRPOTrainer's callbacks (on_train_begin) changed {changed} of its "
+                              f"model's parameters; allowed: the model as trainer(setup) returned it (the study's "
+                              f"initial policy), changed only by the steps the protocol counts")
 
     def _still_the_recipe(self, when: str) -> None:
         """Refuse, at every step, settings changed since `attach` checked them (a callback or a reward function of
@@ -641,6 +654,13 @@ def initial(model, tokenizer) -> tuple[torch.Tensor, dict]:
     model.train(training)
     return logits, {"vocabulary": tokenizer.get_vocab(), "chat_template": getattr(tokenizer, "chat_template", None),
                     **{f"{t}_token_id": getattr(tokenizer, f"{t}_token_id", None) for t in ("bos", "eos", "pad")}}
+
+
+def weights(model) -> torch.Tensor:
+    """Each parameter's sum (accumulated in float64, no copy of the weights), on the CPU: what a change of them in
+    place changes."""
+    with torch.no_grad():
+        return torch.stack([p.sum(dtype=torch.float64) for p in model.parameters()]).cpu()
 
 
 def same_start(trainer, start: tuple[torch.Tensor, dict]) -> None:
