@@ -15,7 +15,8 @@ obey the protocol mcgrpo's own trainer obeys (mcgrpo.train.trainer):
 
 An iteration is one optimizer step on one generated batch (steps_per_generation = num_iterations = 1); the
 protocol reaches into two of TRL's methods (`_generate`, `_calculate_rewards`) to count and time, which is why
-the extra pins TRL's version (mcgrpo.core.trl_config.TRL_VERSION). One process: no distributed TRL.
+the extra pins TRL's version (mcgrpo.core.trl_config.TRL_VERSION); it also counts the policy's `generate` for the
+whole run (a callback's sampling too) and the optimizer's steps (a step post-hook: one a step). One process: no distributed TRL.
 
 `TRLRun` is what the train job drives for an arm with `trainer: {trl: ...}`: the model, the prompt stream as a
 dataset, the GRPOConfig of the study's recipe (trl_config) and the study's verifier as the reward (`Setup`),
@@ -473,12 +474,12 @@ def copies_differing(trainer) -> list[str]:
     trainer.reward_weights or trainer.generation_config.temperature after building it trains otherwise than the args
     the protocol checks and run.json records. entropy_coef is TRL's to change where use_adaptive_entropy is set."""
     args = trainer.args
-    weights = list(args.reward_weights or [])
+    given = list(args.reward_weights or [])
     expected = {**{name: getattr(args, key, None) for name, key in COPIES.items()
                    if not (name == "entropy_coef" and args.use_adaptive_entropy)},
                 "epsilon_high": args.epsilon if args.epsilon_high is None else args.epsilon_high,
                 "chat_template_kwargs": args.chat_template_kwargs or {},
-                "reward_weights": _float32(weights + [1.0] * (len(trainer.reward_funcs) - len(weights)))}  # 1: TRL's
+                "reward_weights": _float32(given + [1.0] * (len(trainer.reward_funcs) - len(given)))}  # 1: TRL's
     found = {name: getattr(trainer, name, None) for name in expected} | {"reward_weights": _float32(
         trainer.reward_weights)}
     if not trainer.use_vllm:  # vLLM samples with the copies above; transformers with the generation_config
