@@ -242,9 +242,10 @@ class Protocol(TrainerCallback):
         callback that samples) beyond what was charged outside the rewards (mcgrpo.api.charge in a callback)."""
         charged = self.ledger.tokens["continuation"] - self._continuation - self._charged
         self._charge_unseen(sum(self.outside), charged, "continuation", (
-            f"the script's callbacks generated {sum(self.outside)} tokens with the policy's generate outside the "
-            f"step's generation and rewards in step {self.ledger.iterations + 1} and charged {charged}; the rest is "
-            f"counted toward B anyway (call mcgrpo.api.charge for what it generates; docs/trl.md)"), "outside")
+            f"the script's code (its callbacks, its trainer's methods) generated {sum(self.outside)} tokens with the "
+            f"policy's generate outside the step's generation and rewards in step {self.ledger.iterations + 1} and "
+            f"charged {charged}; the rest is counted toward B anyway (call mcgrpo.api.charge for what it generates; "
+            f"docs/trl.md)"), "outside")
         self.outside.clear()
         self._continuation, self._charged = self.ledger.tokens["continuation"], 0
 
