@@ -592,12 +592,14 @@ def test_a_trainer_whose_own_copy_of_a_setting_differs_from_its_args_is_refused(
     ("trainer.generation_config.max_new_tokens = 48", "GRPOTrainer generation_config.max_new_tokens: 48; allowed: 24"),
     ("args.num_iterations = 2", "GRPOConfig num_iterations: 2; allowed: 1"),
     ("args.max_grad_norm = 1e-9", "GRPOConfig max_grad_norm: 1e-09, set after the trainer was built (1.0 then)"),
+    ("trainer.processing_class.chat_template = '{{ messages[0][\"content\"] }}'",
+     "GRPOTrainer tokenizer chat_template: changed since the trainer was built; allowed: setup.tokenizer as loaded"),
 ])
 def test_a_setting_a_callback_changes_mid_run_is_refused_at_that_step(world, tiny, tmp_path, change, said):
     """A callback of the script's (a length curriculum, a schedule of its own) that changes what the trainer samples
     or how it steps after the protocol attached: refused at the step it changed in, the run not stored. A setting the
-    trainer reads at every step (max_grad_norm) too: before, a clip set to 1e-9 mid-run was stored with
-    differ_from_recipe empty."""
+    trainer reads at every step (max_grad_norm), and the tokenizer's chat template, too: before, a clip set to 1e-9
+    mid-run, or prompts rendered by another template from step 2 on, were stored with differ_from_recipe empty."""
     pytest.importorskip("trl")
     from transformers import TrainerCallback
     from mcgrpo.core.errors import ConfigError

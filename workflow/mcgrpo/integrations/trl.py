@@ -97,6 +97,7 @@ class Protocol(TrainerCallback):
         self.settings: dict | None = None  # the recipe's GRPOConfig, every key (settings()), where TRLRun built it
         self.held: Held | None = None  # the global state a script arm's code must leave as it is (TRLRun's)
         self.defaults: dict | None = None  # the study's initial model's generation_config (TRLRun's), else attach's
+        self.reading: dict | None = None  # the study's tokenizer, as it reads (TRLRun's), else attach's
 
     # -- attaching to a trainer -------------------------------------------------------------------------------
     def attach(self, trainer) -> "Protocol":
@@ -108,10 +109,10 @@ class Protocol(TrainerCallback):
         bound = self.ledger.iterations_at_most(r["prompts_per_iteration"] * r["group_size"])
         recipe = grpo_arguments(self.run, args.output_dir, bound, False)  # use_cpu, bf16: not compared
         defaults = self.defaults or sampling_defaults(trainer.accelerator.unwrap_model(trainer.model))
-        kept = settings(args)  # what run.json records the run trained with
+        kept, read = settings(args), self.reading or reading(trainer.processing_class)  # kept: what run.json records
         self._refused = lambda: refusals(trainer.args, recipe, bound) or [
             *settings_changed(trainer.args, kept), *copies_differing(trainer), *optimizer_differing(trainer),
-            *defaults_differing(trainer, defaults)]
+            *defaults_differing(trainer, defaults), *tokenizer_differing(trainer, read)]
         wrong = self._refused()
         if trainer.accelerator.num_processes != 1:
             wrong.append(f"TRL on {trainer.accelerator.num_processes} processes; allowed: one")
@@ -654,8 +655,22 @@ def initial(model, tokenizer) -> tuple[torch.Tensor, dict]:
     with torch.no_grad():
         logits = model(input_ids=ids).logits.float().cpu()
     model.train(training)
-    return logits, {"vocabulary": tokenizer.get_vocab(), "chat_template": getattr(tokenizer, "chat_template", None),
-                    **{f"{t}_token_id": getattr(tokenizer, f"{t}_token_id", None) for t in ("bos", "eos", "pad")}}
+    return logits, reading(tokenizer)
+
+
+def reading(tokenizer) -> dict:
+    """What a tokenizer reads and writes prompts by: its vocabulary, chat template and special tokens."""
+    return {"vocabulary": tokenizer.get_vocab(), "chat_template": getattr(tokenizer, "chat_template", None),
+            **{f"{t}_token_id": getattr(tokenizer, f"{t}_token_id", None) for t in ("bos", "eos", "pad")}}
+
+
+def tokenizer_differing(trainer, kept: dict) -> list[str]:
+    """The trainer's tokenizer where it reads otherwise than `kept` (the study's, as same_start checked it), one line
+    per key: a callback or reward function that sets its chat template mid-run renders the stream's prompts
+    otherwise than every other arm's."""
+    now = reading(trainer.processing_class)
+    return [f"GRPOTrainer tokenizer {key}: changed since the trainer was built; allowed: setup.tokenizer as loaded "
+            f"(the study's, which every arm's prompts and evaluation are read by)" for key in kept if now[key] != kept[key]]
 
 
 def weights(model) -> torch.Tensor:
@@ -826,7 +841,7 @@ class TRLRun:
             warnings.showwarning = _shown_once(warnings.showwarning)
             setup = self.setup()
             start = initial(self.model, self.tokenizer)  # before the script, which may change either in place
-            self.protocol.defaults = sampling_defaults(self.model)
+            self.protocol.defaults, self.protocol.reading = sampling_defaults(self.model), start[1]
             script = self.cfg["arm_config"]["trainer"]["trl"].get("script")
             with (patches.held() if script else contextlib.nullcontext()) as code:  # its import, build and steps
                 # the global state as a script arm starts, read after setup() built the recipe's GRPOConfig (what
