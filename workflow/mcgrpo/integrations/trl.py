@@ -89,6 +89,8 @@ class Protocol(TrainerCallback):
         self.uncharged, self.warned = 0, set()  # tokens generated but neither returned nor charged; kinds warned of
         self.outside: list[int] = []  # what the policy's generate made outside the steps' generation and rewards
         self._seen = self.outside  # where the policy's generate counts now (_watching)
+        self._models, self._depth = {}, 0  # the models whose generate is counted (watch); its calls under way
+        self.eos_ids = {tokenizer.eos_token_id}  # the study's end token; the trainer's (attach) from then on
         self._continuation, self._charged = 0, 0  # continuation tokens at the last step's end; the rewards' since
         self._refused: Callable[[], list[str]] = list  # what attach checks, again at every step
         self.rows = 0  # completions generated in training since the last step ended
@@ -122,7 +124,7 @@ class Protocol(TrainerCallback):
         self.group_size = args.num_generations
         self.reward_weights = trainer.reward_weights
         self.eos_ids = set(trainer.eos_token_ids)
-        self._watch(trainer)
+        self.watch(trainer.model, trainer.accelerator.unwrap_model(trainer.model))
         self._weights = weights(trainer.accelerator.unwrap_model(trainer.model))  # as same_start found them
         trainer._generate = self._counted(trainer, trainer._generate)
         trainer._calculate_rewards = self._scoring(trainer, trainer._calculate_rewards)
@@ -206,27 +208,33 @@ class Protocol(TrainerCallback):
                                   f"stream in order (what every arm of the study trains on; another prompt set is "
                                   f"another study's task)")
 
-    def _watch(self, trainer) -> None:
-        """For the whole run: count what the policy's own `generate` makes (the new tokens of each row, up to and
-        including its end token) into `_seen`: the step's generation's or its rewards' while they run (`_watching`),
-        else `outside` (a callback's, between them), whether or not the code that generated charges them. mcgrpo's
-        evaluation samples by the model's forward, not `generate`, and is not seen."""
-        self._models = {id(m): m for m in (trainer.model, trainer.accelerator.unwrap_model(trainer.model))}.values()
-        for model in self._models:
-            generate = model.generate
+    def watch(self, *models) -> None:
+        """From now to the run's end: count what each model's own `generate` makes (the new tokens of each row, up
+        to and including its end token) into `_seen`: the step's generation's or its rewards' while they run
+        (`_watching`), else `outside` (trainer(setup)'s, a callback's, between them), whether or not the code that
+        generated charges them. A generate inside another watched one (a PEFT wrapper's, its model's) counts once.
+        mcgrpo's evaluation samples by the model's forward, not `generate`, and is not seen."""
+        for model in models:
+            if id(model) in self._models:
+                continue
+            self._models[id(model)], generate = model, model.generate
 
             def counted(*args, _generate=generate, **kwargs):
-                out = _generate(*args, **kwargs)
+                self._depth += 1
+                try:
+                    out = _generate(*args, **kwargs)
+                finally:
+                    self._depth -= 1
                 prompt = kwargs.get("input_ids", args[0] if args else None)
                 sequences = getattr(out, "sequences", out)
-                if prompt is not None and torch.is_tensor(sequences):
+                if not self._depth and prompt is not None and torch.is_tensor(sequences):
                     self._seen.append(sum(self._generated(row) for row in sequences[:, prompt.shape[1]:].tolist()))
                 return out
             model.generate = counted
 
     def on_train_end(self, args, state, control, **kwargs):
-        for model in getattr(self, "_models", ()):
-            model.__dict__.pop("generate", None)  # the instance's wrapper (_watch): the class's generate again
+        for model in self._models.values():
+            model.__dict__.pop("generate", None)  # the instance's wrapper (watch): the class's generate again
 
     @contextmanager
     def _watching(self):
@@ -243,9 +251,9 @@ class Protocol(TrainerCallback):
         callback that samples) beyond what was charged outside the rewards (mcgrpo.api.charge in a callback)."""
         charged = self.ledger.tokens["continuation"] - self._continuation - self._charged
         self._charge_unseen(sum(self.outside), charged, "continuation", (
-            f"the script's code (its callbacks, its trainer's methods) generated {sum(self.outside)} tokens with the "
-            f"policy's generate outside the step's generation and rewards in step {self.ledger.iterations + 1} and "
-            f"charged {charged}; the rest is counted toward B anyway (call mcgrpo.api.charge for what it generates; "
+            f"the script's code (trainer(setup), its callbacks, its trainer's methods) generated {sum(self.outside)} "
+            f"tokens with the policy's generate outside the steps' generation and rewards by step "
+            f"{self.ledger.iterations + 1} and charged {charged}; the rest is counted toward B anyway (call mcgrpo.api.charge for what it generates; "
             f"docs/trl.md)"), "outside")
         self.outside.clear()
         self._continuation, self._charged = self.ledger.tokens["continuation"], 0
@@ -848,6 +856,7 @@ class TRLRun:
                 # transformers sets for the recipe's arguments is part of it); none for the default trainer, which
                 # runs only mcgrpo's and TRL's code (a verifier plugin it rewards with is held by train.contract)
                 self.protocol.held = Held(script, code) if script else None
+                self.protocol.watch(self.model)  # what trainer(setup) generates with the policy counts too
                 trainer = self.build(setup)
                 self.protocol._global_state_kept(doing="trainer(setup)")
                 self._read_only(setup.run)
