@@ -285,7 +285,7 @@ def trl_defaults(config, expected: dict) -> dict:
     folder's file has the key, since a TRL without it trained without it. Empty without trl."""
     if config is None:
         return {}
-    from mcgrpo.integrations.trl import settings
+    from mcgrpo.integrations.trl_held import settings
     return {k: v for k, v in settings(config).items()
             if k not in expected and k not in IGNORED and not k.startswith(NOT_TRAINING)}
 
