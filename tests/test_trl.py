@@ -707,23 +707,6 @@ def trainer(setup):
 """
 
 
-@pytest.mark.slow
-def test_a_step_whose_optimizer_steps_twice_is_refused(world, tiny, tmp_path):
-    """A GRPOTrainer subclass whose training_step steps the optimizer itself before the trainer does takes two
-    updates in one step, which the records count as one (equal-update contrasts read them). Before, stored as 1
-    update at 339 tokens while Adam had stepped twice."""
-    pytest.importorskip("trl")
-    from mcgrpo.core.errors import ConfigError
-    from mcgrpo.integrations.trl import TRLRun
-    script = tmp_path / "twice.py"
-    script.write_text(TWICE)
-    run = study_config.run_config(_study(mine={"trainer": {"trl": {"script": str(script)}}}), "mine", 1)
-    trl_run = TRLRun(run, *tiny, *world, 300, tmp_path)
-    with pytest.raises(ConfigError, match=r"^in step 1: GRPOTrainer's optimizer stepped 2 times; allowed: once a step"):
-        trl_run.run()
-    assert trl_run.protocol.log.iterations == []
-
-
 REPLAY = """
 from trl import GRPOTrainer
 
@@ -745,18 +728,26 @@ def trainer(setup):
 
 
 @pytest.mark.slow
-def test_a_step_that_trains_on_completions_it_did_not_generate_is_refused(world, tiny, tmp_path):
-    """A GRPOTrainer subclass that replays the last generated batch (sample reuse, in code rather than num_iterations)
-    takes two updates per batch the budget B pays for: refused at the first step that generated nothing."""
+@pytest.mark.parametrize("script, said, recorded", [
+    (TWICE, r"^in step 1: GRPOTrainer's optimizer stepped 2 times; allowed: once a step", 0),
+    (REPLAY, r"^in step 2: GRPOTrainer trained on a batch of 8 completions, but generated 0 ", 1)],
+    ids=["optimizer stepped twice", "a batch trained twice"])
+def test_a_subclass_that_takes_two_updates_for_one_generated_batch_is_refused(world, tiny, tmp_path, script, said,
+                                                                                recorded):
+    """A GRPOTrainer subclass whose training_step steps the optimizer itself before the trainer does (before: stored
+    as 1 update at 339 tokens while Adam had stepped twice), or that replays the last generated batch (sample reuse in
+    code rather than num_iterations), takes two updates for one batch that the budget B pays for and the records
+    count as one (equal-update contrasts read them): refused at the step that does it, nothing recorded of it."""
     pytest.importorskip("trl")
     from mcgrpo.core.errors import ConfigError
     from mcgrpo.integrations.trl import TRLRun
-    script = tmp_path / "replay.py"
-    script.write_text(REPLAY)
-    run = study_config.run_config(_study(mine={"trainer": {"trl": {"script": str(script)}}}), "mine", 1)
+    path = tmp_path / "subclass.py"
+    path.write_text(script)
+    run = study_config.run_config(_study(mine={"trainer": {"trl": {"script": str(path)}}}), "mine", 1)
     trl_run = TRLRun(run, *tiny, *world, 300, tmp_path)
-    with pytest.raises(ConfigError, match=r"^in step 2: GRPOTrainer trained on a batch of 8 completions, but generated 0 "):
+    with pytest.raises(ConfigError, match=said):
         trl_run.run()
+    assert len(trl_run.protocol.log.iterations) == recorded  # the steps before it
 
 
 def _fed(which: str, eval_sets):

@@ -75,12 +75,7 @@ def _generation(config: dict) -> dict:
 def _read_generation(path: Path) -> dict:
     """generation_config.json as transformers reads it (its defaults filled in)."""
     from transformers import GenerationConfig
-    try:
-        return GenerationConfig.from_pretrained(path.parent).to_dict()
-    except (OSError, ValueError, KeyError) as e:
-        raise DataError(f"{path}: not read by transformers ({type(e).__name__}: {e}); allowed: a model's "
-                        f"{GENERATION} as save_pretrained writes it (the generation defaults the run sampled "
-                        f"with)") from e
+    return _read_saved(path, GenerationConfig.from_pretrained, "the generation defaults the run sampled with")
 
 
 def _file_differences(checkpoints: dict[int, Path], every: dict[int, Path], name: str, key: str, study: dict, read,
@@ -130,12 +125,16 @@ def _config_bytes(path: Path, step: int) -> bytes:
 def _read_config(path: Path) -> dict:
     """config.json as transformers reads it (no weights)."""
     from transformers import AutoConfig
+    return _read_saved(path, AutoConfig.from_pretrained, "the model checkpoint-* holds, which ingest evaluates")
+
+
+def _read_saved(path: Path, load, what: str) -> dict:
+    """File `path` of a checkpoint as transformers' `load` (a from_pretrained of its folder) reads it, as a dict."""
     try:
-        return AutoConfig.from_pretrained(path.parent).to_dict()
+        return load(path.parent).to_dict()
     except (OSError, ValueError, KeyError) as e:
         raise DataError(f"{path}: not read by transformers ({type(e).__name__}: {e}); allowed: a model's "
-                        f"config.json as save_pretrained writes it (the model checkpoint-* holds, which ingest "
-                        f"evaluates)") from e
+                        f"{path.name} as save_pretrained writes it ({what})") from e
 
 
 def _flat(config: dict, prefix: str = "") -> dict:
