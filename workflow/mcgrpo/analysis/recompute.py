@@ -156,7 +156,7 @@ def analysed_label(results: Path, row) -> str:
     path = Path(results) / "analysis" / "prereg.json"
     try:
         status = store.read_json(path)
-        if why := sealed.problem(path, status.get(sealed.KEY), sealed.of_json(status)):  # its labels cannot be read
+        if why := sealed.json_problem(path, status):  # its labels cannot be read
             return (f"{why.partition('; allowed')[0]}: whether the study's config changed the plan since the lock "
                     f"cannot be told from it; give --config STUDY.yaml to label it as the workflow does")
         lock = prereg.read_lock(results)

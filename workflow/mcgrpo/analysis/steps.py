@@ -92,7 +92,7 @@ def analysis_reader(cfg: dict, results: Path, runs: dict[str, str] | None = None
     def read(name: str, kind: str | None = None) -> pd.DataFrame:
         path = Path(results) / "analysis" / f"{name}.parquet"
         frame = _read_held(path, "written for config", "config", expected, kind, now)
-        sealed.held(path, store.read_arrow(path), store.parquet_metadata(path))
+        sealed.held(path)
         return frame
     return read
 
@@ -148,7 +148,7 @@ def _status(cfg: dict, results: Path) -> dict:
     found = str(status.get("sha256_now") if isinstance(status, dict) else None)
     _held_to(path, f"the plan against its lock for plan {found[:12]}", found, "plan",
              study_config.config_hash(prereg.material(cfg)))
-    if why := sealed.problem(path, status.get(sealed.KEY), sealed.of_json(status)):
+    if why := sealed.json_problem(path, status):
         raise IntegrityError(why)
     _held_to_lock(path, status, Path(results))
     return status
@@ -237,7 +237,7 @@ def _gradient_tests(cfg: dict, results: Path) -> pd.DataFrame | None:
                           f"and the extrapolation read; allowed: {MEASURE_AGAIN}")
     frame = _read_held(path, "measured for gradient tests", "gradient tests' config",
                        study_config.config_hash(planned), remedy=MEASURE_AGAIN)
-    sealed.held(path, store.read_arrow(path), store.parquet_metadata(path), REMEASURE)
+    sealed.held(path, REMEASURE)
     return frame
 
 

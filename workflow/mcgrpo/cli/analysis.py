@@ -197,7 +197,7 @@ def seeds_power(args) -> None:
         paired = steps.analysis_reader(study, results)("paired", "paired")
     else:
         paired = store.read_contract(path, "paired")
-        sealed.held(path, store.read_arrow(path), store.parquet_metadata(path))  # its own rows: no study needed
+        sealed.held(path)  # its own rows: no study needed
         written = store.parquet_metadata(path).get("config_hash", "")
         print(f"{path}: written for config {written[:12] or '(none recorded)'}, not checked against a study "
               f"(give --config STUDY.yaml to hold it to the study's config)")

@@ -1,13 +1,13 @@
 """What an analysis file records of its own content, so that an edit that keeps the rest of the file is told.
 
-An analysis file (analysis/<name>.parquet, analysis/prereg.json, and the gradient tests' analysis/gradient_tests.parquet)
-is held to the study's config, runs and lock by what it records of them (mcgrpo.analysis.steps), and no manifest
-vouches for it: rows edited and written back with the file's metadata copied (pandas or pyarrow), or a key of
-prereg.json edited, changed nothing those checks read, and the tables, figures and summary worded their verdicts from
-the edited numbers. So each file records `sealed`, a sha256 of its content (a Parquet file's columns, their types and
-rows as Arrow reads them back, and pandas' metadata, the rest of its metadata left out; a JSON file's other keys), and
-every reader refuses one whose content hashes otherwise. A checksum, not a signature: it tells a file edited by hand
-or by mistake, not one sealed again with this code.
+An analysis file (analysis/<name>.parquet, analysis/prereg.json, and the gradient tests'
+analysis/gradient_tests.parquet) is held to the study's config, runs and lock by what it records of them
+(mcgrpo.analysis.steps), and no manifest vouches for it: rows edited and written back with the file's metadata copied
+(pandas or pyarrow), or a key of prereg.json edited, changed nothing those checks read, and the tables, figures and
+summary worded their verdicts from the edited numbers. So each file records `sealed`, a sha256 of its content (a Parquet
+file's columns, their types and rows as Arrow reads them back, and pandas' metadata, the rest of its metadata left out;
+a JSON file's other keys), and every reader refuses one whose content hashes otherwise. A checksum, not a signature: it
+tells a file edited by hand or by mistake, not one sealed again with this code.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from mcgrpo.core import store
 from mcgrpo.core.errors import IntegrityError
 
 KEY = "sealed"
@@ -54,11 +55,16 @@ def _sha256(body) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def held(path: Path, table: pa.Table, metadata: dict[str, str], remedy: str | None = None) -> None:
-    """Refuse analysis Parquet file `path`, read as `table` with key-value `metadata`, where its rows are not the
-    ones it sealed; `remedy`: what writes it again, where the analysis's --forcerun does not."""
-    if why := problem(path, metadata.get(KEY), of_rows(table), remedy):
+def held(path: Path, remedy: str | None = None) -> None:
+    """Refuse analysis Parquet file `path` where its rows are not the ones it sealed; `remedy`: what writes it again,
+    where the analysis's --forcerun does not."""
+    if why := problem(path, store.parquet_metadata(path).get(KEY), of_rows(store.read_arrow(path)), remedy):
         raise IntegrityError(why)
+
+
+def json_problem(path: Path, obj: dict) -> str | None:
+    """problem() of analysis JSON file `path`, read as `obj`: None where its keys are the ones it sealed."""
+    return problem(path, obj.get(KEY), of_json(obj))
 
 
 def problem(path: Path, recorded: str | None, found: str, remedy: str | None = None) -> str | None:

@@ -638,7 +638,8 @@ def ingest(log: TRLLog, run: dict, budget: int, model, tokenizer, pool: pd.DataF
         raise ConfigError(f"--arm: an arm not declared ingested (arm config {run['arm_config']}); allowed: an arm "
                           f"with trainer: {{ingested: {{trl_output: ...}}}}, whose runs are folders TRL made (a "
                           f"protocol arm's runs are trained under the protocol, never taken from a folder)")
-    held, unsaid = saved_model_differences(log.checkpoints, model, tokenizer)  # config.json, generation_config.json, tokenizer
+    # config.json, generation_config.json, the tokenizer
+    held, unsaid = saved_model_differences(log.checkpoints, model, tokenizer)
     found = [*held, *differing(log, run, prompt_lengths(run, tokenizer, pool))]
     differ = [line for _, line in found]
     if differ and not accept:

@@ -16,7 +16,8 @@ obey the protocol mcgrpo's own trainer obeys (mcgrpo.train.trainer):
 An iteration is one optimizer step on one generated batch (steps_per_generation = num_iterations = 1); the
 protocol reaches into two of TRL's methods (`_generate`, `_calculate_rewards`) to count and time, which is why
 the extra pins TRL's version (mcgrpo.core.trl_config.TRL_VERSION); it also counts the policy's `generate` for the
-whole run (a callback's sampling too) and the optimizer's steps (a step post-hook: one a step). One process: no distributed TRL.
+whole run (a callback's sampling too) and the optimizer's steps (a step post-hook: one a step). One process: no
+distributed TRL.
 What the trainer is held to when the protocol attaches and at every step (the recipe's settings, its copies of
 them, its optimizer, generation defaults, tokenizer and starting policy) is `trl_held`'s; the process's global state
 `trl_globals`'s.
@@ -258,8 +259,8 @@ class Protocol(TrainerCallback):
         self._charge_unseen(sum(self.outside), charged, "continuation", (
             f"the script's code (trainer(setup), its callbacks, its trainer's methods) generated {sum(self.outside)} "
             f"tokens with the policy's generate outside the steps' generation and rewards by step "
-            f"{self.ledger.iterations + 1} and charged {charged}; the rest is counted toward B anyway (call mcgrpo.api.charge for what it generates; "
-            f"docs/trl.md)"), "outside")
+            f"{self.ledger.iterations + 1} and charged {charged}; the rest is counted toward B anyway (call "
+            f"mcgrpo.api.charge for what it generates; docs/trl.md)"), "outside")
         self.outside.clear()
         self._continuation, self._charged = self.ledger.tokens["continuation"], 0
 

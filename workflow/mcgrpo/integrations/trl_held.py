@@ -62,8 +62,9 @@ def refusals(args, recipe: dict, bound: int) -> list[str]:
 COPIES = {**{key: key for key in ("num_generations", "max_completion_length", "temperature", "top_p", "top_k", "min_p",
                                    "repetition_penalty", "use_vllm", "loss_type", "scale_rewards", "num_iterations",
                                    "importance_sampling_level", "mask_truncated_completions", "top_entropy_quantile",
-                                   "shuffle_dataset", "beta", "multi_objective_aggregation", "off_policy_mask_threshold",
-                                   "entropy_coef", "use_adaptive_entropy", "use_transformers_continuous_batching")},
+                                   "shuffle_dataset", "beta", "multi_objective_aggregation",
+                                   "off_policy_mask_threshold", "entropy_coef", "use_adaptive_entropy",
+                                   "use_transformers_continuous_batching")},
           "epsilon_low": "epsilon"}
 COPIED = ("GRPOTrainer copies its GRPOConfig when it is built and samples and steps by the copy: set it in the "
           "GRPOConfig (setup.args) before building the trainer, never on the trainer")
@@ -108,7 +109,8 @@ def defaults_differing(trainer, kept: dict) -> list[str]:
     records it."""
     found = sampling_defaults(trainer.accelerator.unwrap_model(trainer.model))
     return [f"GRPOTrainer model.generation_config.{key}: {found.get(key)!r}; allowed: {kept.get(key)!r}, the study's "
-            f"initial model's ({DEFAULTED})" for key in sorted({*found, *kept}) if _differs(found.get(key), kept.get(key))]
+            f"initial model's ({DEFAULTED})" for key in sorted({*found, *kept})
+            if _differs(found.get(key), kept.get(key))]
 
 
 OPTIMIZED = ("set optim, learning_rate, adam_beta1, adam_beta2, adam_epsilon and weight_decay in the GRPOConfig "
@@ -211,7 +213,8 @@ def tokenizer_differing(trainer, kept: dict) -> list[str]:
     otherwise than every other arm's."""
     now = reading(trainer.processing_class)
     return [f"GRPOTrainer tokenizer {key}: changed since the trainer was built; allowed: setup.tokenizer as loaded "
-            f"(the study's, which every arm's prompts and evaluation are read by)" for key in kept if now[key] != kept[key]]
+            f"(the study's, which every arm's prompts and evaluation are read by)" for key in kept
+            if now[key] != kept[key]]
 
 
 def weights(model) -> torch.Tensor:
